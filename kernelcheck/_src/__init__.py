@@ -1,0 +1,1 @@
+"""Private implementation modules; the public API lives one level up."""

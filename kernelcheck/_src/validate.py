@@ -1,0 +1,291 @@
+"""Input validation shared by every public function.
+
+Each public function validates its input first, through these helpers, so that
+bad input raises :class:`~kernelcheck.errors.InvalidArgument` naming the
+argument, describing the value and saying what was expected.  Conventions:
+
+* Arrays: any array-like (lists, NumPy arrays, CPU PyTorch / JAX arrays via
+  ``np.asarray``; tensors that require grad are detached first).  Booleans and
+  integers become float64; float16 becomes float64; float32 stays float32
+  (the caller asked for it); float64 stays.  Complex, object, string, datetime
+  and extended-precision dtypes are refused.
+* NaN or Inf anywhere is an error, never a verdict.
+* Results never alias the caller's memory when the function may write: the
+  helpers return read-only views when ``writeable=False`` is asked for.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import operator
+from typing import Any
+
+import numpy as np
+
+from kernelcheck.errors import InvalidArgument
+
+__all__ = [
+    "describe",
+    "as_array",
+    "as_points",
+    "as_square_matrix",
+    "check_finite",
+    "as_int",
+    "as_real",
+    "as_probability",
+    "as_rng",
+    "check_choice",
+    "check_callable",
+    "result_dtype",
+    "MAX_ELEMENTS",
+    "check_size",
+]
+
+#: Largest number of float64 elements a single intermediate may have before a
+#: function refuses the input up front (about 16 GiB of float64).
+MAX_ELEMENTS = 2 * 1024**3
+
+
+def describe(value: Any) -> str:
+    """A short description of ``value`` for error messages (type, shape, dtype)."""
+    if isinstance(value, np.ndarray):
+        return f"array of shape {value.shape} and dtype {value.dtype}"
+    shape = getattr(value, "shape", None)
+    dtype = getattr(value, "dtype", None)
+    if shape is not None and dtype is not None:
+        return f"{type(value).__name__} of shape {tuple(shape)} and dtype {dtype}"
+    text = repr(value)
+    if len(text) > 60:
+        text = text[:57] + "..."
+    return f"{type(value).__name__} {text}"
+
+
+def _to_numpy(value: Any, name: str) -> np.ndarray:
+    if isinstance(value, np.ndarray):
+        return value
+    # PyTorch tensors: detach from the graph and move to host memory first.
+    detach = getattr(value, "detach", None)
+    if callable(detach) and hasattr(value, "cpu"):
+        try:
+            value = detach().cpu().numpy()
+        except Exception as exc:  # pragma: no cover - depends on torch
+            raise InvalidArgument(
+                f"`{name}` could not be converted to a NumPy array: {exc}"
+            ) from exc
+        return value
+    if isinstance(value, (str, bytes)):
+        raise InvalidArgument(f"`{name}` must be a numeric array, got {describe(value)}")
+    try:
+        return np.asarray(value)
+    except Exception as exc:
+        raise InvalidArgument(
+            f"`{name}` must be a numeric array, got {describe(value)} ({exc})"
+        ) from exc
+
+
+def result_dtype(*arrays: np.ndarray) -> np.dtype:
+    """float32 when every array is float32, else float64."""
+    if arrays and all(a.dtype == np.float32 for a in arrays):
+        return np.dtype(np.float32)
+    return np.dtype(np.float64)
+
+
+def as_array(
+    value: Any,
+    name: str,
+    *,
+    ndim: int | None = None,
+    min_ndim: int | None = None,
+    allow_empty: bool = False,
+    dtype: Any = None,
+) -> np.ndarray:
+    """Convert ``value`` to a finite real floating array, or raise.
+
+    Parameters
+    ----------
+    value : array_like
+        The caller's input.
+    name : str
+        The argument's name, used in messages.
+    ndim, min_ndim : int, optional
+        Exact or minimum number of dimensions.
+    allow_empty : bool
+        Whether an array with a zero-length axis is accepted.
+    dtype : dtype, optional
+        Force this floating dtype (default: float32 stays, all else float64).
+
+    Returns
+    -------
+    numpy.ndarray
+        A floating array.  It may share memory with ``value``; callers must
+        not write into it.
+    """
+    arr = _to_numpy(value, name)
+    kind = arr.dtype.kind
+    if kind == "c":
+        raise InvalidArgument(
+            f"`{name}` must be real, got complex {describe(arr)}; pass the real part "
+            "explicitly if the imaginary part is known to vanish"
+        )
+    if kind not in "biuf":
+        raise InvalidArgument(f"`{name}` must be a real numeric array, got {describe(arr)}")
+    if kind == "f" and arr.dtype.itemsize > 8:
+        raise InvalidArgument(
+            f"`{name}` has extended precision dtype {arr.dtype}; convert it to float64 "
+            "yourself (kernelcheck will not round it silently)"
+        )
+    if ndim is not None and arr.ndim != ndim:
+        raise InvalidArgument(
+            f"`{name}` must have {ndim} dimension{'s' if ndim != 1 else ''}, got {describe(arr)}"
+        )
+    if min_ndim is not None and arr.ndim < min_ndim:
+        raise InvalidArgument(
+            f"`{name}` must have at least {min_ndim} dimensions, got {describe(arr)}"
+        )
+    if not allow_empty and arr.size == 0:
+        raise InvalidArgument(f"`{name}` must not be empty, got {describe(arr)}")
+    if dtype is not None:
+        target = np.dtype(dtype)
+    elif arr.dtype == np.float32:
+        target = np.dtype(np.float32)
+    else:
+        target = np.dtype(np.float64)
+    if arr.dtype != target:
+        arr = arr.astype(target)
+    check_finite(arr, name)
+    return arr
+
+
+def check_finite(arr: np.ndarray, name: str) -> None:
+    """Raise :class:`InvalidArgument` if ``arr`` holds a NaN or an infinity."""
+    if arr.size and not np.isfinite(arr).all():
+        bad = np.argwhere(~np.isfinite(arr))
+        first = tuple(int(i) for i in bad[0])
+        raise InvalidArgument(
+            f"`{name}` must be finite, but {len(bad)} entr{'y is' if len(bad) == 1 else 'ies are'} "
+            f"NaN or Inf (first at index {first}: {arr[first]!r})"
+        )
+
+
+def as_points(value: Any, name: str, *, dim: int | None = None, allow_empty: bool = False) -> np.ndarray:
+    """A point set of shape (n, d): a finite real 2-d array.
+
+    A 1-d input is *not* promoted silently: a point set has one row per point.
+    """
+    arr = as_array(value, name, allow_empty=allow_empty)
+    if arr.ndim != 2:
+        hint = ""
+        if arr.ndim == 1:
+            hint = " (a single point x is passed as x[None, :]; n points in one dimension as x[:, None])"
+        raise InvalidArgument(
+            f"`{name}` must be a 2-d array of shape (n, d), got {describe(arr)}{hint}"
+        )
+    if arr.shape[1] == 0:
+        raise InvalidArgument(f"`{name}` must have at least one column (d >= 1), got {describe(arr)}")
+    if dim is not None and arr.shape[1] != dim:
+        raise InvalidArgument(f"`{name}` must have d = {dim} columns, got {describe(arr)}")
+    return arr
+
+
+def as_square_matrix(value: Any, name: str) -> np.ndarray:
+    """A finite real square matrix of shape (n, n), n >= 1."""
+    arr = as_array(value, name)
+    if arr.ndim != 2 or arr.shape[0] != arr.shape[1]:
+        raise InvalidArgument(f"`{name}` must be a square 2-d matrix, got {describe(arr)}")
+    return arr
+
+
+def as_int(value: Any, name: str, *, minimum: int | None = None, maximum: int | None = None) -> int:
+    """An integer (not a bool, not a float), within optional bounds."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        if isinstance(value, float) and value.is_integer():
+            hint = f" (got the float {value!r}; pass int({value!r}))"
+        else:
+            hint = f", got {describe(value)}"
+        raise InvalidArgument(f"`{name}` must be an integer{hint}")
+    value = operator.index(value)
+    if minimum is not None and value < minimum:
+        raise InvalidArgument(f"`{name}` must be >= {minimum}, got {value}")
+    if maximum is not None and value > maximum:
+        raise InvalidArgument(f"`{name}` must be <= {maximum}, got {value}")
+    return int(value)
+
+
+def as_real(
+    value: Any,
+    name: str,
+    *,
+    positive: bool = False,
+    nonnegative: bool = False,
+) -> float:
+    """A finite real number (bools refused), optionally positive or non-negative."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        if isinstance(value, np.ndarray) and value.ndim == 0 and value.dtype.kind in "iuf":
+            value = value.item()
+        else:
+            raise InvalidArgument(f"`{name}` must be a real number, got {describe(value)}")
+    value = float(value)
+    if not math.isfinite(value):
+        raise InvalidArgument(f"`{name}` must be finite, got {value}")
+    if positive and not value > 0:
+        raise InvalidArgument(f"`{name}` must be > 0, got {value}")
+    if nonnegative and not value >= 0:
+        raise InvalidArgument(f"`{name}` must be >= 0, got {value}")
+    return value
+
+
+def as_probability(value: Any, name: str) -> float:
+    """A number strictly between 0 and 1 (a significance level, a confidence)."""
+    value = as_real(value, name)
+    if not 0.0 < value < 1.0:
+        raise InvalidArgument(f"`{name}` must lie strictly between 0 and 1, got {value}")
+    return value
+
+
+def as_rng(seed: Any, name: str = "seed") -> np.random.Generator:
+    """A NumPy Generator from a seed, SeedSequence or Generator.
+
+    ``None`` is refused: every random function in kernelcheck is reproducible,
+    so the caller states the seed.
+    """
+    if isinstance(seed, np.random.Generator):
+        return seed
+    if isinstance(seed, np.random.SeedSequence):
+        return np.random.default_rng(seed)
+    if seed is None:
+        raise InvalidArgument(
+            f"`{name}` must be given (an int, a numpy.random.SeedSequence or a Generator); "
+            "kernelcheck never draws from unseeded randomness"
+        )
+    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, numbers.Integral) or seed < 0:
+        raise InvalidArgument(
+            f"`{name}` must be a non-negative int, a numpy.random.SeedSequence or a "
+            f"numpy.random.Generator, got {describe(seed)}"
+        )
+    return np.random.default_rng(int(seed))
+
+
+def check_choice(value: Any, name: str, choices) -> Any:
+    """``value`` must be one of ``choices``."""
+    if value not in choices:
+        listed = ", ".join(repr(c) for c in choices)
+        raise InvalidArgument(f"`{name}` must be one of {listed}; got {value!r}")
+    return value
+
+
+def check_callable(value: Any, name: str) -> Any:
+    """``value`` must be callable."""
+    if not callable(value):
+        raise InvalidArgument(f"`{name}` must be callable, got {describe(value)}")
+    return value
+
+
+def check_size(elements: int, what: str, *, itemsize: int = 8) -> None:
+    """Refuse up front an intermediate of ``elements`` entries beyond :data:`MAX_ELEMENTS`."""
+    if elements > MAX_ELEMENTS:
+        gib = elements * itemsize / 1024**3
+        raise InvalidArgument(
+            f"{what} would need {elements} entries ({gib:.1f} GiB); the limit is "
+            f"{MAX_ELEMENTS} entries. Use smaller inputs, a truncated order or fewer features"
+        )

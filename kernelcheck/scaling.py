@@ -1,0 +1,3 @@
+"""Placeholder: filled in by the module's implementation."""
+
+__all__: list[str] = []

@@ -1,0 +1,23 @@
+"""Verifiers: what other projects call.
+
+Each verifier takes the user's object (a kernel, a feature map, a sampler, an
+attention function), runs kernelcheck's reference computation, and returns a
+report object with a boolean ``passed``, the measured numbers, the tolerance
+used and where it came from, ``__str__`` (a one-line verdict) and ``to_dict()``.
+
+* :func:`kernel` -- is this a kernel (claims C5, C6)?
+* :func:`feature_map` -- does this feature map reproduce its kernel (C4, C7-C9)?
+* :func:`unbiased` -- is this random-feature estimator unbiased, how noisy (C13, C16-C18)?
+* :func:`attention` -- does this attention layer compute what it claims (C1, C10, C14)?
+"""
+
+from kernelcheck._src.verify_attention import *  # noqa: F403
+from kernelcheck._src.verify_features import *  # noqa: F403
+from kernelcheck._src.verify_kernel import *  # noqa: F403
+from kernelcheck._src.verify_unbiased import *  # noqa: F403
+from kernelcheck._src import verify_attention as _va
+from kernelcheck._src import verify_features as _vf
+from kernelcheck._src import verify_kernel as _vk
+from kernelcheck._src import verify_unbiased as _vu
+
+__all__ = [*_vk.__all__, *_vf.__all__, *_vu.__all__, *_va.__all__]
