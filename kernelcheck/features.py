@@ -1,3 +1,25 @@
-"""Placeholder: filled in by the module's implementation."""
+"""Feature maps: exact maps of finite kernels and random maps of the exponential kernel.
 
-__all__: list[str] = []
+Exact maps come from ``k.features(form)`` (claims C4, C7, C8, C9, C12); the
+random maps estimate ``Exponential(scale)`` (claims C13, C17, C18).
+
+Examples
+--------
+>>> import numpy as np
+>>> from kernelcheck.kernels import Linear, exp
+>>> phi = exp(Linear(), order=2).features()
+>>> phi.output_dim(16)
+153
+"""
+
+from kernelcheck._src.featuremap import FORMS, ExactFeatureMap, FeatureMap
+from kernelcheck._src.kernels import monomial_dim, unweighted_monomials, weighted_monomials
+
+__all__ = [
+    "FeatureMap",
+    "ExactFeatureMap",
+    "FORMS",
+    "monomial_dim",
+    "weighted_monomials",
+    "unweighted_monomials",
+]

@@ -1,0 +1,136 @@
+"""Feature maps: ``phi(X)`` returns an (n, D) array whose inner products
+reproduce (exact maps) or estimate (random maps) a kernel (claim C4).
+
+The base class fixes the interface every map shares; :class:`ExactFeatureMap`
+is the map a finite kernel returns from ``k.features()``.
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from kernelcheck._src.rounding import gamma
+from kernelcheck._src.validate import as_int, as_points, check_choice, check_size
+
+if TYPE_CHECKING:  # pragma: no cover
+    from kernelcheck._src.kernels import Kernel
+
+__all__ = ["FeatureMap", "ExactFeatureMap", "FORMS"]
+
+#: The exact-map forms: ``"symmetric"`` keeps each unique monomial once with
+#: the multinomial weight ``sqrt(m! / alpha!)`` (C(d+m-1, m) coordinates for
+#: degree m); ``"tensor"`` keeps every ordered product (d**m coordinates).
+FORMS = ("symmetric", "tensor")
+
+
+class FeatureMap(abc.ABC):
+    """A map ``phi: R^d -> R^D`` applied row-wise: ``phi(X)`` has shape (n, D).
+
+    Attributes
+    ----------
+    kernel : Kernel
+        The kernel the map reproduces (``exact=True``) or estimates.
+    exact : bool
+        ``phi(X) @ phi(Y).T == kernel(X, Y)`` up to rounding (True), or only
+        in expectation over the map's randomness (False).
+    """
+
+    exact: bool = True
+
+    @property
+    @abc.abstractmethod
+    def kernel(self) -> Kernel:
+        """The kernel this map reproduces or estimates."""
+
+    @abc.abstractmethod
+    def output_dim(self, d: int) -> int:
+        """Number of features D for inputs of dimension ``d``, without building them."""
+
+    @abc.abstractmethod
+    def __call__(self, X) -> np.ndarray:
+        """Apply the map to each row of ``X`` (shape (n, d)); returns (n, D)."""
+
+
+class ExactFeatureMap(FeatureMap):
+    """The exact, finite feature map of a kernel node (claims C4, C7, C8, C9, C12).
+
+    Built by ``k.features(form)``; composes through the algebra: a sum
+    concatenates, ``c * k`` multiplies by ``sqrt(c)``, a product takes the
+    row-wise Kronecker product, a power ``m`` takes degree-m monomials (with
+    multinomial weights in the symmetric form), and ``exp(k, order=M)`` stacks
+    the powers ``0..M`` weighted by ``1 / sqrt(j!)`` (the truncated Taylor map).
+
+    Error model.  Every feature entry is a product of at most ``ops`` rounded
+    operations on exact inputs, so it carries a relative error of at most
+    ``gamma_ops``; an inner product of two such D-vectors is then accurate to
+    ``gamma_(D + 2 ops) |phi(x)| . |phi(y)|`` (Higham, ch. 3).  See
+    :meth:`error_bound`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kernelcheck import Polynomial
+    >>> phi = Polynomial(2).features()
+    >>> X = np.array([[1.0, 2.0], [3.0, -1.0]])
+    >>> bool(np.allclose(phi(X) @ phi(X).T, Polynomial(2)(X)))
+    True
+    >>> phi.output_dim(2)
+    3
+    """
+
+    exact = True
+
+    def __init__(self, kernel: Kernel, form: str = "symmetric"):
+        check_choice(form, "form", FORMS)
+        self._kernel = kernel
+        self.form = form
+
+    @property
+    def kernel(self) -> Kernel:
+        return self._kernel
+
+    @property
+    def ops(self) -> int:
+        """Bound on the rounded operations behind one feature entry (the error model)."""
+        return self._kernel._phi_ops(self.form)
+
+    def output_dim(self, d: int) -> int:
+        d = as_int(d, "d", minimum=1)
+        return self._kernel._feature_dim(d, self.form)
+
+    def __call__(self, X) -> np.ndarray:
+        X = as_points(X, "X")
+        D = self.output_dim(X.shape[1])
+        check_size(X.shape[0] * D, f"the feature matrix of {self!r} for X of shape {X.shape}")
+        return self._kernel._phi(X, self.form)
+
+    def error_bound(self, X, Y=None) -> np.ndarray:
+        """Entrywise bound on ``|fl(phi(X) @ phi(Y).T) - k(X, Y)|`` (exact k).
+
+        ``gamma_(D + 2 ops) (1 + gamma_D) (|phi(X)| @ |phi(Y)|.T)``, the
+        feature entries' relative errors (``ops`` each) and the length-D inner
+        product's rounding, in the unit roundoff of the result dtype.
+        """
+        PX = self(X)
+        PY = PX if Y is None else self(Y)
+        D = PX.shape[1]
+        dtype = PX.dtype
+        g = gamma(D + 2 * self.ops, dtype) * (1.0 + gamma(D, dtype))
+        return g * (np.abs(PX) @ np.abs(PY).T)
+
+    def __repr__(self) -> str:
+        return f"({self._kernel!r}).features(form={self.form!r})"
+
+    def __eq__(self, other) -> bool:
+        return (
+            isinstance(other, ExactFeatureMap)
+            and other._kernel == self._kernel
+            and other.form == self.form
+        )
+
+    def __hash__(self) -> int:
+        return hash((ExactFeatureMap, self._kernel, self.form))
+
