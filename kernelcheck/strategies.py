@@ -1,3 +1,15 @@
-"""Placeholder: filled in by the module's implementation."""
+"""Hypothesis strategies: point sets, kernels as random expression trees, feature maps.
 
-__all__: list[str] = []
+Examples
+--------
+>>> from hypothesis import given
+>>> from kernelcheck.strategies import kernels, point_sets
+>>> @given(kernels(max_depth=3), point_sets(dim=2))
+... def test_gram_is_symmetric(k, X):
+...     G = k(X)
+...     assert (G == G.T).all() or abs(G - G.T).max() <= 1e-12 * abs(G).max()
+"""
+
+from kernelcheck._src.strategies import feature_maps, kernels, point_set_pairs, point_sets
+
+__all__ = ["point_sets", "point_set_pairs", "kernels", "feature_maps"]

@@ -1,1 +1,212 @@
-__all__: list[str] = []
+"""``verify.feature_map``: does a feature map reproduce its kernel? (claims C4, C7, C8, C9, C12)
+
+The check compares two independent computations entrywise: the kernel's Gram
+block ``k(X, Y)`` and the inner products ``phi(X) @ phi(Y).T``, against the
+sum of the two error models (the kernel's propagated bound and the feature
+map's), so a failure is a real discrepancy, never rounding.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from kernelcheck._src.featuremap import ExactFeatureMap, FeatureMap
+from kernelcheck._src.kernels import Kernel
+from kernelcheck._src.results import ResultMixin
+from kernelcheck._src.rounding import Tolerance, gamma
+from kernelcheck._src.validate import (
+    as_array,
+    as_int,
+    as_points,
+    check_callable,
+    describe,
+)
+from kernelcheck.errors import InvalidArgument
+
+__all__ = ["feature_map", "FeatureMapReport"]
+__testing__ = ["assert_feature_map"]
+
+#: Default rounding count per feature entry for a user map with no error model.
+DEFAULT_FEATURE_OPS = 16
+
+
+@dataclass(frozen=True)
+class FeatureMapReport(ResultMixin):
+    """Outcome of :func:`feature_map`.
+
+    Attributes
+    ----------
+    passed : bool
+        Every entry of ``phi(X) phi(Y)^T`` is within the tolerance of ``k(X, Y)``.
+    kernel, feature_map : str
+        What was compared.
+    n, m, d, D : int
+        Number of points in X and Y, input and feature dimension.
+    max_abs_error : float
+        ``max |phi(X) phi(Y)^T - k(X, Y)|``.
+    worst_index : tuple
+        (i, j) of the worst entry relative to its tolerance.
+    worst_ratio : float
+        ``|error| / tolerance`` at that entry (``<= 1`` means within).
+    tolerance : Tolerance
+        The largest entry of the entrywise tolerance and its error model.
+    """
+
+    passed: bool
+    kernel: str
+    feature_map: str
+    n: int
+    m: int
+    d: int
+    D: int
+    max_abs_error: float
+    worst_index: tuple
+    worst_ratio: float
+    kernel_value: float
+    feature_value: float
+    tolerance: Tolerance
+
+    def __str__(self) -> str:
+        verdict = "reproduces" if self.passed else "does NOT reproduce"
+        i, j = self.worst_index
+        return (
+            f"{self.feature_map} {verdict} {self.kernel} on {self.n}x{self.m} pairs "
+            f"(D={self.D}): max |error| {self.max_abs_error:.3g}; worst at ({i}, {j}) "
+            f"{self.feature_value:.6g} vs {self.kernel_value:.6g}, "
+            f"{self.worst_ratio:.3g} x its tolerance"
+        )
+
+
+def _apply(phi, X: np.ndarray, name: str) -> np.ndarray:
+    try:
+        out = phi(X)
+    except InvalidArgument:
+        raise
+    except Exception as exc:
+        raise InvalidArgument(f"`phi` raised {type(exc).__name__} on `{name}`: {exc}") from exc
+    out = as_array(out, f"phi({name})")
+    if out.ndim != 2 or out.shape[0] != X.shape[0]:
+        raise InvalidArgument(
+            f"`phi({name})` must have shape ({X.shape[0]}, D), got {describe(out)}"
+        )
+    return out
+
+
+def feature_map(
+    phi: FeatureMap | object,
+    X,
+    Y=None,
+    *,
+    kernel: Kernel | None = None,
+    feature_ops: int | None = None,
+) -> FeatureMapReport:
+    """Check that ``phi(X) @ phi(Y).T`` reproduces ``kernel(X, Y)`` (claim C4).
+
+    Parameters
+    ----------
+    phi : FeatureMap or callable
+        An exact map (``k.features()``), or any callable taking (n, d) and
+        returning (n, D) (a user's map; tensors are read via ``np.asarray``).
+    X, Y : array_like, shape (n, d), (m, d)
+        Points; ``Y=None`` means ``Y = X``.
+    kernel : Kernel, optional
+        The kernel to reproduce; defaults to ``phi.kernel``.
+    feature_ops : int, optional
+        Rounded operations behind one feature entry, for the error model of a
+        user map (default: the map's own model for kernelcheck maps, else 16).
+
+    Returns
+    -------
+    FeatureMapReport
+
+    Notes
+    -----
+    Error model: entrywise ``tol = E_k + gamma_(D + 2 ops)(1 + gamma_D)
+    |phi(X)| |phi(Y)|^T`` where ``E_k`` is the kernel's propagated bound
+    (:meth:`Kernel.error_bound`) and the second term covers the feature
+    entries' relative errors and the length-D inner product, in the unit
+    roundoff of the feature dtype.  Random feature maps only estimate their
+    kernel: use :func:`kernelcheck.verify.unbiased` for them.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kernelcheck import Polynomial, verify
+    >>> X = np.random.default_rng(0).normal(size=(6, 3))
+    >>> verify.feature_map(Polynomial(3, c=1.0).features(), X).passed
+    True
+    """
+    check_callable(phi, "phi")
+    if isinstance(phi, FeatureMap) and not phi.exact:
+        raise InvalidArgument(
+            f"`phi` {phi!r} is a random feature map: it estimates its kernel only in "
+            "expectation; check it with kernelcheck.verify.unbiased"
+        )
+    if kernel is None:
+        kernel = getattr(phi, "kernel", None)
+        if not isinstance(kernel, Kernel):
+            raise InvalidArgument("`kernel` must be given when `phi` does not carry one")
+    elif not isinstance(kernel, Kernel):
+        raise InvalidArgument(f"`kernel` must be a kernelcheck Kernel, got {describe(kernel)}")
+    Xa = as_points(X, "X")
+    Ya = Xa if Y is None else as_points(Y, "Y", dim=Xa.shape[1])
+    if feature_ops is None:
+        ops = phi.ops if isinstance(phi, ExactFeatureMap) else DEFAULT_FEATURE_OPS
+    else:
+        ops = as_int(feature_ops, "feature_ops", minimum=0)
+
+    PX = _apply(phi, Xa, "X")
+    PY = PX if Y is None else _apply(phi, Ya, "Y")
+    if PX.shape[1] != PY.shape[1]:
+        raise InvalidArgument(
+            f"`phi` returned {PX.shape[1]} features on X but {PY.shape[1]} on Y"
+        )
+    D = PX.shape[1]
+    G = kernel(Xa, Ya)
+    Ek = kernel.error_bound(Xa, Ya)
+    F = PX @ PY.T
+    dtype = F.dtype
+    g = gamma(D + 2 * ops, dtype) * (1.0 + gamma(D, dtype))
+    tol = Ek + g * (np.abs(PX) @ np.abs(PY).T)
+    err = np.abs(F - G)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(tol > 0, err / np.where(tol > 0, tol, 1.0), np.where(err > 0, np.inf, 0.0))
+    worst = np.unravel_index(int(np.argmax(ratio)), ratio.shape)
+    tolerance = Tolerance(
+        float(tol.max()),
+        f"entrywise E_k + gamma_(D+2*ops) |phi(X)||phi(Y)|^T with D={D}, ops={ops}, "
+        f"u={np.finfo(dtype).eps / 2:.3g}",
+    )
+    return FeatureMapReport(
+        passed=bool((err <= tol).all()),
+        kernel=repr(kernel),
+        feature_map=repr(phi) if isinstance(phi, FeatureMap) else getattr(phi, "__name__", repr(phi)),
+        n=Xa.shape[0],
+        m=Ya.shape[0],
+        d=Xa.shape[1],
+        D=D,
+        max_abs_error=float(err.max()),
+        worst_index=(int(worst[0]), int(worst[1])),
+        worst_ratio=float(ratio[worst]),
+        kernel_value=float(G[worst]),
+        feature_value=float(F[worst]),
+        tolerance=tolerance,
+    )
+
+
+def assert_feature_map(phi, X, Y=None, *, kernel: Kernel | None = None, feature_ops=None) -> FeatureMapReport:
+    """pytest twin of :func:`feature_map`: raise ``AssertionError`` with the report.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kernelcheck import Linear
+    >>> from kernelcheck.testing import assert_feature_map
+    >>> _ = assert_feature_map(Linear().features(), np.eye(3))
+    """
+    report = feature_map(phi, X, Y, kernel=kernel, feature_ops=feature_ops)
+    if not report.passed:
+        raise AssertionError(str(report) + f"; tolerance {report.tolerance}")
+    return report

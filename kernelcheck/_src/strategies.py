@@ -1,0 +1,215 @@
+"""Hypothesis strategies for kernelcheck's objects, usable from other projects.
+
+Plural nouns with keyword-only ``min_*``/``max_*`` bounds, validated when the
+strategy is built (messages echo the values), in the manner of
+``hypothesis.extra.numpy``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from kernelcheck._src.featuremap import FORMS
+from kernelcheck._src.kernels import (
+    Constant,
+    Exp,
+    Exponential,
+    Gaussian,
+    Kernel,
+    Laplacian,
+    Linear,
+    Polynomial,
+    Power,
+    Product,
+    Scaled,
+    Sum,
+)
+from kernelcheck._src.validate import as_int, as_real
+from kernelcheck.errors import InvalidArgument
+
+__all__ = ["point_sets", "point_set_pairs", "kernels", "feature_maps"]
+
+
+def _bounds(name: str, lo: int, hi: int, *, minimum: int) -> tuple[int, int]:
+    lo = as_int(lo, f"min_{name}", minimum=minimum)
+    hi = as_int(hi, f"max_{name}", minimum=minimum)
+    if lo > hi:
+        raise InvalidArgument(f"min_{name}={lo} is larger than max_{name}={hi}")
+    return lo, hi
+
+
+def _rows_with_bounded_norm(arr: np.ndarray, max_norm: float) -> np.ndarray:
+    norms = np.sqrt(np.einsum("ij,ij->i", arr, arr))
+    too_big = norms > max_norm
+    if too_big.any():
+        arr = arr.copy()
+        arr[too_big] *= (max_norm / norms[too_big])[:, None]
+        # the rescaled norm may exceed max_norm by an ulp; shrink once more
+        norms = np.sqrt(np.einsum("ij,ij->i", arr, arr))
+        arr[norms > max_norm] *= 1.0 - 4 * np.finfo(arr.dtype).eps
+    return arr
+
+
+@st.composite
+def _points(draw, n, d, max_norm, dtype):
+    elements = st.floats(
+        min_value=-max_norm, max_value=max_norm, allow_nan=False, allow_infinity=False,
+        allow_subnormal=False, width=np.dtype(dtype).itemsize * 8,
+    )
+    arr = draw(hnp.arrays(dtype, (n, d), elements=elements))
+    return _rows_with_bounded_norm(arr, max_norm)
+
+
+def point_sets(
+    *,
+    min_points: int = 1,
+    max_points: int = 8,
+    min_dim: int = 1,
+    max_dim: int = 6,
+    dim: int | None = None,
+    max_norm: float = 2.0,
+    dtype=np.float64,
+) -> st.SearchStrategy[np.ndarray]:
+    """Point sets ``X`` of shape (n, d) whose rows have Euclidean norm ``<= max_norm``.
+
+    Rows longer than ``max_norm`` are scaled back onto the ball, so the
+    strategy shrinks toward small, simple point sets (zeros, repeated rows).
+
+    Examples
+    --------
+    >>> from hypothesis import given
+    >>> from kernelcheck.strategies import point_sets
+    >>> strategy = point_sets(max_points=4, dim=3)
+    """
+    n_lo, n_hi = _bounds("points", min_points, max_points, minimum=1)
+    if dim is not None:
+        dim = as_int(dim, "dim", minimum=1)
+        d_lo = d_hi = dim
+    else:
+        d_lo, d_hi = _bounds("dim", min_dim, max_dim, minimum=1)
+    max_norm = as_real(max_norm, "max_norm", positive=True)
+    dtype = np.dtype(dtype)
+    if dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
+        raise InvalidArgument(f"`dtype` must be float32 or float64, got {dtype}")
+    return st.tuples(st.integers(n_lo, n_hi), st.integers(d_lo, d_hi)).flatmap(
+        lambda nd: _points(nd[0], nd[1], max_norm, dtype)
+    )
+
+
+def point_set_pairs(
+    *,
+    min_points: int = 1,
+    max_points: int = 8,
+    min_dim: int = 1,
+    max_dim: int = 6,
+    max_norm: float = 2.0,
+    dtype=np.float64,
+) -> st.SearchStrategy[tuple[np.ndarray, np.ndarray]]:
+    """Pairs ``(X, Y)`` of point sets sharing one dimension d (see :func:`point_sets`)."""
+    d_lo, d_hi = _bounds("dim", min_dim, max_dim, minimum=1)
+    _bounds("points", min_points, max_points, minimum=1)
+
+    def pair(d):
+        one = point_sets(
+            min_points=min_points, max_points=max_points, dim=d, max_norm=max_norm, dtype=dtype
+        )
+        return st.tuples(one, one)
+
+    return st.integers(d_lo, d_hi).flatmap(pair)
+
+
+_FINITE_LEAVES = ("linear", "constant", "polynomial")
+_INFINITE_LEAVES = ("exponential", "gaussian", "laplacian")
+
+
+def _leaf(name: str) -> st.SearchStrategy[Kernel]:
+    scale = st.sampled_from([0.25, 0.5, 1.0, 2.0])
+    if name == "linear":
+        return st.just(Linear())
+    if name == "constant":
+        return scale.map(Constant)
+    if name == "polynomial":
+        return st.builds(Polynomial, st.integers(0, 3), st.sampled_from([0.0, 0.5, 1.0]))
+    if name == "exponential":
+        return st.sampled_from([0.25, 0.5, 1.0]).map(Exponential)
+    if name == "gaussian":
+        return scale.map(Gaussian)
+    return scale.map(Laplacian)
+
+
+def kernels(
+    *,
+    max_depth: int = 4,
+    finite: bool = True,
+    max_features: int = 2000,
+    feature_dim_at: int = 6,
+) -> st.SearchStrategy[Kernel]:
+    """Random expression trees of the kernel algebra (every tree is a true kernel).
+
+    Parameters
+    ----------
+    max_depth : int
+        Largest depth of the tree (a leaf has depth 1).
+    finite : bool
+        Only nodes with finite feature maps (``Linear``, ``Constant``,
+        ``Polynomial``, sums, positive scalings, products, powers and
+        truncated ``exp``) when True; else also ``Exponential``,
+        ``Gaussian``, ``Laplacian`` and untruncated ``exp``.
+    max_features, feature_dim_at : int
+        With ``finite=True``, keep only trees whose symmetric feature
+        dimension at input dimension ``feature_dim_at`` is at most
+        ``max_features`` (so that feature maps stay cheap to build).
+    """
+    max_depth = as_int(max_depth, "max_depth", minimum=1, maximum=8)
+    max_features = as_int(max_features, "max_features", minimum=1)
+    feature_dim_at = as_int(feature_dim_at, "feature_dim_at", minimum=1)
+    leaves = _FINITE_LEAVES if finite else _FINITE_LEAVES + _INFINITE_LEAVES
+    leaf = st.one_of([_leaf(name) for name in leaves])
+
+    def extend(children: st.SearchStrategy[Kernel]) -> st.SearchStrategy[Kernel]:
+        options = [
+            st.builds(Sum, children, children),
+            st.builds(Scaled, st.sampled_from([0.25, 0.5, 2.0]), children),
+            st.builds(Product, children, children),
+            st.builds(Power, children, st.integers(0, 3)),
+            st.builds(Exp, children, st.integers(0, 3)),
+        ]
+        if not finite:
+            options.append(st.builds(Exp, children, st.none()))
+        return st.one_of(options)
+
+    def depth(k: Kernel) -> int:
+        kids = k._children()
+        return 1 + max((depth(c) for c in kids), default=0)
+
+    strategy = st.recursive(leaf, extend, max_leaves=2 ** (max_depth - 1)).filter(
+        lambda k: depth(k) <= max_depth
+    )
+    if finite:
+        strategy = strategy.filter(
+            lambda k: k.has_finite_features and k.feature_dim(feature_dim_at) <= max_features
+        )
+    return strategy
+
+
+def feature_maps(
+    *, max_depth: int = 3, max_features: int = 2000, feature_dim_at: int = 6
+) -> st.SearchStrategy:
+    """Exact feature maps ``k.features(form)`` of random finite kernels (both forms).
+
+    Tensor forms larger than ``max_features`` at ``feature_dim_at`` fall back
+    to the symmetric form.
+    """
+    def build(pair):
+        k, form = pair
+        if form == "tensor" and k.feature_dim(feature_dim_at, "tensor") > max_features:
+            form = "symmetric"
+        return k.features(form)
+
+    return st.tuples(
+        kernels(max_depth=max_depth, max_features=max_features, feature_dim_at=feature_dim_at),
+        st.sampled_from(FORMS),
+    ).map(build)
+
