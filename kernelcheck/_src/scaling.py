@@ -525,10 +525,6 @@ class Measurement(ResultMixin):
         return plot_measurements([self], path, title=self.label)
 
 
-def _call(fn, args):
-    return fn(*args)
-
-
 def _measure_iv(fn, sizes, make_input, repeats, warmup, statistic, min_time, cost, label):
     check_callable(fn, "fn")
     sizes = _sizes_iv(sizes)
@@ -763,7 +759,8 @@ def plot_measurements(measurements: Sequence[Measurement], path, *, title: str |
         axes[k].set_ylim(bottom=0)
     for ax in axes:
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7)
     if title:
         fig.suptitle(title)
     fig.tight_layout()

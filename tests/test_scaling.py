@@ -1,0 +1,287 @@
+"""Unit tests of kernelcheck.scaling: measure, fit_exponent, reports, bad input.
+
+No test here asserts a wall-clock time: timings are only checked for their
+structure (shapes, the statistic applied to the repeats), and the fitted
+exponents are checked on synthetic values whose exponent is known.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+
+import numpy as np
+import pytest
+
+from kernelcheck.errors import InvalidArgument
+from kernelcheck.scaling import (
+    ExponentFit,
+    Measurement,
+    fit_exponent,
+    geometric_sizes,
+    measure,
+    plot_measurements,
+)
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+# ---------------------------------------------------------------------------
+# geometric_sizes
+# ---------------------------------------------------------------------------
+
+
+def test_geometric_sizes_doubling_and_num():
+    sizes = geometric_sizes(3, 50)
+    assert sizes == tuple(3 * 2**k for k in range(5))
+    sizes = geometric_sizes(100, 100_000, num=4)
+    ratios = np.diff(np.log(sizes))
+    np.testing.assert_allclose(ratios, ratios[0], rtol=1e-2)
+    assert sizes[0] == 100 and sizes[-1] == 100_000
+
+
+@pytest.mark.parametrize(
+    "args, kwargs",
+    [((0, 10), {}), ((10, 10), {}), ((10, 5), {}), ((1.5, 10), {}), ((1, 10), {"num": 1})],
+)
+def test_geometric_sizes_bad_input(args, kwargs):
+    with pytest.raises(InvalidArgument):
+        geometric_sizes(*args, **kwargs)
+
+
+# ---------------------------------------------------------------------------
+# fit_exponent on values whose exponent is known
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("p", [-0.5, 0.0, 1.0, 1.5, 2.0, 3.0])
+def test_fit_exponent_exact_power_law(p):
+    n = np.array(geometric_sizes(16, 4096))
+    fit = fit_exponent(n, 1e-6 * n**p)
+    assert math.isclose(fit.slope, p, abs_tol=1e-12)
+    assert math.isclose(fit.low, p, abs_tol=1e-12) and math.isclose(fit.high, p, abs_tol=1e-12)
+    np.testing.assert_allclose(fit.predict(n), 1e-6 * n**p, rtol=1e-10)
+    assert fit.verdict == "not judged" and fit.passed is None
+
+
+def test_fit_exponent_verdicts():
+    n = np.array([100, 200, 400, 800, 1600])
+    noise = np.array([1.0, 1.05, 0.97, 1.03, 1.0])
+    vals = n**2.0 * noise
+    fit = fit_exponent(n, vals)
+    assert fit.low < 2.0 < fit.high
+    assert fit_exponent(n, vals, expected=(fit.low - 0.1, fit.high + 0.1)).verdict == "pass"
+    failing = fit_exponent(n, vals, expected=(fit.high + 0.1, fit.high + 0.2))
+    assert failing.verdict == "fail" and failing.passed is False
+    middle = (fit.low + fit.high) / 2
+    partial = fit_exponent(n, vals, expected=(middle, fit.high + 1))
+    assert partial.verdict == "inconclusive" and partial.passed is False
+    assert "expected" in str(partial) and "inconclusive" in str(partial)
+
+
+def test_fit_exponent_uses_the_stated_statistic():
+    n = np.array([10, 20, 40, 80])
+    rng = np.random.default_rng(5)
+    vals = n[:, None] ** 1.0 * np.exp(rng.normal(0, 0.1, (4, 7)))
+    by_median = fit_exponent(n, vals, statistic="median")
+    by_min = fit_exponent(n, vals, statistic="min")
+    np.testing.assert_array_equal(by_median.values, np.median(vals, axis=1))
+    np.testing.assert_array_equal(by_min.values, vals.min(axis=1))
+    # The same numbers fitted as one value per size give the same slope.
+    assert by_min.slope == fit_exponent(n, vals.min(axis=1)).slope
+    assert by_median.statistic == "median" and by_min.statistic == "min"
+
+
+def test_fit_exponent_bootstrap_is_seeded_and_brackets_the_slope():
+    n = np.array([64, 128, 256, 512, 1024])
+    rng = np.random.default_rng(1)
+    vals = 1e-7 * n[:, None] ** 1.3 * np.exp(rng.normal(0, 0.05, (5, 6)))
+    a = fit_exponent(n, vals, method="bootstrap", seed=3)
+    b = fit_exponent(n, vals, method="bootstrap", seed=np.random.default_rng(3))
+    c = fit_exponent(n, vals, method="bootstrap", seed=4)
+    assert (a.low, a.high) == (b.low, b.high)
+    assert (a.low, a.high) != (c.low, c.high)
+    assert a.low <= a.slope <= a.high
+    assert a.slope == fit_exponent(n, vals).slope  # the point estimate does not depend on the CI
+
+
+def test_fit_exponent_result_serialises():
+    n = np.array([10, 20, 40])
+    fit = fit_exponent(n, n**1.0, expected=(0.9, 1.1))
+    d = json.loads(fit.to_json())
+    assert d["verdict"] == "pass" and d["sizes"] == [10, 20, 40]
+    assert isinstance(fit, ExponentFit) and fit.contains(1.0) and not fit.contains(1.2)
+
+
+@pytest.mark.parametrize(
+    "sizes, values, kwargs",
+    [
+        ([10, 20], [1.0, 2.0], {}),  # fewer than 3 sizes
+        ([10, 10, 20], [1.0, 1.0, 2.0], {}),  # not strictly increasing
+        ([10, 5, 20], [1.0, 1.0, 2.0], {}),
+        ([10, 20, 40.0], [1.0, 2.0, 3.0], {}),  # float size
+        ([0, 20, 40], [1.0, 2.0, 3.0], {}),
+        ("abc", [1.0, 2.0, 3.0], {}),
+        ([10, 20, 40], [1.0, 2.0], {}),  # length mismatch
+        ([10, 20, 40], [1.0, 0.0, 3.0], {}),  # log of zero
+        ([10, 20, 40], [1.0, -2.0, 3.0], {}),
+        ([10, 20, 40], [1.0, np.nan, 3.0], {}),
+        ([10, 20, 40], [1.0, np.inf, 3.0], {}),
+        ([10, 20, 40], np.ones((3, 2, 2)), {}),
+        ([10, 20, 40], [1.0, 2.0, 3.0], {"confidence": 1.0}),
+        ([10, 20, 40], [1.0, 2.0, 3.0], {"confidence": 0}),
+        ([10, 20, 40], [1.0, 2.0, 3.0], {"method": "ols"}),
+        ([10, 20, 40], [1.0, 2.0, 3.0], {"statistic": "mean"}),
+        ([10, 20, 40], [1.0, 2.0, 3.0], {"method": "bootstrap"}),  # needs repeats
+        ([10, 20, 40], np.ones((3, 1)), {"method": "bootstrap"}),
+        ([10, 20, 40], np.ones((3, 4)), {"method": "bootstrap", "seed": None}),
+        ([10, 20, 40], np.ones((3, 4)), {"method": "bootstrap", "n_resamples": 5}),
+        ([10, 20, 40], [1.0, 2.0, 3.0], {"expected": (2.0, 1.0)}),
+        ([10, 20, 40], [1.0, 2.0, 3.0], {"expected": 2.0}),
+        ([10, 20, 40], [1.0, 2.0, 3.0], {"expected": (1.0, np.nan)}),
+    ],
+)
+def test_fit_exponent_bad_input(sizes, values, kwargs):
+    with pytest.raises(InvalidArgument) as info:
+        fit_exponent(sizes, values, **kwargs)
+    assert "`" in str(info.value)  # the message names the argument
+
+
+# ---------------------------------------------------------------------------
+# measure
+# ---------------------------------------------------------------------------
+
+
+class _Counter:
+    """A function that counts its calls per size and allocates 8 n^2 bytes."""
+
+    def __init__(self):
+        self.calls: dict[int, int] = {}
+        self.inputs: dict[int, int] = {}
+
+    def make_input(self, n):
+        self.inputs[n] = self.inputs.get(n, 0) + 1
+        return (n, 3)
+
+    def __call__(self, n, extra):
+        assert extra == 3  # the tuple from make_input is unpacked
+        self.calls[n] = self.calls.get(n, 0) + 1
+        return np.ones((n, n))
+
+
+def test_measure_calls_warmup_loops_repeats_and_memory_pass():
+    f = _Counter()
+    sizes = (16, 32, 64)
+    m = measure(f, sizes, make_input=f.make_input, repeats=4, warmup=2, min_time=0.001)
+    assert isinstance(m, Measurement)
+    assert m.sizes == sizes and m.raw_times.shape == (3, 4) and len(m.loops) == 3
+    for n, loops in zip(sizes, m.loops):
+        assert loops >= 1
+        assert f.inputs[n] == 1
+        assert f.calls[n] == 2 + 4 * loops + 1  # warm-up, timed, tracemalloc pass
+    np.testing.assert_array_equal(m.times, np.median(m.raw_times, axis=1))
+    assert (m.raw_times > 0).all()
+
+
+def test_measure_min_statistic_and_single_argument():
+    seen = []
+    m = measure(lambda x: seen.append(type(x)), [1, 2, 3], make_input=lambda n: [n] * n,
+                repeats=3, warmup=0, statistic="min", memory=False)
+    np.testing.assert_array_equal(m.times, m.raw_times.min(axis=1))
+    assert seen and all(t is list for t in seen)  # a non-tuple input is one argument
+    assert m.loops == (1, 1, 1)  # no warm-up call to calibrate from
+    assert m.peak_memory is None and m.memory_exponent() is None
+
+
+def test_measure_peak_memory_counts_the_arrays_a_call_allocates():
+    f = _Counter()
+    sizes = (100, 200, 400, 800)
+    m = measure(f, sizes, make_input=f.make_input, repeats=1, warmup=0)
+    n = np.array(sizes)
+    out_bytes = 8 * n**2  # the (n, n) float64 output
+    assert (m.peak_memory >= out_bytes).all()
+    # Beyond the array buffer, only the array object and tracemalloc's own
+    # bookkeeping are traced: a few KiB at most.
+    assert (m.peak_memory - out_bytes <= 16 * 1024).all()
+    mem = m.memory_exponent()
+    assert abs(mem.slope - 2.0) < 0.01
+
+
+def test_measure_cost_model_callable_or_array():
+    sizes = (10, 20, 40)
+    flops = [7.0 * n**2 for n in sizes]
+    a = measure(lambda n: None, sizes, make_input=lambda n: (n,), repeats=1, memory=False,
+                cost=lambda n: 7.0 * n**2, label="noop")
+    b = measure(lambda n: None, sizes, make_input=lambda n: (n,), repeats=1, memory=False,
+                cost=flops)
+    np.testing.assert_array_equal(a.model_flops, flops)
+    np.testing.assert_array_equal(b.model_flops, flops)
+    np.testing.assert_allclose(a.throughput(), a.model_flops / a.times)
+    assert abs(a.model_exponent().slope - 2.0) < 1e-12
+    assert a.label == "noop" and b.label == "<lambda>"
+
+
+def test_measurement_reports():
+    f = _Counter()
+    m = measure(f, (8, 16, 32), make_input=f.make_input, repeats=2,
+                cost=lambda n: float(n * n), label="ones")
+    d = json.loads(m.to_json())
+    assert d["sizes"] == [8, 16, 32] and len(d["raw_times"]) == 3
+    md = m.to_markdown()
+    for n in (8, 16, 32):
+        assert f"| {n} |" in md
+    assert "GFLOP/s" in md and "peak memory" in md and "exponent" in md
+    assert str(m).startswith("ones: time exponent")
+
+
+def _bad_measure_calls():
+    ok = {"make_input": lambda n: (n,)}
+    return [
+        ((None, [1, 2]), ok),
+        ((len, [1]), ok),
+        ((len, [2, 1]), ok),
+        ((len, [1, -2]), ok),
+        ((len, [1, 2]), {"make_input": 3}),
+        ((len, [1, 2]), {**ok, "repeats": 0}),
+        ((len, [1, 2]), {**ok, "repeats": 2.0}),
+        ((len, [1, 2]), {**ok, "warmup": -1}),
+        ((len, [1, 2]), {**ok, "statistic": "mean"}),
+        ((len, [1, 2]), {**ok, "min_time": -1.0}),
+        ((len, [1, 2]), {**ok, "cost": [1.0]}),
+        ((len, [1, 2]), {**ok, "cost": [1.0, -1.0]}),
+        ((len, [1, 2]), {**ok, "cost": [1.0, np.nan]}),
+        ((len, [1, 2]), {**ok, "cost": lambda n: 0.0}),
+        ((len, [1, 2]), {**ok, "label": 5}),
+    ]
+
+
+@pytest.mark.parametrize("args, kwargs", _bad_measure_calls())
+def test_measure_bad_input(args, kwargs):
+    with pytest.raises(InvalidArgument) as info:
+        measure(*args, **kwargs)
+    assert "`" in str(info.value)
+
+
+# ---------------------------------------------------------------------------
+# plots
+# ---------------------------------------------------------------------------
+
+
+def test_plot_writes_png_atomically(tmp_path):
+    pytest.importorskip("matplotlib")
+    f = _Counter()
+    m = measure(f, (8, 16, 32), make_input=f.make_input, repeats=2, cost=lambda n: float(n**2))
+    path = m.plot(tmp_path / "m.png")
+    assert path.read_bytes()[:8] == PNG_MAGIC
+    plot_measurements([m, m], tmp_path / "two.png", title="twice")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.png", "two.png"]  # no temp files
+
+
+def test_plot_without_matplotlib_says_how_to_install(tmp_path, monkeypatch):
+    f = _Counter()
+    m = measure(f, (8, 16, 32), make_input=f.make_input, repeats=1)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    with pytest.raises(ImportError, match="pip install matplotlib"):
+        m.plot(tmp_path / "m.png")
+    assert not list(tmp_path.iterdir())
