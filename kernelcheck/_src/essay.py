@@ -1,0 +1,459 @@
+"""``kernelcheck essay``: run every registered claim check and report the verdicts.
+
+The report is a table (claim id, the claim in a few words, verdict, key
+number) and, with an output folder, ``report.md``, ``report.json`` and one
+PNG plot per claim that provides plot data.  Files are written atomically and
+as a set: every byte is rendered in memory first (an interrupt then leaves the
+folder untouched), and the short phase that moves the files into place defers
+SIGINT until the last file is in place, so the folder never holds a
+half-written file nor a mix of two runs' files of the same report.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import platform
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, TextIO
+
+from kernelcheck._src.atomic import write_bytes_atomic
+from kernelcheck._src.claims import (
+    GROUPS,
+    LEVELS,
+    STATEMENTS,
+    ClaimResult,
+    ClaimVerdict,
+    registry,
+    run_claims,
+)
+from kernelcheck._src.results import ResultMixin
+from kernelcheck._src.validate import check_choice
+
+__all__ = ["EssayReport", "run_essay", "write_report", "exit_code_for"]
+
+_EXIT = {ClaimVerdict.VERIFIED: 0, ClaimVerdict.REFUTED: 1, ClaimVerdict.INCONCLUSIVE: 3}
+
+
+def exit_code_for(verdicts: Iterable[ClaimVerdict | str]) -> int:
+    """The command-line exit code of a set of verdicts.
+
+    0 when all are verified, 1 when any is refuted, else 3 when any is
+    inconclusive (an empty set is 0).
+
+    Examples
+    --------
+    >>> exit_code_for(["verified", "inconclusive"])
+    3
+    >>> exit_code_for(["inconclusive", "refuted"])
+    1
+    """
+    codes = {_EXIT[ClaimVerdict(v)] for v in verdicts}
+    if 1 in codes:
+        return 1
+    if 3 in codes:
+        return 3
+    return 0
+
+
+@dataclass(frozen=True)
+class EssayReport(ResultMixin):
+    """The verdicts of a run of the claim checks.
+
+    Attributes
+    ----------
+    results : tuple of ClaimResult
+        One per claim run, in claim order.
+    level : str
+        ``"quick"``, ``"default"`` or ``"thorough"``.
+    duration : float
+        Wall-clock seconds of the whole run.
+    environment : dict
+        kernelcheck, Python, NumPy and platform versions and the start time (UTC).
+
+    Examples
+    --------
+    >>> report = run_essay(["C7"], level="quick")            # doctest: +SKIP
+    >>> report.exit_code                                     # doctest: +SKIP
+    0
+    """
+
+    results: tuple[ClaimResult, ...]
+    level: str
+    duration: float
+    environment: dict = field(default_factory=dict)
+
+    @property
+    def passed(self) -> bool:
+        """True when every claim run was verified."""
+        return all(r.passed for r in self.results)
+
+    @property
+    def exit_code(self) -> int:
+        """0 all verified, 1 some refuted, 3 some inconclusive (see :func:`exit_code_for`)."""
+        return exit_code_for(r.verdict for r in self.results)
+
+    def summary(self) -> dict[str, int]:
+        """Counts of each verdict and the total."""
+        counts = {v.value: 0 for v in ClaimVerdict}
+        for r in self.results:
+            counts[r.verdict.value] += 1
+        counts["total"] = len(self.results)
+        return counts
+
+    def __str__(self) -> str:
+        s = self.summary()
+        return (
+            f"{s['verified']} of {s['total']} claims verified, {s['refuted']} refuted, "
+            f"{s['inconclusive']} inconclusive ({self.level}, {self.duration:.1f} s)"
+        )
+
+    def table(self) -> str:
+        """The plain-text table the command prints."""
+        buf = io.StringIO()
+        printer = _TablePrinter(buf, [r.claim for r in self.results])
+        printer.header()
+        for r in self.results:
+            printer.row(r)
+        return buf.getvalue()
+
+    def to_dict(self) -> dict:
+        """JSON-ready report: environment, summary and one entry per claim."""
+        claims = []
+        for r in self.results:
+            title, statement = STATEMENTS[r.claim]
+            entry = {
+                "id": r.claim,
+                "title": title,
+                "statement": statement,
+                "group": _group(r.claim),
+            }
+            entry.update(r.to_dict())
+            claims.append(entry)
+        return {
+            "level": self.level,
+            "duration": self.duration,
+            "environment": dict(self.environment),
+            "summary": self.summary(),
+            "exit_code": self.exit_code,
+            "claims": claims,
+        }
+
+    def to_markdown(self, plots: dict[str, str] | None = None) -> str:
+        """The Markdown report: the table, then one section per claim with its evidence.
+
+        Parameters
+        ----------
+        plots : dict, optional
+            ``{claim id: file name}`` of plots to link from each section.
+        """
+        plots = plots or {}
+        env = self.environment
+        lines = [
+            "# kernelcheck essay report",
+            "",
+            f"Level `{self.level}`, {self.duration:.1f} s; "
+            f"kernelcheck {env.get('kernelcheck', '?')}, "
+            f"Python {env.get('python', '?')}, NumPy {env.get('numpy', '?')}, "
+            f"{env.get('platform', '?')}; started {env.get('started', '?')}.",
+            "",
+            f"**{self}**",
+            "",
+            "| claim | in a few words | verdict | key number |",
+            "| --- | --- | --- | --- |",
+        ]
+        for r in self.results:
+            title = STATEMENTS[r.claim][0]
+            lines.append(
+                f"| {r.claim} | {_md(title)} | {_verdict_md(r.verdict)} | {_md(r.key_number)} |"
+            )
+        lines.append("")
+        for _slug, group_title, ids in GROUPS:
+            group_results = [r for r in self.results if r.claim in ids]
+            if not group_results:
+                continue
+            lines += [f"## {group_title}", ""]
+            for r in group_results:
+                title, statement = STATEMENTS[r.claim]
+                lines += [
+                    f"### {r.claim}: {title}",
+                    "",
+                    f"*Claim.* {statement}",
+                    "",
+                    f"*Verdict.* **{r.verdict.value}**: {r.key_number} ({r.duration:.2f} s).",
+                    "",
+                ]
+                statements = r.details.get("statements") or []
+                if statements:
+                    lines += ["| statement | verdict | evidence |", "| --- | --- | --- |"]
+                    for st in statements:
+                        lines.append(
+                            f"| {_md(st.get('statement', ''))} | {st.get('verdict', '')} | "
+                            f"{_md(st.get('evidence', ''))} |"
+                        )
+                    lines.append("")
+                rest = {k: v for k, v in r.details.items() if k not in ("statements", "plot")}
+                if rest:
+                    lines += ["```json", json.dumps(rest, indent=2, sort_keys=True), "```", ""]
+                if r.claim in plots:
+                    lines += [f"![{r.claim}]({plots[r.claim]})", ""]
+        return "\n".join(lines)
+
+
+def _group(cid: str) -> str:
+    for slug, _title, ids in GROUPS:
+        if cid in ids:
+            return slug
+    return ""
+
+
+def _md(text: str) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _verdict_md(v: ClaimVerdict) -> str:
+    return f"**{v.value}**" if v is not ClaimVerdict.VERIFIED else v.value
+
+
+class _TablePrinter:
+    """Prints the table row by row as results arrive (widths known up front)."""
+
+    def __init__(self, stream: TextIO, claim_ids: list[str]):
+        self.stream = stream
+        self.w_id = max([5] + [len(c) for c in claim_ids])
+        self.w_title = max([14] + [len(STATEMENTS[c][0]) for c in claim_ids])
+        self.w_verdict = max(len(v.value) for v in ClaimVerdict)
+
+    def header(self) -> None:
+        self._line("claim", "in a few words", "verdict", "key number")
+        self._line("-" * self.w_id, "-" * self.w_title, "-" * self.w_verdict, "-" * 10)
+
+    def row(self, r: ClaimResult) -> None:
+        self._line(r.claim, STATEMENTS[r.claim][0], r.verdict.value, r.key_number)
+
+    def _line(self, a: str, b: str, c: str, d: str) -> None:
+        self.stream.write(
+            f"{a:<{self.w_id}}  {b:<{self.w_title}}  {c:<{self.w_verdict}}  {d}".rstrip() + "\n"
+        )
+        self.stream.flush()
+
+
+def _environment() -> dict[str, Any]:
+    import numpy
+
+    import kernelcheck
+
+    return {
+        "kernelcheck": getattr(kernelcheck, "__version__", "?"),
+        "python": platform.python_version(),
+        "numpy": numpy.__version__,
+        "platform": platform.platform(terse=True),
+        "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def run_essay(
+    claim_ids: Iterable[str] | None = None,
+    level: str = "default",
+    *,
+    stream: TextIO | None = None,
+    on_result: Callable[[ClaimResult], Any] | None = None,
+) -> EssayReport:
+    """Run the claim checks and return the report.
+
+    Parameters
+    ----------
+    claim_ids : iterable of str, optional
+        Claims to run (default: every registered claim, C1..C18).
+    level : {"quick", "default", "thorough"}
+        ``quick`` runs in under 30 s, ``default`` in under 3 minutes on 2 cores.
+    stream : text stream, optional
+        When given, the table is printed to it row by row as checks finish.
+    on_result : callable, optional
+        Called with each :class:`ClaimResult` as it is known.
+
+    Returns
+    -------
+    EssayReport
+
+    Examples
+    --------
+    >>> report = run_essay(["C7"], level="quick")   # doctest: +SKIP
+    >>> print(report)                              # doctest: +SKIP
+    1 of 1 claims verified, 0 refuted, 0 inconclusive (quick, 0.0 s)
+    """
+    check_choice(level, "level", LEVELS)
+    env = _environment()
+    ids = list(claim_ids) if claim_ids is not None else list(registry())
+    printer = _TablePrinter(stream, [c.strip().upper() for c in ids]) if stream else None
+
+    def progress(result: ClaimResult) -> None:
+        if printer is not None:
+            printer.row(result)
+        if on_result is not None:
+            on_result(result)
+
+    if printer is not None:
+        printer.header()
+    start = time.perf_counter()
+    results = run_claims(ids, level, on_result=progress)
+    return EssayReport(
+        results=tuple(results),
+        level=level,
+        duration=time.perf_counter() - start,
+        environment=env,
+    )
+
+
+# ---------------------------------------------------------------------------
+# Output folder
+
+
+def render_plots(report: EssayReport) -> dict[str, bytes]:
+    """PNG bytes of each claim's plot (``details["plot"]``), keyed by file name.
+
+    Returns an empty dict when matplotlib is not installed (the report then
+    says so).  Plot data format: ``{"title", "xlabel", "ylabel", "xscale",
+    "yscale", "series": [{"label", "x", "y"}, ...]}``; a series with
+    ``"style": "dashed"`` draws a reference line.
+    """
+    specs: list[tuple[str, dict]] = [
+        (r.claim, r.details["plot"])
+        for r in report.results
+        if isinstance(r.details.get("plot"), dict)
+    ]
+    if not specs:
+        return {}
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return {}
+    out: dict[str, bytes] = {}
+    for cid, spec in specs:
+        fig, ax = plt.subplots(figsize=(5.5, 3.8), dpi=110)
+        try:
+            for series in spec.get("series", []):
+                ls = "--" if series.get("style") == "dashed" else "-"
+                marker = "" if series.get("style") == "dashed" else "o"
+                ax.plot(
+                    series["x"], series["y"], ls, marker=marker, ms=4, label=series.get("label")
+                )
+            ax.set_xscale(spec.get("xscale", "linear"))
+            ax.set_yscale(spec.get("yscale", "linear"))
+            ax.set_xlabel(spec.get("xlabel", ""))
+            ax.set_ylabel(spec.get("ylabel", ""))
+            ax.set_title(f"{cid}: {spec.get('title', '')}", fontsize=10)
+            ax.grid(True, which="both", alpha=0.3)
+            if any(s.get("label") for s in spec.get("series", [])):
+                ax.legend(fontsize=8)
+            fig.tight_layout()
+            buf = io.BytesIO()
+            fig.savefig(buf, format="png")
+            out[f"{cid}.png"] = buf.getvalue()
+        finally:
+            plt.close(fig)
+    return out
+
+
+class InterruptedAfterWrite(KeyboardInterrupt):
+    """SIGINT arrived while the report files were moved into place; they are all complete."""
+
+
+@contextlib.contextmanager
+def _sigint_deferred() -> Iterator[None]:
+    """Hold SIGINT until the block ends, then raise :class:`InterruptedAfterWrite`."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    received: list[int] = []
+
+    def handler(signum, frame):
+        received.append(signum)
+
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if received:
+        raise InterruptedAfterWrite
+
+
+def write_report(report: EssayReport, out_dir: str | Path) -> list[Path]:
+    """Write ``report.md``, ``report.json`` and the plots into ``out_dir``.
+
+    Every file is rendered in memory first and written with
+    :func:`kernelcheck._src.atomic.write_bytes_atomic`; the writes run with
+    SIGINT deferred, so an interrupt leaves either all the new files or, when
+    it comes before the writes, none of them.
+
+    Returns
+    -------
+    list of pathlib.Path
+        The files written.
+    """
+    out_dir = Path(out_dir)
+    if out_dir.exists() and not out_dir.is_dir():
+        from kernelcheck.errors import InvalidArgument
+
+        raise InvalidArgument(f"`out` must be a folder, but {str(out_dir)!r} is a file")
+    plots = render_plots(report)
+    plot_names = {name[: -len(".png")]: name for name in plots}
+    files: dict[str, bytes] = {
+        "report.json": (json.dumps(report.to_dict(), indent=2) + "\n").encode(),
+        "report.md": (report.to_markdown(plot_names) + "\n").encode(),
+    }
+    files.update(plots)
+    written = []
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with _sigint_deferred():
+        for name in [*plots, "report.json", "report.md"]:
+            written.append(write_bytes_atomic(out_dir / name, files[name]))
+    return written
+
+
+def main_essay(
+    *,
+    level: str,
+    out: str | None,
+    as_json: bool,
+    claim_ids: list[str] | None,
+    stdout: TextIO | None = None,
+    stderr: TextIO | None = None,
+) -> int:
+    """The ``kernelcheck essay`` command; returns its exit code (see :func:`exit_code_for`)."""
+    stdout = stdout or sys.stdout
+    stderr = stderr or sys.stderr
+    try:
+        report = run_essay(claim_ids, level, stream=None if as_json else stdout)
+        written = write_report(report, out) if out is not None else []
+    except InterruptedAfterWrite:
+        print(
+            f"kernelcheck essay: interrupted; the report in {out} was already complete",
+            file=stderr,
+        )
+        return 130
+    except KeyboardInterrupt:
+        where = f"; nothing was written to {out}" if out is not None else ""
+        print(f"kernelcheck essay: interrupted{where}", file=stderr)
+        return 130
+    if out is not None:
+        if not as_json:
+            names = ", ".join(p.name for p in written)
+            print(f"\nwrote {names} to {out}", file=stdout)
+    if as_json:
+        stdout.write(json.dumps(report.to_dict(), indent=2) + "\n")
+    else:
+        print(f"\n{report}", file=stdout)
+    return report.exit_code

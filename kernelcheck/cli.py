@@ -1,0 +1,497 @@
+"""The ``kernelcheck`` command line.
+
+Subcommands::
+
+    kernelcheck essay [--quick | --thorough] [--out DIR] [--json] [--claims C1,C5]
+    kernelcheck psd FILE [--key NAME] [--tol T] [--method M] [--symmetrize] [--json]
+    kernelcheck kernel EXPR --dim d [--points FILE] [--seed S] [--budget B] [--json]
+    kernelcheck unbiased [--features KIND] [--dim d] [--num-features m] [--trials N] ...
+    kernelcheck scaling [--quick] [--out DIR] [--json]
+
+Exit codes: 0 verified, 1 refuted, 2 bad usage, 3 inconclusive, 130
+interrupted.  Bad usage (an unknown subcommand or option, a missing or
+malformed file, a malformed kernel expression) prints one line on standard
+error and never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, NoReturn, TextIO
+
+from kernelcheck.errors import InvalidArgument
+
+__all__ = [
+    "main",
+    "build_parser",
+    "load_matrix",
+    "EXIT_VERIFIED",
+    "EXIT_REFUTED",
+    "EXIT_USAGE",
+    "EXIT_INCONCLUSIVE",
+    "EXIT_INTERRUPTED",
+]
+
+#: Exit code: every check verified.
+EXIT_VERIFIED = 0
+#: Exit code: a check was refuted (a counterexample or a significant deviation).
+EXIT_REFUTED = 1
+#: Exit code: bad usage (arguments, files, expressions).
+EXIT_USAGE = 2
+#: Exit code: the evidence could not decide.
+EXIT_INCONCLUSIVE = 3
+#: Exit code: interrupted by SIGINT (Ctrl-C).
+EXIT_INTERRUPTED = 130
+
+
+class UsageError(Exception):
+    """Bad usage found after argument parsing; the message is the one line printed."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are one line on stderr and exit code 2."""
+
+    def error(self, message: str) -> NoReturn:
+        message = " ".join(message.split())
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+
+
+# ---------------------------------------------------------------------------
+# Matrix files
+
+
+_MATRIX_SUFFIXES = (".npy", ".npz", ".csv", ".txt")
+
+
+def load_matrix(path: str | Path, key: str | None = None):
+    """Read a matrix from ``.npy``, ``.npz`` (array ``key``), ``.csv`` or ``.txt``.
+
+    ``.csv`` is comma separated, ``.txt`` whitespace separated; lines starting
+    with ``#`` are comments.  Pickled objects are refused.
+
+    Parameters
+    ----------
+    path : str or Path
+        The file.
+    key : str, optional
+        The array's name inside an ``.npz`` file (needed when it holds more
+        than one array).
+
+    Returns
+    -------
+    numpy.ndarray
+
+    Raises
+    ------
+    UsageError
+        With a one-line message, for a missing, unreadable or malformed file.
+    """
+    import numpy as np
+
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix not in _MATRIX_SUFFIXES:
+        raise UsageError(
+            f"cannot read {str(path)!r}: the file name must end in one of "
+            f"{', '.join(_MATRIX_SUFFIXES)}"
+        )
+    if not path.exists():
+        raise UsageError(f"no such file: {str(path)!r}")
+    if path.is_dir():
+        raise UsageError(f"{str(path)!r} is a folder, not a matrix file")
+    if key is not None and suffix != ".npz":
+        raise UsageError(f"--key applies to .npz files only, not to {str(path)!r}")
+    try:
+        if suffix == ".npy":
+            return np.load(path, allow_pickle=False)
+        if suffix == ".npz":
+            with np.load(path, allow_pickle=False) as archive:
+                names = list(archive.files)
+                if not names:
+                    raise UsageError(f"{str(path)!r} holds no array")
+                if key is None:
+                    if len(names) > 1:
+                        raise UsageError(
+                            f"{str(path)!r} holds {len(names)} arrays ({', '.join(names)}); "
+                            "choose one with --key NAME"
+                        )
+                    key = names[0]
+                if key not in names:
+                    raise UsageError(
+                        f"{str(path)!r} has no array {key!r} (it has: {', '.join(names)})"
+                    )
+                return archive[key]
+        delimiter = "," if suffix == ".csv" else None
+        with open(path, encoding="utf-8") as fh:
+            data = np.loadtxt(fh, delimiter=delimiter, dtype=np.float64, ndmin=2, comments="#")
+        return data
+    except UsageError:
+        raise
+    except (ValueError, OSError, EOFError, UnicodeDecodeError) as exc:
+        reason = " ".join(str(exc).split()) or type(exc).__name__
+        raise UsageError(f"cannot read a matrix from {str(path)!r}: {reason}") from None
+
+
+# ---------------------------------------------------------------------------
+# Subcommands
+
+
+def _print_json(obj: Any, stream: TextIO) -> None:
+    from kernelcheck._src.results import to_jsonable
+
+    stream.write(json.dumps(to_jsonable(obj), indent=2) + "\n")
+
+
+def _cmd_essay(args: argparse.Namespace) -> int:
+    from kernelcheck._src.essay import main_essay
+
+    level = "quick" if args.quick else ("thorough" if args.thorough else "default")
+    claim_ids = None
+    if args.claims:
+        claim_ids = [c.strip() for c in args.claims.split(",") if c.strip()]
+        from kernelcheck._src.claims import get_claim
+
+        for cid in claim_ids:
+            get_claim(cid)  # bad ids are usage errors, before any work
+    if args.out is not None and Path(args.out).exists() and not Path(args.out).is_dir():
+        raise UsageError(f"--out {args.out!r} is a file, not a folder")
+    return main_essay(level=level, out=args.out, as_json=args.json, claim_ids=claim_ids)
+
+
+def _psd_exit(verdict: Any) -> int:
+    name = getattr(verdict, "name", str(verdict)).upper()
+    if name in ("POSITIVE_DEFINITE", "POSITIVE_SEMIDEFINITE"):
+        return EXIT_VERIFIED
+    if name == "NOT_PSD":
+        return EXIT_REFUTED
+    return EXIT_INCONCLUSIVE
+
+
+def _cmd_psd(args: argparse.Namespace) -> int:
+    K = load_matrix(args.file, args.key)
+    if K.ndim != 2 or K.shape[0] != K.shape[1]:
+        raise UsageError(f"{args.file!r} holds an array of shape {K.shape}, not a square matrix")
+    from kernelcheck.psd import check_psd
+
+    kwargs: dict[str, Any] = {"method": args.method}
+    if args.tol is not None:
+        kwargs["tol"] = args.tol
+    if args.symmetrize:
+        kwargs["symmetrize"] = True
+    result = check_psd(K, **kwargs)
+    if args.json:
+        payload = {"file": str(args.file), **result.to_dict()}
+        _print_json(payload, sys.stdout)
+    else:
+        print(str(result))
+    return _psd_exit(result.verdict)
+
+
+def _cmd_kernel(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from kernelcheck import verify
+    from kernelcheck._src.expr import parse_kernel
+    from kernelcheck._src.validate import as_points
+
+    kernel = parse_kernel(args.expr)
+    X = None
+    if args.points is not None:
+        X = as_points(load_matrix(args.points), "points", dim=args.dim)
+    kwargs: dict[str, Any] = {"dim": args.dim, "seed": args.seed}
+    if args.budget is not None:
+        kwargs["budget"] = args.budget
+    report = verify.kernel(kernel, X, **kwargs)
+    code = _verdict_exit(report)
+    out: dict[str, Any] = {
+        "expression": args.expr,
+        "kernel": repr(kernel),
+        "dim": args.dim,
+        "kernel_report": report.to_dict(),
+    }
+    lines = [f"{kernel!r}: {report}"]
+    if kernel.has_finite_features:
+        points = X
+        if points is None:
+            points = np.random.default_rng(args.seed).standard_normal((16, args.dim))
+        fm = verify.feature_map(kernel.features(args.form), points)
+        out["feature_map_report"] = fm.to_dict()
+        out["feature_dim"] = kernel.feature_dim(args.dim, args.form)
+        lines.append(f"features ({args.form}, D = {out['feature_dim']}): {fm}")
+        if not fm.passed:
+            code = EXIT_REFUTED
+    if args.json:
+        _print_json(out, sys.stdout)
+    else:
+        print("\n".join(lines))
+    return code
+
+
+def _verdict_exit(report: Any) -> int:
+    """Exit code of a report with ``passed`` and an optional verdict naming inconclusive."""
+    verdict = getattr(report, "verdict", None)
+    text = str(getattr(verdict, "value", verdict) or "").lower()
+    if "inconclusive" in text:
+        return EXIT_INCONCLUSIVE
+    return EXIT_VERIFIED if getattr(report, "passed", False) else EXIT_REFUTED
+
+
+def _cmd_unbiased(args: argparse.Namespace) -> int:
+    from kernelcheck._src import verify_unbiased
+
+    runner = getattr(verify_unbiased, "run_unbiased", None)
+    if runner is None:
+        raise UsageError("the unbiasedness report is not available in this installation")
+    report = runner(
+        features=args.features,
+        dim=args.dim,
+        num_features=args.num_features,
+        trials=args.trials,
+        alpha=args.alpha,
+        orthogonal=args.orthogonal,
+        seed=args.seed,
+        out=args.out,
+    )
+    if args.json:
+        _print_json(report.to_dict(), sys.stdout)
+    else:
+        print(str(report))
+    return _verdict_exit(report)
+
+
+def _cmd_scaling(args: argparse.Namespace) -> int:
+    from kernelcheck.scaling import run_scaling
+
+    if args.out is not None and Path(args.out).exists() and not Path(args.out).is_dir():
+        raise UsageError(f"--out {args.out!r} is a file, not a folder")
+
+    def progress(line: str) -> None:
+        if not args.json:
+            print(line, flush=True)
+
+    report = run_scaling(quick=args.quick, out=args.out, seed=args.seed, progress=progress)
+    if args.json:
+        _print_json(report.to_dict(), sys.stdout)
+    else:
+        print(report.summary_table())
+        print(str(report))
+        if args.out is not None:
+            print(f"wrote scaling.md, scaling.json and the plot to {args.out}")
+    verdicts = [f.verdict for f in report.forms]
+    if all(v == "pass" for v in verdicts):
+        return EXIT_VERIFIED
+    if any(v == "fail" for v in verdicts):
+        return EXIT_REFUTED
+    return EXIT_INCONCLUSIVE
+
+
+# ---------------------------------------------------------------------------
+# Parser
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def _nonnegative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}")
+    return value
+
+
+def _finite_float(text: str) -> float:
+    import math
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+    return value
+
+
+def _probability(text: str) -> float:
+    value = _finite_float(text)
+    if not 0.0 < value < 1.0:
+        raise argparse.ArgumentTypeError(
+            f"expected a number strictly between 0 and 1, got {text!r}"
+        )
+    return value
+
+
+_EPILOG = "exit codes: 0 verified, 1 refuted, 2 bad usage, 3 inconclusive, 130 interrupted"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``kernelcheck`` argument parser (subcommands essay, psd, kernel, unbiased, scaling)."""
+    from kernelcheck import __version__
+
+    parser = _Parser(
+        prog="kernelcheck",
+        description="Numerical verification of the mathematics of linear attention.",
+        epilog=_EPILOG,
+    )
+    parser.add_argument("--version", action="version", version=f"kernelcheck {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    p = sub.add_parser(
+        "essay",
+        help="check every claim C1..C18 of the essay and print the table",
+        description="Run every registered claim check (C1..C18) on built-in defaults and "
+        "print a table: claim, the claim in a few words, verdict, key number.",
+        epilog=_EPILOG,
+    )
+    level = p.add_mutually_exclusive_group()
+    level.add_argument("--quick", action="store_true", help="small inputs (under 30 s)")
+    level.add_argument("--thorough", action="store_true", help="larger inputs, more trials")
+    p.add_argument("--out", metavar="DIR", help="write report.md, report.json and plots to DIR")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("--claims", metavar="IDS", help="comma-separated claim ids, e.g. C1,C5")
+    p.set_defaults(func=_cmd_essay)
+
+    p = sub.add_parser(
+        "psd",
+        help="decide whether a matrix in a file is positive semi-definite",
+        description="Decide whether the square matrix in FILE is positive (semi-)definite, "
+        "with evidence (claims C5, C6). Formats: .npy, .npz (with --key when it holds "
+        "several arrays), .csv (comma separated), .txt (whitespace separated).",
+        epilog=_EPILOG,
+    )
+    p.add_argument("file", metavar="FILE", help="the matrix file")
+    p.add_argument("--key", help="array name inside an .npz file")
+    p.add_argument("--tol", type=_finite_float, help="absolute tolerance (default: error model)")
+    p.add_argument("--method", default="auto", help="force one rung of the ladder (default auto)")
+    p.add_argument(
+        "--symmetrize",
+        action="store_true",
+        help="use (K + K^T)/2 when K is not symmetric (never done silently)",
+    )
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.set_defaults(func=_cmd_psd)
+
+    p = sub.add_parser(
+        "kernel",
+        help="decide whether a kernel expression is a kernel",
+        description='Parse EXPR (a kernel expression such as "exp(linear, order=3) + '
+        '0.5*poly(2)", "gaussian(lengthscale=2)", "laplacian", "linear**2") and check '
+        "that it is a kernel in dimension d: PSD Gram matrices (C5) and, when its feature "
+        "space is finite, that its exact feature map reproduces it (C4, C7, C8). Names: "
+        "linear, const(c), poly(m, c=0), exponential(scale=1), gaussian(lengthscale=1), "
+        "laplacian(lengthscale=1), exp(k, order=None); operators + - * / **.",
+        epilog=_EPILOG,
+    )
+    p.add_argument("expr", metavar="EXPR", help="the kernel expression (quote it)")
+    p.add_argument("--dim", type=_positive_int, required=True, help="input dimension d")
+    p.add_argument("--points", metavar="FILE", help="points (n, d) to evaluate on (a matrix file)")
+    p.add_argument("--seed", type=_nonnegative_int, default=0, help="seed (default 0)")
+    p.add_argument("--budget", type=_positive_int, help="counterexample search budget")
+    p.add_argument(
+        "--form",
+        choices=("symmetric", "tensor"),
+        default="symmetric",
+        help="feature map form to check (default symmetric)",
+    )
+    p.add_argument("--json", action="store_true", help="print the reports as JSON")
+    p.set_defaults(func=_cmd_kernel)
+
+    p = sub.add_parser(
+        "unbiased",
+        help="test a random-feature estimator of exp(x.y) for bias",
+        description="Monte Carlo test that a random-feature map estimates the softmax "
+        "kernel exp(x.y) without bias, with confidence intervals, a family-wise test and "
+        "the smallest detectable bias (claims C13, C17, C18).",
+        epilog=_EPILOG,
+    )
+    p.add_argument(
+        "--features",
+        default="positive",
+        help="positive, trigonometric, hyperbolic or optimal (default positive)",
+    )
+    p.add_argument("--dim", type=_positive_int, default=4, help="input dimension d (default 4)")
+    p.add_argument(
+        "--num-features",
+        type=_positive_int,
+        default=64,
+        help="number of random features m (default 64)",
+    )
+    p.add_argument(
+        "--trials", type=_positive_int, default=2000, help="Monte Carlo trials (default 2000)"
+    )
+    p.add_argument(
+        "--alpha",
+        type=_probability,
+        default=0.01,
+        help="family-wise false-alarm rate (default 0.01)",
+    )
+    p.add_argument("--orthogonal", action="store_true", help="orthogonal random features (C18)")
+    p.add_argument("--seed", type=_nonnegative_int, default=0, help="seed (default 0)")
+    p.add_argument("--out", metavar="DIR", help="write the report and plots to DIR")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.set_defaults(func=_cmd_unbiased)
+
+    p = sub.add_parser(
+        "scaling",
+        help="measure how softmax and linear attention scale with n",
+        description="Time softmax and linear attention over a doubling grid of sequence "
+        "lengths and fit the log-log exponents with confidence intervals (claims C2, C3, C11).",
+        epilog=_EPILOG,
+    )
+    p.add_argument("--quick", action="store_true", help="smaller sizes, fewer repeats")
+    p.add_argument("--out", metavar="DIR", help="write scaling.md, scaling.json and a plot to DIR")
+    p.add_argument("--seed", type=_nonnegative_int, default=0, help="seed (default 0)")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.set_defaults(func=_cmd_scaling)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line with ``argv`` (default ``sys.argv[1:]``); return the exit code.
+
+    Examples
+    --------
+    >>> main(["--version"])                     # doctest: +SKIP
+    kernelcheck 0.1.0
+    """
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, --version, usage errors
+        return int(exc.code or 0) if not isinstance(exc.code, str) else EXIT_USAGE
+    if getattr(args, "func", None) is None:
+        print(
+            "kernelcheck: error: a command is required: essay, psd, kernel, unbiased or "
+            "scaling (see 'kernelcheck --help')",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    prog = f"kernelcheck {args.command}"
+    try:
+        return int(args.func(args))
+    except (UsageError, InvalidArgument) as exc:
+        message = " ".join(str(exc).split())
+        print(f"{prog}: error: {message}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:  # e.g. `kernelcheck essay | head`
+        return EXIT_INTERRUPTED
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
