@@ -23,9 +23,11 @@ from __future__ import annotations
 
 import enum
 import math
+import re
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from kernelcheck._src.results import ResultMixin, to_jsonable
@@ -42,6 +44,7 @@ __all__ = [
     "registry",
     "get_claim",
     "run_claims",
+    "property_tests",
 ]
 
 #: The check levels, from fastest to most thorough.
@@ -142,7 +145,8 @@ class Claim:
     checked_by : tuple of str
         The library functions the check calls (for the documentation).
     properties : tuple of str
-        The property-test files that test the claim over generated inputs.
+        The property tests (``file::name``) that test the claim over generated
+        inputs (see :func:`property_tests`).
     """
 
     id: str
@@ -273,7 +277,6 @@ class _Entry:
     fn: Callable[[str], tuple[ClaimVerdict, str, dict]]
     requires: tuple[str, ...]
     checked_by: tuple[str, ...]
-    properties: tuple[str, ...]
     title: str | None = None
 
 
@@ -285,7 +288,6 @@ def _register(
     *,
     requires: Iterable[str],
     checked_by: Iterable[str],
-    properties: Iterable[str] = (),
     title: str | None = None,
 ) -> Callable:
     """Decorator: register ``fn`` as the check of ``cid``.
@@ -297,7 +299,7 @@ def _register(
 
     def deco(fn):
         _ENTRIES.append(
-            _Entry(cid, fn, tuple(requires), tuple(checked_by), tuple(properties), title)
+            _Entry(cid, fn, tuple(requires), tuple(checked_by), title)
         )
         return fn
 
@@ -324,6 +326,33 @@ def _claim_key(cid: str) -> int:
     return int(cid[1:])
 
 
+_TEST_NAME = re.compile(r"^def (test_((?:c\d\d_)+)\w*)\(", re.MULTILINE)
+
+
+def property_tests(root: str | Path | None = None) -> dict[str, tuple[str, ...]]:
+    """Property tests per claim, read from the names in ``properties/*.py``.
+
+    A property test opens its name with the ids of the claims it checks
+    (``test_c09_c12_...`` checks C9 and C12); this scans a source checkout's
+    ``properties/`` folder (default: the one beside the package) and returns
+    ``{"C9": ("properties/test_x.py::test_c09_c12_...", ...), ...}``.  An
+    installed package without the folder gives an empty dict.
+    """
+    base = Path(root) if root is not None else Path(__file__).resolve().parents[2]
+    folder = base / "properties"
+    found: dict[str, list[str]] = {}
+    if not folder.is_dir():
+        return {}
+    for path in sorted(folder.glob("test_*.py")):
+        text = path.read_text(encoding="utf-8", errors="replace")
+        for m in _TEST_NAME.finditer(text):
+            name, prefix = m.group(1), m.group(2)
+            for num in re.findall(r"c(\d\d)_", prefix):
+                cid = f"C{int(num)}"
+                found.setdefault(cid, []).append(f"properties/{path.name}::{name}")
+    return {cid: tuple(v) for cid, v in found.items()}
+
+
 def registry() -> dict[str, Claim]:
     """The registered claims, in order C1..C18 (a claim whose capability is missing is absent).
 
@@ -339,6 +368,7 @@ def registry() -> dict[str, Claim]:
     True
     """
     claims = []
+    props = property_tests()
     for entry in _ENTRIES:
         if not all(_available(req) for req in entry.requires):
             continue
@@ -351,7 +381,7 @@ def registry() -> dict[str, Claim]:
                 group=_GROUP_OF[entry.id],
                 check_fn=entry.fn,
                 checked_by=entry.checked_by,
-                properties=entry.properties,
+                properties=props.get(entry.id, ()),
             )
         )
     claims.sort(key=lambda c: _claim_key(c.id))
@@ -443,3 +473,336 @@ def fmt(x: float, digits: int = 2) -> str:
     if not math.isfinite(x):
         return str(x)
     return f"{x:.{digits}g}"
+
+
+# ---------------------------------------------------------------------------
+# Checks.  Each returns (verdict, key number text, details); sizes by level.
+
+V = ClaimVerdict
+
+
+def _pick(level: str, quick, default, thorough):
+    return {"quick": quick, "default": default, "thorough": thorough}[level]
+
+
+def _points(seed: int, n: int, d: int, scale: float = 1.0):
+    import numpy as np
+
+    return scale * np.random.default_rng(seed).standard_normal((n, d))
+
+
+def _statement(statement: str, ok: bool | None, evidence: str) -> dict:
+    verdict = "inconclusive" if ok is None else ("verified" if ok else "refuted")
+    return {"statement": statement, "verdict": verdict, "evidence": evidence}
+
+
+def _all_verdict(statements: list[dict]) -> ClaimVerdict:
+    verdicts = {s["verdict"] for s in statements}
+    if "refuted" in verdicts:
+        return V.REFUTED
+    if "inconclusive" in verdicts:
+        return V.INCONCLUSIVE
+    return V.VERIFIED
+
+
+def _finite_examples():
+    """Kernels with finite feature spaces used by C4 (leaves and every combinator)."""
+    from kernelcheck import kernels as K
+
+    return [
+        K.Linear(),
+        K.Constant(2.0),
+        K.Polynomial(2),
+        K.Polynomial(3, c=1.0),
+        0.5 * K.Polynomial(2) + K.Linear(),
+        K.Linear() * K.Polynomial(2, c=0.5),
+        K.Linear() ** 3,
+        K.exp(K.Linear(), order=3),
+        K.exp(0.5 * K.Linear(), order=4) + K.Constant(1.0),
+    ]
+
+
+@_register(
+    "C4",
+    requires=("kernelcheck.kernels:Linear", "kernelcheck.verify:feature_map"),
+    checked_by=("kernelcheck.verify.feature_map", "Kernel.features"),
+)
+def _check_c4(level: str):
+    """Every finite kernel of the algebra equals the inner product of its exact features."""
+    from kernelcheck import verify
+
+    n, d = _pick(level, (12, 3), (40, 4), (120, 5))
+    X = _points(4, n, d, 0.7)
+    Y = _points(5, n + 3, d, 0.7)
+    rows, worst = [], 0.0
+    for k in _finite_examples():
+        for form in ("symmetric", "tensor"):
+            rep = verify.feature_map(k.features(form), X, Y)
+            worst = max(worst, rep.worst_ratio)
+            rows.append(
+                _statement(
+                    f"{k!r} = <phi(x), phi(y)> ({form}, D = {rep.D})",
+                    rep.passed,
+                    f"max |error| {fmt(rep.max_abs_error)}, {fmt(rep.worst_ratio)} x tol",
+                )
+            )
+    verdict = _all_verdict(rows)
+    key = f"{len(rows)} kernel/form pairs: worst error {fmt(worst)} x tolerance"
+    return verdict, key, {"n": n, "m": n + 3, "d": d, "statements": rows}
+
+
+@_register(
+    "C7",
+    requires=("kernelcheck.kernels:Linear", "kernelcheck.verify:feature_map"),
+    checked_by=("kernelcheck.verify.feature_map", "Linear.features"),
+)
+def _check_c7(level: str):
+    """phi(x) = x for the linear kernel: the map returns its input and reproduces x.y."""
+    import numpy as np
+
+    from kernelcheck import kernels as K
+    from kernelcheck import verify
+
+    n, d = _pick(level, (16, 3), (64, 8), (256, 16))
+    X = _points(7, n, d)
+    phi = K.Linear().features()
+    identical = bool(np.array_equal(phi(X), X))
+    rep = verify.feature_map(phi, X)
+    rows = [
+        _statement("phi(x) = x (bit for bit)", identical, f"phi(X) == X on {n} x {d} points"),
+        _statement("x.y = phi(x).phi(y)", rep.passed, str(rep)),
+    ]
+    key = (
+        f"phi(X) == X exactly; max |error| {fmt(rep.max_abs_error)} "
+        f"<= tol {fmt(rep.tolerance.value)}"
+    )
+    return _all_verdict(rows), key, {"report": rep.to_dict(), "statements": rows}
+
+
+@_register(
+    "C8",
+    requires=(
+        "kernelcheck.kernels:Polynomial",
+        "kernelcheck.kernels:unweighted_monomials",
+        "kernelcheck.verify:feature_map",
+    ),
+    checked_by=(
+        "kernelcheck.verify.feature_map",
+        "Polynomial.features",
+        "kernelcheck.kernels.unweighted_monomials",
+        "kernelcheck.kernels.monomial_dim",
+    ),
+)
+def _check_c8(level: str):
+    """Both feature maps of (x.y)^m, their dimensions, and the unweighted map's failure.
+
+    Verified means: the tensor map (d^m coordinates) and the weighted
+    unique-monomial map (C(d+m-1, m) coordinates) reproduce the kernel, and
+    the unweighted monomial map does not (for d, m >= 2), as CLAIMS.md states.
+    """
+    import itertools
+    import math
+
+    from kernelcheck import kernels as K
+    from kernelcheck import verify
+
+    grid = _pick(
+        level,
+        [(2, 2), (3, 3)],
+        [(2, 2), (3, 2), (3, 3), (4, 3), (5, 4)],
+        [(2, 2), (3, 2), (3, 3), (4, 3), (5, 4), (6, 4), (4, 6)],
+    )
+    n = _pick(level, 10, 30, 80)
+    tensor_ok = sym_ok = True
+    unweighted_wrong = True
+    dims_ok = True
+    unweighted_worst = math.inf
+    rows = []
+    for d, m in grid:
+        X = _points(80 + d + 10 * m, n, d, 0.8)
+        k = K.Polynomial(m)
+        t = verify.feature_map(k.features("tensor"), X)
+        s = verify.feature_map(k.features("symmetric"), X)
+        # Independent count of unique monomials: distinct multisets of variable indices.
+        unique = len({tuple(sorted(c)) for c in itertools.product(range(d), repeat=m)})
+        dims = (
+            t.D == d**m
+            and s.D == unique == math.comb(d + m - 1, m) == K.monomial_dim(d, m)
+            and k.feature_dim(d, "tensor") == d**m
+            and k.feature_dim(d, "symmetric") == unique
+        )
+        u = verify.feature_map(
+            lambda Z, m=m: K.unweighted_monomials(Z, m), X, kernel=k, feature_ops=2 * m
+        )
+        tensor_ok &= t.passed
+        sym_ok &= s.passed
+        dims_ok &= dims
+        unweighted_wrong &= not u.passed
+        unweighted_worst = min(unweighted_worst, u.worst_ratio)
+        rows.append(
+            {
+                "d": d,
+                "m": m,
+                "tensor_dim": t.D,
+                "unique_monomials": unique,
+                "tensor_passed": t.passed,
+                "weighted_passed": s.passed,
+                "unweighted_passed": u.passed,
+                "unweighted_max_error": u.max_abs_error,
+            }
+        )
+    dims_text = ", ".join(f"d={r['d']},m={r['m']}: {r['tensor_dim']} vs {r['unique_monomials']}"
+                          for r in rows)
+    statements = [
+        _statement(
+            "tensor map x(x)...(x)x reproduces (x.y)^m with d^m coordinates",
+            tensor_ok and dims_ok,
+            f"{len(grid)} (d, m) pairs; dims {dims_text}",
+        ),
+        _statement(
+            "weighted unique monomials sqrt(m!/alpha!) x^alpha reproduce (x.y)^m with "
+            "C(d+m-1, m) coordinates",
+            sym_ok and dims_ok,
+            "verify.feature_map passed on every pair; dimension = count of distinct multisets",
+        ),
+        _statement(
+            "unweighted unique monomials reproduce (x.y)^m (the essay's wording)",
+            not unweighted_wrong,
+            f"fails on every pair with d, m >= 2; smallest error {fmt(unweighted_worst)} x tol",
+        ),
+        _statement(
+            "the unique-monomial map has d^m ('n^m') coordinates",
+            all(r["tensor_dim"] == r["unique_monomials"] for r in rows),
+            "C(d+m-1, m) < d^m for d, m >= 2: " + dims_text,
+        ),
+    ]
+    holds = tensor_ok and sym_ok and dims_ok and unweighted_wrong
+    key = (
+        "holds: tensor d^m, weighted C(d+m-1,m); does not: unweighted monomials "
+        f"({fmt(unweighted_worst)} x tol), 'n^m unique monomials'"
+    )
+    return (V.VERIFIED if holds else V.REFUTED), key, {"pairs": rows, "statements": statements}
+
+
+def _taylor_remainder_bound(s, order: int):
+    """|exp(s) - T_M(s)| <= |s|^(M+1) e^max(s,0) / (M+1)! (Lagrange remainder, C12)."""
+    import numpy as np
+
+    s = np.asarray(s, dtype=float)
+    return np.abs(s) ** (order + 1) * np.exp(np.maximum(s, 0.0)) / math.factorial(order + 1)
+
+
+def _scalar_taylor(order: int, s):
+    """T_M evaluated by the library at the scalars ``s`` (x = s, y = 1 in d = 1)."""
+    import numpy as np
+
+    from kernelcheck import kernels as K
+
+    k = K.exp(K.Linear(), order=order)
+    x = np.asarray(s, dtype=float)[:, None]
+    one = np.ones((1, 1))
+    return k(x, one)[:, 0], k.error_bound(x, one)[:, 0]
+
+
+@_register(
+    "C12",
+    requires=("kernelcheck.kernels:exp", "kernelcheck.verify:feature_map"),
+    checked_by=(
+        "kernelcheck.kernels.exp(k, order=M)",
+        "kernelcheck.verify.feature_map",
+        "Kernel.error_bound",
+    ),
+)
+def _check_c12(level: str):
+    """Taylor maps are kernels; the remainder bound holds; the sign of T_M by parity of M."""
+    import numpy as np
+
+    from kernelcheck import kernels as K
+    from kernelcheck import verify
+
+    orders = _pick(level, range(0, 5), range(0, 9), range(0, 13))
+    n, d = _pick(level, (12, 3), (40, 4), (100, 6))
+    X = _points(12, n, d, 0.6)
+    Y = _points(13, n, d, 0.6)
+    exact = K.Exponential()(X, Y)
+    exact_err = K.Exponential().error_bound(X, Y)
+    s = K.Linear()(X, Y)
+    s_err = K.Linear().error_bound(X, Y)
+    maps_ok, bound_ok, tightness = True, True, []
+    max_err, max_bound = [], []
+    for M in orders:
+        kM = K.exp(K.Linear(), order=M)
+        maps_ok &= verify.feature_map(kM.features(), X, Y).passed
+        err = np.abs(kM(X, Y) - exact)
+        # The remainder at the computed s, widened by s's own rounding bound.
+        bound = _taylor_remainder_bound(np.abs(s) + s_err, M)
+        allowed = bound + kM.error_bound(X, Y) + exact_err
+        bound_ok &= bool((err <= allowed).all())
+        tightness.append(float((err / allowed).max()))
+        max_err.append(float(err.max()))
+        max_bound.append(float(bound.max()))
+    grid = np.linspace(-12.0, 12.0, _pick(level, 241, 961, 4801))
+    even_min, odd_witness = [], []
+    for M in orders:
+        if M == 0:
+            continue
+        T, E = _scalar_taylor(M, grid)
+        if M % 2 == 0:
+            even_min.append((M, float(T.min()), bool((T - E > 0).all())))
+        else:
+            # The largest s with T_M(s) <= 0 even after its rounding bound: near the root.
+            bad = np.flatnonzero(T + E <= 0)
+            i = int(bad[-1]) if bad.size else int(np.argmin(T))
+            odd_witness.append((M, float(grid[i]), float(T[i]), bool(T[i] + E[i] <= 0)))
+    even_ok = all(ok for _m, _v, ok in even_min)
+    odd_ok = all(ok for *_rest, ok in odd_witness)
+    m1 = next(w for w in odd_witness if w[0] == 1)
+    statements = [
+        _statement(
+            "the order-M Taylor map reproduces T_M (so T_M is a kernel) for every M",
+            maps_ok,
+            f"M = {min(orders)}..{max(orders)}, verify.feature_map on {n} x {n} pairs",
+        ),
+        _statement(
+            "|exp(s) - T_M(s)| <= |s|^(M+1) e^max(s,0) / (M+1)!",
+            bound_ok,
+            f"largest error / (bound + rounding) {fmt(max(tightness))} over M and {n * n} pairs",
+        ),
+        _statement(
+            "even M: T_M(s) > 0 for every s",
+            even_ok,
+            f"min over s in [-12, 12]: "
+            + ", ".join(f"T_{M} {fmt(v)}" for M, v, _ in even_min),
+        ),
+        _statement(
+            "odd M: T_M(s) <= 0 for some s (normalisers can vanish or turn negative)",
+            odd_ok,
+            ", ".join(f"T_{M}({fmt(x)}) = {fmt(v)}" for M, x, v, _ in odd_witness),
+        ),
+    ]
+    key = (
+        f"remainder bound holds (error <= {fmt(max(tightness))} x bound); "
+        f"odd M: T_1({fmt(m1[1])}) = {fmt(m1[2])} < 0; even M: min T_M > 0"
+    )
+    return _all_verdict(statements), key, {
+        "orders": list(orders),
+        "error_over_bound": tightness,
+        "max_error": max_err,
+        "max_bound": max_bound,
+        "statements": statements,
+        "plot": {
+            "title": "Taylor remainder: error and bound",
+            "xlabel": "order M",
+            "ylabel": "max over pairs",
+            "yscale": "log",
+            "series": [
+                {"label": "|exp(s) - T_M(s)|", "x": list(orders), "y": max_err},
+                {
+                    "label": "remainder bound",
+                    "x": list(orders),
+                    "y": max_bound,
+                    "style": "dashed",
+                },
+            ],
+        },
+    }

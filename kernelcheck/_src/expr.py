@@ -278,10 +278,10 @@ class _Parser:
             raise self.error(f"expected {op!r} {context}, got {self.describe(self.tok)}")
         return tok
 
-    def enter(self) -> None:
+    def enter(self, tok: Token) -> None:
         self.depth += 1
         if self.depth > MAX_DEPTH:
-            raise self.error(f"expression nested deeper than {MAX_DEPTH} levels")
+            raise self.error(f"expression nested deeper than {MAX_DEPTH} levels", tok)
 
     def leave(self) -> None:
         self.depth -= 1
@@ -333,7 +333,7 @@ class _Parser:
     def unary(self):
         tok = self.accept("-")
         if tok is not None:
-            self.enter()
+            self.enter(tok)
             value = self.unary()
             self.leave()
             return self.wrap(tok, _neg, value)
@@ -346,7 +346,7 @@ class _Parser:
         tok = self.accept("**")
         if tok is None:
             return base
-        self.enter()
+        self.enter(tok)
         exponent = self.unary()
         self.leave()
         return self.wrap(tok, _pow, base, exponent)
@@ -362,8 +362,9 @@ class _Parser:
         if tok.kind == "NAME":
             self.i += 1
             return self.call(tok)
-        if self.accept("("):
-            self.enter()
+        open_tok = self.accept("(")
+        if open_tok is not None:
+            self.enter(open_tok)
             value = self.expr()
             self.leave()
             self.expect(")", "to close the parenthesis")
@@ -377,8 +378,9 @@ class _Parser:
             raise self.error(f"unknown name {name_tok.text!r} (known: {known})", name_tok)
         args: list[tuple[Any, Token]] = []
         kwargs: dict[str, tuple[Any, Token]] = {}
-        if self.accept("("):
-            self.enter()
+        open_tok = self.accept("(")
+        if open_tok is not None:
+            self.enter(open_tok)
             while not (self.tok.kind == "OP" and self.tok.text == ")"):
                 if self.tok.kind == "END" or (self.tok.kind == "OP" and self.tok.text == ","):
                     raise self.error(f"expected an argument, got {self.describe(self.tok)}")
