@@ -298,9 +298,7 @@ def _register(
     """
 
     def deco(fn):
-        _ENTRIES.append(
-            _Entry(cid, fn, tuple(requires), tuple(checked_by), title)
-        )
+        _ENTRIES.append(_Entry(cid, fn, tuple(requires), tuple(checked_by), title))
         return fn
 
     return deco
@@ -491,8 +489,12 @@ def _points(seed: int, n: int, d: int, scale: float = 1.0):
     return scale * np.random.default_rng(seed).standard_normal((n, d))
 
 
-def _statement(statement: str, ok: bool | None, evidence: str) -> dict:
-    verdict = "inconclusive" if ok is None else ("verified" if ok else "refuted")
+def _statement(statement: str, ok: bool | None | str, evidence: str) -> dict:
+    """A sub-statement of a claim: ok True / False / None (inconclusive) / "not run"."""
+    if isinstance(ok, str):
+        verdict = ok
+    else:
+        verdict = "inconclusive" if ok is None else ("verified" if ok else "refuted")
     return {"statement": statement, "verdict": verdict, "evidence": evidence}
 
 
@@ -651,8 +653,9 @@ def _check_c8(level: str):
                 "unweighted_max_error": u.max_abs_error,
             }
         )
-    dims_text = ", ".join(f"d={r['d']},m={r['m']}: {r['tensor_dim']} vs {r['unique_monomials']}"
-                          for r in rows)
+    dims_text = ", ".join(
+        f"d={r['d']},m={r['m']}: {r['tensor_dim']} vs {r['unique_monomials']}" for r in rows
+    )
     statements = [
         _statement(
             "tensor map x(x)...(x)x reproduces (x.y)^m with d^m coordinates",
@@ -771,8 +774,7 @@ def _check_c12(level: str):
         _statement(
             "even M: T_M(s) > 0 for every s",
             even_ok,
-            f"min over s in [-12, 12]: "
-            + ", ".join(f"T_{M} {fmt(v)}" for M, v, _ in even_min),
+            f"min over s in [-12, 12]: " + ", ".join(f"T_{M} {fmt(v)}" for M, v, _ in even_min),
         ),
         _statement(
             "odd M: T_M(s) <= 0 for some s (normalisers can vanish or turn negative)",
@@ -784,25 +786,418 @@ def _check_c12(level: str):
         f"remainder bound holds (error <= {fmt(max(tightness))} x bound); "
         f"odd M: T_1({fmt(m1[1])}) = {fmt(m1[2])} < 0; even M: min T_M > 0"
     )
-    return _all_verdict(statements), key, {
-        "orders": list(orders),
-        "error_over_bound": tightness,
-        "max_error": max_err,
-        "max_bound": max_bound,
-        "statements": statements,
-        "plot": {
-            "title": "Taylor remainder: error and bound",
-            "xlabel": "order M",
-            "ylabel": "max over pairs",
-            "yscale": "log",
-            "series": [
-                {"label": "|exp(s) - T_M(s)|", "x": list(orders), "y": max_err},
-                {
-                    "label": "remainder bound",
-                    "x": list(orders),
-                    "y": max_bound,
-                    "style": "dashed",
-                },
-            ],
+    return (
+        _all_verdict(statements),
+        key,
+        {
+            "orders": list(orders),
+            "error_over_bound": tightness,
+            "max_error": max_err,
+            "max_bound": max_bound,
+            "statements": statements,
+            "plot": {
+                "title": "Taylor remainder: error and bound",
+                "xlabel": "order M",
+                "ylabel": "max over pairs",
+                "yscale": "log",
+                "series": [
+                    {"label": "|exp(s) - T_M(s)|", "x": list(orders), "y": max_err},
+                    {
+                        "label": "remainder bound",
+                        "x": list(orders),
+                        "y": max_bound,
+                        "style": "dashed",
+                    },
+                ],
+            },
         },
-    }
+    )
+
+
+# ----- attention (C1, C10, C11, C14, C15) ------------------------------------
+
+
+def _qkv(seed: int, n: int, d: int, d_v: int, scale: float = 1.0):
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    return (
+        scale * rng.standard_normal((n, d)),
+        scale * rng.standard_normal((n, d)),
+        rng.standard_normal((n, d_v)),
+    )
+
+
+@_register(
+    "C1",
+    requires=("kernelcheck.attention:softmax", "kernelcheck.attention:softmax_error_bound"),
+    checked_by=("kernelcheck.attention.softmax", "kernelcheck.attention.softmax_error_bound"),
+)
+def _check_c1(level: str):
+    """Softmax weights are non-negative and sum to one; outputs lie in the convex hull.
+
+    The weights are read from the library's own softmax: with ``V = I_n`` the
+    output *is* the weight matrix W.  Then ``A = W V`` is compared with the
+    output for the real V, and each output coordinate is checked to lie
+    between the smallest and largest value of the v_j it averages (j <= i when
+    causal), every comparison within ``softmax_error_bound``.
+    """
+    import numpy as np
+
+    from kernelcheck import attention as att
+
+    n, d, d_v = _pick(level, (24, 4, 3), (96, 16, 8), (256, 32, 16))
+    rows = []
+    worst_sum, min_weight, hull_excess = 0.0, np.inf, -np.inf
+    for causal in (False, True):
+        for scale in (1.0, 30.0):  # 30: logits in the hundreds, the overflow regime
+            Q, K, V = _qkv(100 + int(scale), n, d, d_v, scale)
+            eye = np.eye(n)
+            W = att.softmax(Q, K, eye, causal=causal)
+            EW = att.softmax_error_bound(Q, K, eye, causal=causal)
+            ones = att.softmax(Q, K, np.ones((n, 1)), causal=causal)[:, 0]
+            E1 = att.softmax_error_bound(Q, K, np.ones((n, 1)), causal=causal)[:, 0]
+            A = att.softmax(Q, K, V, causal=causal)
+            EA = att.softmax_error_bound(Q, K, V, causal=causal)
+            nonneg = bool((W >= -EW).all())
+            masked = bool((np.triu(W, 1) == 0).all()) if causal else True
+            sums = bool((np.abs(ones - 1.0) <= E1).all())
+            mask = np.tril(np.ones((n, n), bool)) if causal else np.ones((n, n), bool)
+            lo = np.where(mask[:, :, None], V[None, :, :], np.inf).min(axis=1)
+            hi = np.where(mask[:, :, None], V[None, :, :], -np.inf).max(axis=1)
+            excess = np.maximum(lo - A, A - hi) - EA
+            inside = bool((excess <= 0).all())
+            # A = W V: the output is the weighted average with exactly these weights.
+            combo = np.abs(W @ V - A) <= EA + (EW @ np.abs(V)) + 4 * n * np.finfo(float).eps * (
+                np.abs(W) @ np.abs(V)
+            )
+            worst_sum = max(worst_sum, float(np.abs(ones - 1.0).max()))
+            min_weight = min(min_weight, float(W.min()))
+            hull_excess = max(hull_excess, float((np.maximum(lo - A, A - hi)).max()))
+            kind = "causal" if causal else "bidirectional"
+            rows.append(
+                _statement(
+                    f"{kind}, logit scale {scale:g}: w_ij >= 0, rows sum to 1, "
+                    "a_i = sum_j w_ij v_j in the hull of its v_j",
+                    nonneg and masked and sums and inside and bool(combo.all()),
+                    f"min w {fmt(W.min())}, max |sum - 1| {fmt(np.abs(ones - 1).max())} "
+                    f"<= tol {fmt(E1.max())}",
+                )
+            )
+    key = (
+        f"min weight {fmt(min_weight)} >= 0; max |row sum - 1| {fmt(worst_sum)} <= tol; "
+        f"outputs inside the hull (max excess {fmt(hull_excess)})"
+    )
+    return _all_verdict(rows), key, {"n": n, "d": d, "d_v": d_v, "statements": rows}
+
+
+@_register(
+    "C10",
+    requires=(
+        "kernelcheck.attention:kernelized",
+        "kernelcheck.attention:parallel",
+        "kernelcheck.attention:kernelized_error_bound",
+        "kernelcheck.attention:linear_error_bound",
+    ),
+    checked_by=(
+        "kernelcheck.attention.kernelized",
+        "kernelcheck.attention.parallel",
+        "kernelcheck.attention.softmax",
+        "Kernel.features",
+    ),
+)
+def _check_c10(level: str):
+    """Kernelized attention = the factorized feature form; the 1/sqrt(d) scale identity."""
+    import numpy as np
+
+    from kernelcheck import attention as att
+    from kernelcheck import kernels as K
+
+    n, d, d_v = _pick(level, (20, 3, 2), (80, 4, 6), (200, 6, 8))
+    Q, K_, V = _qkv(10, n, d, d_v, 0.5)
+    examples = [
+        K.exp(K.Linear(), order=2),
+        K.Polynomial(2, c=1.0),
+        K.exp(0.5 * K.Linear(), order=4) + K.Constant(0.5),
+        K.Linear() ** 2 + K.Constant(1.0),
+    ]
+    rows, worst = [], 0.0
+    for k in examples:
+        phi = k.features()
+        for causal in (False, True):
+            exact = att.kernelized(Q, K_, V, k, causal=causal)
+            fact = att.parallel(phi(Q), phi(K_), V, causal=causal)
+            tol = att.kernelized_error_bound(Q, K_, V, k, causal=causal) + att.linear_error_bound(
+                phi(Q), phi(K_), V, causal=causal
+            )
+            err = np.abs(exact - fact)
+            ratio = float((err / tol).max())
+            worst = max(worst, ratio)
+            kind = "causal" if causal else "bidirectional"
+            rows.append(
+                _statement(
+                    f"{k!r} ({kind}): sum_j kappa v_j / sum_j kappa = phi(q)^T S / phi(q)^T z",
+                    bool((err <= tol).all()),
+                    f"max |error| {fmt(err.max())}, {fmt(ratio)} x tol",
+                )
+            )
+    # Scale identity: exp(q.k / sqrt d) = SM(q / d^(1/4), k / d^(1/4)).  With d = 16
+    # and 256 the factor d^(-1/4) is a power of two, so scaling q and k is exact and
+    # the two error models alone bound the difference.
+    checks = []
+    for dd in (16, 256):
+        Qb, Kb, Vb = _qkv(11 + dd, n, dd, d_v, 1.0)
+        s = dd**-0.25
+        sm = att.softmax(Qb, Kb, Vb)
+        via_exp = att.kernelized(Qb * s, Kb * s, Vb, K.Exponential())
+        via_scale = att.kernelized(Qb, Kb, Vb, K.Exponential(scale=1.0 / math.sqrt(dd)))
+        base = att.softmax_error_bound(Qb, Kb, Vb)
+        tol = base + att.kernelized_error_bound(Qb * s, Kb * s, Vb, K.Exponential())
+        tol2 = base + att.kernelized_error_bound(
+            Qb, Kb, Vb, K.Exponential(scale=1.0 / math.sqrt(dd))
+        )
+        e1, e2 = np.abs(sm - via_exp), np.abs(sm - via_scale)
+        checks.append((bool((e1 <= tol).all() and (e2 <= tol2).all()), max(e1.max(), e2.max())))
+    e1, e2 = np.abs(sm - via_exp), np.abs(sm - via_scale)
+    rows.append(
+        _statement(
+            "softmax(QK^T/sqrt d) V = kernelized attention with SM(q/d^(1/4), k/d^(1/4)) "
+            "and with exp(q.k/sqrt d)",
+            all(ok for ok, _ in checks),
+            f"d = 16, 256: max |error| {fmt(max(e for _, e in checks))}",
+        )
+    )
+    key = f"{len(examples)} kernels x 2 masks: worst error {fmt(worst)} x tol; scale identity holds"
+    return _all_verdict(rows), key, {"n": n, "d": d, "d_v": d_v, "statements": rows}
+
+
+@_register(
+    "C11",
+    requires=("kernelcheck.attention:recurrent", "kernelcheck.attention:cost_model"),
+    checked_by=(
+        "kernelcheck.attention.recurrent",
+        "kernelcheck.attention.State",
+        "kernelcheck.attention.cost_model",
+    ),
+)
+def _check_c11(level: str):
+    """The recurrent state (S, z) and the work per token do not depend on n."""
+    from kernelcheck import attention as att
+    from kernelcheck import kernels as K
+
+    d, d_v = 4, 3
+    lengths = _pick(level, (1, 8, 64), (1, 16, 256, 1024), (1, 16, 256, 4096))
+    phi = K.exp(K.Linear(), order=2).features()
+    D = phi.output_dim(d)
+    sizes, per_token = [], []
+    for n in lengths:
+        Q, K_, V = _qkv(20 + n, n, d, d_v, 0.5)
+        _out, state = att.recurrent(phi(Q), phi(K_), V, return_state=True)
+        sizes.append(state.size)
+        per_token.append(att.cost_model("recurrent", n, d, D, d_v).flops_per_token())
+    expected = D * (d_v + 1)
+    state_ok = all(s == expected for s in sizes)
+    # flops per token: constant in n up to the one-off n d_v output term
+    work_ok = max(per_token) == min(per_token)
+    softmax_state = [
+        att.cost_model("softmax", n, d, D, d_v, causal=True).state_size for n in lengths
+    ]
+    rows = [
+        _statement(
+            "the state (S, z) holds D (d_v + 1) numbers whatever n",
+            state_ok,
+            f"n = {', '.join(map(str, lengths))}: state sizes {sizes} (D = {D}, d_v = {d_v})",
+        ),
+        _statement(
+            "the work per new token does not depend on n (cost model)",
+            work_ok,
+            f"flops per token {', '.join(fmt(p, 4) for p in per_token)}; the exact form's "
+            f"key/value cache grows: {softmax_state}",
+        ),
+    ]
+    key = f"state {sizes[0]} numbers for n = {lengths[0]}..{lengths[-1]}; flops/token constant"
+    return _all_verdict(rows), key, {"state_sizes": sizes, "statements": rows}
+
+
+@_register(
+    "C14",
+    requires=(
+        "kernelcheck.attention:recurrent",
+        "kernelcheck.attention:chunked",
+        "kernelcheck.attention:linear_error_bound",
+    ),
+    checked_by=(
+        "kernelcheck.attention.recurrent",
+        "kernelcheck.attention.parallel",
+        "kernelcheck.attention.chunked",
+        "kernelcheck.attention.linear_error_bound",
+    ),
+)
+def _check_c14(level: str):
+    """The recurrence equals the causal parallel form and the chunked form (any chunk size)."""
+    import numpy as np
+
+    from kernelcheck import attention as att
+    from kernelcheck import kernels as K
+
+    n, d, d_v = _pick(level, (37, 3, 2), (301, 4, 8), (1500, 6, 16))
+    Q, K_, V = _qkv(14, n, d, d_v, 0.5)
+    rows, worst = [], 0.0
+    maps = [("Taylor order 2", K.exp(K.Linear(), order=2).features())]
+    if _available("kernelcheck.features:PositiveRandomFeatures"):
+        from kernelcheck.features import PositiveRandomFeatures
+
+        maps.append(("positive random features", PositiveRandomFeatures(d, 32, seed=14)))
+    for name, phi in maps:
+        pq, pk = phi(Q), phi(K_)
+        ref = att.parallel(pq, pk, V, causal=True)
+        tol = att.linear_error_bound(pq, pk, V, causal=True)
+        rec = att.recurrent(pq, pk, V)
+        outs = {"recurrent": rec}
+        for c in (1, 7, 64, n):
+            outs[f"chunked C={c}"] = att.chunked(pq, pk, V, chunk_size=c)
+        for label, out in outs.items():
+            err = np.abs(out - ref)
+            ratio = float((err / tol).max())
+            worst = max(worst, ratio)
+            rows.append(
+                _statement(
+                    f"{label} = parallel causal ({name})",
+                    bool((err <= tol).all()),
+                    f"max |error| {fmt(err.max())}, {fmt(ratio)} x tol",
+                )
+            )
+    key = f"recurrent = parallel = chunked (C = 1, 7, 64, n) on n = {n}: worst {fmt(worst)} x tol"
+    return _all_verdict(rows), key, {"n": n, "statements": rows}
+
+
+# ----- cost (C2, C3) -------------------------------------------------------------
+
+_SCALING_CACHE: dict[str, Any] = {}
+
+
+def _scaling_run(level: str):
+    """One scaling measurement per level, shared by C2 and C3 (None at ``quick``).
+
+    ``default`` runs :func:`kernelcheck.scaling.run_scaling` with ``quick=True``
+    (n = 512..4096); ``thorough`` runs its full default grid.
+    """
+    if level == "quick":
+        return None
+    if level not in _SCALING_CACHE:
+        from kernelcheck.scaling import run_scaling
+
+        _SCALING_CACHE[level] = run_scaling(quick=(level == "default"), seed=0)
+    return _SCALING_CACHE[level]
+
+
+def _model_exponent(form: str, causal: bool, sizes, d: int, D: int, d_v: int):
+    """Exponent in n of the cost model's flops and of its flops per token (Theil-Sen)."""
+    from kernelcheck import attention as att
+    from kernelcheck.scaling import fit_exponent
+
+    flops = [att.cost_model(form, n, d, D, d_v, 64, causal=causal).flops for n in sizes]
+    per_token = [f / n for f, n in zip(flops, sizes, strict=True)]
+    return fit_exponent(sizes, flops).slope, fit_exponent(sizes, per_token).slope
+
+
+def _cost_claim(
+    level: str, claim: str, forms, expected: tuple[float, float], per_seq: int, per_token: int
+):
+    sizes = (1024, 2048, 4096, 8192, 16384, 32768)
+    d, D, d_v = 64, 256, 64
+    rows = []
+    model_slopes = []
+    for form, causal in forms:
+        slope, tok = _model_exponent(form, causal, sizes, d, D, d_v)
+        model_slopes.append(slope)
+        kind = "causal" if causal else "bidirectional"
+        rows.append(
+            _statement(
+                f"{form} ({kind}): operation count ~ n^{per_seq} per sequence, "
+                f"n^{per_token} per token (cost model)",
+                abs(slope - per_seq) < 0.05 and abs(tok - per_token) < 0.05,
+                f"flops exponent {slope:.3f}, per-token exponent {tok:.3f} over n = "
+                f"{sizes[0]}..{sizes[-1]} (d = {d}, D = {D})",
+            )
+        )
+    report = _scaling_run(level)
+    measured = []
+    plot = None
+    if report is None:
+        rows.append(
+            _statement(
+                "measured time exponent",
+                "not run",
+                "not measured at the quick level (run the default level or `kernelcheck scaling`)",
+            )
+        )
+    else:
+        series = []
+        for f in report.forms:
+            series.append(
+                {"label": f.name, "x": list(f.measurement.sizes), "y": list(f.measurement.times)}
+            )
+            if f.claim != claim:
+                continue
+            t = f.time_fit
+            measured.append(f"{f.name} {t.slope:.2f} [{t.low:.2f}, {t.high:.2f}]")
+            # Timing corroborates the operation count; it cannot refute an asymptotic
+            # count (fixed overheads, caches and machine load bend small-n times), so a
+            # slope outside the range leaves the claim inconclusive, never refuted.
+            ok = True if t.verdict == "pass" else None
+            rows.append(
+                _statement(
+                    f"measured time of {f.name} ~ n^p with p in [{expected[0]}, {expected[1]}]",
+                    ok,
+                    f"p = {t.slope:.3f}, {t.confidence:.0%} CI [{t.low:.3f}, {t.high:.3f}] over "
+                    f"n = {report.sizes[0]}..{report.sizes[-1]}: {t.verdict}",
+                )
+            )
+        plot = {
+            "title": "measured time against n",
+            "xlabel": "sequence length n",
+            "ylabel": "seconds per call",
+            "xscale": "log",
+            "yscale": "log",
+            "series": series,
+        }
+    if measured:
+        key = "time exponent " + "; ".join(measured)
+    else:
+        key = (
+            "flops ~ n^"
+            + ", n^".join(f"{s:.2f}" for s in model_slopes)
+            + " (cost model); time not measured at --quick"
+        )
+    details: dict[str, Any] = {"statements": rows}
+    if plot is not None:
+        details["plot"] = plot
+    return _all_verdict(rows), key, details
+
+
+@_register(
+    "C2",
+    requires=("kernelcheck.attention:cost_model", "kernelcheck.scaling:run_scaling"),
+    checked_by=("kernelcheck.attention.cost_model", "kernelcheck.scaling.run_scaling"),
+)
+def _check_c2(level: str):
+    """Softmax attention: n^2 operations per sequence, n per token; measured slope ~2."""
+    return _cost_claim(level, "C2", [("softmax", False), ("softmax", True)], (1.8, 2.2), 2, 1)
+
+
+@_register(
+    "C3",
+    requires=("kernelcheck.attention:cost_model", "kernelcheck.scaling:run_scaling"),
+    checked_by=("kernelcheck.attention.cost_model", "kernelcheck.scaling.run_scaling"),
+)
+def _check_c3(level: str):
+    """Linear attention: n operations per sequence, constant per token; measured slope ~1."""
+    return _cost_claim(
+        level,
+        "C3",
+        [("parallel", False), ("parallel", True), ("recurrent", True), ("chunked", True)],
+        (0.85, 1.15),
+        1,
+        0,
+    )
