@@ -1,3 +1,60 @@
-"""Placeholder: filled in by the module's implementation."""
+"""Attention in every form: exact, kernelized, parallel, recurrent, chunked (claims C1, C10-C15).
 
-__all__: list[str] = []
+* :func:`softmax` -- exact, numerically stable softmax attention (C1);
+* :func:`kernelized` -- exact attention with any kernel object (C10);
+* :func:`parallel` -- linear attention from feature matrices, causal by prefix sums;
+* :func:`init`, :func:`step`, :func:`recurrent` -- the recurrence over the state
+  :class:`State` ``(S, z)`` (C11, C14);
+* :func:`chunked` -- causal, quadratic within chunks and recurrent across (C14);
+* :func:`linear_error_bound`, :func:`softmax_error_bound`,
+  :func:`kernelized_error_bound` -- a-priori rounding-error bounds of the forms;
+* :func:`cost_model` -- operation counts and state sizes (C2, C3, C11).
+
+Normalisers ``<= 0`` (C12) raise :class:`~kernelcheck.errors.BadNormalizer`, or
+with ``on_bad_normalizer="report"`` come back in an :class:`AttentionOutput`.
+
+Examples
+--------
+>>> import numpy as np
+>>> from kernelcheck import attention
+>>> rng = np.random.default_rng(0)
+>>> pq, pk = rng.random((2, 12, 4))
+>>> V = rng.normal(size=(12, 3))
+>>> a = attention.parallel(pq, pk, V, causal=True)
+>>> bool(np.allclose(a, attention.chunked(pq, pk, V, chunk_size=5)))
+True
+"""
+
+from kernelcheck._src.attention import (
+    AttentionCost,
+    AttentionOutput,
+    State,
+    chunked,
+    cost_model,
+    init,
+    kernelized,
+    kernelized_error_bound,
+    linear_error_bound,
+    parallel,
+    recurrent,
+    softmax,
+    softmax_error_bound,
+    step,
+)
+
+__all__ = [
+    "softmax",
+    "kernelized",
+    "parallel",
+    "init",
+    "step",
+    "recurrent",
+    "chunked",
+    "State",
+    "AttentionOutput",
+    "AttentionCost",
+    "linear_error_bound",
+    "softmax_error_bound",
+    "kernelized_error_bound",
+    "cost_model",
+]
