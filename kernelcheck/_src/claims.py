@@ -774,7 +774,7 @@ def _check_c12(level: str):
         _statement(
             "even M: T_M(s) > 0 for every s",
             even_ok,
-            f"min over s in [-12, 12]: " + ", ".join(f"T_{M} {fmt(v)}" for M, v, _ in even_min),
+            "min over s in [-12, 12]: " + ", ".join(f"T_{M} {fmt(v)}" for M, v, _ in even_min),
         ),
         _statement(
             "odd M: T_M(s) <= 0 for some s (normalisers can vanish or turn negative)",
@@ -1044,8 +1044,8 @@ def _check_c14(level: str):
     Q, K_, V = _qkv(14, n, d, d_v, 0.5)
     rows, worst = [], 0.0
     maps = [("Taylor order 2", K.exp(K.Linear(), order=2).features())]
-    if _available("kernelcheck.features:PositiveRandomFeatures"):
-        from kernelcheck.features import PositiveRandomFeatures
+    if _available("kernelcheck._src.random_features:PositiveRandomFeatures"):
+        from kernelcheck._src.random_features import PositiveRandomFeatures
 
         maps.append(("positive random features", PositiveRandomFeatures(d, 32, seed=14)))
     for name, phi in maps:
@@ -1200,4 +1200,138 @@ def _check_c3(level: str):
         (0.85, 1.15),
         1,
         0,
+    )
+
+
+@_register(
+    "C15",
+    requires=(
+        "kernelcheck.attention:parallel",
+        "kernelcheck.attention:softmax",
+        "kernelcheck.kernels:exp",
+        "kernelcheck._src.random_features:PositiveRandomFeatures",
+        "kernelcheck.scaling:fit_exponent",
+    ),
+    checked_by=(
+        "kernelcheck.attention.parallel",
+        "kernelcheck.attention.softmax",
+        "kernelcheck.kernels.exp(Linear(), order=M)",
+        "kernelcheck.features.PositiveRandomFeatures",
+        "kernelcheck.scaling.fit_exponent",
+    ),
+)
+def _check_c15(level: str):
+    """Taylor and random-feature linear attention converge to softmax attention.
+
+    Taylor (even M, so normalisers stay positive): with s_ij = q_i.k_j,
+    r_ij the C12 remainder bound of exp(s_ij), Z_i = sum_j exp(s_ij) and a_i the
+    softmax output, the order-M output a'_i obeys
+
+        |a'_ic - a_ic| <= sum_j r_ij |v_jc - a_ic| / (Z_i - sum_j r_ij)
+
+    (a' - a = sum_j delta_ij (v_j - a_i) / Z'_i with |delta_ij| <= r_ij), plus
+    the two forms' rounding bounds.  Random features: the RMS error over
+    independent draws falls with the number of features m; its log-log
+    slope (Theil-Sen) must be negative with 95% confidence (theory: -1/2).
+    """
+    import numpy as np
+
+    from kernelcheck import attention as att
+    from kernelcheck import kernels as K
+    from kernelcheck._src.random_features import PositiveRandomFeatures
+    from kernelcheck._src.rounding import gamma
+    from kernelcheck.scaling import fit_exponent
+
+    n, d, d_v = _pick(level, (24, 3, 2), (64, 4, 4), (128, 4, 8))
+    orders = _pick(level, (0, 2, 4, 6), (0, 2, 4, 6, 8, 10), (0, 2, 4, 6, 8, 10, 12))
+    Q, K_, V = _qkv(15, n, d, d_v, 0.45)
+    A = att.softmax(Q, K_, V, scale=1.0)
+    EA = att.softmax_error_bound(Q, K_, V, scale=1.0)
+    S = K.Linear()(Q, K_)
+    S_abs = np.abs(S) + K.Linear().error_bound(Q, K_)
+    Z = K.Exponential()(Q, K_).sum(axis=1)
+    errors, bounds, ok = [], [], True
+    for M in orders:
+        phi = K.exp(K.Linear(), order=M).features()
+        pq, pk = phi(Q), phi(K_)
+        out = att.parallel(pq, pk, V)
+        tol = att.linear_error_bound(pq, pk, V) + EA
+        r = _taylor_remainder_bound(S_abs, M)
+        den = Z - r.sum(axis=1)
+        if (den <= 0).any():
+            bound = np.full_like(A, np.inf)
+        else:
+            bound = (r[:, :, None] * np.abs(V[None, :, :] - A[:, None, :])).sum(axis=1)
+            bound = bound / den[:, None] * (1.0 + gamma(4 * n))
+        err = np.abs(out - A)
+        ok &= bool((err <= bound + tol).all())
+        errors.append(float(err.max()))
+        bounds.append(float(bound.max()))
+    monotone = all(b <= a for a, b in zip(errors, errors[1:], strict=False))
+    ms = _pick(level, (16, 64, 256), (16, 32, 64, 128, 256, 512, 1024), (16, 64, 256, 1024, 4096))
+    draws = _pick(level, 3, 6, 12)
+    rms = []
+    for m in ms:
+        sq = []
+        for r_ in range(draws):
+            phi = PositiveRandomFeatures(d, m, seed=np.random.SeedSequence([15, m, r_]))
+            sq.append(np.mean((att.parallel(phi(Q), phi(K_), V) - A) ** 2))
+        rms.append(float(np.sqrt(np.mean(sq))))
+    fit = fit_exponent(ms, rms, confidence=0.95)
+    rows = [
+        _statement(
+            "Taylor order M (even) -> softmax, within the C12-derived bound at every M",
+            ok,
+            ", ".join(
+                f"M={M}: {fmt(e)} <= {fmt(b)}"
+                for M, e, b in zip(orders, errors, bounds, strict=True)
+            ),
+        ),
+        _statement(
+            "the Taylor error falls as M grows",
+            monotone,
+            f"max |error| {fmt(errors[0])} (M={orders[0]}) -> {fmt(errors[-1])} (M={orders[-1]})",
+        ),
+        _statement(
+            "positive random features -> softmax as m grows (RMS error ~ m^p, p < 0)",
+            fit.high < 0,
+            f"p = {fit.slope:.2f}, 95% CI [{fit.low:.2f}, {fit.high:.2f}] (theory -0.5) over "
+            f"m = {ms[0]}..{ms[-1]}, {draws} draws each",
+        ),
+    ]
+    key = (
+        f"Taylor error {fmt(errors[0])} (M={orders[0]}) -> {fmt(errors[-1])} (M={orders[-1]}) "
+        f"within bound; random features RMS ~ m^{fit.slope:.2f}"
+    )
+    return (
+        _all_verdict(rows),
+        key,
+        {
+            "orders": list(orders),
+            "taylor_error": errors,
+            "taylor_bound": bounds,
+            "num_features": list(ms),
+            "random_feature_rms": rms,
+            "statements": rows,
+            "plot": {
+                "title": "linear attention -> softmax",
+                "xlabel": "Taylor order M / log2(m) for random features",
+                "ylabel": "error against softmax",
+                "yscale": "log",
+                "series": [
+                    {"label": "Taylor max |error|", "x": list(orders), "y": errors},
+                    {
+                        "label": "C12-derived bound",
+                        "x": list(orders),
+                        "y": bounds,
+                        "style": "dashed",
+                    },
+                    {
+                        "label": "random features RMS (x = log2 m)",
+                        "x": [math.log2(m) for m in ms],
+                        "y": rms,
+                    },
+                ],
+            },
+        },
     )
