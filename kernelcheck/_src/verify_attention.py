@@ -208,31 +208,34 @@ class _Reference:
             return 2 * int(ops)
         return 2 * (2 * d + 8)
 
-    def compute(self, Q, K, V, user_dtype):
-        """Reference output and entrywise tolerance (reference + user precision)."""
+    def output(self, Q, K, V):
+        """The reference output (raises BadNormalizer / NumericalFailure where undefined)."""
+        if self.feature_map is not None:
+            return _att.parallel(self._phi(Q), self._phi(K), V, causal=self.causal)
+        if self.kernel is not None:
+            return _att.kernelized(Q, K, V, self.kernel, causal=self.causal)
+        return _att.softmax(Q, K, V, causal=self.causal, scale=self.scale)
+
+    def tolerance(self, Q, K, V, user_dtype):
+        """Entrywise tolerance: the error model in float64 plus in ``fn``'s precision."""
         lower = user_dtype != np.dtype(np.float64)
         cast_ops = 2 if lower else 0
         if self.feature_map is not None:
             pq, pk = self._phi(Q), self._phi(K)
-            ref = _att.parallel(pq, pk, V, causal=self.causal)
             extra = self._feature_extra(Q.shape[-1])
             tol = _att.linear_error_bound(pq, pk, V, causal=self.causal, extra_ops=extra)
-            tol = tol + _att.linear_error_bound(
+            return tol + _att.linear_error_bound(
                 pq, pk, V, causal=self.causal, dtype=user_dtype, extra_ops=extra + cast_ops
             )
-        elif self.kernel is not None:
-            ref = _att.kernelized(Q, K, V, self.kernel, causal=self.causal)
+        if self.kernel is not None:
             tol = _att.kernelized_error_bound(Q, K, V, self.kernel, causal=self.causal)
-            tol = tol + _att.kernelized_error_bound(
+            return tol + _att.kernelized_error_bound(
                 Q, K, V, self.kernel, causal=self.causal, dtype=user_dtype, extra_ops=cast_ops
             )
-        else:
-            ref = _att.softmax(Q, K, V, causal=self.causal, scale=self.scale)
-            tol = _att.softmax_error_bound(Q, K, V, causal=self.causal, scale=self.scale)
-            tol = tol + _att.softmax_error_bound(
-                Q, K, V, causal=self.causal, scale=self.scale, dtype=user_dtype, extra_ops=cast_ops
-            )
-        return ref, tol
+        tol = _att.softmax_error_bound(Q, K, V, causal=self.causal, scale=self.scale)
+        return tol + _att.softmax_error_bound(
+            Q, K, V, causal=self.causal, scale=self.scale, dtype=user_dtype, extra_ops=cast_ops
+        )
 
 
 # ---------------------------------------------------------------------------
@@ -280,6 +283,17 @@ def _to_numpy(out: Any) -> np.ndarray:
 def _run_case(fn, ref_form: _Reference, name, Q, K, V, dtype) -> AttentionCase:
     shape = tuple(Q.shape)
     try:
+        with np.errstate(all="ignore"):
+            ref = ref_form.output(Q, K, V)
+    except (BadNormalizer, NumericalFailure) as exc:
+        return AttentionCase(name, shape, None, math.nan, math.nan, math.nan, None, math.nan,
+                             f"reference not defined here: {str(exc).split(';')[0]}")
+    except InvalidArgument as exc:
+        if name == "d=1":
+            return AttentionCase(name, shape, None, math.nan, math.nan, math.nan, None, math.nan,
+                                 f"reference does not accept d=1: {exc}")
+        raise
+    try:
         raw = fn(Q.copy(), K.copy(), V.copy())
         out = _to_numpy(raw)
     except Exception as exc:  # the user's code failed on this input: a finding, not a crash
@@ -291,17 +305,8 @@ def _run_case(fn, ref_form: _Reference, name, Q, K, V, dtype) -> AttentionCase:
     user_dtype = dtype
     if user_dtype is None:
         user_dtype = np.dtype(np.float32) if out.dtype == np.float32 else np.dtype(np.float64)
-    try:
-        with np.errstate(all="ignore"):
-            ref, tol = ref_form.compute(Q, K, V, user_dtype)
-    except (BadNormalizer, NumericalFailure) as exc:
-        return AttentionCase(name, shape, None, math.nan, math.nan, math.nan, None, math.nan,
-                             f"reference not defined here: {str(exc).split(';')[0]}")
-    except InvalidArgument as exc:
-        if name == "d=1":
-            return AttentionCase(name, shape, None, math.nan, math.nan, math.nan, None, math.nan,
-                                 f"reference does not accept d=1: {exc}")
-        raise
+    with np.errstate(all="ignore"):
+        tol = ref_form.tolerance(Q, K, V, user_dtype)
     if out.shape != ref.shape:
         return AttentionCase(name, shape, False, math.inf, math.inf, math.inf, None, math.nan,
                              f"fn returned shape {out.shape}, expected {ref.shape}")
@@ -435,8 +440,12 @@ def attention(
     ...     return (W / W.sum(axis=-1, keepdims=True)) @ V
     >>> verify.attention(my_attention).passed
     True
-    >>> verify.attention(lambda Q, K, V: np.exp(Q @ K.T / np.sqrt(Q.shape[-1])) @ V).passed
-    False
+    >>> def unnormalised(Q, K, V):   # forgot to divide by the row sums
+    ...     S = Q @ K.T / np.sqrt(Q.shape[-1])
+    ...     return np.exp(S - S.max(axis=-1, keepdims=True)) @ V
+    >>> report = verify.attention(unnormalised)
+    >>> report.passed, report.worst_case
+    (False, 'd=1')
     """
     fn, causal, rng, n, d, d_v, batch, scale, dtype, feature_ops, seed_value = _attention_iv(
         fn, kernel, feature_map, causal, seed, n, d, d_v, batch_shape, scale, dtype, feature_ops
