@@ -69,6 +69,8 @@ __all__ = [
     "DEFAULT_SIZES",
     "QUICK_SIZES",
     "EXPECTED_EXPONENTS",
+    "SCALING_FORMS",
+    "DEFAULT_FORMS",
 ]
 
 #: Per-size statistics of the repeated timings.
@@ -943,18 +945,31 @@ def _environment() -> dict:
     }
 
 
-def _scaling_specs():
-    """(name, form, causal, claim, expected range) of the default run."""
-    return (
-        ("softmax, bidirectional", "softmax", False, "C2", EXPECTED_EXPONENTS["quadratic"]),
-        ("softmax, causal", "softmax", True, "C2", EXPECTED_EXPONENTS["quadratic"]),
-        ("linear parallel, bidirectional", "parallel", False, "C3", EXPECTED_EXPONENTS["linear"]),
-        ("linear chunked, causal", "chunked", True, "C3", EXPECTED_EXPONENTS["linear"]),
-    )
+#: The forms :func:`run_scaling` can measure: key -> (name, form, causal, claim, expected).
+SCALING_FORMS = {
+    "softmax": ("softmax, bidirectional", "softmax", False, "C2", EXPECTED_EXPONENTS["quadratic"]),
+    "softmax-causal": ("softmax, causal", "softmax", True, "C2", EXPECTED_EXPONENTS["quadratic"]),
+    "parallel": ("linear parallel, bidirectional", "parallel", False, "C3",
+                 EXPECTED_EXPONENTS["linear"]),
+    "chunked": ("linear chunked, causal", "chunked", True, "C3", EXPECTED_EXPONENTS["linear"]),
+    "parallel-causal": ("linear parallel (prefix sums), causal", "parallel", True, "C3",
+                        EXPECTED_EXPONENTS["linear"]),
+    "recurrent": ("linear recurrent, causal", "recurrent", True, "C3",
+                  EXPECTED_EXPONENTS["linear"]),
+}
+#: The forms measured by default: softmax both ways, linear parallel and chunked.
+DEFAULT_FORMS = ("softmax", "softmax-causal", "parallel", "chunked")
 
 
 def _run_scaling_iv(sizes, d, num_features, chunk_size, repeats, statistic, confidence, seed,
-                    out, quick):
+                    out, quick, forms):
+    if isinstance(forms, str) or not hasattr(forms, "__iter__"):
+        raise InvalidArgument(f"`forms` must be a sequence of form names, got {describe(forms)}")
+    forms = tuple(forms)
+    if not forms:
+        raise InvalidArgument("`forms` must name at least one form")
+    for f in forms:
+        check_choice(f, "forms", tuple(SCALING_FORMS))
     if sizes is None:
         sizes = QUICK_SIZES if quick else DEFAULT_SIZES
     sizes = _sizes_iv(sizes, minimum_count=3)
@@ -973,7 +988,7 @@ def _run_scaling_iv(sizes, d, num_features, chunk_size, repeats, statistic, conf
         out = Path(out)
         if out.exists() and not out.is_dir():
             raise InvalidArgument(f"`out` must be a directory, but {str(out)!r} is a file")
-    return sizes, d, num_features, chunk_size, repeats, confidence, rng, out
+    return sizes, d, num_features, chunk_size, repeats, confidence, rng, out, forms
 
 
 def run_scaling(
@@ -988,6 +1003,7 @@ def run_scaling(
     seed=0,
     out=None,
     quick: bool = False,
+    forms: Sequence[str] = DEFAULT_FORMS,
     progress: Callable[[str], None] | None = None,
 ) -> ScalingReport:
     """Measure how softmax and linear attention scale with n (claims C2, C3, C11).
@@ -1028,6 +1044,11 @@ def run_scaling(
         ``scaling.json`` into.
     quick : bool
         A shorter run (smaller n, fewer repeats) for a smoke check.
+    forms : sequence of str
+        Keys of :data:`SCALING_FORMS` to measure (default
+        :data:`DEFAULT_FORMS`: ``"softmax"``, ``"softmax-causal"``,
+        ``"parallel"``, ``"chunked"``; also ``"parallel-causal"`` and
+        ``"recurrent"``, the token-by-token reference loop).
     progress : callable, optional
         Called with a line of text as each form finishes.
 
@@ -1040,51 +1061,45 @@ def run_scaling(
     >>> report = run_scaling(quick=True)  # doctest: +SKIP
     >>> print(report.summary_table())     # doctest: +SKIP
     """
-    sizes, d, D, chunk_size, repeats, confidence, rng, out = _run_scaling_iv(
-        sizes, d, num_features, chunk_size, repeats, statistic, confidence, seed, out, quick
+    sizes, d, D, chunk_size, repeats, confidence, rng, out, forms = _run_scaling_iv(
+        sizes, d, num_features, chunk_size, repeats, statistic, confidence, seed, out, quick, forms
     )
     from kernelcheck._src import attention as att
 
     t_start = time.perf_counter()
     seeds = rng.integers(0, 2**63 - 1, size=2)
     phi = _feature_map(d, D, int(seeds[0]))
-    scale_in = d ** -0.25
-    cache: dict[int, tuple] = {}
 
-    def make_input(n):
-        if n not in cache:
-            cache.clear()
-            g = np.random.default_rng([int(seeds[1]), n])
-            Q = g.standard_normal((n, d)) * scale_in
-            K = g.standard_normal((n, d)) * scale_in
-            V = g.standard_normal((n, d))
-            cache[n] = (Q, K, V)
-        return cache[n]
+    def make_exact(n):
+        g = np.random.default_rng([int(seeds[1]), n])
+        return tuple(g.standard_normal((3, n, d)))
+
+    def make_linear(n):
+        Q, K, V = make_exact(n)
+        return phi(Q), phi(K), V
 
     entries = []
-    for name, form, causal, claim, expected in _scaling_specs():
-        fn = _form_callable(att, form, causal, phi, chunk_size)
+    for key in forms:
+        name, form, causal, claim, expected = SCALING_FORMS[key]
+        fn = _form_callable(att, form, causal, chunk_size)
 
-        def cost(n, form=form, causal=causal):
-            return float(_model(att, form, n, d, D, d, chunk_size, causal)["flops"])
+        def model(n, form=form, causal=causal):
+            return att.cost_model(form, n, d, D, d, chunk_size, causal=causal)
 
-        m = measure(fn, sizes, make_input=make_input, repeats=repeats, warmup=1,
-                    statistic=statistic, cost=cost, label=name)
+        m = measure(fn, sizes, make_input=make_exact if form == "softmax" else make_linear,
+                    repeats=repeats, warmup=1, statistic=statistic,
+                    cost=lambda n, model=model: float(model(n).flops), label=name)
         tfit = m.time_exponent(confidence=confidence, expected=expected)
         mfit = m.memory_exponent(confidence=confidence)
-        model = m.model_exponent()
-        state = None
-        if form in ("chunked", "recurrent"):
-            state = tuple(int(_model(att, form, n, d, D, d, chunk_size, causal)["state_size"])
-                          for n in sizes)
+        mexp = m.model_exponent()
+        state = tuple(int(model(n).state_size) for n in sizes)
         entries.append(FormScaling(
             name=name, form=form, causal=causal, claim=claim, measurement=m, time_fit=tfit,
-            memory_fit=mfit, model_exponent=None if model is None else model.slope,
+            memory_fit=mfit, model_exponent=None if mexp is None else mexp.slope,
             state_size=state, verdict=tfit.verdict, passed=bool(tfit.passed),
         ))
         if progress is not None:
             progress(str(entries[-1]))
-    cache.clear()
     notes = (
         "Time exponents are Theil-Sen slopes of log time against log n with Sen's "
         f"{confidence:.0%} interval; a form passes when the whole interval lies in the "
@@ -1115,17 +1130,20 @@ def run_scaling(
     return report
 
 
-# The three helpers below adapt to the attention module's signatures; they are
-# filled in against kernelcheck._src.attention.
+def _feature_map(d: int, D: int, seed: int):
+    """Positive random features of exp(q.k / sqrt d), the softmax kernel (C13)."""
+    from kernelcheck._src.random_features import PositiveRandomFeatures
+
+    return PositiveRandomFeatures(d, D, seed=seed, scale=1.0 / math.sqrt(d))
 
 
-def _feature_map(d, D, seed):  # pragma: no cover - replaced once attention lands
-    raise NotImplementedError
-
-
-def _form_callable(att, form, causal, phi, chunk_size):  # pragma: no cover
-    raise NotImplementedError
-
-
-def _model(att, form, n, d, D, d_v, chunk_size, causal):  # pragma: no cover
-    raise NotImplementedError
+def _form_callable(att, form: str, causal: bool, chunk_size: int):
+    if form == "softmax":
+        return lambda Q, K, V: att.softmax(Q, K, V, causal=causal)
+    if form == "parallel":
+        return lambda pq, pk, V: att.parallel(pq, pk, V, causal=causal)
+    if form == "chunked":
+        return lambda pq, pk, V: att.chunked(pq, pk, V, chunk_size=chunk_size)
+    if form == "recurrent":
+        return lambda pq, pk, V: att.recurrent(pq, pk, V)
+    raise InvalidArgument(f"`form` {form!r} is not measured by run_scaling")  # pragma: no cover
