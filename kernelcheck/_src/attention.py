@@ -935,6 +935,30 @@ def _quotient_bound(absH, E, den_hat, u):
     return bound * (1.0 + gamma(8, np.float64))
 
 
+def _eta(dtype) -> float:
+    """Bound on the absolute underflow error of one operation.
+
+    Half the smallest subnormal in exact arithmetic, which is not itself a
+    float; the smallest subnormal is used (twice as large).
+    """
+    return float(np.finfo(np.dtype(dtype)).smallest_subnormal)
+
+
+def _underflow_term(terms: int, dtype, *factors: np.ndarray) -> float:
+    """Absolute error from gradual underflow in sums of ``terms`` triple products.
+
+    With underflow, ``fl(a op b) = (a op b)(1 + delta) + eta`` (Higham
+    sec. 2.1); subnormal additions are exact, so each product of a term
+    ``a b c`` adds at most ``eta`` before being multiplied by at most one more
+    factor: ``3 terms eta prod_f (1 + max |f|)``.  Negligible unless results
+    are themselves near the underflow threshold.
+    """
+    value = 3.0 * terms * _eta(dtype)
+    for f in factors:
+        value *= 1.0 + float(np.max(f)) if f.size else 1.0
+    return value
+
+
 def linear_error_bound(
     phi_q: Any,
     phi_k: Any,
@@ -958,6 +982,8 @@ def linear_error_bound(
 
     and the quotient obeys the bound of :func:`_quotient_bound`:
     ``(E_num + R E_den) / (den - E_den) + u R``, ``R`` a bound on ``|a_i|``.
+    Gradual underflow adds ``3 n D eta (1 + max|phi_q|)(1 + max|phi_k|)(1 + max|V|)``
+    to both (``eta`` the smallest subnormal).
     The features are taken as exact.  When they were computed with a
     relative error of ``gamma_e`` per entry (``e = ExactFeatureMap.ops``),
     pass ``extra_ops = 2 e``; ``extra_ops`` also covers rounding the inputs to
@@ -1007,6 +1033,7 @@ def linear_error_bound(
     k = 2 * n + 2 * D + 4
     g64 = gamma(k, np.float64)
     E = gamma(k + extra_ops, dt) * (1.0 + g64) * absH
+    E = E + _underflow_term(n * D, dt, aq, ak, W)
     if dt != np.dtype(np.float64):
         # den_hat is the float64 normaliser, within the float64 model of the
         # exact one: the quotient bound needs both models.
@@ -1039,6 +1066,7 @@ def softmax_error_bound(
         |a_hat - a|_im <= [expm1(2 theta_i)(1 + u) + 2 gamma_n / (1 - gamma_n) + u] max_j |v_jm|,
         theta_i = gamma_(d+2) r_i + 2 u r_i + 5 u.
 
+    Gradual underflow adds ``(3 n + 2) eta (1 + max_j |v_j|)``.
     ``max_j`` runs over ``j <= i`` when causal.  Algorithm-independent enough
     to bound any stable softmax attention (block-wise or online maxima).
 
@@ -1086,7 +1114,10 @@ def softmax_error_bound(
     gn = gamma(n + extra_ops, dt)
     with np.errstate(over="ignore"):
         factor = np.expm1(2.0 * theta) * (1.0 + u) + 2.0 * gn / (1.0 - gn) + u
-    return (factor[..., None] * vmax) * (1.0 + gamma(6, np.float64))
+    # Gradual underflow: weights and products below the normal range carry an
+    # absolute error of at most 2 eta each (at most 3 n + 2 of them per entry).
+    under = (3 * n + 2) * _eta(dt) * (1.0 + vmax)
+    return (factor[..., None] * vmax + under) * (1.0 + gamma(6, np.float64))
 
 
 def kernelized_error_bound(
@@ -1162,6 +1193,7 @@ def kernelized_error_bound(
             EG[idx][i0:i1] = np.abs(E.astype(np.float64)) @ Wi[:m]
     g64 = gamma(n + 2, np.float64)
     E = (ratio * EG + gamma(n + 1 + extra_ops, dt) * absH) * (1.0 + g64)
+    E = E + _underflow_term(n, dt, W)
     if dt != V.dtype:
         # The reference normaliser is computed in the inputs' precision.
         E = E + (EG + gamma(n + 1, V.dtype) * absH) * (1.0 + g64)
