@@ -594,11 +594,15 @@ def measure(
     row, ``loops`` chosen from the last warm-up call so that a repeat lasts at
     least ``min_time`` seconds (1 when ``warmup`` is 0); its time is divided
     by ``loops``.  The per-size time is the ``statistic`` (median or min) of
-    the repeats.  Then, in a separate pass so that tracing does not slow the
-    timed calls, one more call runs under :mod:`tracemalloc` and the peak
+    the repeats.
+
+    Memory is measured in a separate, untimed call under :mod:`tracemalloc`
+    (tracing slows allocation, so no timed call is ever traced): the peak
     traced allocation above the baseline (inputs already allocated) is
     recorded.  NumPy reports its array buffers to tracemalloc, so this
-    counts the arrays a call creates, its output included.
+    counts the arrays a call creates, its output included.  The traced call
+    comes first and serves as the first warm-up call (an extra one when
+    ``warmup`` is 0).
 
     Parameters
     ----------
@@ -649,7 +653,15 @@ def measure(
         if not isinstance(args, tuple):
             args = (args,)
         last = None
-        for _ in range(warmup):
+        plain_warmup = warmup
+        if memory:
+            # The traced call is untimed; it is the first warm-up call.
+            t0 = perf()
+            peaks[i] = _peak_bytes(fn, args)
+            if warmup:
+                last = perf() - t0
+                plain_warmup = warmup - 1
+        for _ in range(plain_warmup):
             t0 = perf()
             fn(*args)
             last = perf() - t0
@@ -669,8 +681,6 @@ def measure(
         finally:
             if gc_was_enabled:
                 gc.enable()
-        if memory:
-            peaks[i] = _peak_bytes(fn, args)
         del args
     if not (raw > 0).all():  # pragma: no cover - perf_counter has sub-microsecond resolution
         raise InvalidArgument(
@@ -962,7 +972,9 @@ DEFAULT_FORMS = ("softmax", "softmax-causal", "parallel", "chunked")
 
 
 def _run_scaling_iv(sizes, d, num_features, chunk_size, repeats, statistic, confidence, seed,
-                    out, quick, forms):
+                    out, quick, forms, threads):
+    if threads is not None:
+        threads = as_int(threads, "threads", minimum=1)
     if isinstance(forms, str) or not hasattr(forms, "__iter__"):
         raise InvalidArgument(f"`forms` must be a sequence of form names, got {describe(forms)}")
     forms = tuple(forms)
@@ -977,7 +989,7 @@ def _run_scaling_iv(sizes, d, num_features, chunk_size, repeats, statistic, conf
     num_features = as_int(num_features, "num_features", minimum=1)
     chunk_size = as_int(chunk_size, "chunk_size", minimum=1)
     if repeats is None:
-        repeats = 3 if quick else 5
+        repeats = 5 if quick else 3
     repeats = as_int(repeats, "repeats", minimum=1)
     check_choice(statistic, "statistic", STATISTICS)
     confidence = as_probability(confidence, "confidence")
@@ -988,7 +1000,7 @@ def _run_scaling_iv(sizes, d, num_features, chunk_size, repeats, statistic, conf
         out = Path(out)
         if out.exists() and not out.is_dir():
             raise InvalidArgument(f"`out` must be a directory, but {str(out)!r} is a file")
-    return sizes, d, num_features, chunk_size, repeats, confidence, rng, out, forms
+    return sizes, d, num_features, chunk_size, repeats, confidence, rng, out, forms, threads
 
 
 def run_scaling(
@@ -998,12 +1010,13 @@ def run_scaling(
     num_features: int = 256,
     chunk_size: int = 256,
     repeats: int | None = None,
-    statistic: str = "median",
+    statistic: str = "min",
     confidence: float = 0.95,
     seed=0,
     out=None,
     quick: bool = False,
     forms: Sequence[str] = DEFAULT_FORMS,
+    threads: int | None = 1,
     progress: Callable[[str], None] | None = None,
 ) -> ScalingReport:
     """Measure how softmax and linear attention scale with n (claims C2, C3, C11).
@@ -1033,12 +1046,23 @@ def run_scaling(
     chunk_size : int
         Chunk length of the causal chunked form (default 256).
     repeats : int, optional
-        Timed repeats per size (default 5; ``quick``: 3).
-    statistic : {"median", "min"}
+        Timed repeats per size (default 3, after one traced warm-up call;
+        ``quick``: 5).
+    statistic : {"min", "median"}
+        Per-size statistic of the repeats.  Default ``"min"``: interference
+        from other processes only ever adds time, so the minimum estimates
+        the undisturbed cost of a call.
     confidence : float
         Confidence level of the exponent intervals.
     seed : int, SeedSequence or Generator
         Seed of the inputs and of the random features.
+    threads : int or None
+        Threads the BLAS may use during the run (default 1), set with
+        ``threadpoolctl`` when it is installed (it comes with scikit-learn);
+        None leaves the BLAS default.  One thread keeps the measured slope a
+        property of the algorithm: a multi-threaded BLAS adds a
+        synchronisation cost per matrix product (large for the chunked
+        form's many small products) that varies with the machine's load.
     out : path, optional
         Directory to write ``scaling.png``, ``scaling.md`` and
         ``scaling.json`` into.
@@ -1061,8 +1085,9 @@ def run_scaling(
     >>> report = run_scaling(quick=True)  # doctest: +SKIP
     >>> print(report.summary_table())     # doctest: +SKIP
     """
-    sizes, d, D, chunk_size, repeats, confidence, rng, out, forms = _run_scaling_iv(
-        sizes, d, num_features, chunk_size, repeats, statistic, confidence, seed, out, quick, forms
+    sizes, d, D, chunk_size, repeats, confidence, rng, out, forms, threads = _run_scaling_iv(
+        sizes, d, num_features, chunk_size, repeats, statistic, confidence, seed, out, quick, forms,
+        threads,
     )
     from kernelcheck._src import attention as att
 
@@ -1078,41 +1103,38 @@ def run_scaling(
         Q, K, V = make_exact(n)
         return phi(Q), phi(K), V
 
+    load_before = _load_average()
+    limiter, thread_note = _thread_limit(threads)
     entries = []
-    for key in forms:
-        name, form, causal, claim, expected = SCALING_FORMS[key]
-        fn = _form_callable(att, form, causal, chunk_size)
-
-        def model(n, form=form, causal=causal):
-            return att.cost_model(form, n, d, D, d, chunk_size, causal=causal)
-
-        m = measure(fn, sizes, make_input=make_exact if form == "softmax" else make_linear,
-                    repeats=repeats, warmup=1, statistic=statistic,
-                    cost=lambda n, model=model: float(model(n).flops), label=name)
-        tfit = m.time_exponent(confidence=confidence, expected=expected)
-        mfit = m.memory_exponent(confidence=confidence)
-        mexp = m.model_exponent()
-        state = tuple(int(model(n).state_size) for n in sizes)
-        entries.append(FormScaling(
-            name=name, form=form, causal=causal, claim=claim, measurement=m, time_fit=tfit,
-            memory_fit=mfit, model_exponent=None if mexp is None else mexp.slope,
-            state_size=state, verdict=tfit.verdict, passed=bool(tfit.passed),
-        ))
-        if progress is not None:
-            progress(str(entries[-1]))
+    with limiter:
+        for key in forms:
+            entries.append(_measure_form(
+                att, key, sizes, d, D, chunk_size, repeats, statistic, confidence,
+                make_exact, make_linear,
+            ))
+            if progress is not None:
+                progress(str(entries[-1]))
+    load_after = _load_average()
     notes = (
         "Time exponents are Theil-Sen slopes of log time against log n with Sen's "
         f"{confidence:.0%} interval; a form passes when the whole interval lies in the "
         "expected range.",
         "The linear forms use positive random features with D = "
-        f"{D}, so that the O(n D d) arithmetic dominates per-call overheads at the smallest n.",
+        f"{D}, so that the O(n D d) arithmetic dominates per-call overheads at the smallest n; "
+        "the features are computed before timing (the cost model does not count them).",
+        f"Per-size statistic: {statistic} of {repeats} repeats. {thread_note}",
     )
+    busy = _busy_note(load_before, load_after)
+    if busy:
+        notes = notes + (busy,)
     plot_path = None
     report = ScalingReport(
         forms=tuple(entries), sizes=sizes, d=d, D=D, d_v=d, chunk_size=chunk_size,
         feature_map=f"positive random features, D = {D}", repeats=repeats,
         statistic=statistic, confidence=confidence, quick=bool(quick),
-        environment=_environment(), seconds=time.perf_counter() - t_start,
+        environment={**_environment(), "load_average": [load_before, load_after],
+                     "blas_threads": threads},
+        seconds=time.perf_counter() - t_start,
         plot_path=None, passed=all(e.passed for e in entries), notes=notes,
     )
     if out is not None:
@@ -1128,6 +1150,62 @@ def run_scaling(
         with atomic_write(out / "scaling.json", "w") as fh:
             fh.write(report.to_json(indent=2))
     return report
+
+
+def _measure_form(att, key, sizes, d, D, chunk_size, repeats, statistic, confidence,
+                  make_exact, make_linear) -> FormScaling:
+    name, form, causal, claim, expected = SCALING_FORMS[key]
+    fn = _form_callable(att, form, causal, chunk_size)
+
+    def model(n):
+        return att.cost_model(form, n, d, D, d, chunk_size, causal=causal)
+
+    m = measure(fn, sizes, make_input=make_exact if form == "softmax" else make_linear,
+                repeats=repeats, warmup=1, statistic=statistic,
+                cost=lambda n: float(model(n).flops), label=name)
+    tfit = m.time_exponent(confidence=confidence, expected=expected)
+    mfit = m.memory_exponent(confidence=confidence)
+    mexp = m.model_exponent()
+    return FormScaling(
+        name=name, form=form, causal=causal, claim=claim, measurement=m, time_fit=tfit,
+        memory_fit=mfit, model_exponent=None if mexp is None else mexp.slope,
+        state_size=tuple(int(model(n).state_size) for n in sizes), verdict=tfit.verdict,
+        passed=bool(tfit.passed),
+    )
+
+
+def _thread_limit(threads):
+    """A context limiting BLAS threads (threadpoolctl), and a sentence saying what was done."""
+    import contextlib
+
+    if threads is None:
+        return contextlib.nullcontext(), "BLAS threads: library default."
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        return contextlib.nullcontext(), (
+            f"BLAS threads not limited to {threads}: threadpoolctl is not installed."
+        )
+    return threadpool_limits(limits=threads), f"BLAS limited to {threads} thread(s)."
+
+
+def _load_average() -> float | None:
+    try:
+        return float(os.getloadavg()[0])
+    except (AttributeError, OSError):  # pragma: no cover - not on every platform
+        return None
+
+
+def _busy_note(before, after) -> str | None:
+    cpus = os.cpu_count() or 1
+    loads = [x for x in (before, after) if x is not None]
+    if loads and max(loads) > 0.5 * cpus + 1.0:
+        return (
+            f"The machine was busy during the run (1-minute load average "
+            f"{', '.join(f'{x:.1f}' for x in loads)} on {cpus} CPUs): other processes took "
+            "CPU time, so the timings, and the exponents, are disturbed. Rerun on an idle machine."
+        )
+    return None
 
 
 def _feature_map(d: int, D: int, seed: int):
