@@ -1,1 +1,524 @@
-__all__: list[str] = []
+"""``verify.kernel``: is this similarity function a kernel? (claims C5, C6)
+
+Two modes.
+
+**With points** ``X``: the Gram matrix ``G = k(X)`` is judged by
+:func:`~kernelcheck.psd.check_psd` at a tolerance that covers the kernel's own
+rounding (``||k.error_bound(X)||_F``, plus the float resolution of the
+test).  A negative eigenvalue of the float Gram is then put through the
+*precision ladder*: the Gram is re-evaluated with ``k.gram_mp(X, dps=...)``
+at increasing precision and the Rayleigh quotient ``q = v^T G v / v^T v`` of
+the witness ``v`` is recomputed.  For a true kernel ``q`` of the exact Gram is
+``>= 0``, so the negative value shrinks with precision (it was rounding); for
+a non-kernel it converges to a fixed negative number (a real violation).
+
+**Without points** (``dim=d``): a counterexample search.  ``budget``
+independent restarts, each seeded from ``numpy.random.SeedSequence(seed)
+.spawn(budget)``; a restart draws point sets with Hypothesis (targeted at
+the smallest normalised eigenvalue ``lambda_min / max |lambda|``), then pushes
+that quantity down with ``scipy.optimize.minimize`` (L-BFGS-B).  Restarts run
+in fixed rounds of :data:`ROUND`; after each round the most negative
+candidates are confirmed with the points mode (so rounding never flags a
+true kernel).  The restarts are independent tasks, so they can be handed to
+a :class:`concurrent.futures.Executor`; the results are gathered by restart
+index, so the report does not depend on how they were scheduled.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import mpmath
+import numpy as np
+import scipy.linalg
+import scipy.optimize
+
+from kernelcheck._src.psd import PSDResult, Verdict, check_psd, default_tolerance
+from kernelcheck._src.results import ResultMixin
+from kernelcheck._src.rounding import Tolerance
+from kernelcheck._src.validate import as_int, as_points, describe
+from kernelcheck.errors import InvalidArgument, NumericalFailure
+
+__all__ = ["kernel"]
+__testing__ = ["assert_kernel"]
+
+#: Decimal precisions of the precision ladder.
+LADDER_DPS = (30, 60, 120)
+#: Largest number of points for which the ladder re-evaluates the Gram in mpmath.
+LADDER_MAX_N = 200
+#: Restarts per round of the counterexample search (fixed, so that early
+#: stopping does not depend on scheduling).
+ROUND = 8
+#: Point-set sizes and scales cycled through by the restarts.
+_SIZES = (2, 3, 4, 6, 8)
+_SCALES = (1.0, 0.5, 2.0, 0.25, 4.0)
+#: Hypothesis examples and L-BFGS-B iterations per restart.
+_EXAMPLES = 10
+_MAXITER = 80
+#: Candidates confirmed per round (most negative first).
+_CONFIRM = 3
+
+VERDICTS = ("psd", "rounding", "violation", "no_counterexample", "inconclusive")
+
+
+@dataclass(frozen=True)
+class KernelReport(ResultMixin):
+    """What :func:`kernel` found (claims C5, C6).
+
+    Attributes
+    ----------
+    passed : bool
+        No violation: the Gram is PSD within tolerance, its negative
+        eigenvalue is rounding, or the search found no counterexample.
+    verdict : str
+        ``"psd"``, ``"rounding"`` (negative eigenvalue of the float Gram that
+        shrinks with precision), ``"violation"`` (a real one: not a kernel),
+        ``"no_counterexample"`` (search mode) or ``"inconclusive"``.
+    kernel : str
+        ``repr`` of the kernel.
+    mode : str
+        ``"points"`` or ``"search"``.
+    points : ndarray or None
+        The points judged (points mode) or the witness points (search mode).
+    witness : ndarray or None
+        A vector ``v`` with ``v^T G v < 0`` on ``points`` (violation), or the
+        float witness whose value shrank (rounding).
+    witness_value : float or None
+        ``v^T G v / v^T v`` at the highest precision evaluated.
+    ladder : tuple of (precision, value)
+        The Rayleigh quotient of the witness at each precision: ``"float64"``
+        then each ``dps``.
+    tol : Tolerance
+        Tolerance on ``lambda_min`` of the float Gram, with its source.
+    psd : PSDResult or None
+        The verdict on the float Gram.
+    min_eigenvalue : float
+        Smallest eigenvalue of the float Gram (``nan`` when not computed).
+    budget : str
+        The search budget as spent (search mode).
+    restarts : int
+        Restarts run (search mode).
+    reason : str
+        One sentence on why.
+    """
+
+    passed: bool
+    verdict: str
+    kernel: str
+    mode: str
+    points: Any = None
+    witness: Any = None
+    witness_value: float | None = None
+    ladder: tuple = field(default_factory=tuple)
+    tol: Tolerance | None = None
+    psd: PSDResult | None = None
+    min_eigenvalue: float = math.nan
+    budget: str = ""
+    restarts: int = 0
+    reason: str = ""
+
+    def __bool__(self) -> bool:
+        return self.passed
+
+    def __str__(self) -> str:
+        head = "PASSED" if self.passed else "FAILED"
+        text = f"{head}: {self.kernel} -- {self.verdict} ({self.mode}"
+        if self.points is not None:
+            text += f", {self.points.shape[0]} points in R^{self.points.shape[1]}"
+        if self.witness_value is not None:
+            text += f", v^T G v / v^T v = {self.witness_value:.3g}"
+        return text + f"): {self.reason}"
+
+    def shrinks(self) -> bool | None:
+        """Whether the witness value moved toward >= 0 as precision rose (None without a ladder)."""
+        if len(self.ladder) < 2:
+            return None
+        first, last = self.ladder[0][1], self.ladder[-1][1]
+        return bool(last > first)
+
+
+# ---------------------------------------------------------------------------
+# Points mode
+# ---------------------------------------------------------------------------
+
+
+def _kernel_tolerance(k, X: np.ndarray, G: np.ndarray) -> tuple[Tolerance, bool]:
+    """``||k.error_bound(X)||_F`` plus the check_psd default; (tol, has_model)."""
+    base = default_tolerance(G)
+    try:
+        E = np.asarray(k.error_bound(X), dtype=np.float64)
+    except (InvalidArgument, AttributeError, NotImplementedError):
+        return (
+            Tolerance(
+                base.value,
+                "kernel has no rounding-error model; only the float resolution: " + base.source,
+            ),
+            False,
+        )
+    eb = float(np.linalg.norm(E))
+    return (
+        Tolerance(
+            eb + base.value,
+            f"||k.error_bound(X)||_F = {eb:.3g} (bounds ||G_computed - G_exact||_2) + {base.source}",
+        ),
+        True,
+    )
+
+
+def _rayleigh_mp(G, v, dps: int) -> tuple[float, float]:
+    """``v^T G v / v^T v`` in mpmath at ``dps`` digits and an error bound.
+
+    The bound assumes each entry of ``G`` is within ``10**(3 - dps)`` of its
+    exact value relative to the largest entry (mpmath's own rounding at
+    ``dps`` digits, with 1000 ulps of room for the kernel's formula).
+    """
+    n = len(v)
+    with mpmath.workdps(dps + 10):
+        vm = [mpmath.mpf(float(x)) if not isinstance(x, int) else mpmath.mpf(x) for x in v]
+        num = mpmath.mpf(0)
+        absn = mpmath.mpf(0)
+        for i in range(n):
+            if vm[i] == 0:
+                continue
+            row = mpmath.fdot([G[i, j] for j in range(n)], vm)
+            num += vm[i] * row
+            absn += abs(vm[i]) * mpmath.fsum(abs(G[i, j] * vm[j]) for j in range(n))
+        den = mpmath.fsum(x * x for x in vm)
+        q = num / den
+        err = mpmath.mpf(10) ** (3 - dps) * absn / den
+        return float(q), float(err)
+
+
+def _ladder(k, X: np.ndarray, v, q64: float) -> tuple[tuple, str, float]:
+    """Run the precision ladder on witness ``v``; returns (ladder, verdict, last value)."""
+    steps = [("float64", float(q64))]
+    values = []
+    for dps in LADDER_DPS:
+        G = k.gram_mp(X, dps=dps)
+        q, err = _rayleigh_mp(G, v, dps)
+        steps.append((f"dps={dps}", q))
+        values.append((q, err))
+        if len(values) >= 2:
+            (q1, e1), (q2, e2) = values[-2], values[-1]
+            if q2 >= -e2:
+                return tuple(steps), "rounding", q2
+            if q2 < -e2 and abs(q2 - q1) <= 1e-3 * abs(q2) + e1 + e2:
+                return tuple(steps), "violation", q2
+    q, err = values[-1]
+    return tuple(steps), ("rounding" if q >= -err else "inconclusive"), q
+
+
+def _points_report(k, X: np.ndarray, *, mode="points", extra="") -> KernelReport:
+    G = np.asarray(k(X), dtype=np.float64)
+    n = G.shape[0]
+    tol, has_model = _kernel_tolerance(k, X, G)
+    r = check_psd(G, tol=tol)
+    lam = r.min_eigenvalue
+    w_vec = None
+    if r.verdict is Verdict.NOT_PSD:
+        w_vec = r.witness
+        q64 = r.witness_value
+    else:
+        wv, V = scipy.linalg.eigh(G, subset_by_index=[0, 0])
+        lam = float(wv[0])
+        if lam < 0:
+            w_vec = V[:, 0]
+            q64 = float(w_vec @ G @ w_vec / (w_vec @ w_vec))
+    common = dict(kernel=repr(k), mode=mode, points=X, tol=tol, psd=r, min_eigenvalue=float(lam))
+    use_ladder = getattr(k, "supports_mp", False) and n <= LADDER_MAX_N and w_vec is not None
+    if use_ladder:
+        steps, verdict, qlast = _ladder(k, X, w_vec, q64)
+        if verdict == "violation":
+            reason = (
+                f"negative value stays as precision rises ({steps[-1][0]}: {qlast:.6g}): "
+                "a real violation of positive semi-definiteness"
+            )
+            return KernelReport(False, "violation", witness=w_vec, witness_value=qlast,
+                                ladder=steps, reason=reason + extra, **common)
+        if verdict == "rounding":
+            reason = (
+                f"float64 Gram has v^T G v / v^T v = {q64:.3g} < 0, which shrinks with precision "
+                f"({steps[-1][0]}: {qlast:.3g}): rounding, not a violation"
+            )
+            return KernelReport(True, "rounding", witness=w_vec, witness_value=qlast,
+                                ladder=steps, reason=reason + extra, **common)
+        return KernelReport(False, "inconclusive", witness=w_vec, witness_value=qlast, ladder=steps,
+                            reason="the precision ladder neither converged nor shrank" + extra,
+                            **common)
+    if r.verdict is Verdict.NOT_PSD:
+        note = "" if has_model else " (no rounding-error model for this kernel: float resolution only)"
+        return KernelReport(
+            False, "violation", witness=w_vec, witness_value=r.witness_value,
+            ladder=(("float64", r.witness_value),),
+            reason=f"v^T G v / v^T v = {r.witness_value:.6g} < -tol = {-tol.value:.3g}, exact on the "
+            f"float Gram{note}" + extra, **common,
+        )
+    if r.is_psd:
+        why = f"Gram PSD within tol ({r.verdict.name}, {'certified' if r.certified else 'estimated'})"
+        if w_vec is not None:
+            why += f"; lambda_min = {lam:.3g} >= -tol (mpmath ladder unavailable)"
+        return KernelReport(True, "psd", reason=why + extra, **common)
+    return KernelReport(False, "inconclusive", reason=r.reason + extra, **common)
+
+
+# ---------------------------------------------------------------------------
+# Search mode
+# ---------------------------------------------------------------------------
+
+
+def _normalized_min_eig(k, P: np.ndarray) -> float:
+    try:
+        G = np.asarray(k(P), dtype=np.float64)
+    except (NumericalFailure, FloatingPointError, OverflowError, ValueError):
+        return 1.0
+    if not np.isfinite(G).all():
+        return 1.0
+    G = 0.5 * (G + G.T)
+    w = np.linalg.eigvalsh(G)
+    top = max(abs(w[0]), abs(w[-1]))
+    if top == 0 or not math.isfinite(top):
+        return 1.0
+    return float(w[0] / top)
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    index: int
+    value: float
+    points: np.ndarray
+
+
+def _restart(k, dim: int, seedseq: np.random.SeedSequence, index: int, examples: int,
+             maxiter: int) -> _Candidate:
+    """One independent restart: Hypothesis-targeted draw, then L-BFGS-B.
+
+    Deterministic given (kernel, dim, seedseq, index): the Hypothesis phase
+    is seeded from ``seedseq`` and runs without a database.
+    """
+    rng = np.random.default_rng(seedseq)
+    n = _SIZES[index % len(_SIZES)]
+    scale = _SCALES[(index // len(_SIZES)) % len(_SCALES)]
+    best = {"value": math.inf, "points": None}
+
+    def consider(P):
+        val = _normalized_min_eig(k, P)
+        if val < best["value"]:
+            best["value"], best["points"] = val, np.array(P, dtype=np.float64)
+        return val
+
+    if examples > 0:
+        _hypothesis_phase(consider, n, dim, scale, int(rng.integers(2**31)), examples)
+    if best["points"] is None:
+        consider(rng.normal(scale=scale, size=(n, dim)))
+    x0 = best["points"].ravel()
+    bound = 8.0 * scale
+
+    def f(x):
+        return consider(x.reshape(n, dim))
+
+    try:
+        scipy.optimize.minimize(f, x0, method="L-BFGS-B", bounds=[(-bound, bound)] * x0.size,
+                                options={"maxiter": maxiter})
+    except (ValueError, FloatingPointError):  # pragma: no cover - optimiser edge cases
+        pass
+    return _Candidate(index, float(best["value"]), best["points"])
+
+
+def _hypothesis_phase(consider, n, dim, scale, hseed, examples):
+    """Hypothesis-drawn point sets of n points, targeted at a small normalised eigenvalue."""
+    try:
+        from hypothesis import HealthCheck, Phase, given, seed, settings, target
+        from hypothesis import strategies as st
+
+        from kernelcheck._src.strategies import point_sets
+    except ImportError:  # pragma: no cover
+        return
+    strategy = point_sets(min_points=n, max_points=n, dim=dim, max_norm=3.0 * scale)
+
+    @seed(hseed)
+    @settings(max_examples=examples, database=None, derandomize=False, deadline=None,
+              phases=[Phase.generate, Phase.target], suppress_health_check=list(HealthCheck),
+              print_blob=False)
+    @given(strategy, st.just(None))
+    def run(P, _):
+        val = consider(P)
+        target(-val)
+
+    try:
+        run()
+    except Exception:  # noqa: BLE001 - a failing draw only loses that phase; the optimiser follows
+        return
+
+
+def _search(k, dim: int, seed, budget: int, executor) -> KernelReport:
+    if isinstance(seed, np.random.SeedSequence):
+        ss = seed
+    elif isinstance(seed, (int, np.integer)) and not isinstance(seed, bool) and seed >= 0:
+        ss = np.random.SeedSequence(int(seed))
+    else:
+        raise InvalidArgument(
+            f"`seed` must be a non-negative int or a numpy.random.SeedSequence, got {describe(seed)}"
+        )
+    children = ss.spawn(budget)
+    best: _Candidate | None = None
+    done = 0
+    for start in range(0, budget, ROUND):
+        idx = range(start, min(start + ROUND, budget))
+        args = [(k, dim, children[i], i, _EXAMPLES, _MAXITER) for i in idx]
+        if executor is None:
+            cands = [_restart(*a) for a in args]
+        else:
+            futures = [executor.submit(_restart, *a) for a in args]
+            cands = [fut.result() for fut in futures]  # by index: schedule-independent
+        done += len(cands)
+        ordered = sorted(cands, key=lambda c: (c.value, c.index))
+        for c in ordered:
+            if best is None or (c.value, c.index) < (best.value, best.index):
+                best = c
+        for c in ordered[:_CONFIRM]:
+            if not c.value < 0:
+                break
+            rep = _points_report(k, c.points, mode="search")
+            if rep.verdict == "violation":
+                return _with_budget(rep, budget, done, dim,
+                                    f"; found by restart {c.index} of {done} run")
+    assert best is not None
+    spent = _budget_text(budget, done, dim)
+    return KernelReport(
+        True, "no_counterexample", kernel=repr(k), mode="search", points=best.points,
+        min_eigenvalue=best.value, budget=spent, restarts=done,
+        reason=f"no point set with a real negative eigenvalue in {spent}; most negative "
+        f"normalised lambda_min seen {best.value:.3g} (restart {best.index})",
+    )
+
+
+def _budget_text(budget, done, dim):
+    return (
+        f"{done} of {budget} restarts x ({_EXAMPLES} Hypothesis examples + L-BFGS-B <= {_MAXITER} "
+        f"iterations) on sets of {min(_SIZES)}..{max(_SIZES)} points in R^{dim}"
+    )
+
+
+def _with_budget(rep: KernelReport, budget, done, dim, extra) -> KernelReport:
+    import dataclasses
+
+    return dataclasses.replace(rep, budget=_budget_text(budget, done, dim), restarts=done,
+                               reason=rep.reason + extra)
+
+
+# ---------------------------------------------------------------------------
+# Public entry points
+# ---------------------------------------------------------------------------
+
+
+def _kernel_iv(k, X, dim, budget):
+    if not callable(k):
+        raise InvalidArgument(f"`kernel` must be a kernel (callable on point sets), got {describe(k)}")
+    budget = as_int(budget, "budget", minimum=1, maximum=100000)
+    if X is None:
+        if dim is None:
+            raise InvalidArgument("`dim` must be given when `X` is None (the search needs a dimension)")
+        dim = as_int(dim, "dim", minimum=1, maximum=64)
+        return None, dim, budget
+    X = as_points(X, "X", dim=None)
+    if dim is not None and as_int(dim, "dim", minimum=1) != X.shape[1]:
+        raise InvalidArgument(f"`dim` = {dim} does not match `X` with d = {X.shape[1]} columns")
+    return np.asarray(X, dtype=np.float64), X.shape[1], budget
+
+
+def kernel(kernel, X=None, *, dim: int | None = None, seed=0, budget: int = 32,
+           executor=None) -> KernelReport:
+    r"""Is ``kernel`` positive semi-definite -- a kernel (claims C5, C6)?
+
+    Parameters
+    ----------
+    kernel : Kernel
+        A kernelcheck kernel (built-in, algebra tree or
+        :func:`~kernelcheck.kernels.kernel_from_function`).
+    X : array_like (n, d), optional
+        Points.  Given: judge the Gram ``kernel(X)`` with the precision ladder.
+        None: search for a counterexample in ``R^dim``.
+    dim : int, optional
+        Dimension for the search (required when ``X`` is None).
+    seed : int or numpy.random.SeedSequence
+        Seeds the search; restart ``i`` uses ``SeedSequence(seed).spawn(budget)[i]``.
+    budget : int
+        Number of restarts of the search (default 32); each restart costs at
+        most ``10`` Hypothesis examples plus ``80`` L-BFGS-B iterations on
+        2..8 points (a few hundred Gram evaluations).
+    executor : concurrent.futures.Executor, optional
+        Runs the restarts of a round in parallel (a process pool needs a
+        picklable kernel).  The report is the same for any executor.
+
+    Returns
+    -------
+    KernelReport
+        ``passed``, ``verdict``, the witness points and vector, the precision
+        ladder and the tolerance used.
+
+    Notes
+    -----
+    Tolerance on the float Gram: ``||kernel.error_bound(X)||_F`` (a bound on
+    ``||G_float - G_exact||_2``) plus the
+    :func:`~kernelcheck.psd.default_tolerance`.  A witness ``v`` is a real
+    violation when ``v^T G v / v^T v`` stays negative as the Gram is
+    re-evaluated at 30, 60, 120 digits (consecutive values agree to 1e-3
+    relative, beyond the mpmath error bound ``10^(3-dps) |v|^T |G| |v| / v^T v``);
+    it is rounding when the value rises above ``-bound``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kernelcheck import Gaussian, kernel_from_function
+    >>> from kernelcheck.verify import kernel
+    >>> kernel(Gaussian(1.0), np.linspace(0, 1, 5)[:, None]).passed
+    True
+    >>> neg = kernel_from_function(lambda X, Y: -np.linalg.norm(X - Y, axis=-1), vectorized=True)
+    >>> report = kernel(neg, dim=1, budget=8)
+    >>> report.verdict, report.passed
+    ('violation', False)
+    """
+    k = kernel
+    X, dim, budget = _kernel_iv(k, X, dim, budget)
+    if X is not None:
+        return _points_report(k, X)
+    return _search(k, dim, seed, budget, executor)
+
+
+def assert_kernel(kernel_, X=None, **kwargs) -> KernelReport:
+    """Assert that ``kernel_`` is a kernel (pytest twin of :func:`kernel`, claims C5, C6).
+
+    Raises
+    ------
+    AssertionError
+        With the verdict, the witness points and vector, the value
+        ``v^T G v / v^T v`` at each precision of the ladder and the tolerance
+        with its source.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kernelcheck import Linear
+    >>> from kernelcheck._src.verify_kernel import assert_kernel
+    >>> assert_kernel(Linear(), np.eye(3)).passed
+    True
+    """
+    rep = kernel(kernel_, X, **kwargs)
+    if rep.passed:
+        return rep
+    lines = [f"{rep.kernel} is not shown to be a kernel: {rep.verdict} ({rep.mode} mode)"]
+    if rep.points is not None:
+        pts = np.array2string(np.asarray(rep.points), precision=6, threshold=40)
+        lines.append(f"points ({rep.points.shape[0]} x {rep.points.shape[1]}):\n{pts}")
+    if rep.witness is not None:
+        lines.append(f"witness v = {np.array2string(np.asarray(rep.witness, dtype=float), precision=6, threshold=40)}")
+    if rep.ladder:
+        lines.append("v^T G v / v^T v by precision: " + ", ".join(f"{p}: {v:.6g}" for p, v in rep.ladder))
+    if rep.tol is not None:
+        lines.append(f"tolerance on lambda_min: {rep.tol}")
+    if rep.budget:
+        lines.append(f"budget: {rep.budget}")
+    lines.append(rep.reason)
+    raise AssertionError("\n".join(lines))
