@@ -100,7 +100,11 @@ class Moments(ResultMixin):
         """Moments of the trials in ``values`` (axis 0 is the trial axis)."""
         x = np.asarray(values, dtype=np.float64)
         n = x.shape[0]
-        mean = x.mean(axis=0)
+        # shifted by the first trial: the sum runs over deviations, so its
+        # rounding error scales with the spread, not the size (exact for a
+        # constant estimate)
+        shift = x[0]
+        mean = shift + (x - shift).mean(axis=0)
         d = x - mean
         d2 = d * d
         m2 = d2.sum(axis=0)
