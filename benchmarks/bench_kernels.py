@@ -127,3 +127,48 @@ def test_features_exp2_numpy_peer(benchmark, size_for, n):
     F = benchmark(_taylor2_numpy, X)
     benchmark.extra_info["output_size"] = int(F.size)
     _check_features(F, exp(Linear(), order=2).features()(X))
+
+
+# ---------------------------------------------------------------------------
+# Figure for docs/performance.md: python3 benchmarks/bench_kernels.py [OUT_DIR]
+# ---------------------------------------------------------------------------
+
+
+def main(argv=None) -> int:
+    """Measure the Taylor feature map and its NumPy peer over n; write the figure and tables.
+
+    Time against n = 1024 .. 16384 (d = 16, D = 153), both maps in the same
+    run, one BLAS thread; the cost model is the number of output entries
+    n D, so a flat "entries per second" panel means time proportional to the
+    output size.
+    """
+    import sys
+    from pathlib import Path
+
+    from threadpoolctl import threadpool_limits
+
+    from kernelcheck.scaling import geometric_sizes, measure, plot_measurements
+
+    args = sys.argv[1:] if argv is None else argv
+    out = Path(args[0] if args else "docs/img")
+    phi = exp(Linear(), order=2).features()
+    X = _points(16384, D_FEAT, 1)
+    sizes = geometric_sizes(1024, 16384)
+    D = phi.output_dim(D_FEAT)
+    common = dict(make_input=lambda n: (X[:n],), repeats=7, statistic="min",
+                  cost=lambda n: float(n * D), cost_unit="entry")
+    with threadpool_limits(1):
+        runs = [
+            measure(phi, sizes, label="exp(Linear(), order=2).features()", **common),
+            measure(_taylor2_numpy, sizes, label="plain NumPy peer", **common),
+        ]
+    path = plot_measurements(runs, out / "features-exp2.png",
+                             title=f"order-2 Taylor features of exp, d = {D_FEAT}, D = {D}")
+    for m in runs:
+        print(m.to_markdown())
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -76,3 +76,61 @@ def test_causal_linear_cumsum_peer(benchmark, size_for):
     phi_q, phi_k, V = _inputs(size_for(4096, 256))
     out = benchmark(cumsum_causal_linear_attention, phi_q, phi_k, V)
     _check(out, chunked(phi_q, phi_k, V), phi_q, phi_k, V)
+
+
+# ---------------------------------------------------------------------------
+# Figure for docs/performance.md: python3 benchmarks/bench_peers.py [OUT_DIR]
+# ---------------------------------------------------------------------------
+
+
+def main(argv=None) -> int:
+    """Measure chunked, causal parallel and the cumulative-sum peer over n; write the figure.
+
+    n = 1024 .. 16384, d = d_v = 64, D = 64, one BLAS thread, all three in
+    the same run; the cost model of each is
+    ``kernelcheck.attention.cost_model`` (the peer does the prefix-sum work of
+    the causal parallel form).
+    """
+    import sys
+    from pathlib import Path
+
+    from threadpoolctl import threadpool_limits
+
+    from kernelcheck.attention import cost_model
+    from kernelcheck.scaling import geometric_sizes, measure, plot_measurements
+
+    args = sys.argv[1:] if argv is None else argv
+    out = Path(args[0] if args else "docs/img")
+    sizes = geometric_sizes(1024, 16384)
+    cache = {}
+
+    def make(n):
+        if n not in cache:
+            cache.clear()
+            cache[n] = _inputs(n)
+        return cache[n]
+
+    def flops(form, causal=True, chunk=64):
+        return lambda n: float(cost_model(form, n, D_MODEL, D_FEATURES, D_MODEL, chunk,
+                                          causal=causal).flops)
+
+    common = dict(make_input=make, repeats=5, statistic="min")
+    with threadpool_limits(1):
+        runs = [
+            measure(lambda a, b, c: chunked(a, b, c, chunk_size=64), sizes,
+                    cost=flops("chunked"), label="kernelcheck chunked (C = 64)", **common),
+            measure(lambda a, b, c: parallel(a, b, c, causal=True), sizes,
+                    cost=flops("parallel"), label="kernelcheck parallel, causal", **common),
+            measure(cumsum_causal_linear_attention, sizes, cost=flops("parallel"),
+                    label="cumsum-of-outer-products peer", **common),
+        ]
+    path = plot_measurements(runs, out / "causal-linear.png",
+                             title=f"causal linear attention, d = d_v = {D_MODEL}, D = {D_FEATURES}")
+    for m in runs:
+        print(m.to_markdown())
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

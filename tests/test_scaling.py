@@ -232,7 +232,7 @@ def test_measurement_reports():
     md = m.to_markdown()
     for n in (8, 16, 32):
         assert f"| {n} |" in md
-    assert "GFLOP/s" in md and "peak memory" in md and "exponent" in md
+    assert "Gflop/s" in md and "peak memory" in md and "exponent" in md
     assert str(m).startswith("ones: time exponent")
 
 

@@ -447,6 +447,9 @@ class Measurement(ResultMixin):
         pass; None when memory was not measured.
     model_flops : numpy.ndarray or None
         The cost model's operation count at each size, if one was given.
+    cost_unit : str
+        What the cost model counts (``"flop"`` by default; e.g. ``"entry"``
+        for a count of output entries).
     """
 
     label: str
@@ -459,6 +462,7 @@ class Measurement(ResultMixin):
     loops: tuple[int, ...]
     peak_memory: np.ndarray | None = None
     model_flops: np.ndarray | None = None
+    cost_unit: str = "flop"
 
     # -- derived quantities -------------------------------------------------
 
@@ -500,7 +504,7 @@ class Measurement(ResultMixin):
         if self.peak_memory is not None:
             head.append("peak memory")
         if self.model_flops is not None:
-            head += ["model flops", "GFLOP/s (model / time)"]
+            head += [f"model {self.cost_unit}s", f"G{self.cost_unit}/s (model / time)"]
         lines = [f"**{self.label}**", "", "| " + " | ".join(head) + " |",
                  "|" + "---|" * len(head)]
         thr = self.throughput()
@@ -519,7 +523,7 @@ class Measurement(ResultMixin):
             lines.append(f"- peak memory: {mem}")
         model = self.model_exponent()
         if model is not None:
-            lines.append(f"- cost model: exponent {model.slope:.3f}")
+            lines.append(f"- cost model ({self.cost_unit}s): exponent {model.slope:.3f}")
         return "\n".join(lines) + "\n"
 
     def plot(self, path) -> Path:
@@ -583,6 +587,7 @@ def measure(
     min_time: float = 0.01,
     memory: bool = True,
     cost=None,
+    cost_unit: str = "flop",
     label: str | None = None,
 ) -> Measurement:
     """Time ``fn`` at each size and record its peak memory (claims C2, C3).
@@ -626,6 +631,8 @@ def measure(
         Whether to run the tracemalloc pass.
     cost : callable or array_like, optional
         The cost model: ``cost(n)`` or one operation count per size.
+    cost_unit : str
+        What ``cost`` counts, for the tables and plots (default ``"flop"``).
     label : str, optional
         Name of the measurement (default: ``fn.__name__``).
 
@@ -644,6 +651,8 @@ def measure(
     sizes, repeats, warmup, min_time, cost, label = _measure_iv(
         fn, sizes, make_input, repeats, warmup, statistic, min_time, cost, label
     )
+    if not isinstance(cost_unit, str) or not cost_unit:
+        raise InvalidArgument(f"`cost_unit` must be a non-empty string, got {describe(cost_unit)}")
     raw = np.empty((len(sizes), repeats))
     loops = []
     peaks = np.empty(len(sizes), dtype=np.int64) if memory else None
@@ -698,6 +707,7 @@ def measure(
         loops=tuple(loops),
         peak_memory=peaks,
         model_flops=cost,
+        cost_unit=cost_unit,
     )
 
 
@@ -766,7 +776,8 @@ def plot_measurements(measurements: Sequence[Measurement], path, *, title: str |
         k += 1
     if has_model:
         axes[k].set_xlabel("n")
-        axes[k].set_ylabel("cost-model GFLOP / measured second")
+        units = sorted({m.cost_unit for m in measurements if m.model_flops is not None})
+        axes[k].set_ylabel(f"cost-model G{'/'.join(units)} per measured second")
         axes[k].set_title("clock against cost model (flat = as modelled)")
         axes[k].set_ylim(bottom=0)
     for ax in axes:
