@@ -27,6 +27,9 @@ from kernelcheck.errors import InvalidArgument
 
 __all__ = [
     "main",
+    "COMMANDS",
+    "UNBIASED_FEATURES",
+    "UsageError",
     "build_parser",
     "load_matrix",
     "EXIT_VERIFIED",
@@ -48,8 +51,16 @@ EXIT_INCONCLUSIVE = 3
 EXIT_INTERRUPTED = 130
 
 
+#: The subcommands, in the order ``--help`` lists them.
+COMMANDS = ("essay", "psd", "kernel", "unbiased", "scaling")
+
+
 class UsageError(Exception):
-    """Bad usage found after argument parsing; the message is the one line printed."""
+    """Bad usage found after argument parsing (a missing or malformed file, a bad option value).
+
+    The command line prints its message as one line on standard error and
+    exits with code 2.
+    """
 
 
 class _Parser(argparse.ArgumentParser):
@@ -241,25 +252,29 @@ def _verdict_exit(report: Any) -> int:
 
 
 def _cmd_unbiased(args: argparse.Namespace) -> int:
-    from kernelcheck._src import verify_unbiased
+    from kernelcheck._src.verify_unbiased import run_unbiased_cli
 
-    runner = getattr(verify_unbiased, "run_unbiased", None)
-    if runner is None:
-        raise UsageError("the unbiasedness report is not available in this installation")
-    report = runner(
-        features=args.features,
+    if args.out is not None and Path(args.out).exists() and not Path(args.out).is_dir():
+        raise UsageError(f"--out {args.out!r} is a file, not a folder")
+    report = run_unbiased_cli(
+        estimator=args.features,
         dim=args.dim,
         num_features=args.num_features,
-        trials=args.trials,
-        alpha=args.alpha,
         orthogonal=args.orthogonal,
+        scale=args.scale,
+        points=args.points,
+        trials=args.trials,
         seed=args.seed,
+        alpha=args.alpha,
         out=args.out,
+        progress=False,
     )
     if args.json:
         _print_json(report.to_dict(), sys.stdout)
     else:
         print(str(report))
+        if args.out is not None:
+            print(f"wrote the report to {args.out}")
     return _verdict_exit(report)
 
 
@@ -273,7 +288,14 @@ def _cmd_scaling(args: argparse.Namespace) -> int:
         if not args.json:
             print(line, flush=True)
 
-    report = run_scaling(quick=args.quick, out=args.out, seed=args.seed, progress=progress)
+    kwargs: dict[str, Any] = {}
+    if args.sizes is not None:
+        kwargs["sizes"] = args.sizes
+    if args.repeats is not None:
+        kwargs["repeats"] = args.repeats
+    report = run_scaling(
+        quick=args.quick, out=args.out, seed=args.seed, progress=progress, **kwargs
+    )
     if args.json:
         _print_json(report.to_dict(), sys.stdout)
     else:
@@ -333,6 +355,19 @@ def _probability(text: str) -> float:
         )
     return value
 
+
+def _size_list(text: str) -> tuple[int, ...]:
+    parts = [p.strip() for p in text.split(",")]
+    try:
+        return tuple(_positive_int(p) for p in parts)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated positive integers, got {text!r}"
+        ) from None
+
+
+#: Random-feature estimators ``kernelcheck unbiased --features`` accepts.
+UNBIASED_FEATURES = ("positive", "trigonometric", "hyperbolic", "optimal-positive")
 
 _EPILOG = "exit codes: 0 verified, 1 refuted, 2 bad usage, 3 inconclusive, 130 interrupted"
 
@@ -420,17 +455,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--features",
         default="positive",
-        help="positive, trigonometric, hyperbolic or optimal (default positive)",
+        choices=UNBIASED_FEATURES,
+        help="the random-feature estimator (default positive)",
     )
     p.add_argument("--dim", type=_positive_int, default=4, help="input dimension d (default 4)")
     p.add_argument(
         "--num-features",
         type=_positive_int,
-        default=64,
-        help="number of random features m (default 64)",
+        default=16,
+        help="number of random features m (default 16)",
     )
     p.add_argument(
-        "--trials", type=_positive_int, default=2000, help="Monte Carlo trials (default 2000)"
+        "--trials", type=_positive_int, default=20000, help="Monte Carlo trials (default 20000)"
+    )
+    p.add_argument(
+        "--points", type=_positive_int, default=4, help="points in each of X and Y (default 4)"
+    )
+    p.add_argument(
+        "--scale", type=_finite_float, default=1.0, help="the kernel is exp(scale x.y) (default 1)"
     )
     p.add_argument(
         "--alpha",
@@ -452,6 +494,13 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=_EPILOG,
     )
     p.add_argument("--quick", action="store_true", help="smaller sizes, fewer repeats")
+    p.add_argument(
+        "--sizes",
+        type=_size_list,
+        metavar="N1,N2,...",
+        help="sequence lengths to time (at least three; default 1024..16384)",
+    )
+    p.add_argument("--repeats", type=_positive_int, help="timed repeats per size")
     p.add_argument("--out", metavar="DIR", help="write scaling.md, scaling.json and a plot to DIR")
     p.add_argument("--seed", type=_nonnegative_int, default=0, help="seed (default 0)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")

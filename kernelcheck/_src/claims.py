@@ -1335,3 +1335,443 @@ def _check_c15(level: str):
             },
         },
     )
+
+
+# ----- PSD (C5, C6, C9) -----------------------------------------------------------
+
+
+def _psd_examples():
+    """(name, kernel, points): true kernels, finite and infinite feature spaces."""
+    from kernelcheck import kernels as K
+
+    return [
+        ("Linear, n > d (rank deficient)", K.Linear(), (40, 3, 1.0)),
+        ("Polynomial(3, c=1)", K.Polynomial(3, c=1.0), (40, 4, 0.6)),
+        ("Exponential()", K.Exponential(), (40, 4, 0.6)),
+        ("Gaussian(2)", K.Gaussian(lengthscale=2.0), (60, 3, 1.0)),
+        ("Laplacian()", K.Laplacian(), (60, 3, 1.0)),
+        ("Gaussian(1) * Polynomial(2, c=1)", K.Gaussian() * K.Polynomial(2, c=1.0), (40, 3, 1.0)),
+        (
+            "exp(Linear(), order=3) + 0.5 Laplacian()",
+            K.exp(K.Linear(), order=3) + 0.5 * K.Laplacian(),
+            (40, 3, 0.8),
+        ),
+    ]
+
+
+@_register(
+    "C5",
+    requires=("kernelcheck.psd:check_psd", "kernelcheck.kernels:kernel_from_function"),
+    checked_by=("kernelcheck.psd.check_psd", "kernelcheck.verify.kernel"),
+)
+def _check_c5(level: str):
+    """Gram matrices of true kernels are PSD; non-kernels get exactly verified witnesses."""
+    import numpy as np
+
+    from kernelcheck import kernels as K
+    from kernelcheck.psd import check_psd
+
+    grow = _pick(level, 0.5, 1.0, 3.0)
+    rows, worst = [], -np.inf
+    for i, (name, k, (n, d, scale)) in enumerate(_psd_examples()):
+        X = _points(50 + i, max(d + 1, int(n * grow)), d, scale)
+        r = check_psd(k(X))
+        rel = r.min_eigenvalue / max(r.tol.value, np.finfo(float).tiny)
+        worst = max(worst, -rel)
+        rows.append(
+            _statement(
+                f"{name}: Gram matrix PSD",
+                bool(r.is_psd),
+                f"{r.verdict.name} by {r.method}; min eigenvalue {fmt(r.min_eigenvalue)} "
+                f">= -tol {fmt(r.tol.value)}",
+            )
+        )
+    # The other direction of the definition: functions that are not kernels.
+    non_kernels = [
+        ("tanh(x.y - 1)", lambda x, y: np.tanh(x @ y - 1.0)),
+        ("-||x - y||", lambda x, y: -np.linalg.norm(x - y)),
+        ("cos(x.y)", lambda x, y: np.cos(x @ y)),
+        ("exp(-||x - y||^4)", lambda x, y: np.exp(-(np.linalg.norm(x - y) ** 4))),
+    ]
+    found = 0
+    if _available("kernelcheck.verify:kernel"):
+        from kernelcheck import verify
+
+        for name, f in non_kernels[: _pick(level, 2, 4, 4)]:
+            kern = K.kernel_from_function(f, name=name)
+            rep = verify.kernel(kern, dim=2, seed=5)
+            refuted = not rep.passed
+            found += refuted
+            rows.append(
+                _statement(
+                    f"{name} is refuted (a witness v with v^T K v < 0)",
+                    refuted,
+                    _first_sentence(str(rep)),
+                )
+            )
+    key = (
+        f"{len(_psd_examples())} kernels PSD (worst min eigenvalue {fmt(-worst)} x tol); "
+        f"{found} non-kernels refuted by exactly verified witnesses"
+    )
+    return _all_verdict(rows), key, {"statements": rows}
+
+
+def _first_sentence(text: str, limit: int = 200) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+@_register(
+    "C6",
+    requires=("kernelcheck.psd:mercer_features",),
+    checked_by=("kernelcheck.psd.mercer_features",),
+)
+def _check_c6(level: str):
+    """Phi = Lambda^(1/2) U^T reproduces PSD Gram matrices, for infinite-feature kernels too."""
+    from kernelcheck.psd import mercer_features
+
+    grow = _pick(level, 0.5, 1.0, 3.0)
+    rows = []
+    worst = 0.0
+    for i, (name, k, (n, d, scale)) in enumerate(_psd_examples()):
+        X = _points(60 + i, max(d + 1, int(n * grow)), d, scale)
+        m = mercer_features(k(X))
+        worst = max(worst, m.residual / m.error_bound if m.error_bound > 0 else 0.0)
+        rows.append(
+            _statement(
+                f"{name}: Phi Phi^T = K with Phi from the eigendecomposition",
+                bool(m.passed and m.residual <= m.error_bound),
+                f"rank {m.rank} of {X.shape[0]}; ||Phi Phi^T - K|| {fmt(m.residual)} "
+                f"<= bound {fmt(m.error_bound)}",
+            )
+        )
+    key = f"{len(rows)} Gram matrices factored: worst residual {fmt(worst)} x its bound"
+    return _all_verdict(rows), key, {"statements": rows}
+
+
+@_register(
+    "C9",
+    requires=("kernelcheck.psd:check_psd", "kernelcheck.kernels:Exponential"),
+    checked_by=("kernelcheck.psd.check_psd", "kernelcheck.kernels.exp"),
+)
+def _check_c9(level: str):
+    """exp(x.y) is PSD, a positive-weighted sum of PSD terms, with no finite feature map."""
+    import numpy as np
+
+    from kernelcheck import kernels as K
+    from kernelcheck import verify
+    from kernelcheck.errors import InfiniteFeatureSpace
+    from kernelcheck.psd import check_psd
+
+    sets = _pick(
+        level,
+        [(20, 2, 0.8)],
+        [(40, 2, 1.0), (60, 4, 0.8), (40, 8, 0.5)],
+        [(80, 2, 1.2), (120, 4, 1.0), (150, 8, 0.6), (100, 16, 0.4)],
+    )
+    rows = []
+    psd_ok, worst = True, -math.inf
+    for i, (n, d, scale) in enumerate(sets):
+        X = _points(90 + i, n, d, scale)
+        r = check_psd(K.Exponential()(X))
+        psd_ok &= bool(r.is_psd)
+        worst = max(worst, -r.min_eigenvalue / r.tol.value)
+    rows.append(
+        _statement(
+            "the Gram matrices of exp(x.y) are PSD",
+            psd_ok,
+            f"{len(sets)} point sets (d up to {sets[-1][1]}); worst min eigenvalue "
+            f"{fmt(-worst)} x tol",
+        )
+    )
+    X = _points(99, 30, 3, 0.8)
+    terms_ok = all(check_psd(K.Polynomial(m)(X) / math.factorial(m)).is_psd for m in range(0, 7))
+    rows.append(
+        _statement(
+            "each term (x.y)^m / m! is PSD (so is their positive-weighted sum)",
+            terms_ok,
+            "check_psd on m = 0..6",
+        )
+    )
+    try:
+        K.Exponential().features()
+        raised = False
+    except InfiniteFeatureSpace:
+        raised = True
+    rows.append(
+        _statement(
+            "the feature space is infinite: Exponential().features() refuses",
+            raised,
+            "raises InfiniteFeatureSpace, pointing to exp(Linear(), order=M) and random features",
+        )
+    )
+    Y = _points(98, 30, 3, 0.8)
+    errs = []
+    maps_ok = True
+    for M in range(0, _pick(level, 6, 12, 16) + 1, 2):
+        kM = K.exp(K.Linear(), order=M)
+        maps_ok &= verify.feature_map(kM.features(), X, Y).passed
+        errs.append(float(np.abs(kM(X, Y) - K.Exponential()(X, Y)).max()))
+    rows.append(
+        _statement(
+            "the maps [1, x, x(x)x/sqrt 2!, ...] truncated at M reproduce the series and "
+            "converge to exp(x.y)",
+            maps_ok and errs[-1] < errs[0],
+            f"max |exp - T_M| {fmt(errs[0])} (M=0) -> {fmt(errs[-1])} (M={2 * (len(errs) - 1)})",
+        )
+    )
+    key = f"exp Gram matrices PSD (worst {fmt(-worst)} x tol); no finite map; Taylor maps converge"
+    return _all_verdict(rows), key, {"statements": rows}
+
+
+# ----- random features (C13, C16, C17, C18) ----------------------------------------
+
+_UNBIASED_VERDICT = {"pass": ClaimVerdict.VERIFIED, "fail": ClaimVerdict.REFUTED}
+
+
+def _unbiased_run(
+    cls_name: str, *, d: int, m: int, X, Y, trials: int, seed: int, orthogonal: bool = False
+):
+    from kernelcheck._src import random_features as rf
+    from kernelcheck._src.verify_unbiased import unbiased
+    from kernelcheck.kernels import Exponential
+
+    sampler = getattr(rf, cls_name).sampler(d, m, orthogonal=orthogonal)
+    return unbiased(sampler, Exponential(), X, Y, trials=trials, seed=seed, progress=False)
+
+
+def _relative_ci(report) -> tuple[float, float]:
+    """Smallest lower and largest upper end of the pairs' relative-bias intervals."""
+    lows = [(p.ci_low - p.target) / abs(p.target) for p in report.pairs if p.target != 0]
+    highs = [(p.ci_high - p.target) / abs(p.target) for p in report.pairs if p.target != 0]
+    return min(lows), max(highs)
+
+
+@_register(
+    "C13",
+    requires=(
+        "kernelcheck._src.verify_unbiased:unbiased",
+        "kernelcheck._src.random_features:PositiveRandomFeatures",
+    ),
+    checked_by=("kernelcheck.verify.unbiased", "kernelcheck.features.PositiveRandomFeatures"),
+)
+def _check_c13(level: str):
+    """Monte Carlo test of E[phi(x).phi(y)] = exp(x.y) for Performer positive features.
+
+    Every pair's mean is tested against exp(x.y) with the closed-form
+    variance; Holm's procedure keeps the family-wise false-alarm rate at 1%.
+    The report's detectable relative bias states the power of the run.
+    """
+    d, m, n, trials = _pick(level, (2, 16, 3, 20000), (4, 16, 4, 100000), (8, 32, 6, 400000))
+    X = _points(130, n, d, 0.5 / math.sqrt(d))
+    Y = _points(131, n, d, 0.5 / math.sqrt(d))
+    rep = _unbiased_run("PositiveRandomFeatures", d=d, m=m, X=X, Y=Y, trials=trials, seed=13)
+    lo, hi = _relative_ci(rep)
+    verdict = _UNBIASED_VERDICT.get(rep.verdict, ClaimVerdict.INCONCLUSIVE)
+    key = (
+        f"{rep.counts.get('pass', 0) + rep.counts.get('exact', 0)}/{len(rep.pairs)} pairs "
+        f"unbiased; relative bias CI [{lo:+.2%}, {hi:+.2%}]; detectable "
+        f"{rep.detectable_relative_bias:.2%} ({trials} trials)"
+    )
+    rows = [
+        _statement(
+            "E[phi(x).phi(y)] = exp(x.y) on every pair",
+            verdict is V.VERIFIED if verdict is not V.INCONCLUSIVE else None,
+            _first_sentence(str(rep)),
+        )
+    ]
+    return verdict, key, {"report": rep.to_dict(), "statements": rows}
+
+
+@_register(
+    "C16",
+    requires=(
+        "kernelcheck._src.verify_unbiased:ratio_bias",
+        "kernelcheck._src.random_features:PositiveRandomFeatures",
+    ),
+    checked_by=("kernelcheck.stats", "kernelcheck.features.PositiveRandomFeatures"),
+)
+def _check_c16(level: str):
+    """Performer attention outputs are biased, with bias ~ beta / m (ratio_bias)."""
+    import numpy as np
+
+    from kernelcheck._src.random_features import PositiveRandomFeatures
+    from kernelcheck._src.verify_unbiased import ratio_bias
+
+    d = 2
+    ms, trials = _pick(
+        level, ((8, 16, 32), 20000), ((8, 16, 32, 64), 40000), ((8, 16, 32, 64, 128), 200000)
+    )
+    rng = np.random.default_rng(16)
+    Q, K_ = 0.5 * rng.normal(size=(3, d)), 0.5 * rng.normal(size=(5, d))
+    Vals = rng.normal(size=(5, 2))
+    r = ratio_bias(
+        PositiveRandomFeatures.sampler(d, ms[0]),
+        Q,
+        K_,
+        Vals,
+        num_features=ms,
+        trials=trials,
+        seed=16,
+        progress=False,
+    )
+    z = r.beta / r.beta_se
+    rows = [
+        _statement(
+            "the attention output is biased (beta != 0 at 1%)",
+            bool(abs(z) > 0) and r.passed,
+            f"beta = {r.beta:.3g} +- {r.beta_se:.2g} (z = {z:.1f})",
+        ),
+        _statement(
+            "the bias follows beta/m + gamma/m^2 (goodness of fit)",
+            r.gof_p > r.alpha,
+            f"chi-square p = {r.gof_p:.3g}; log-log slope at the largest m {r.slope:.2f}",
+        ),
+    ]
+    key = (
+        f"bias |b| {fmt(r.bias_norm[0])} at m={ms[0]}; b ~ beta/m, beta = {r.beta:.3g} +- "
+        f"{r.beta_se:.2g} (z = {z:.0f}), fit p = {r.gof_p:.2f}"
+    )
+    proj = [abs(b) for b in r.projected_bias]
+    return (
+        (V.VERIFIED if r.passed else V.REFUTED),
+        key,
+        {
+            "result": r.to_dict(),
+            "statements": rows,
+            "plot": {
+                "title": "Performer attention bias against m",
+                "xlabel": "number of random features m",
+                "ylabel": "|projected bias|",
+                "xscale": "log",
+                "yscale": "log",
+                "series": [
+                    {"label": "measured", "x": list(ms), "y": proj},
+                    {
+                        "label": "beta / m",
+                        "x": list(ms),
+                        "y": [abs(r.beta) / m for m in ms],
+                        "style": "dashed",
+                    },
+                ],
+            },
+        },
+    )
+
+
+@_register(
+    "C17",
+    requires=(
+        "kernelcheck._src.verify_unbiased:unbiased",
+        "kernelcheck._src.random_features:TrigonometricRandomFeatures",
+    ),
+    checked_by=("kernelcheck.stats", "PositiveRandomFeatures.theoretical_mse"),
+)
+def _check_c17(level: str):
+    """Empirical MSE matches the closed forms; positive beats trigonometric where k is small.
+
+    Agreement: ``verify.unbiased`` tests each pair's variance against the
+    closed form (one-sided, "above theory", inside its Holm family at 1%), and
+    each pair's empirical MSE must also lie within its simultaneous interval
+    around the closed form.  Points have norms about 0.5, where the positive
+    estimator's tails are light enough for the interval to be trusted.
+    Comparison: on pairs y = -x + small noise (kernel value about
+    exp(-|x|^2), small) the positive estimator's MSE must be below the
+    trigonometric one's, with non-overlapping intervals.
+    """
+    import numpy as np
+
+    d, m, n, trials = _pick(level, (2, 16, 3, 20000), (4, 16, 4, 50000), (8, 32, 6, 300000))
+    X = _points(170, n, d, 0.5 / math.sqrt(d))
+    Y = _points(171, n, d, 0.5 / math.sqrt(d))
+    names = ("PositiveRandomFeatures", "TrigonometricRandomFeatures")
+    rows = []
+    worst = 0.0
+    for name in names:
+        rep = _unbiased_run(name, d=d, m=m, X=X, Y=Y, trials=trials, seed=17)
+        within = [abs(p.mse - p.theory_mse) <= p.mse_halfwidth for p in rep.pairs]
+        rel = [abs(p.mse / p.theory_mse - 1) for p in rep.pairs if p.theory_mse > 0]
+        worst = max([worst, *rel])
+        rows.append(
+            _statement(
+                f"{name}: empirical MSE = closed form on every pair",
+                {"pass": rep.passed and all(within), "fail": False}.get(rep.verdict),
+                f"{sum(within)}/{len(within)} pairs within their interval; largest "
+                f"|MSE/theory - 1| {fmt(max(rel) if rel else 0.0)}; variance tests {rep.verdict}",
+            )
+        )
+    A = _points(172, n, d, 1.0 / math.sqrt(d))
+    B = -A + 0.1 * _points(173, n, d, 1.0 / math.sqrt(d))
+    pos, trig = (_unbiased_run(name, d=d, m=m, X=A, Y=B, trials=trials, seed=27) for name in names)
+    diag = [(p, t) for p, t in zip(pos.pairs, trig.pairs, strict=True) if p.i == p.j]
+    better = all(p.mse + p.mse_halfwidth < t.mse - t.mse_halfwidth for p, t in diag)
+    theory_better = all(p.theory_mse < t.theory_mse for p, t in diag)
+    rows.append(
+        _statement(
+            "positive features beat trigonometric ones where exp(x.y) is small (y ~ -x)",
+            better and theory_better,
+            "; ".join(
+                f"k = {fmt(p.target)}: MSE {fmt(p.mse)} vs {fmt(t.mse)} (theory "
+                f"{fmt(p.theory_mse)} vs {fmt(t.theory_mse)})"
+                for p, t in diag[:3]
+            ),
+        )
+    )
+    ratio = max(p.mse / t.mse for p, t in diag)
+    key = (
+        f"empirical MSE within {worst:.1%} of theory; where k is small positive/trigonometric "
+        f"MSE <= {fmt(ratio)}"
+    )
+    return (
+        _all_verdict(rows),
+        key,
+        {"statements": rows, "max_relative_mse_gap": float(np.max(worst))},
+    )
+
+
+@_register(
+    "C18",
+    requires=(
+        "kernelcheck._src.verify_unbiased:unbiased",
+        "kernelcheck._src.random_features:PositiveRandomFeatures",
+    ),
+    checked_by=("kernelcheck.verify.unbiased", "kernelcheck.stats"),
+)
+def _check_c18(level: str):
+    """Orthogonal features: unbiased (verify.unbiased) and MSE not above i.i.d. features."""
+    d, m, n, trials = _pick(level, (4, 8, 3, 20000), (4, 16, 4, 50000), (8, 32, 6, 200000))
+    X = _points(180, n, d, 0.6 / math.sqrt(d))
+    Y = _points(181, n, d, 0.6 / math.sqrt(d))
+    rows = []
+    verdicts = []
+    ratios = []
+    for name in ("PositiveRandomFeatures", "TrigonometricRandomFeatures"):
+        orth = _unbiased_run(name, d=d, m=m, X=X, Y=Y, trials=trials, seed=18, orthogonal=True)
+        iid = _unbiased_run(name, d=d, m=m, X=X, Y=Y, trials=trials, seed=19)
+        verdicts.append(_UNBIASED_VERDICT.get(orth.verdict, ClaimVerdict.INCONCLUSIVE))
+        lo, hi = _relative_ci(orth)
+        rows.append(
+            _statement(
+                f"orthogonal {name} are unbiased",
+                {"pass": True, "fail": False}.get(orth.verdict),
+                f"relative bias CI [{lo:+.2%}, {hi:+.2%}]; {orth.verdict}",
+            )
+        )
+        higher = [
+            o.mse - o.mse_halfwidth > i.mse + i.mse_halfwidth
+            for o, i in zip(orth.pairs, iid.pairs, strict=True)
+        ]
+        ratios += [o.mse / i.mse for o, i in zip(orth.pairs, iid.pairs, strict=True) if i.mse > 0]
+        rows.append(
+            _statement(
+                f"orthogonal {name}: MSE not above i.i.d.",
+                not any(higher),
+                f"{sum(higher)} of {len(higher)} pairs significantly above; MSE ratio "
+                f"orthogonal / i.i.d. {fmt(min(ratios))}..{fmt(max(ratios))}",
+            )
+        )
+    key = (
+        f"orthogonal positive and trigonometric features unbiased; MSE ratio to i.i.d. "
+        f"{fmt(min(ratios))}..{fmt(max(ratios))}"
+    )
+    return _all_verdict(rows), key, {"statements": rows}

@@ -1,0 +1,403 @@
+"""The ``kernelcheck`` command line, run as a subprocess (``python -m kernelcheck``).
+
+Every subcommand runs once for real and once with bad usage.  Bad usage must
+give exit code 2 and exactly one line on stderr, never a traceback.  The
+subprocesses start together from one module fixture (each pays the package
+import), so the file stays fast on two cores; a longer table of bad argument
+values runs in-process through :func:`kernelcheck.cli.main`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kernelcheck import cli
+
+TIMEOUT = 240
+
+
+def _run(argv, cwd):
+    env = dict(os.environ, PYTHONWARNINGS="ignore", COLUMNS="200")
+    return subprocess.run(
+        [sys.executable, "-m", "kernelcheck", *argv],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env,
+        timeout=TIMEOUT,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory) -> dict[str, Path]:
+    d = tmp_path_factory.mktemp("matrices")
+    X = np.random.default_rng(0).normal(size=(6, 3))
+    pd_matrix = X @ X.T + np.eye(6)  # Gram of linear features plus I: positive definite
+    not_psd = np.array([[1.0, 2.0], [2.0, 1.0]])  # eigenvalues 3 and -1
+    paths = {
+        "pd_npy": d / "pd.npy",
+        "notpsd_csv": d / "notpsd.csv",
+        "pd_txt": d / "pd.txt",
+        "two_npz": d / "two.npz",
+        "malformed_csv": d / "malformed.csv",
+        "ragged_txt": d / "ragged.txt",
+        "nonsquare_npy": d / "nonsquare.npy",
+        "nan_csv": d / "nan.csv",
+        "unknown_suffix": d / "matrix.dat",
+        "points_txt": d / "points.txt",
+        "essay_out": d / "essay_out",
+        "scaling_out": d / "scaling_out",
+        "unbiased_out": d / "unbiased_out",
+    }
+    np.save(paths["pd_npy"], pd_matrix)
+    np.savetxt(paths["notpsd_csv"], not_psd, delimiter=",")
+    np.savetxt(paths["pd_txt"], pd_matrix, header="a positive definite matrix")
+    np.savez(paths["two_npz"], pd=pd_matrix, notpsd=not_psd)
+    paths["malformed_csv"].write_text("1,2\nthree,4\n")
+    paths["ragged_txt"].write_text("1 2 3\n4 5\n")
+    np.save(paths["nonsquare_npy"], np.ones((2, 3)))
+    paths["nan_csv"].write_text("1,nan\nnan,1\n")
+    paths["unknown_suffix"].write_text("1 0\n0 1\n")
+    np.savetxt(paths["points_txt"], X)
+    return paths
+
+
+def _cases(f: dict[str, Path]) -> dict[str, tuple[list[str], int]]:
+    """name -> (argv, expected exit code)."""
+    return {
+        # help and version
+        "help": (["--help"], 0),
+        "version": (["--version"], 0),
+        **{f"help_{c}": ([c, "--help"], 0) for c in cli.COMMANDS},
+        # real runs
+        "essay_quick": (["essay", "--quick", "--out", str(f["essay_out"])], 0),
+        "essay_json": (["essay", "--quick", "--claims", "C7,C8", "--json"], 0),
+        "psd_npy": (["psd", str(f["pd_npy"])], 0),
+        "psd_csv_refuted": (["psd", str(f["notpsd_csv"]), "--json"], 1),
+        "psd_txt": (["psd", str(f["pd_txt"])], 0),
+        "psd_npz_key": (["psd", str(f["two_npz"]), "--key", "notpsd"], 1),
+        "kernel_ok": (["kernel", "exp(linear, order=2) + 0.5*poly(2)", "--dim", "2", "--json"], 0),
+        "kernel_points": (
+            ["kernel", "gaussian(lengthscale=2) * laplacian", "--dim", "3",
+             "--points", str(f["points_txt"])],
+            0,
+        ),
+        "kernel_refuted": (["kernel", "linear - 0.5*poly(2)", "--dim", "2"], 1),
+        "unbiased": (
+            ["unbiased", "--trials", "4000", "--num-features", "16", "--dim", "2",
+             "--out", str(f["unbiased_out"])],
+            0,
+        ),
+        "scaling": (
+            ["scaling", "--sizes", "64,128,256", "--repeats", "1", "--json",
+             "--out", str(f["scaling_out"])],
+            None,  # a timing verdict on 3 tiny sizes is not asserted
+        ),
+        # bad usage: exit code 2, one line on stderr
+        "no_command": ([], 2),
+        "unknown_command": (["frobnicate"], 2),
+        "unknown_option": (["essay", "--fast"], 2),
+        "missing_file": (["psd", str(f["pd_npy"].with_name("absent.npy"))], 2),
+        "malformed_csv": (["psd", str(f["malformed_csv"])], 2),
+        "ragged_txt": (["psd", str(f["ragged_txt"])], 2),
+        "nonsquare": (["psd", str(f["nonsquare_npy"])], 2),
+        "nan_matrix": (["psd", str(f["nan_csv"])], 2),
+        "unknown_suffix": (["psd", str(f["unknown_suffix"])], 2),
+        "npz_needs_key": (["psd", str(f["two_npz"])], 2),
+        "npz_bad_key": (["psd", str(f["two_npz"]), "--key", "nope"], 2),
+        "malformed_expr": (["kernel", "poly(2,, c=1)", "--dim", "3"], 2),
+        "unknown_kernel": (["kernel", "tanh(linear)", "--dim", "3"], 2),
+        "missing_dim": (["kernel", "linear"], 2),
+        "bad_dim": (["kernel", "linear", "--dim", "zero"], 2),
+        "points_wrong_dim": (["kernel", "linear", "--dim", "2", "--points", str(f["points_txt"])], 2),
+        "essay_bad_claim": (["essay", "--claims", "C99"], 2),
+        "essay_two_levels": (["essay", "--quick", "--thorough"], 2),
+        "unbiased_bad_alpha": (["unbiased", "--alpha", "1.5"], 2),
+        "unbiased_bad_features": (["unbiased", "--features", "cosine"], 2),
+        "scaling_out_is_file": (["scaling", "--out", str(f["pd_npy"])], 2),
+        "scaling_bad_sizes": (["scaling", "--sizes", "64,abc"], 2),
+    }
+
+
+@pytest.fixture(scope="module")
+def runs(files, tmp_path_factory):
+    cwd = tmp_path_factory.mktemp("cwd")
+    cases = _cases(files)
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        futures = {name: pool.submit(_run, argv, cwd) for name, (argv, _) in cases.items()}
+        return {name: (fut.result(), cases[name][1]) for name, fut in futures.items()}
+
+
+def _check_usage_error(proc):
+    assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr)
+    assert "Traceback" not in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("kernelcheck"), lines[0]
+    assert "error:" in lines[0]
+    assert proc.stdout == ""
+
+
+BAD_USAGE = [
+    "no_command",
+    "unknown_command",
+    "unknown_option",
+    "missing_file",
+    "malformed_csv",
+    "ragged_txt",
+    "nonsquare",
+    "nan_matrix",
+    "unknown_suffix",
+    "npz_needs_key",
+    "npz_bad_key",
+    "malformed_expr",
+    "unknown_kernel",
+    "missing_dim",
+    "bad_dim",
+    "points_wrong_dim",
+    "essay_bad_claim",
+    "essay_two_levels",
+    "unbiased_bad_alpha",
+    "unbiased_bad_features",
+    "scaling_out_is_file",
+    "scaling_bad_sizes",
+]
+
+
+@pytest.mark.parametrize("name", BAD_USAGE)
+def test_bad_usage_is_one_line_and_exit_code_2(runs, name):
+    proc, expected = runs[name]
+    assert expected == 2
+    _check_usage_error(proc)
+
+
+def test_bad_usage_messages_say_what_is_wrong(runs):
+    msg = {name: runs[name][0].stderr for name in BAD_USAGE}
+    assert "invalid choice: 'frobnicate'" in msg["unknown_command"]
+    assert "no such file" in msg["missing_file"] and "absent.npy" in msg["missing_file"]
+    assert "cannot read a matrix" in msg["malformed_csv"]
+    assert "not a square matrix" in msg["nonsquare"]
+    assert "NaN or Inf" in msg["nan_matrix"]
+    assert "--key" in msg["npz_needs_key"] and "notpsd" in msg["npz_needs_key"]
+    assert "column 8" in msg["malformed_expr"]
+    assert "unknown name 'tanh'" in msg["unknown_kernel"]
+    assert "--dim" in msg["missing_dim"]
+    assert "C99" in msg["essay_bad_claim"]
+
+
+@pytest.mark.parametrize("name", ["help", *[f"help_{c}" for c in cli.COMMANDS]])
+def test_help(runs, name):
+    proc, _ = runs[name]
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("usage: kernelcheck")
+    assert "exit codes: 0 verified, 1 refuted, 2 bad usage, 3 inconclusive" in proc.stdout
+
+
+def test_version(runs):
+    import kernelcheck
+
+    proc, _ = runs["version"]
+    assert proc.returncode == 0
+    assert proc.stdout.strip() == f"kernelcheck {kernelcheck.__version__}"
+
+
+def test_essay_quick_writes_the_report(runs, files):
+    proc, expected = runs["essay_quick"]
+    assert proc.returncode == expected, proc.stdout + proc.stderr
+    from kernelcheck.claims import registry
+
+    table = proc.stdout
+    for cid in registry():
+        assert any(line.startswith(cid + " ") for line in table.splitlines()), cid
+    out = files["essay_out"]
+    report = json.loads((out / "report.json").read_text())
+    assert [c["id"] for c in report["claims"]] == list(registry())
+    assert report["exit_code"] == 0 and report["level"] == "quick"
+    md = (out / "report.md").read_text()
+    assert md.startswith("# kernelcheck essay report")
+    for png in out.glob("*.png"):
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert f"]({png.name})" in md
+    assert not list(out.glob(".*.tmp"))  # no temporary files left behind
+
+
+def test_essay_json_subset(runs):
+    proc, expected = runs["essay_json"]
+    assert proc.returncode == expected, proc.stderr
+    report = json.loads(proc.stdout)
+    assert [c["id"] for c in report["claims"]] == ["C7", "C8"]
+    assert all(c["verdict"] == "verified" for c in report["claims"])
+
+
+@pytest.mark.parametrize(
+    "name", ["psd_npy", "psd_csv_refuted", "psd_txt", "psd_npz_key"]
+)
+def test_psd_exit_codes(runs, name):
+    proc, expected = runs[name]
+    assert proc.returncode == expected, proc.stdout + proc.stderr
+    assert proc.stderr == ""
+
+
+def test_psd_json_is_the_check_psd_result(runs, files):
+    from kernelcheck.psd import check_psd
+
+    proc, _ = runs["psd_csv_refuted"]
+    payload = json.loads(proc.stdout)
+    direct = check_psd(np.loadtxt(files["notpsd_csv"], delimiter=",")).to_dict()
+    assert payload["verdict"] == direct["verdict"]
+
+
+@pytest.mark.parametrize("name", ["kernel_ok", "kernel_points", "kernel_refuted"])
+def test_kernel_exit_codes(runs, name):
+    proc, expected = runs[name]
+    assert proc.returncode == expected, proc.stdout + proc.stderr
+
+
+def test_kernel_json_reports_features(runs):
+    proc, _ = runs["kernel_ok"]
+    payload = json.loads(proc.stdout)
+    from kernelcheck._src.expr import parse_kernel
+
+    k = parse_kernel(payload["expression"])
+    assert payload["kernel"] == repr(k)
+    assert payload["feature_dim"] == k.feature_dim(2)
+    assert payload["feature_map_report"]["passed"] is True
+
+
+def test_unbiased_runs(runs, files):
+    proc, expected = runs["unbiased"]
+    assert proc.returncode == expected, proc.stdout + proc.stderr
+    assert any(files["unbiased_out"].iterdir())
+
+
+def test_scaling_runs(runs, files):
+    proc, _ = runs["scaling"]
+    assert proc.returncode in (0, 1, 3), proc.stderr
+    payload = json.loads(proc.stdout)
+    assert payload["sizes"] == [64, 128, 256]
+    assert (files["scaling_out"] / "scaling.json").exists()
+
+
+# ---------------------------------------------------------------------------
+# SIGINT
+
+
+def test_sigint_during_essay_leaves_no_file(tmp_path):
+    out = tmp_path / "out"
+    env = dict(os.environ, PYTHONWARNINGS="ignore")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kernelcheck", "essay", "--thorough", "--claims", "C12,C15",
+         "--out", str(out)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        stdin=subprocess.DEVNULL,
+    )
+    try:
+        header = proc.stdout.readline()  # printed before the first check starts
+        assert header.startswith("claim"), header
+        time.sleep(0.2)
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=TIMEOUT)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, (stdout, stderr)
+    assert "Traceback" not in stderr
+    assert stderr.strip() == f"kernelcheck essay: interrupted; nothing was written to {out}"
+    assert not out.exists() or not any(out.iterdir())
+
+
+def test_sigint_while_writing_completes_the_report_then_exits(tmp_path, monkeypatch):
+    """SIGINT arriving during the writes is held until every file is in place."""
+    from kernelcheck._src import essay
+
+    report = essay.run_essay(["C7", "C12"], "quick")
+    real_write = essay.write_bytes_atomic
+    calls = []
+
+    def write_and_interrupt(path, data):
+        if not calls:
+            os.kill(os.getpid(), signal.SIGINT)  # delivered while writing the first file
+        calls.append(Path(path).name)
+        return real_write(path, data)
+
+    monkeypatch.setattr(essay, "write_bytes_atomic", write_and_interrupt)
+    with pytest.raises(essay.InterruptedAfterWrite):
+        essay.write_report(report, tmp_path)
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == sorted(calls)
+    assert {"report.md", "report.json"} <= set(names)
+    assert json.loads((tmp_path / "report.json").read_text())["summary"]["total"] == 2
+
+
+def test_interrupt_before_writing_leaves_the_folder_untouched(tmp_path, monkeypatch):
+    from kernelcheck._src import essay
+
+    report = essay.run_essay(["C12"], "quick")
+    (tmp_path / "report.md").write_text("previous report\n")
+
+    def interrupted(_report):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(essay, "render_plots", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        essay.write_report(report, tmp_path)
+    assert [p.name for p in tmp_path.iterdir()] == ["report.md"]
+    assert (tmp_path / "report.md").read_text() == "previous report\n"
+
+
+# ---------------------------------------------------------------------------
+# In-process: argument values and matrix files
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["kernel", "linear", "--dim", "-1"],
+        ["kernel", "linear", "--dim", "2", "--seed", "-3"],
+        ["kernel", "linear", "--dim", "2", "--budget", "0"],
+        ["kernel", "linear", "--dim", "2", "--form", "diagonal"],
+        ["kernel", "", "--dim", "2"],
+        ["kernel", "2 * 3", "--dim", "2"],
+        ["psd", "x.npy", "--tol", "nan"],
+        ["unbiased", "--trials", "0"],
+        ["unbiased", "--alpha", "0"],
+        ["essay", "--claims", "C1,,X"],
+        ["scaling", "--sizes", "64,128"],
+        ["scaling", "--repeats", "0"],
+    ],
+)
+def test_bad_values_in_process(argv, capsys):
+    assert cli.main(argv) == cli.EXIT_USAGE
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert len(captured.err.strip().splitlines()) == 1
+    assert "Traceback" not in captured.err
+
+
+def test_load_matrix_formats_agree(files):
+    a = cli.load_matrix(files["pd_npy"])
+    np.testing.assert_array_equal(cli.load_matrix(files["two_npz"], "pd"), a)
+    # savetxt writes 18 significant digits: the text round trip is exact for float64
+    np.testing.assert_array_equal(cli.load_matrix(files["pd_txt"]), a)
+
+
+def test_load_matrix_refuses_pickles(tmp_path):
+    path = tmp_path / "obj.npy"
+    np.save(path, np.array([{"a": 1}], dtype=object), allow_pickle=True)
+    with pytest.raises(cli.UsageError, match="cannot read a matrix"):
+        cli.load_matrix(path)
