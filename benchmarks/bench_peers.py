@@ -38,8 +38,8 @@ def cumsum_causal_linear_attention(phi_q: np.ndarray, phi_k: np.ndarray, V: np.n
     """
     S = np.cumsum(phi_k[:, :, None] * V[:, None, :], axis=0)
     z = np.cumsum(phi_k, axis=0)
-    num = np.einsum("nd,nde->ne", phi_q, S)
-    den = np.einsum("nd,nd->n", phi_q, z)
+    num = (phi_q[:, None, :] @ S)[:, 0, :]  # n batched (1, D) @ (D, d_v) products, as bmm
+    den = np.sum(phi_q * z, axis=1)
     return num / den[:, None]
 
 
