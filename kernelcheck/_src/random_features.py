@@ -86,6 +86,7 @@ __all__ = [
 ]
 
 _LOG_MAX = math.log(np.finfo(np.float64).max)
+_LOG_TINY = math.log(np.finfo(np.float64).tiny)
 
 
 def draw_projection(rng: Any, dim: int, num_features: int, *, orthogonal: bool = False,
@@ -270,15 +271,20 @@ class _RandomFeatures(FeatureMap):
         Raises
         ------
         NumericalFailure
-            When a feature overflows float64; :meth:`scaled_features` and
-            :meth:`estimate` still work there.
+            When a row's features overflow float64, or its largest feature
+            underflows below the smallest normal number (the row would be
+            returned as zeros); :meth:`scaled_features` and :meth:`estimate`
+            still work there.
         """
         F, ls = self.scaled_features(X)
-        if ls.size and ls.max() > _LOG_MAX - 1.0:
-            i = int(np.argmax(ls))
+        bad = (ls > _LOG_MAX - 1.0) | (ls < _LOG_TINY)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            what = "overflow" if ls[i] > 0 else "underflow"
             raise NumericalFailure(
-                f"{self!r}: features of row {i} overflow float64 (log scale {ls[i]:.1f}); "
-                "use scaled_features(X) or estimate(X, Y), which work in log space"
+                f"{self!r}: the features of row {i} {what} float64 (log scale {ls[i]:.1f}); "
+                "use scaled_features(X), log_features(X) or estimate(X, Y), which work in "
+                "log space"
             )
         return np.exp(ls)[:, None] * F
 
