@@ -192,6 +192,20 @@ def test_chunked_groups_carry_state(monkeypatch):
     assert (np.abs(small - ref) <= tol).all() and (np.abs(prefix - ref) <= tol).all()
 
 
+def test_chunked_worker_threads_agree_with_inline(monkeypatch):
+    """The threaded split of chunks (forced on for small input) changes nothing beyond rounding."""
+    rng = _rng(19)
+    pq, pk = rng.random((2, 2, 50, 6))
+    V = rng.normal(size=(2, 50, 3))
+    inline = att.chunked(pq, pk, V, chunk_size=4)
+    monkeypatch.setattr(_att, "_PARALLEL_WORK", 0)
+    threaded = att.chunked(pq, pk, V, chunk_size=4)
+    tol = 2 * att.linear_error_bound(pq, pk, V, causal=True)
+    assert (np.abs(threaded - inline) <= tol).all()
+    ref, _ = _brute_linear(pq, pk, V, True)
+    assert (np.abs(threaded - ref) <= tol).all()
+
+
 def test_kernelized_matches_feature_form():
     rng = _rng(11)
     Q, K, V = rng.normal(size=(3, 8, 3)) * 0.5

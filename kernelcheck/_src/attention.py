@@ -41,6 +41,8 @@ entrywise bound on ``|computed - exact|`` for inputs taken as exact:
 from __future__ import annotations
 
 import math
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -835,6 +837,12 @@ def chunked(
     ``2 n C (D + d_v + 1) + 4 n D (d_v + 1)``.  State ``D (d_v + 1)``.
     Error model: :func:`linear_error_bound`.
 
+    Large inputs (about ``2**24`` multiply-adds or more) are split across
+    one worker thread per BLAS thread, with BLAS limited to one thread inside
+    the call (through threadpoolctl, when it is installed): the many small
+    per-chunk products run faster side by side than each split across
+    threads.  The limit is process-wide while the call runs.
+
     Examples
     --------
     >>> import numpy as np
@@ -854,7 +862,17 @@ def chunked(
 
 
 def _chunked_products(A: np.ndarray, B: np.ndarray, W: np.ndarray, C: int) -> np.ndarray:
-    """``H_i = sum_{j <= i} (a_i . b_j) w_j`` in chunks of C tokens."""
+    """``H_i = sum_{j <= i} (a_i . b_j) w_j`` in chunks of C tokens.
+
+    Per group of full chunks: the chunk-local products (scores, their
+    product with ``w``, the state increments) are independent across chunks
+    and run on worker threads, each on a slice of chunks with single-threaded
+    BLAS (many small GEMMs parallelise better across chunks than inside one
+    GEMM); the running sum of the states is sequential; the products with the
+    state before each chunk are again independent.  Each chunk's products
+    are the same calls whatever the number of workers, so the error model
+    does not depend on it.
+    """
     batch, n, D = A.shape[:-2], A.shape[-2], A.shape[-1]
     m = W.shape[-1]
     C = min(C, n)
@@ -864,23 +882,37 @@ def _chunked_products(A: np.ndarray, B: np.ndarray, W: np.ndarray, C: int) -> np
     keep = np.tril(np.ones((C, C), dtype=W.dtype))
     # Chunks per group: bounds the (group, D, m) stack of per-chunk states.
     group = max(1, min(nfull or 1, _BLOCK_ELEMENTS // max(1, D * m * _batch_size(batch))))
-    for g0 in range(0, nfull, group):
-        g1 = min(nfull, g0 + group)
-        k = g1 - g0
-        a = A[..., g0 * C : g1 * C, :].reshape(batch + (k, C, D))
-        b = B[..., g0 * C : g1 * C, :].reshape(batch + (k, C, D))
-        w = W[..., g0 * C : g1 * C, :].reshape(batch + (k, C, m))
-        scores = a @ _swap(b)  # (..., k, C, C)
-        scores *= keep
-        h = scores @ w  # (..., k, C, m)
-        dS = _swap(b) @ w  # (..., k, D, m)
-        dS[..., 0, :, :] += S
-        _prefix_sum_inplace(dS)  # states after each chunk
-        h[..., 0, :, :] += a[..., 0, :, :] @ S
-        if k > 1:
-            h[..., 1:, :, :] += a[..., 1:, :, :] @ dS[..., :-1, :, :]
-        H[..., g0 * C : g1 * C, :] = h.reshape(batch + (k * C, m))
-        S = dS[..., -1, :, :].copy()
+    big = n * (C + D) * m * _batch_size(batch) >= _PARALLEL_WORK
+    with _chunk_workers(big) as workers:
+        for g0 in range(0, nfull, group):
+            g1 = min(nfull, g0 + group)
+            k = g1 - g0
+            a = A[..., g0 * C : g1 * C, :].reshape(batch + (k, C, D))
+            b = B[..., g0 * C : g1 * C, :].reshape(batch + (k, C, D))
+            w = W[..., g0 * C : g1 * C, :].reshape(batch + (k, C, m))
+            h = np.empty(batch + (k, C, m), dtype=W.dtype)
+            dS = np.empty(batch + (k, D, m), dtype=W.dtype)
+
+            def local(lo, hi, a=a, b=b, w=w, h=h, dS=dS):
+                bT = _swap(b[..., lo:hi, :, :])
+                scores = a[..., lo:hi, :, :] @ bT  # (..., chunks, C, C)
+                scores *= keep
+                np.matmul(scores, w[..., lo:hi, :, :], out=h[..., lo:hi, :, :])
+                np.matmul(bT, w[..., lo:hi, :, :], out=dS[..., lo:hi, :, :])
+
+            def carry(lo, hi, a=a, h=h, dS=dS, S=S):
+                if lo == 0:
+                    h[..., 0, :, :] += a[..., 0, :, :] @ S
+                    lo = 1
+                if hi > lo:
+                    h[..., lo:hi, :, :] += a[..., lo:hi, :, :] @ dS[..., lo - 1 : hi - 1, :, :]
+
+            _split(local, k, workers)
+            dS[..., 0, :, :] += S
+            _prefix_sum_inplace(dS)  # dS[c] is now the state after chunk c
+            _split(carry, k, workers)
+            H[..., g0 * C : g1 * C, :] = h.reshape(batch + (k * C, m))
+            S = dS[..., -1, :, :].copy()
     r0 = nfull * C
     if r0 < n:
         a, b, w = A[..., r0:, :], B[..., r0:, :], W[..., r0:, :]
@@ -889,6 +921,65 @@ def _chunked_products(A: np.ndarray, B: np.ndarray, W: np.ndarray, C: int) -> np
         scores *= keep[:c, :c]
         H[..., r0:, :] = scores @ w + a @ S
     return H
+
+
+# Below this many multiply-adds (about 2**24) the chunked form runs inline.
+_PARALLEL_WORK = 1 << 24
+
+
+class _Workers:
+    """A thread pool and its size, or ``None`` for inline execution."""
+
+    def __init__(self, pool, size):
+        self.pool = pool
+        self.size = size
+
+
+@contextmanager
+def _chunk_workers(enabled: bool):
+    """Worker threads with BLAS limited to one thread each, if threadpoolctl is present.
+
+    Without threadpoolctl (or for small work, or on one core) everything runs
+    inline with the BLAS library's own threading.
+    """
+    controller = _blas_controller() if enabled else None
+    threads = 1
+    if controller is not None:
+        threads = max((lib.num_threads for lib in controller.lib_controllers), default=1)
+    if threads < 2:
+        yield _Workers(None, 1)
+        return
+    with controller.limit(limits=1, user_api="blas"):
+        with ThreadPoolExecutor(max_workers=threads) as pool:
+            yield _Workers(pool, threads)
+
+
+_CONTROLLER: list = []
+
+
+def _blas_controller():
+    """The threadpoolctl controller of the BLAS libraries (created once), or None."""
+    if not _CONTROLLER:
+        try:
+            from threadpoolctl import ThreadpoolController
+
+            controller = ThreadpoolController().select(user_api="blas")
+            _CONTROLLER.append(controller if controller.lib_controllers else None)
+        except Exception:  # threadpoolctl missing or unable to inspect: run inline
+            _CONTROLLER.append(None)
+    return _CONTROLLER[0]
+
+
+def _split(fn, k: int, workers: _Workers) -> None:
+    """Run ``fn(lo, hi)`` over ``[0, k)``, cut into one contiguous range per worker."""
+    if workers.pool is None or k < 2:
+        fn(0, k)
+        return
+    parts = min(workers.size, k)
+    edges = [round(i * k / parts) for i in range(parts + 1)]
+    futures = [workers.pool.submit(fn, lo, hi) for lo, hi in zip(edges, edges[1:])]
+    for f in futures:
+        f.result()
 
 
 # ---------------------------------------------------------------------------
