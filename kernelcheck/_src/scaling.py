@@ -730,6 +730,12 @@ def _pyplot():
     return plt
 
 
+def _null_locator():
+    from matplotlib.ticker import NullLocator
+
+    return NullLocator()
+
+
 def plot_measurements(measurements: Sequence[Measurement], path, *, title: str | None = None) -> Path:
     """Log-log plot of time, peak memory and model throughput against n.
 
@@ -780,7 +786,12 @@ def plot_measurements(measurements: Sequence[Measurement], path, *, title: str |
         axes[k].set_ylabel(f"cost-model G{'/'.join(units)} per measured second")
         axes[k].set_title("clock against cost model (flat = as modelled)")
         axes[k].set_ylim(bottom=0)
+    ticks = sorted({n for m in measurements for n in m.sizes})
     for ax in axes:
+        if len(ticks) <= 12:
+            ax.set_xticks(ticks)
+            ax.set_xticklabels([str(n) for n in ticks], rotation=30, fontsize=8)
+            ax.xaxis.set_minor_locator(_null_locator())
         ax.grid(True, which="both", alpha=0.3)
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=7)
