@@ -155,15 +155,23 @@ def main(argv=None) -> int:
     X = _points(16384, D_FEAT, 1)
     sizes = geometric_sizes(1024, 16384)
     D = phi.output_dim(D_FEAT)
-    common = dict(make_input=lambda n: (X[:n],), repeats=7, statistic="min",
-                  cost=lambda n: float(n * D), cost_unit="entry")
+    common = dict(
+        make_input=lambda n: (X[:n],),
+        repeats=7,
+        statistic="min",
+        cost=lambda n: float(n * D),
+        cost_unit="entry",
+    )
     with threadpool_limits(1):
         runs = [
             measure(phi, sizes, label="exp(Linear(), order=2).features()", **common),
             measure(_taylor2_numpy, sizes, label="plain NumPy peer", **common),
         ]
-    path = plot_measurements(runs, out / "features-exp2.png",
-                             title=f"order-2 Taylor features of exp, d = {D_FEAT}, D = {D}")
+    path = plot_measurements(
+        runs,
+        out / "features-exp2.png",
+        title=f"order-2 Taylor features of exp, d = {D_FEAT}, D = {D}",
+    )
     for m in runs:
         print(m.to_markdown())
     print(f"wrote {path}")

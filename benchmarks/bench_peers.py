@@ -111,21 +111,40 @@ def main(argv=None) -> int:
         return cache[n]
 
     def flops(form, causal=True, chunk=64):
-        return lambda n: float(cost_model(form, n, D_MODEL, D_FEATURES, D_MODEL, chunk,
-                                          causal=causal).flops)
+        return lambda n: float(
+            cost_model(form, n, D_MODEL, D_FEATURES, D_MODEL, chunk, causal=causal).flops
+        )
 
     common = dict(make_input=make, repeats=5, statistic="min")
     with threadpool_limits(1):
         runs = [
-            measure(lambda a, b, c: chunked(a, b, c, chunk_size=64), sizes,
-                    cost=flops("chunked"), label="kernelcheck chunked (C = 64)", **common),
-            measure(lambda a, b, c: parallel(a, b, c, causal=True), sizes,
-                    cost=flops("parallel"), label="kernelcheck parallel, causal", **common),
-            measure(cumsum_causal_linear_attention, sizes, cost=flops("parallel"),
-                    label="cumsum-of-outer-products peer", **common),
+            measure(
+                lambda a, b, c: chunked(a, b, c, chunk_size=64),
+                sizes,
+                cost=flops("chunked"),
+                label="kernelcheck chunked (C = 64)",
+                **common,
+            ),
+            measure(
+                lambda a, b, c: parallel(a, b, c, causal=True),
+                sizes,
+                cost=flops("parallel"),
+                label="kernelcheck parallel, causal",
+                **common,
+            ),
+            measure(
+                cumsum_causal_linear_attention,
+                sizes,
+                cost=flops("parallel"),
+                label="cumsum-of-outer-products peer",
+                **common,
+            ),
         ]
-    path = plot_measurements(runs, out / "causal-linear.png",
-                             title=f"causal linear attention, d = d_v = {D_MODEL}, D = {D_FEATURES}")
+    path = plot_measurements(
+        runs,
+        out / "causal-linear.png",
+        title=f"causal linear attention, d = d_v = {D_MODEL}, D = {D_FEATURES}",
+    )
     for m in runs:
         print(m.to_markdown())
     print(f"wrote {path}")

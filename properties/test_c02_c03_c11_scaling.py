@@ -169,8 +169,9 @@ def _counted(fn):
 
 def _cumsum(a, axis=None, out=None, **kwargs):
     _TALLY.reductions += int(np.size(a))
-    res = np.cumsum(np.asarray(a), axis=axis, out=None if out is None else out.view(np.ndarray),
-                    **kwargs)
+    res = np.cumsum(
+        np.asarray(a), axis=axis, out=None if out is None else out.view(np.ndarray), **kwargs
+    )
     return out if out is not None else res.view(_Counted)
 
 
@@ -211,8 +212,13 @@ _FORMS = [
 
 @pytest.mark.parametrize("form, causal", _FORMS)
 @settings(max_examples=25)
-@given(n=st.integers(1, 70), d=st.integers(4, 12), D=st.integers(4, 12),
-       d_v=st.integers(4, 12), chunk=st.integers(1, 40))
+@given(
+    n=st.integers(1, 70),
+    d=st.integers(4, 12),
+    D=st.integers(4, 12),
+    d_v=st.integers(4, 12),
+    chunk=st.integers(1, 40),
+)
 def test_c02_c03_operation_count_matches_cost_model(form, causal, n, d, D, d_v, chunk):
     """C2/C3: the arithmetic each attention form performs is what its cost model says.
 
@@ -245,8 +251,9 @@ def test_c02_c03_operation_count_matches_cost_model(form, causal, n, d, D, d_v, 
             tally = counting(att_src.chunked, pq, pk, V, chunk_size=chunk)
         else:
             tally = counting(att_src.recurrent, pq, pk, V)
-    _assert_count_matches(tally, cost_model(form, n, d, D, d_v, chunk, causal=causal).flops,
-                          min(d, D, d_v))
+    _assert_count_matches(
+        tally, cost_model(form, n, d, D, d_v, chunk, causal=causal).flops, min(d, D, d_v)
+    )
 
 
 def _assert_count_matches(tally: _Tally, model: int, dim: int) -> None:
@@ -318,6 +325,9 @@ def test_c11_work_and_memory_per_token_do_not_depend_on_position(t, D, d_v):
         finally:
             tracemalloc.stop()
     assert (tallies[0].gemm, tallies[0].elementwise, tallies[0].reductions) == (
-        tallies[1].gemm, tallies[1].elementwise, tallies[1].reductions)
+        tallies[1].gemm,
+        tallies[1].elementwise,
+        tallies[1].reductions,
+    )
     assert tallies[0].total > 0
     assert peaks[0] == peaks[1]

@@ -176,7 +176,7 @@ def test_measure_calls_warmup_loops_repeats_and_memory_pass():
     m = measure(f, sizes, make_input=f.make_input, repeats=4, warmup=2, min_time=0.001)
     assert isinstance(m, Measurement)
     assert m.sizes == sizes and m.raw_times.shape == (3, 4) and len(m.loops) == 3
-    for n, loops in zip(sizes, m.loops):
+    for n, loops in zip(sizes, m.loops, strict=True):
         assert loops >= 1
         assert f.inputs[n] == 1
         # the traced call (the first warm-up), one more warm-up, the timed calls
@@ -187,8 +187,15 @@ def test_measure_calls_warmup_loops_repeats_and_memory_pass():
 
 def test_measure_min_statistic_and_single_argument():
     seen = []
-    m = measure(lambda x: seen.append(type(x)), [1, 2, 3], make_input=lambda n: [n] * n,
-                repeats=3, warmup=0, statistic="min", memory=False)
+    m = measure(
+        lambda x: seen.append(type(x)),
+        [1, 2, 3],
+        make_input=lambda n: [n] * n,
+        repeats=3,
+        warmup=0,
+        statistic="min",
+        memory=False,
+    )
     np.testing.assert_array_equal(m.times, m.raw_times.min(axis=1))
     assert seen and all(t is list for t in seen)  # a non-tuple input is one argument
     assert m.loops == (1, 1, 1)  # no warm-up call to calibrate from
@@ -212,10 +219,18 @@ def test_measure_peak_memory_counts_the_arrays_a_call_allocates():
 def test_measure_cost_model_callable_or_array():
     sizes = (10, 20, 40)
     flops = [7.0 * n**2 for n in sizes]
-    a = measure(lambda n: None, sizes, make_input=lambda n: (n,), repeats=1, memory=False,
-                cost=lambda n: 7.0 * n**2, label="noop")
-    b = measure(lambda n: None, sizes, make_input=lambda n: (n,), repeats=1, memory=False,
-                cost=flops)
+    a = measure(
+        lambda n: None,
+        sizes,
+        make_input=lambda n: (n,),
+        repeats=1,
+        memory=False,
+        cost=lambda n: 7.0 * n**2,
+        label="noop",
+    )
+    b = measure(
+        lambda n: None, sizes, make_input=lambda n: (n,), repeats=1, memory=False, cost=flops
+    )
     np.testing.assert_array_equal(a.model_flops, flops)
     np.testing.assert_array_equal(b.model_flops, flops)
     np.testing.assert_allclose(a.throughput(), a.model_flops / a.times)
@@ -225,8 +240,14 @@ def test_measure_cost_model_callable_or_array():
 
 def test_measurement_reports():
     f = _Counter()
-    m = measure(f, (8, 16, 32), make_input=f.make_input, repeats=2,
-                cost=lambda n: float(n * n), label="ones")
+    m = measure(
+        f,
+        (8, 16, 32),
+        make_input=f.make_input,
+        repeats=2,
+        cost=lambda n: float(n * n),
+        label="ones",
+    )
     d = json.loads(m.to_json())
     assert d["sizes"] == [8, 16, 32] and len(d["raw_times"]) == 3
     md = m.to_markdown()
@@ -298,8 +319,15 @@ def test_run_scaling_report_and_files(tmp_path):
     from kernelcheck.scaling import ScalingReport, run_scaling
 
     lines = []
-    report = run_scaling(sizes=(32, 64, 128), num_features=8, chunk_size=16, repeats=2,
-                         forms=("softmax", "chunked"), out=tmp_path / "run", progress=lines.append)
+    report = run_scaling(
+        sizes=(32, 64, 128),
+        num_features=8,
+        chunk_size=16,
+        repeats=2,
+        forms=("softmax", "chunked"),
+        out=tmp_path / "run",
+        progress=lines.append,
+    )
     assert isinstance(report, ScalingReport)
     assert [f.form for f in report.forms] == ["softmax", "chunked"]
     assert len(lines) == 2 and lines[0].startswith("softmax, bidirectional (C2)")
@@ -325,8 +353,9 @@ def test_run_scaling_report_and_files(tmp_path):
 def test_run_scaling_threads_none_and_memory_holds_the_output():
     from kernelcheck.scaling import run_scaling
 
-    report = run_scaling(sizes=(16, 32, 64), num_features=4, repeats=1, forms=("parallel",),
-                         threads=None, seed=7)
+    report = run_scaling(
+        sizes=(16, 32, 64), num_features=4, repeats=1, forms=("parallel",), threads=None, seed=7
+    )
     m = report.forms[0].measurement
     # The traced call allocates at least its (n, d_v) float64 output.
     assert (m.peak_memory >= 8 * np.array(m.sizes) * report.d_v).all()

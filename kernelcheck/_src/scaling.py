@@ -131,7 +131,9 @@ def geometric_sizes(start: int, stop: int, *, num: int | None = None) -> tuple[i
 
 def _sizes_iv(sizes: Any, name: str = "sizes", *, minimum_count: int = 2) -> tuple[int, ...]:
     if isinstance(sizes, (str, bytes)) or not hasattr(sizes, "__len__"):
-        raise InvalidArgument(f"`{name}` must be a sequence of positive integers, got {describe(sizes)}")
+        raise InvalidArgument(
+            f"`{name}` must be a sequence of positive integers, got {describe(sizes)}"
+        )
     out = []
     for i, s in enumerate(sizes):
         if isinstance(s, (np.integer,)):
@@ -141,7 +143,7 @@ def _sizes_iv(sizes: Any, name: str = "sizes", *, minimum_count: int = 2) -> tup
         raise InvalidArgument(
             f"`{name}` must hold at least {minimum_count} sizes to fit an exponent, got {len(out)}"
         )
-    if any(b <= a for a, b in zip(out, out[1:])):
+    if any(b <= a for a, b in zip(out, out[1:], strict=False)):
         raise InvalidArgument(f"`{name}` must be strictly increasing, got {tuple(out)}")
     return tuple(out)
 
@@ -466,19 +468,31 @@ class Measurement(ResultMixin):
 
     # -- derived quantities -------------------------------------------------
 
-    def time_exponent(self, *, confidence: float = 0.95, method: str = "theil-sen",
-                      seed=0, expected=None) -> ExponentFit:
+    def time_exponent(
+        self, *, confidence: float = 0.95, method: str = "theil-sen", seed=0, expected=None
+    ) -> ExponentFit:
         """Fit the exponent of time against n (see :func:`fit_exponent`)."""
         values = self.raw_times if method == "bootstrap" else self.times
-        return fit_exponent(self.sizes, values, confidence=confidence, method=method,
-                            statistic=self.statistic, seed=seed, expected=expected)
+        return fit_exponent(
+            self.sizes,
+            values,
+            confidence=confidence,
+            method=method,
+            statistic=self.statistic,
+            seed=seed,
+            expected=expected,
+        )
 
     def memory_exponent(self, *, confidence: float = 0.95, expected=None) -> ExponentFit | None:
         """Fit the exponent of peak memory against n; None if not measured or not positive."""
         if self.peak_memory is None or not (self.peak_memory > 0).all():
             return None
-        return fit_exponent(self.sizes, self.peak_memory.astype(np.float64),
-                            confidence=confidence, expected=expected)
+        return fit_exponent(
+            self.sizes,
+            self.peak_memory.astype(np.float64),
+            confidence=confidence,
+            expected=expected,
+        )
 
     def model_exponent(self) -> ExponentFit | None:
         """Fit the exponent of the cost model over the same sizes; None without a model."""
@@ -505,17 +519,20 @@ class Measurement(ResultMixin):
             head.append("peak memory")
         if self.model_flops is not None:
             head += [f"model {self.cost_unit}s", f"G{self.cost_unit}/s (model / time)"]
-        lines = [f"**{self.label}**", "", "| " + " | ".join(head) + " |",
-                 "|" + "---|" * len(head)]
+        lines = [f"**{self.label}**", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         thr = self.throughput()
+        flops = self.model_flops
         for i, n in enumerate(self.sizes):
-            row = [str(n), _fmt_seconds(self.times[i]),
-                   f"{_fmt_seconds(self.raw_times[i].min())}..{_fmt_seconds(self.raw_times[i].max())}",
-                   str(self.loops[i])]
+            row = [
+                str(n),
+                _fmt_seconds(self.times[i]),
+                f"{_fmt_seconds(self.raw_times[i].min())}..{_fmt_seconds(self.raw_times[i].max())}",
+                str(self.loops[i]),
+            ]
             if self.peak_memory is not None:
                 row.append(_fmt_bytes(self.peak_memory[i]))
-            if self.model_flops is not None:
-                row += [f"{self.model_flops[i]:.3g}", f"{thr[i] / 1e9:.3g}"]
+            if flops is not None and thr is not None:
+                row += [f"{flops[i]:.3g}", f"{thr[i] / 1e9:.3g}"]
             lines.append("| " + " | ".join(row) + " |")
         lines += ["", f"- time: {self.time_exponent()}"]
         mem = self.memory_exponent()
@@ -666,7 +683,7 @@ def measure(
         if memory:
             # The traced call is untimed; it is the first warm-up call.
             t0 = perf()
-            peaks[i] = _peak_bytes(fn, args)
+            peaks[i] = _peak_bytes(fn, args)  # type: ignore[index]
             if warmup:
                 last = perf() - t0
                 plain_warmup = warmup - 1
@@ -698,7 +715,7 @@ def measure(
         )
     return Measurement(
         label=label,
-        sizes=sizes,
+        sizes=tuple(sizes),
         times=_reduce(raw, statistic, axis=1),
         raw_times=raw,
         statistic=statistic,
@@ -736,7 +753,9 @@ def _null_locator():
     return NullLocator()
 
 
-def plot_measurements(measurements: Sequence[Measurement], path, *, title: str | None = None) -> Path:
+def plot_measurements(
+    measurements: Sequence[Measurement], path, *, title: str | None = None
+) -> Path:
     """Log-log plot of time, peak memory and model throughput against n.
 
     One panel per quantity (time; peak memory when measured; model GFLOP/s
@@ -759,18 +778,25 @@ def plot_measurements(measurements: Sequence[Measurement], path, *, title: str |
         ax.loglog(np.repeat(n, m.repeats), m.raw_times.ravel(), ".", color=c, alpha=0.3)
         fit = m.time_exponent()
         ax.loglog(n, m.times, "o", color=c)
-        ax.loglog(n, fit.predict(n), "--", color=c,
-                  label=f"{m.label}: p={fit.slope:.2f} [{fit.low:.2f}, {fit.high:.2f}]")
+        ax.loglog(
+            n,
+            fit.predict(n),
+            "--",
+            color=c,
+            label=f"{m.label}: p={fit.slope:.2f} [{fit.low:.2f}, {fit.high:.2f}]",
+        )
         k = 1
         if has_mem:
             mem = m.memory_exponent()
             if mem is not None:
                 axes[k].loglog(n, m.peak_memory, "o", color=c)
-                axes[k].loglog(n, mem.predict(n), "--", color=c,
-                               label=f"{m.label}: p={mem.slope:.2f}")
+                axes[k].loglog(
+                    n, mem.predict(n), "--", color=c, label=f"{m.label}: p={mem.slope:.2f}"
+                )
             k += 1
-        if has_model and m.model_flops is not None:
-            axes[k].semilogx(n, m.throughput() / 1e9, "o-", color=c, label=m.label)
+        thr = m.throughput()
+        if has_model and thr is not None:
+            axes[k].semilogx(n, thr / 1e9, "o-", color=c, label=m.label)
     axes[0].set_xlabel("n")
     axes[0].set_ylabel(f"time per call, s ({measurements[0].statistic} of repeats)")
     axes[0].set_title("time")
@@ -927,9 +953,10 @@ class ScalingReport(ResultMixin):
             model = "-" if f.model_exponent is None else f"{f.model_exponent:.2f}"
             thr = f.measurement.throughput()
             gf = "-" if thr is None else f"{thr.min() / 1e9:.3g}..{thr.max() / 1e9:.3g}"
+            exp_range = "-" if t.expected is None else f"[{t.expected[0]:g}, {t.expected[1]:g}]"
             lines.append(
                 f"| {f.name} | {f.claim} | {t.slope:.3f} [{t.low:.3f}, {t.high:.3f}] | "
-                f"[{t.expected[0]:g}, {t.expected[1]:g}] | {t.verdict} | {mem} | {model} | {gf} |"
+                f"{exp_range} | {t.verdict} | {mem} | {model} | {gf} |"
             )
         return "\n".join(lines) + "\n"
 
@@ -962,8 +989,9 @@ class ScalingReport(ResultMixin):
 
     def plot(self, path) -> Path:
         """Write the log-log plot of every form (time, memory, model throughput)."""
-        return plot_measurements([f.measurement for f in self.forms], path,
-                                 title="softmax against linear attention")
+        return plot_measurements(
+            [f.measurement for f in self.forms], path, title="softmax against linear attention"
+        )
 
 
 def _environment() -> dict:
@@ -981,20 +1009,47 @@ def _environment() -> dict:
 SCALING_FORMS = {
     "softmax": ("softmax, bidirectional", "softmax", False, "C2", EXPECTED_EXPONENTS["quadratic"]),
     "softmax-causal": ("softmax, causal", "softmax", True, "C2", EXPECTED_EXPONENTS["quadratic"]),
-    "parallel": ("linear parallel, bidirectional", "parallel", False, "C3",
-                 EXPECTED_EXPONENTS["linear"]),
+    "parallel": (
+        "linear parallel, bidirectional",
+        "parallel",
+        False,
+        "C3",
+        EXPECTED_EXPONENTS["linear"],
+    ),
     "chunked": ("linear chunked, causal", "chunked", True, "C3", EXPECTED_EXPONENTS["linear"]),
-    "parallel-causal": ("linear parallel (prefix sums), causal", "parallel", True, "C3",
-                        EXPECTED_EXPONENTS["linear"]),
-    "recurrent": ("linear recurrent, causal", "recurrent", True, "C3",
-                  EXPECTED_EXPONENTS["linear"]),
+    "parallel-causal": (
+        "linear parallel (prefix sums), causal",
+        "parallel",
+        True,
+        "C3",
+        EXPECTED_EXPONENTS["linear"],
+    ),
+    "recurrent": (
+        "linear recurrent, causal",
+        "recurrent",
+        True,
+        "C3",
+        EXPECTED_EXPONENTS["linear"],
+    ),
 }
 #: The forms measured by default: softmax both ways, linear parallel and chunked.
 DEFAULT_FORMS = ("softmax", "softmax-causal", "parallel", "chunked")
 
 
-def _run_scaling_iv(sizes, d, num_features, chunk_size, repeats, statistic, confidence, seed,
-                    out, quick, forms, threads):
+def _run_scaling_iv(
+    sizes,
+    d,
+    num_features,
+    chunk_size,
+    repeats,
+    statistic,
+    confidence,
+    seed,
+    out,
+    quick,
+    forms,
+    threads,
+):
     if threads is not None:
         threads = as_int(threads, "threads", minimum=1)
     if isinstance(forms, str) or not hasattr(forms, "__iter__"):
@@ -1108,7 +1163,17 @@ def run_scaling(
     >>> print(report.summary_table())     # doctest: +SKIP
     """
     sizes, d, D, chunk_size, repeats, confidence, rng, out, forms, threads = _run_scaling_iv(
-        sizes, d, num_features, chunk_size, repeats, statistic, confidence, seed, out, quick, forms,
+        sizes,
+        d,
+        num_features,
+        chunk_size,
+        repeats,
+        statistic,
+        confidence,
+        seed,
+        out,
+        quick,
+        forms,
         threads,
     )
     from kernelcheck._src import attention as att
@@ -1130,14 +1195,25 @@ def run_scaling(
     entries = []
     with limiter:
         for key in forms:
-            entries.append(_measure_form(
-                att, key, sizes, d, D, chunk_size, repeats, statistic, confidence,
-                make_exact, make_linear,
-            ))
+            entries.append(
+                _measure_form(
+                    att,
+                    key,
+                    sizes,
+                    d,
+                    D,
+                    chunk_size,
+                    repeats,
+                    statistic,
+                    confidence,
+                    make_exact,
+                    make_linear,
+                )
+            )
             if progress is not None:
                 progress(str(entries[-1]))
     load_after = _load_average()
-    notes = (
+    notes: tuple[str, ...] = (
         "Time exponents are Theil-Sen slopes of log time against log n with Sen's "
         f"{confidence:.0%} interval; a form passes when the whole interval lies in the "
         "expected range.",
@@ -1151,13 +1227,26 @@ def run_scaling(
         notes = notes + (busy,)
     plot_path = None
     report = ScalingReport(
-        forms=tuple(entries), sizes=sizes, d=d, D=D, d_v=d, chunk_size=chunk_size,
-        feature_map=f"positive random features, D = {D}", repeats=repeats,
-        statistic=statistic, confidence=confidence, quick=bool(quick),
-        environment={**_environment(), "load_average": [load_before, load_after],
-                     "blas_threads": threads},
+        forms=tuple(entries),
+        sizes=tuple(sizes),
+        d=d,
+        D=D,
+        d_v=d,
+        chunk_size=chunk_size,
+        feature_map=f"positive random features, D = {D}",
+        repeats=repeats,
+        statistic=statistic,
+        confidence=confidence,
+        quick=bool(quick),
+        environment={
+            **_environment(),
+            "load_average": [load_before, load_after],
+            "blas_threads": threads,
+        },
         seconds=time.perf_counter() - t_start,
-        plot_path=None, passed=all(e.passed for e in entries), notes=notes,
+        plot_path=None,
+        passed=all(e.passed for e in entries),
+        notes=notes,
     )
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
@@ -1166,7 +1255,9 @@ def run_scaling(
             report.plot(plot_path)
         except ImportError:
             plot_path = None
-        report = dataclasses.replace(report, plot_path=None if plot_path is None else str(plot_path))
+        report = dataclasses.replace(
+            report, plot_path=None if plot_path is None else str(plot_path)
+        )
         with atomic_write(out / "scaling.md", "w") as fh:
             fh.write(report.to_markdown())
         with atomic_write(out / "scaling.json", "w") as fh:
@@ -1174,24 +1265,39 @@ def run_scaling(
     return report
 
 
-def _measure_form(att, key, sizes, d, D, chunk_size, repeats, statistic, confidence,
-                  make_exact, make_linear) -> FormScaling:
+def _measure_form(
+    att, key, sizes, d, D, chunk_size, repeats, statistic, confidence, make_exact, make_linear
+) -> FormScaling:
     name, form, causal, claim, expected = SCALING_FORMS[key]
     fn = _form_callable(att, form, causal, chunk_size)
 
     def model(n):
         return att.cost_model(form, n, d, D, d, chunk_size, causal=causal)
 
-    m = measure(fn, sizes, make_input=make_exact if form == "softmax" else make_linear,
-                repeats=repeats, warmup=1, statistic=statistic,
-                cost=lambda n: float(model(n).flops), label=name)
+    m = measure(
+        fn,
+        sizes,
+        make_input=make_exact if form == "softmax" else make_linear,
+        repeats=repeats,
+        warmup=1,
+        statistic=statistic,
+        cost=lambda n: float(model(n).flops),
+        label=name,
+    )
     tfit = m.time_exponent(confidence=confidence, expected=expected)
     mfit = m.memory_exponent(confidence=confidence)
     mexp = m.model_exponent()
     return FormScaling(
-        name=name, form=form, causal=causal, claim=claim, measurement=m, time_fit=tfit,
-        memory_fit=mfit, model_exponent=None if mexp is None else mexp.slope,
-        state_size=tuple(int(model(n).state_size) for n in sizes), verdict=tfit.verdict,
+        name=name,
+        form=form,
+        causal=causal,
+        claim=claim,
+        measurement=m,
+        time_fit=tfit,
+        memory_fit=mfit,
+        model_exponent=None if mexp is None else mexp.slope,
+        state_size=tuple(int(model(n).state_size) for n in sizes),
+        verdict=tfit.verdict,
         passed=bool(tfit.passed),
     )
 
