@@ -14,6 +14,16 @@ Examples
 
 from kernelcheck._src.featuremap import FORMS, ExactFeatureMap, FeatureMap
 from kernelcheck._src.kernels import monomial_dim, unweighted_monomials, weighted_monomials
+from kernelcheck._src.random_features import (
+    ESTIMATORS,
+    HyperbolicRandomFeatures,
+    OptimalPositiveRandomFeatures,
+    PositiveRandomFeatures,
+    RandomFeatureSampler,
+    TrigonometricRandomFeatures,
+    draw_projection,
+    optimal_positive_parameter,
+)
 
 __all__ = [
     "FeatureMap",
@@ -22,4 +32,12 @@ __all__ = [
     "monomial_dim",
     "weighted_monomials",
     "unweighted_monomials",
+    "PositiveRandomFeatures",
+    "TrigonometricRandomFeatures",
+    "HyperbolicRandomFeatures",
+    "OptimalPositiveRandomFeatures",
+    "RandomFeatureSampler",
+    "draw_projection",
+    "optimal_positive_parameter",
+    "ESTIMATORS",
 ]
