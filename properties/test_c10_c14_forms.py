@@ -55,7 +55,7 @@ def _rows(phi, X):
 
 @given(feature_maps(max_depth=3, max_features=300, feature_dim_at=3), qkv_points(), st.booleans())
 def test_c10_kernelized_equals_parallel_for_every_finite_feature_map(phi, data, causal):
-    """C10: the quadratic form with kappa equals the factorized form with phi (kappa = phi . phi)."""
+    """C10: the quadratic form with kappa equals the factorized form with phi."""
     Q, K, V = data
     k = phi.kernel
     exact = att.kernelized(Q, K, V, k, causal=causal, on_bad_normalizer="report")
@@ -93,7 +93,7 @@ def features(draw, signed=False):
 
 @given(features())
 def test_c14_recurrent_parallel_chunked_agree(data):
-    """C14: recurrence = causal parallel (prefix sums) = chunked, any chunk size, positive features."""
+    """C14: recurrence = causal parallel (prefix sums) = chunked, any chunk size."""
     pq, pk, V, chunk = data
     bound = att.linear_error_bound(pq, pk, V, causal=True)
     assert np.isfinite(bound).all()  # positive features: every normaliser certainly > 0
@@ -135,5 +135,7 @@ def test_c11_state_size_independent_of_n(D, d_v, lengths):
         cost = att.cost_model("recurrent", n, 1, D, d_v)
         assert cost.state_size == state.size
     assert seen == {((D, d_v), (D,), D * (d_v + 1), 8 * D * (d_v + 1))}
-    per_token = {att.cost_model(f, n, 1, D, d_v).flops_per_token() for n in lengths for f in ("recurrent",)}
+    per_token = {
+        att.cost_model(f, n, 1, D, d_v).flops_per_token() for n in lengths for f in ("recurrent",)
+    }
     assert len(per_token) == 1  # the work per token does not depend on n either

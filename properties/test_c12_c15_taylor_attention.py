@@ -85,9 +85,9 @@ def test_c12_even_orders_give_positive_normalisers(M, data):
 
 @given(
     st.sampled_from([1, 3, 5, 7, 9]),
-    hnp.arrays(np.float64, st.integers(1, 4), elements=st.floats(-1, 1, allow_subnormal=False)).filter(
-        lambda u: np.linalg.norm(u) > 0.1
-    ),
+    hnp.arrays(
+        np.float64, st.integers(1, 4), elements=st.floats(-1, 1, allow_subnormal=False)
+    ).filter(lambda u: np.linalg.norm(u) > 0.1),
     st.integers(1, 6),
 )
 def test_c12_odd_orders_give_non_positive_normalisers(M, direction, n):
@@ -142,7 +142,7 @@ def test_c15_taylor_attention_converges_to_softmax_all_orders(data):
         tol = math_bound + EA + att.linear_error_bound(pq, pk, V, extra_ops=2 * phi.ops)
         assert (np.abs(AM - A) <= tol).all()
         bounds.append(math_bound.max())
-    assert all(b2 <= b1 for b1, b2 in zip(bounds, bounds[1:]))
+    assert all(b2 <= b1 for b1, b2 in zip(bounds[:-1], bounds[1:], strict=True))
 
 
 @given(points(max_norm=2.0), st.booleans())
@@ -158,10 +158,12 @@ def test_c15_even_orders_converge_on_larger_inputs(data, causal):
         AM = att.chunked(pq, pk, V, chunk_size=3) if causal else att.parallel(pq, pk, V)
         if causal:
             # the causal bound: sums over j <= i; evaluate row by row on the prefixes
-            mb = np.vstack([
-                _c15_bound(Q[i : i + 1], K[: i + 1], V[: i + 1], A[i : i + 1], EA[i : i + 1], M)
-                for i in range(n)
-            ])
+            mb = np.vstack(
+                [
+                    _c15_bound(Q[i : i + 1], K[: i + 1], V[: i + 1], A[i : i + 1], EA[i : i + 1], M)
+                    for i in range(n)
+                ]
+            )
         else:
             mb = _c15_bound(Q, K, V, A, EA, M)
         tol = mb + EA + att.linear_error_bound(pq, pk, V, causal=causal, extra_ops=2 * phi.ops)

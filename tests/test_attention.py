@@ -41,10 +41,18 @@ def _mp_linear(pq, pk, V, causal):
     with mpmath.workdps(50):
         for i in range(n):
             js = range(i + 1) if causal else range(n)
-            w = [mpmath.fsum(mpmath.mpf(float(a)) * mpmath.mpf(float(b)) for a, b in zip(pq[i], pk[j])) for j in js]
+            w = [
+                mpmath.fsum(
+                    mpmath.mpf(float(a)) * mpmath.mpf(float(b))
+                    for a, b in zip(pq[i], pk[j], strict=True)
+                )
+                for j in js
+            ]
             den = mpmath.fsum(w)
             for m in range(dv):
-                num = mpmath.fsum(wj * mpmath.mpf(float(V[j, m])) for wj, j in zip(w, js))
+                num = mpmath.fsum(
+                    wj * mpmath.mpf(float(V[j, m])) for wj, j in zip(w, js, strict=True)
+                )
                 out[i, m] = float(num / den)
     return out
 
@@ -57,12 +65,24 @@ def _mp_softmax(Q, K, V, causal, scale):
         sc = mpmath.mpf(1) / mpmath.sqrt(Q.shape[1]) if scale is None else mpmath.mpf(scale)
         for i in range(n):
             js = range(i + 1) if causal else range(n)
-            s = [sc * mpmath.fsum(mpmath.mpf(float(a)) * mpmath.mpf(float(b)) for a, b in zip(Q[i], K[j])) for j in js]
+            s = [
+                sc
+                * mpmath.fsum(
+                    mpmath.mpf(float(a)) * mpmath.mpf(float(b))
+                    for a, b in zip(Q[i], K[j], strict=True)
+                )
+                for j in js
+            ]
             m = max(s)
             w = [mpmath.exp(x - m) for x in s]
             den = mpmath.fsum(w)
             for c in range(dv):
-                out[i, c] = float(mpmath.fsum(wj * mpmath.mpf(float(V[j, c])) for wj, j in zip(w, js)) / den)
+                out[i, c] = float(
+                    mpmath.fsum(
+                        wj * mpmath.mpf(float(V[j, c])) for wj, j in zip(w, js, strict=True)
+                    )
+                    / den
+                )
     return out
 
 
@@ -222,7 +242,9 @@ def test_kernelized_matches_feature_form():
 
 def test_kernelized_rejects_wrong_gram_shape():
     with pytest.raises(InvalidArgument, match="Gram block"):
-        att.kernelized(np.ones((3, 2)), np.ones((3, 2)), np.ones((3, 1)), lambda X, Y: np.ones((2, 2)))
+        att.kernelized(
+            np.ones((3, 2)), np.ones((3, 2)), np.ones((3, 1)), lambda X, Y: np.ones((2, 2))
+        )
 
 
 @pytest.mark.parametrize("causal", [False, True])
@@ -273,7 +295,9 @@ def test_step_is_pure_and_matches_recurrent():
     assert np.array_equal(np.array(ys), out)  # the same operations in the same order
     assert np.array_equal(final.S, s.S) and np.array_equal(final.z, s.z)
     # and the state is the running sums (C11): S = phi_k^T V, z = sum phi_k
-    assert np.abs(final.S - pk.T @ V).max() <= 2 * 7 * np.finfo(float).eps * (pk.T @ np.abs(V)).max()
+    assert (
+        np.abs(final.S - pk.T @ V).max() <= 2 * 7 * np.finfo(float).eps * (pk.T @ np.abs(V)).max()
+    )
 
 
 def test_step_broadcasts_over_batch():
@@ -417,40 +441,102 @@ BAD_CALLS = [
     ("softmax n mismatch Q/K", lambda: att.softmax(_Q, np.ones((5, 3)), _V), "number of tokens"),
     ("softmax n mismatch K/V", lambda: att.softmax(_Q, _Q, np.ones((5, 2))), "number of tokens"),
     ("softmax d mismatch", lambda: att.softmax(_Q, np.ones((4, 2)), _V), "last dimension"),
-    ("softmax batch mismatch", lambda: att.softmax(np.ones((2, 4, 3)), np.ones((3, 4, 3)), np.ones((2, 4, 2))), "leading"),
+    (
+        "softmax batch mismatch",
+        lambda: att.softmax(np.ones((2, 4, 3)), np.ones((3, 4, 3)), np.ones((2, 4, 2))),
+        "leading",
+    ),
     ("softmax rank 1", lambda: att.softmax(np.ones(3), _Q, _V), "at least 2 dimensions"),
     ("softmax NaN", lambda: att.softmax(_NAN, _Q, _V), "`Q` must be finite"),
-    ("softmax Inf in V", lambda: att.softmax(_Q, _Q, np.full((4, 2), np.inf)), "`V` must be finite"),
-    ("softmax empty", lambda: att.softmax(np.ones((0, 3)), np.ones((0, 3)), np.ones((0, 2))), "must not be empty"),
+    (
+        "softmax Inf in V",
+        lambda: att.softmax(_Q, _Q, np.full((4, 2), np.inf)),
+        "`V` must be finite",
+    ),
+    (
+        "softmax empty",
+        lambda: att.softmax(np.ones((0, 3)), np.ones((0, 3)), np.ones((0, 2))),
+        "must not be empty",
+    ),
     ("softmax complex", lambda: att.softmax(_Q + 0j, _Q, _V), "must be real"),
     ("softmax scale", lambda: att.softmax(_Q, _Q, _V, scale=-1.0), "`scale`"),
     ("softmax scale nan", lambda: att.softmax(_Q, _Q, _V, scale=float("nan")), "`scale`"),
     ("softmax causal", lambda: att.softmax(_Q, _Q, _V, causal="yes"), "`causal`"),
     ("kernelized kernel", lambda: att.kernelized(_Q, _Q, _V, 3), "`kernel` must be callable"),
-    ("kernelized action", lambda: att.kernelized(_Q, _Q, _V, Linear(), on_bad_normalizer="eps"), "`on_bad_normalizer`"),
+    (
+        "kernelized action",
+        lambda: att.kernelized(_Q, _Q, _V, Linear(), on_bad_normalizer="eps"),
+        "`on_bad_normalizer`",
+    ),
     ("parallel D mismatch", lambda: att.parallel(_Q, np.ones((4, 2)), _V), "last dimension D"),
     ("parallel n mismatch", lambda: att.parallel(_Q, _Q, np.ones((3, 2))), "number of tokens"),
     ("parallel Inf", lambda: att.parallel(_INF, _Q, _V), "`phi_q` must be finite"),
     ("parallel rank", lambda: att.parallel(_Q, _Q, np.ones(4)), "`V` must have shape"),
-    ("parallel action", lambda: att.parallel(_Q, _Q, _V, on_bad_normalizer=None), "`on_bad_normalizer`"),
+    (
+        "parallel action",
+        lambda: att.parallel(_Q, _Q, _V, on_bad_normalizer=None),
+        "`on_bad_normalizer`",
+    ),
     ("recurrent NaN", lambda: att.recurrent(_Q, _NAN, _V), "`phi_k` must be finite"),
     ("recurrent n mismatch", lambda: att.recurrent(_Q, _Q, np.ones((5, 2))), "number of tokens"),
-    ("chunked chunk_size 0", lambda: att.chunked(_Q, _Q, _V, chunk_size=0), "`chunk_size` must be >= 1"),
-    ("chunked chunk_size -3", lambda: att.chunked(_Q, _Q, _V, chunk_size=-3), "`chunk_size` must be >= 1"),
-    ("chunked chunk_size float", lambda: att.chunked(_Q, _Q, _V, chunk_size=2.0), "`chunk_size` must be an integer"),
-    ("chunked chunk_size bool", lambda: att.chunked(_Q, _Q, _V, chunk_size=True), "`chunk_size` must be an integer"),
+    (
+        "chunked chunk_size 0",
+        lambda: att.chunked(_Q, _Q, _V, chunk_size=0),
+        "`chunk_size` must be >= 1",
+    ),
+    (
+        "chunked chunk_size -3",
+        lambda: att.chunked(_Q, _Q, _V, chunk_size=-3),
+        "`chunk_size` must be >= 1",
+    ),
+    (
+        "chunked chunk_size float",
+        lambda: att.chunked(_Q, _Q, _V, chunk_size=2.0),
+        "`chunk_size` must be an integer",
+    ),
+    (
+        "chunked chunk_size bool",
+        lambda: att.chunked(_Q, _Q, _V, chunk_size=True),
+        "`chunk_size` must be an integer",
+    ),
     ("chunked d mismatch", lambda: att.chunked(_Q, np.ones((4, 5)), _V), "last dimension D"),
     ("init D", lambda: att.init(0, 2), "`D` must be >= 1"),
     ("init dtype", lambda: att.init(2, 2, dtype=np.int64), "`dtype`"),
     ("init batch", lambda: att.init(2, 2, batch_shape=[3]), "`batch_shape`"),
-    ("step state", lambda: att.step((np.zeros((2, 2)), np.zeros(2)), [1.0, 1.0], [1.0, 1.0], [1.0, 1.0]), "`state` must be a State"),
-    ("step phi_q dim", lambda: att.step(att.init(2, 2), [1.0], [1.0, 1.0], [1.0, 1.0]), "`phi_q` must have last dimension D = 2"),
-    ("step v dim", lambda: att.step(att.init(2, 2), [1.0, 1.0], [1.0, 1.0], [1.0]), "`v` must have last dimension d_v = 2"),
-    ("step NaN", lambda: att.step(att.init(2, 1), [np.nan, 1.0], [1.0, 1.0], [1.0]), "`phi_q` must be finite"),
-    ("step batch", lambda: att.step(att.init(2, 1, batch_shape=(3,)), np.ones((4, 2)), np.ones((4, 2)), np.ones((4, 1))), "broadcast"),
+    (
+        "step state",
+        lambda: att.step((np.zeros((2, 2)), np.zeros(2)), [1.0, 1.0], [1.0, 1.0], [1.0, 1.0]),
+        "`state` must be a State",
+    ),
+    (
+        "step phi_q dim",
+        lambda: att.step(att.init(2, 2), [1.0], [1.0, 1.0], [1.0, 1.0]),
+        "`phi_q` must have last dimension D = 2",
+    ),
+    (
+        "step v dim",
+        lambda: att.step(att.init(2, 2), [1.0, 1.0], [1.0, 1.0], [1.0]),
+        "`v` must have last dimension d_v = 2",
+    ),
+    (
+        "step NaN",
+        lambda: att.step(att.init(2, 1), [np.nan, 1.0], [1.0, 1.0], [1.0]),
+        "`phi_q` must be finite",
+    ),
+    (
+        "step batch",
+        lambda: att.step(
+            att.init(2, 1, batch_shape=(3,)), np.ones((4, 2)), np.ones((4, 2)), np.ones((4, 1))
+        ),
+        "broadcast",
+    ),
     ("bound dtype", lambda: att.linear_error_bound(_Q, _Q, _V, dtype=np.float16), "`dtype`"),
     ("bound extra_ops", lambda: att.softmax_error_bound(_Q, _Q, _V, extra_ops=-1), "`extra_ops`"),
-    ("bound kernel", lambda: att.kernelized_error_bound(_Q, _Q, _V, lambda X, Y: X @ Y.T), "error_bound"),
+    (
+        "bound kernel",
+        lambda: att.kernelized_error_bound(_Q, _Q, _V, lambda X, Y: X @ Y.T),
+        "error_bound",
+    ),
     ("cost form", lambda: att.cost_model("flash", 4, 2, 2, 2), "`form`"),
     ("cost n", lambda: att.cost_model("parallel", 0, 2, 2, 2), "`n` must be >= 1"),
     ("cost causal", lambda: att.cost_model("chunked", 4, 2, 2, 2, causal=False), "`causal`"),
@@ -485,7 +571,7 @@ def test_taylor_features_example():
     """The doc example of docs/attention.md: Taylor attention approaches softmax."""
     rng = _rng(18)
     Q, K, V = rng.normal(size=(3, 6, 4)) * 0.4
-    s = 4 ** -0.25
+    s = 4**-0.25
     errs = []
     for M in (1, 2, 4, 8):
         phi = exp(Linear(), order=M).features()

@@ -25,7 +25,9 @@ def _T(X):
     return np.swapaxes(X, -1, -2)
 
 
-def _softmax_layer(scale_fn=lambda d: 1 / np.sqrt(d), causal=False, shift=0, normalise=True, dtype=np.float64):
+def _softmax_layer(
+    scale_fn=lambda d: 1 / np.sqrt(d), causal=False, shift=0, normalise=True, dtype=np.float64
+):
     """Plain NumPy softmax attention; ``shift`` moves the causal diagonal (0 is correct)."""
 
     def fn(Q, K, V):
@@ -77,9 +79,11 @@ def _linear_layer(phi_q=elu1, phi_k=elu1, phi_v=None, causal=False, normalise=Tr
             V = phi_v(V)
         if not causal:
             num = pq @ (_T(pk) @ V)
-            den = pq @ pk.sum(axis=-2)[..., None] if pq.ndim == 2 else np.einsum(
-                "...nd,...d->...n", pq, pk.sum(axis=-2)
-            )[..., None]
+            den = (
+                pq @ pk.sum(axis=-2)[..., None]
+                if pq.ndim == 2
+                else np.einsum("...nd,...d->...n", pq, pk.sum(axis=-2))[..., None]
+            )
         else:
             S = np.zeros(pk.shape[:-2] + (pk.shape[-1], V.shape[-1]))
             z = np.zeros(pk.shape[:-2] + (pk.shape[-1],))
@@ -181,7 +185,12 @@ def test_missing_normaliser_fails():
 
 @pytest.mark.parametrize(
     "scale_fn",
-    [lambda d: 1.0 / d, lambda d: 1.0, lambda d: 1.0 / np.sqrt(d) ** 2, lambda d: 1.0 / np.sqrt(d + 1)],
+    [
+        lambda d: 1.0 / d,
+        lambda d: 1.0,
+        lambda d: 1.0 / np.sqrt(d) ** 2,
+        lambda d: 1.0 / np.sqrt(d + 1),
+    ],
     ids=["1/d", "none", "squared", "1/sqrt(d+1)"],
 )
 def test_wrong_scale_fails(scale_fn):
@@ -304,7 +313,11 @@ BAD_CALLS = [
     ("fn", lambda: verify.attention(3), "`fn` must be callable"),
     ("both", lambda: verify.attention(np.add, kernel=Linear(), feature_map=elu1), "at most one"),
     ("kernel", lambda: verify.attention(np.add, kernel="exp"), "`kernel` must be callable"),
-    ("feature_map", lambda: verify.attention(np.add, feature_map=2), "`feature_map` must be callable"),
+    (
+        "feature_map",
+        lambda: verify.attention(np.add, feature_map=2),
+        "`feature_map` must be callable",
+    ),
     ("scale with kernel", lambda: verify.attention(np.add, kernel=Linear(), scale=0.5), "`scale`"),
     ("scale", lambda: verify.attention(np.add, scale=0), "`scale`"),
     ("n", lambda: verify.attention(np.add, n=1), "`n` must be >= 2"),
@@ -314,7 +327,11 @@ BAD_CALLS = [
     ("batch", lambda: verify.attention(np.add, batch_shape=[2]), "`batch_shape`"),
     ("dtype", lambda: verify.attention(np.add, dtype=np.float16), "`dtype`"),
     ("causal", lambda: verify.attention(np.add, causal=1), "`causal`"),
-    ("feature_ops", lambda: verify.attention(np.add, feature_map=elu1, feature_ops=-1), "`feature_ops`"),
+    (
+        "feature_ops",
+        lambda: verify.attention(np.add, feature_map=elu1, feature_ops=-1),
+        "`feature_ops`",
+    ),
 ]
 
 

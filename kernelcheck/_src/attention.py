@@ -55,7 +55,6 @@ from kernelcheck._src.validate import (
     as_int,
     check_callable,
     check_choice,
-    check_size,
     describe,
     result_dtype,
 )
@@ -220,7 +219,7 @@ class AttentionCost(ResultMixin):
     state_size: int
 
     def flops_per_token(self) -> float:
-        """``flops / n``: independent of n for the linear forms (C3), linear in n for exact ones (C2)."""
+        """``flops / n``: constant in n for linear forms (C3), linear in n for exact ones (C2)."""
         return self.flops / self.n
 
     def __str__(self) -> str:
@@ -243,7 +242,7 @@ def _triple_iv(A: Any, B: Any, V: Any, names: tuple[str, str, str], what: str):
     Returns the three arrays cast to one dtype (float32 only if all are).
     """
     arrs = []
-    for value, name in zip((A, B, V), names):
+    for value, name in zip((A, B, V), names, strict=True):
         arr = as_array(value, name)
         if arr.ndim < 2:
             raise InvalidArgument(
@@ -507,7 +506,7 @@ def kernelized(
     True
     """
     Q, K, V, causal, action = _kernelized_iv(Q, K, V, kernel, causal, on_bad_normalizer)
-    batch, n, dv = Q.shape[:-2], Q.shape[-2], V.shape[-1]
+    batch, dv = Q.shape[:-2], V.shape[-1]
     W = _with_ones(V)
     H = np.empty(V.shape[:-1] + (dv + 1,), dtype=V.dtype)
     for idx in np.ndindex(*batch):
@@ -676,14 +675,20 @@ def _step_iv(state, phi_q, phi_k, v, action):
     phi_q = as_array(phi_q, "phi_q", min_ndim=1)
     phi_k = as_array(phi_k, "phi_k", min_ndim=1)
     v = as_array(v, "v", min_ndim=1)
-    for arr, name, size, label in ((phi_q, "phi_q", D, "D"), (phi_k, "phi_k", D, "D"), (v, "v", dv, "d_v")):
+    for arr, name, size, label in (
+        (phi_q, "phi_q", D, "D"),
+        (phi_k, "phi_k", D, "D"),
+        (v, "v", dv, "d_v"),
+    ):
         if arr.shape[-1] != size:
             raise InvalidArgument(
                 f"`{name}` must have last dimension {label} = {size} (from the state), "
                 f"got {describe(arr)}"
             )
     try:
-        np.broadcast_shapes(S.shape[:-2], z.shape[:-1], phi_q.shape[:-1], phi_k.shape[:-1], v.shape[:-1])
+        np.broadcast_shapes(
+            S.shape[:-2], z.shape[:-1], phi_q.shape[:-1], phi_k.shape[:-1], v.shape[:-1]
+        )
     except ValueError:
         raise InvalidArgument(
             "the leading (batch/head) dimensions of `state`, `phi_q`, `phi_k` and `v` do not "
@@ -946,7 +951,7 @@ def _chunk_workers(enabled: bool):
     threads = 1
     if controller is not None:
         threads = max((lib.num_threads for lib in controller.lib_controllers), default=1)
-    if threads < 2:
+    if controller is None or threads < 2:
         yield _Workers(None, 1)
         return
     with controller.limit(limits=1, user_api="blas"):
@@ -977,7 +982,9 @@ def _split(fn, k: int, workers: _Workers) -> None:
         return
     parts = min(workers.size, k)
     edges = [round(i * k / parts) for i in range(parts + 1)]
-    futures = [workers.pool.submit(fn, lo, hi) for lo, hi in zip(edges, edges[1:])]
+    futures = [
+        workers.pool.submit(fn, lo, hi) for lo, hi in zip(edges[:-1], edges[1:], strict=True)
+    ]
     for f in futures:
         f.result()
 
@@ -1059,7 +1066,7 @@ def linear_error_bound(
     dtype: Any = None,
     extra_ops: int = 0,
 ) -> np.ndarray:
-    """Entrywise a-priori rounding-error bound of :func:`parallel`, :func:`recurrent`, :func:`chunked`.
+    """Entrywise a-priori rounding-error bound of the linear forms (parallel, recurrent, chunked).
 
     Every linear form computes ``num_i = sum_{j in J(i)} (phi_q_i . phi_k_j) v_j``
     and ``den_i = sum_{j in J(i)} phi_q_i . phi_k_j`` with each term passing
@@ -1115,10 +1122,14 @@ def linear_error_bound(
     np.abs(W, out=W)
     if causal:
         absH = _chunked_products(aq, ak, W, 64)
-        H = _chunked_products(phi_q.astype(np.float64), phi_k.astype(np.float64), _with_ones(V.astype(np.float64)), 64)
+        H = _chunked_products(
+            phi_q.astype(np.float64), phi_k.astype(np.float64), _with_ones(V.astype(np.float64)), 64
+        )
     else:
         absH = aq @ (_swap(ak) @ W)
-        H = phi_q.astype(np.float64) @ (_swap(phi_k.astype(np.float64)) @ _with_ones(V.astype(np.float64)))
+        H = phi_q.astype(np.float64) @ (
+            _swap(phi_k.astype(np.float64)) @ _with_ones(V.astype(np.float64))
+        )
     # absH is a sum of non-negative terms: its own rounding is relative, at
     # most gamma_k in float64, absorbed by the factor (1 + g64).
     k = 2 * n + 2 * D + 4
@@ -1200,7 +1211,11 @@ def softmax_error_bound(
     else:
         kmax = np.broadcast_to(absK.max(axis=-2, keepdims=True), absK.shape)
         vmax = np.broadcast_to(absV.max(axis=-2, keepdims=True), absV.shape)
-    r = scale * np.sum(np.abs(Q).astype(np.float64) * kmax, axis=-1) * (1.0 + gamma(d + 2, np.float64))
+    r = (
+        scale
+        * np.sum(np.abs(Q).astype(np.float64) * kmax, axis=-1)
+        * (1.0 + gamma(d + 2, np.float64))
+    )
     theta = gamma(d + 2 + extra_ops, dt) * r + 2.0 * u * r + (_EXP_ULPS + 1) * u
     gn = gamma(n + extra_ops, dt)
     with np.errstate(over="ignore"):
@@ -1276,7 +1291,7 @@ def kernelized_error_bound(
         Vi = _with_ones(V[idx]).astype(np.float64)
         blocks = _gram_blocks(kernel, Q2, K2, causal, kernel)
         eblocks = _gram_blocks(kernel, Q2, K2, causal, err_fn)
-        for (i0, i1, G), (_, _, E) in zip(blocks, eblocks):
+        for (i0, i1, G), (_, _, E) in zip(blocks, eblocks, strict=True):
             G = G.astype(np.float64)
             m = G.shape[1]
             H[idx][i0:i1] = G @ Vi[:m]
@@ -1343,7 +1358,8 @@ def cost_model(
     >>> from kernelcheck.attention import cost_model
     >>> cost_model("parallel", 1000, 64, 256, 64).flops == 4 * 1000 * 256 * 65 + 1000 * 64
     True
-    >>> cost_model("recurrent", 10, 64, 256, 64).state_size == cost_model("recurrent", 10**6, 64, 256, 64).state_size
+    >>> short = cost_model("recurrent", 10, 64, 256, 64)
+    >>> short.state_size == cost_model("recurrent", 10**6, 64, 256, 64).state_size
     True
     """
     form = check_choice(form, "form", FORMS)
@@ -1380,6 +1396,13 @@ def cost_model(
         )
         state = linear_state
     return AttentionCost(
-        form=form, causal=causal, n=n, d=d, D=D, d_v=d_v, chunk_size=C, flops=int(flops),
+        form=form,
+        causal=causal,
+        n=n,
+        d=d,
+        D=D,
+        d_v=d_v,
+        chunk_size=C,
+        flops=int(flops),
         state_size=int(state),
     )

@@ -88,7 +88,10 @@ class AttentionCase(ResultMixin):
         verdict = "ok" if self.passed else "FAIL"
         text = f"{self.name} {self.shape}: {verdict}, max error {self.max_error:.3g}"
         if self.where is not None:
-            text += f", worst at {self.where} (error/tolerance {self.ratio:.3g}, tolerance {self.tolerance:.3g})"
+            text += (
+                f", worst at {self.where} (error/tolerance {self.ratio:.3g}, "
+                f"tolerance {self.tolerance:.3g})"
+            )
         if self.note:
             text += f"; {self.note}"
         return text
@@ -142,7 +145,8 @@ class AttentionReport(ResultMixin):
         text = f"{head}: fn vs {self.reference} ({kind}) on {judged} cases"
         if self.worst_case is not None:
             text += (
-                f"; worst error {self.worst_error:.3g} in case '{self.worst_case}' at {self.where}, "
+                f"; worst error {self.worst_error:.3g} in case '{self.worst_case}' "
+                f"at {self.where}, "
                 f"tolerance {self.tolerance.value:.3g}"
             )
         failed = self.failures()
@@ -184,9 +188,14 @@ class _Reference:
     @property
     def model(self) -> str:
         if self.feature_map is not None:
-            return "linear_error_bound (gamma_(2n+2D+4) |phi_q| |phi_k|^T |V| with the quotient bound)"
+            return (
+                "linear_error_bound (gamma_(2n+2D+4) |phi_q| |phi_k|^T |V| with the quotient bound)"
+            )
         if self.kernel is not None:
-            return "kernelized_error_bound (kernel.error_bound |V| + gamma_(n+1) |G| |V| with the quotient bound)"
+            return (
+                "kernelized_error_bound (kernel.error_bound |V| + gamma_(n+1) |G| |V| "
+                "with the quotient bound)"
+            )
         return "softmax_error_bound ([expm1(2 theta) + 2 gamma_n + u] max_j |v_j|)"
 
     def _phi(self, X):
@@ -267,7 +276,12 @@ def _cases(rng: np.random.Generator, n: int, d: int, d_v: int, batch: tuple) -> 
     # Large norms: logits up to about LARGE_LOGIT (softmax scale 1/sqrt(d)).
     big = math.sqrt(LARGE_LOGIT * math.sqrt(d))
     cases.append(
-        ("large norms", _rescale_rows(normal(n, d), big), _rescale_rows(normal(n, d), big), normal(n, d_v))
+        (
+            "large norms",
+            _rescale_rows(normal(n, d), big),
+            _rescale_rows(normal(n, d), big),
+            normal(n, d_v),
+        )
     )
     cases.append(("tiny norms", TINY * normal(n, d), TINY * normal(n, d), normal(n, d_v)))
     return cases
@@ -286,35 +300,89 @@ def _run_case(fn, ref_form: _Reference, name, Q, K, V, dtype) -> AttentionCase:
         with np.errstate(all="ignore"):
             ref = ref_form.output(Q, K, V)
     except (BadNormalizer, NumericalFailure) as exc:
-        return AttentionCase(name, shape, None, math.nan, math.nan, math.nan, None, math.nan,
-                             f"reference not defined here: {str(exc).split(';')[0]}")
+        return AttentionCase(
+            name,
+            shape,
+            None,
+            math.nan,
+            math.nan,
+            math.nan,
+            None,
+            math.nan,
+            f"reference not defined here: {str(exc).split(';')[0]}",
+        )
     except InvalidArgument as exc:
         if name == "d=1":
-            return AttentionCase(name, shape, None, math.nan, math.nan, math.nan, None, math.nan,
-                                 f"reference does not accept d=1: {exc}")
+            return AttentionCase(
+                name,
+                shape,
+                None,
+                math.nan,
+                math.nan,
+                math.nan,
+                None,
+                math.nan,
+                f"reference does not accept d=1: {exc}",
+            )
         raise
     try:
         raw = fn(Q.copy(), K.copy(), V.copy())
         out = _to_numpy(raw)
     except Exception as exc:  # the user's code failed on this input: a finding, not a crash
-        return AttentionCase(name, shape, False, math.inf, math.inf, math.inf, None, math.nan,
-                             f"fn raised {type(exc).__name__}: {exc}")
+        return AttentionCase(
+            name,
+            shape,
+            False,
+            math.inf,
+            math.inf,
+            math.inf,
+            None,
+            math.nan,
+            f"fn raised {type(exc).__name__}: {exc}",
+        )
     if out.dtype.kind not in "biuf":
-        return AttentionCase(name, shape, False, math.inf, math.inf, math.inf, None, math.nan,
-                             f"fn returned a non-real array ({out.dtype})")
+        return AttentionCase(
+            name,
+            shape,
+            False,
+            math.inf,
+            math.inf,
+            math.inf,
+            None,
+            math.nan,
+            f"fn returned a non-real array ({out.dtype})",
+        )
     user_dtype = dtype
     if user_dtype is None:
         user_dtype = np.dtype(np.float32) if out.dtype == np.float32 else np.dtype(np.float64)
     with np.errstate(all="ignore"):
         tol = ref_form.tolerance(Q, K, V, user_dtype)
     if out.shape != ref.shape:
-        return AttentionCase(name, shape, False, math.inf, math.inf, math.inf, None, math.nan,
-                             f"fn returned shape {out.shape}, expected {ref.shape}")
+        return AttentionCase(
+            name,
+            shape,
+            False,
+            math.inf,
+            math.inf,
+            math.inf,
+            None,
+            math.nan,
+            f"fn returned shape {out.shape}, expected {ref.shape}",
+        )
     out = out.astype(np.float64)
     if not np.isfinite(out).all():
         where = tuple(int(i) for i in np.argwhere(~np.isfinite(out))[0])
-        return AttentionCase(name, shape, False, math.inf, math.inf, math.inf, where, float(tol[where]),
-                             f"fn returned a non-finite value {out[where]!r} at {where}")
+        return AttentionCase(
+            name,
+            shape,
+            False,
+            math.inf,
+            math.inf,
+            math.inf,
+            where,
+            float(tol[where]),
+            f"fn returned a non-finite value {out[where]!r} at {where}",
+        )
     err = np.abs(out - ref)
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.where(err == 0, 0.0, err / tol)
@@ -324,7 +392,15 @@ def _run_case(fn, ref_form: _Reference, name, Q, K, V, dtype) -> AttentionCase:
     ok = bool((err <= tol).all())
     note = "" if ok else f"{int((err > tol).sum())} of {err.size} entries beyond tolerance"
     return AttentionCase(
-        name, shape, ok, float(err.max()), worst_ratio, float(err[where]), where, float(tol[where]), note
+        name,
+        shape,
+        ok,
+        float(err.max()),
+        worst_ratio,
+        float(err[where]),
+        where,
+        float(tol[where]),
+        note,
     )
 
 
@@ -333,7 +409,9 @@ def _run_case(fn, ref_form: _Reference, name, Q, K, V, dtype) -> AttentionCase:
 # ---------------------------------------------------------------------------
 
 
-def _attention_iv(fn, kernel, feature_map, causal, seed, n, d, d_v, batch_shape, scale, dtype, feature_ops):
+def _attention_iv(
+    fn, kernel, feature_map, causal, seed, n, d, d_v, batch_shape, scale, dtype, feature_ops
+):
     check_callable(fn, "fn")
     if kernel is not None and feature_map is not None:
         raise InvalidArgument("pass at most one of `kernel` and `feature_map`, got both")
@@ -342,8 +420,10 @@ def _attention_iv(fn, kernel, feature_map, causal, seed, n, d, d_v, batch_shape,
     if feature_map is not None:
         check_callable(feature_map, "feature_map")
     if scale is not None and (kernel is not None or feature_map is not None):
-        raise InvalidArgument("`scale` applies to the softmax reference only; the kernel or "
-                              "feature map carries its own scale")
+        raise InvalidArgument(
+            "`scale` applies to the softmax reference only; the kernel or "
+            "feature map carries its own scale"
+        )
     if scale is not None:
         scale = _att._scale_iv(scale, 1)
     causal = _att._bool_iv(causal, "causal")
@@ -358,7 +438,9 @@ def _attention_iv(fn, kernel, feature_map, causal, seed, n, d, d_v, batch_shape,
         dtype = _att._dtype_iv(dtype, np.dtype(np.float64))
     if feature_ops is not None:
         feature_ops = as_int(feature_ops, "feature_ops", minimum=0)
-    seed_value = int(seed) if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool) else None
+    seed_value = (
+        int(seed) if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool) else None
+    )
     return fn, causal, rng, n, d, d_v, batch_shape, scale, dtype, feature_ops, seed_value
 
 
@@ -452,19 +534,30 @@ def attention(
     )
     ref_form = _Reference(kernel, feature_map, causal, scale, feature_ops)
     results = tuple(
-        _run_case(fn, ref_form, name, Q, K, V, dtype) for name, Q, K, V in _cases(rng, n, d, d_v, batch)
+        _run_case(fn, ref_form, name, Q, K, V, dtype)
+        for name, Q, K, V in _cases(rng, n, d, d_v, batch)
     )
     judged = [c for c in results if c.passed is not None]
     passed = bool(judged) and all(c.passed for c in judged)
-    worst = max(judged, key=lambda c: (c.ratio if not math.isnan(c.ratio) else math.inf), default=None)
+    worst = max(
+        judged, key=lambda c: c.ratio if not math.isnan(c.ratio) else math.inf, default=None
+    )
     source = f"{ref_form.model}: float64 reference + the same model in fn's precision"
     if worst is None:
         tolerance = Tolerance(math.nan, source)
-        return AttentionReport(False, ref_form.name, causal, None, math.nan, None, tolerance,
-                               results, seed_value)
+        return AttentionReport(
+            False, ref_form.name, causal, None, math.nan, None, tolerance, results, seed_value
+        )
     tolerance = Tolerance(worst.tolerance, source)
     return AttentionReport(
-        passed, ref_form.name, causal, worst.name, worst.error, worst.where, tolerance, results,
+        passed,
+        ref_form.name,
+        causal,
+        worst.name,
+        worst.error,
+        worst.where,
+        tolerance,
+        results,
         seed_value,
     )
 
@@ -481,7 +574,8 @@ def assert_attention_matches(fn: Any, **kwargs: Any) -> AttentionReport:
     >>> import numpy as np
     >>> from kernelcheck._src.verify_attention import assert_attention_matches
     >>> from kernelcheck.attention import softmax
-    >>> report = assert_attention_matches(lambda Q, K, V: softmax(Q, K, V, causal=True), causal=True)
+    >>> layer = lambda Q, K, V: softmax(Q, K, V, causal=True)
+    >>> report = assert_attention_matches(layer, causal=True)
     >>> report.passed
     True
     """
