@@ -77,6 +77,19 @@ METHODS = ("auto", "cholesky", "eigh", "mpmath", "exact")
 #: operations per precision; n = 100 takes a few seconds).
 MPMATH_MAX_N = 100
 
+
+def EIGH_P(n: int) -> int:
+    """The ``p(n)`` of LAPACK's symmetric-eigensolver error bound ``p(n) u ||K||_2``.
+
+    LAPACK documents ``p(n)`` only as a modestly growing function of n
+    (LAPACK Users' Guide, section 4.7); kernelcheck takes ``64 (n + 2)``,
+    which covers what the property tests of claim C6 show on Gram matrices
+    with a wide eigenvalue range (up to about 50 (n + 2) for the
+    reconstruction ``U Lambda U^T`` of a 4 x 4 matrix).
+    """
+    return 64 * (n + 2)
+
+
 #: Binary precisions tried by the mpmath rung, in order.
 MPMATH_PRECISIONS = (113, 226, 452)
 
@@ -254,6 +267,16 @@ def _is_symmetric(A: np.ndarray, block: int = 256) -> bool:
     return True
 
 
+def frobenius(A: np.ndarray) -> float:
+    """``||A||_F`` without overflow for entries near the float64 range (scaled by max |A_ij|)."""
+    m = float(np.max(np.abs(A))) if A.size else 0.0
+    if m == 0.0:
+        return 0.0
+    if 1e-150 < m < 1e150:
+        return float(np.linalg.norm(A))
+    return m * float(np.linalg.norm(A / m))
+
+
 def default_tolerance(K, *, dtype=np.float64) -> Tolerance:
     """The default tolerance of :func:`check_psd`: what rounding cannot resolve.
 
@@ -268,7 +291,10 @@ def default_tolerance(K, *, dtype=np.float64) -> Tolerance:
       the symmetric eigensolver (``~ n u ||K||_2 <= n u tr K`` for PSD ``K``);
       no floating-point test of this size resolves eigenvalues below it;
     * the factor 2 leaves room for the certificate of ``K + tol I`` to succeed
-      whenever ``lambda_min(K) > -tol / 2``.
+      whenever ``lambda_min(K) > -tol / 2``;
+    * ``n (n + 2) eta`` (``eta`` the smallest subnormal) covers underflow:
+      each entry may lose up to ``(n + 2) eta`` absolutely, and
+      ``||E||_2 <= n max |E_ij|``.
 
     Parameters
     ----------
@@ -291,13 +317,14 @@ def default_tolerance(K, *, dtype=np.float64) -> Tolerance:
     A = np.asarray(K, dtype=np.float64)
     n = A.shape[0]
     g = gamma(n + 2, dtype)
-    fro = float(np.linalg.norm(A))
+    fro = frobenius(A)
     tr = float(np.abs(np.diagonal(A)).sum())
-    value = 2.0 * g * max(fro, tr)
+    eta = float(np.finfo(np.dtype(dtype)).smallest_subnormal)
+    value = 2.0 * g * max(fro, tr) + n * (n + 2) * eta
     u = unit_roundoff(dtype)
     return Tolerance(
         value,
-        f"2 gamma_(n+2) max(||K||_F, sum|K_ii|) with n = {n}, u = {u:.3g}, "
+        f"2 gamma_(n+2) max(||K||_F, sum|K_ii|) + n (n+2) eta with n = {n}, u = {u:.3g}, "
         f"||K||_F = {fro:.3g}, sum|K_ii| = {tr:.3g}",
     )
 
@@ -374,7 +401,7 @@ def _scaling(diag: np.ndarray, K: np.ndarray) -> np.ndarray:
     n = diag.shape[0]
     if n == 1 or not np.all(diag > 0):
         return np.ones(n)
-    if diag.max() / diag.min() <= math.sqrt(n):
+    if diag.max() <= diag.min() * math.sqrt(n):
         return np.ones(n)
     e = -np.ceil(0.5 * np.log2(diag))
     if np.abs(e).max() > 500:
@@ -655,7 +682,7 @@ class _Ladder:
         K = self.K
         w, V = scipy.linalg.eigh(K, subset_by_index=[0, 0], check_finite=False)
         self.lam = float(w[0])
-        self.lam_err = gamma(self.n + 2) * float(np.linalg.norm(K))
+        self.lam_err = gamma(EIGH_P(self.n)) * frobenius(K)
         cand = self.check(V[:, 0])
         if cand is not None:
             return self.not_psd("eigh", cand, "eigenvector of the smallest eigenvalue is a witness")
@@ -848,7 +875,7 @@ def check_psd(
       iterations, with ``lambda_min`` in ``(0, estimate]``.
     * eigh rung: LAPACK's symmetric eigensolvers are backward stable; the
       computed eigenvalue is within ``p(n) u ||K||_2`` of the exact one; we
-      report ``gamma_{n+2} ||K||_F`` as that bound (``p(n) = n + 2``).
+      report ``gamma_{p(n)} ||K||_F`` as that bound, ``p(n) = 64 (n + 2)``.
     * Witness values are exact rationals (see ``witness_value_exact``).
 
     A Gram matrix of a true kernel that is singular (a linear kernel with more

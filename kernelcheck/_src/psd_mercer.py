@@ -19,7 +19,7 @@ import numpy as np
 import scipy.linalg
 
 from kernelcheck._src.featuremap import FeatureMap
-from kernelcheck._src.psd import _check_psd_iv
+from kernelcheck._src.psd import EIGH_P, _check_psd_iv, frobenius
 from kernelcheck._src.results import ResultMixin
 from kernelcheck._src.rounding import Tolerance, gamma
 from kernelcheck._src.psd_exact import EXACT_MAX_N
@@ -49,7 +49,7 @@ class MercerFeatures(ResultMixin):
     error_bound : float
         Bound on ``||Phi Phi^T - K||_2`` (hence on every entry): the largest
         dropped ``|lambda|`` plus the eigensolver and product rounding,
-        ``3 gamma_(n+2) ||K||_F``.
+        ``3 gamma_p ||K||_F`` with ``p = 64 (n + 2)``.
     passed : bool
         ``residual <= error_bound``.
     """
@@ -134,11 +134,12 @@ def mercer_features(K, *, tol=None, symmetrize: bool = False) -> MercerFeatures:
     -----
     Error model: LAPACK's symmetric eigensolver returns ``U, Lambda`` exact
     for ``K + E`` with ``||E||_2 <= p(n) u ||K||_2`` and ``U`` orthonormal to
-    ``p(n) u``; dropping eigenvalues ``<= tol`` adds at most ``tol``; forming
-    ``Phi Phi^T`` adds ``gamma_r ||Phi||^2 <= gamma_r tr K``.  With
-    ``p(n) = n + 2``: ``||Phi Phi^T - K||_2 <= max_dropped |lambda| +
-    3 gamma_{n+2} ||K||_F`` (``||K||_2 <= ||K||_F`` and ``tr K <= sqrt(n) ||K||_F``
-    absorbed for r <= n).
+    ``p(n) u`` ("a modestly growing function of n", LAPACK Users' Guide
+    section 4.7; taken here as ``p(n) = 64 (n + 2)``, the
+    ``kernelcheck._src.psd.EIGH_P`` constant shared with ``check_psd``);
+    dropping eigenvalues ``<= tol`` adds at most ``tol``; forming
+    ``Phi Phi^T`` adds ``gamma_r ||Phi||^2 <= gamma_r tr K``.  Hence
+    ``||Phi Phi^T - K||_2 <= max_dropped |lambda| + 3 gamma_{p(n)} ||K||_F``.
 
     Examples
     --------
@@ -151,11 +152,13 @@ def mercer_features(K, *, tol=None, symmetrize: bool = False) -> MercerFeatures:
     """
     A, tolerance = _mercer_iv(K, tol, symmetrize)
     n = A.shape[0]
-    w, U = scipy.linalg.eigh(A, check_finite=False)
+    # divide and conquer (syevd): markedly more orthogonal U than syevr on
+    # matrices with clustered large eigenvalues, which is what Phi needs
+    w, U = scipy.linalg.eigh(A, check_finite=False, driver="evd")
     w = w[::-1]
     U = U[:, ::-1]
-    fro = float(np.linalg.norm(A))
-    eig_err = gamma(n + 2) * fro
+    fro = frobenius(A)
+    eig_err = gamma(EIGH_P(n)) * fro
     t = float(tolerance.value)
     if w[-1] < -t - eig_err:
         raise InvalidArgument(

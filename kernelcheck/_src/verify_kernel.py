@@ -35,7 +35,7 @@ import numpy as np
 import scipy.linalg
 import scipy.optimize
 
-from kernelcheck._src.psd import PSDResult, Verdict, check_psd, default_tolerance
+from kernelcheck._src.psd import PSDResult, Verdict, check_psd, default_tolerance, frobenius
 from kernelcheck._src.results import ResultMixin
 from kernelcheck._src.rounding import Tolerance
 from kernelcheck._src.validate import as_int, as_points, describe
@@ -157,7 +157,7 @@ def _kernel_tolerance(k, X: np.ndarray, G: np.ndarray) -> tuple[Tolerance, bool]
             ),
             False,
         )
-    eb = float(np.linalg.norm(E))
+    eb = frobenius(E)
     return (
         Tolerance(
             eb + base.value,
