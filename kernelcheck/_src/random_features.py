@@ -337,6 +337,22 @@ class _RandomFeatures(FeatureMap):
             return t["mean"] ** 2 * t["central"][2]
 
 
+def _exp_checked(fmap, L: np.ndarray) -> np.ndarray:
+    """``exp(L)`` in place, refusing rows whose maximum leaves the normal range."""
+    if L.size:
+        top = L.max(axis=1)
+        bad = (top > _LOG_MAX - 1.0) | (top < _LOG_TINY)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            what = "overflow" if top[i] > 0 else "underflow"
+            raise NumericalFailure(
+                f"{fmap!r}: the features of row {i} {what} float64 (log scale {top[i]:.1f}); "
+                "use scaled_features(X), log_features(X) or estimate(X, Y), which work in "
+                "log space"
+            )
+    return np.exp(L, out=L)
+
+
 def _theory(fmap: _RandomFeatures, X, Y, order: int) -> dict:
     from kernelcheck._src.stats import central_moments_of_mean, central_from_raw_ratios
 
@@ -400,7 +416,21 @@ class PositiveRandomFeatures(_RandomFeatures):
         """``log phi(X)`` (n, D), exact in log space for any norm."""
         Xs = self._prepare(X, "X")
         sq = np.einsum("ij,ij->i", Xs, Xs)
-        return Xs @ self._W.T - 0.5 * sq[:, None] - 0.5 * math.log(self._m)
+        L = Xs @ self._W.T
+        L -= (0.5 * sq + 0.5 * math.log(self._m))[:, None]
+        return L
+
+    def __call__(self, X) -> np.ndarray:
+        """``phi(X)``, shape (n, m): one GEMM, one shift, one exp (in place).
+
+        Raises
+        ------
+        NumericalFailure
+            When a row's features overflow, or its largest feature underflows
+            (see :meth:`_RandomFeatures.__call__`).
+        """
+        L = self.log_features(X)
+        return _exp_checked(self, L)
 
     def _log_raw_ratio(self, j, Xs, Ys):
         return j * (j - 1) * _pair_sq(Xs, Ys, 1.0) / 2.0
@@ -583,9 +613,16 @@ class OptimalPositiveRandomFeatures(_RandomFeatures):
         wsq = np.einsum("ij,ij->i", self._W, self._W)
         sq = np.einsum("ij,ij->i", Xs, Xs)
         A = self._A
-        return (A * wsq[None, :] + math.sqrt(1.0 - 4.0 * A) * (Xs @ self._W.T)
-                + 0.25 * self._dim * math.log1p(-4.0 * A) - 0.5 * sq[:, None]
-                - 0.5 * math.log(self._m))
+        L = Xs @ self._W.T
+        L *= math.sqrt(1.0 - 4.0 * A)
+        L += A * wsq[None, :]
+        L += (0.25 * self._dim * math.log1p(-4.0 * A) - 0.5 * sq
+              - 0.5 * math.log(self._m))[:, None]
+        return L
+
+    def __call__(self, X) -> np.ndarray:
+        """``phi(X)``, shape (n, m), via :meth:`log_features` and one exp in place."""
+        return _exp_checked(self, self.log_features(X))
 
     def _log_raw_ratio(self, j, Xs, Ys):
         s2 = _pair_sq(Xs, Ys, 1.0)

@@ -1,0 +1,103 @@
+"""Benchmarks of the Monte Carlo engine and the random feature maps, each next to its floor.
+
+Groups (``benchmark.group``), each measured in the same run:
+
+* ``mc-engine``: :func:`kernelcheck.stats.run_trials` over positive random
+  features (d = 16, m = 64, 16 x 16 pairs, T trials, one shard) against the
+  GEMM floor for the same work: the three batched products per trial
+  (``X W^T``, ``Y W^T``, ``F_X F_Y^T``) on pre-drawn projections, with no
+  random draws, no exp and no moments; and the same with the normal draws
+  (``draw+gemm-floor``), which the engine cannot avoid.
+  ``extra_info["trials_per_s"]``.
+* ``features-<kind>``: a random feature map on X of shape (4096, 64), m = 256,
+  against the bare floor ``exp(X @ W.T)`` (one GEMM and one exp).
+
+Under ``--benchmark-disable`` the inputs are small and each benchmark checks
+its result against an independent computation, so the file is a correctness
+test.  Reproduce: ``python3 -m pytest benchmarks/bench_stats.py --benchmark-only``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kernelcheck._src.random_features import (
+    OptimalPositiveRandomFeatures,
+    PositiveRandomFeatures,
+    TrigonometricRandomFeatures,
+)
+from kernelcheck.stats import root_seed_sequence, run_trials, shard_seed
+
+D_ENGINE, M_ENGINE, N_PAIRS = 16, 64, 16
+
+
+class _Trials:
+    def __init__(self, n):
+        self.sampler = PositiveRandomFeatures.sampler(D_ENGINE, M_ENGINE)
+        rng = np.random.default_rng(0)
+        self.X = 0.3 * rng.standard_normal((n, D_ENGINE)) / np.sqrt(D_ENGINE)
+        self.Y = 0.3 * rng.standard_normal((n, D_ENGINE)) / np.sqrt(D_ENGINE)
+
+    def __call__(self, rng, n):
+        return self.sampler.batch_estimates(rng, n, self.X, self.Y)
+
+
+@pytest.mark.benchmark
+@pytest.mark.parametrize("kind", ["engine", "gemm-floor", "draw+gemm-floor"])
+def test_mc_engine(benchmark, size_for, kind):
+    T = size_for(20000, 200)
+    trials = _Trials(N_PAIRS)
+    benchmark.group = "mc-engine"
+    if kind == "engine":
+        result = benchmark(lambda: run_trials(trials, T, seed=1, shard_size=T))
+        # one shard: the engine's mean is the mean of the same batch computed directly
+        est, _ = trials(np.random.default_rng(shard_seed(root_seed_sequence(1), 0)), T)
+        ref = est.mean(axis=0)
+        assert result.count == T
+        assert np.allclose(result.mean, ref, rtol=1e-12)
+    else:
+        rng = np.random.default_rng(0)
+        W = rng.standard_normal((T, M_ENGINE, D_ENGINE))
+        WT = np.swapaxes(W, 1, 2)
+        draw = kind.startswith("draw")
+
+        def floor():
+            WTd = np.swapaxes(rng.standard_normal((T, M_ENGINE, D_ENGINE)), 1, 2) if draw else WT
+            FX = trials.X @ WTd
+            FY = trials.Y @ WTd
+            FY = trials.Y @ WT
+            return FX @ np.swapaxes(FY, 1, 2)
+
+        G = benchmark(floor)
+        assert G.shape == (T, N_PAIRS, N_PAIRS)
+        if not draw:
+            assert np.allclose(G[0], (trials.X @ W[0].T) @ (trials.Y @ W[0].T).T)
+    stats = benchmark.stats
+    if stats is not None:
+        benchmark.extra_info["trials_per_s"] = T / stats.stats.mean
+
+
+@pytest.mark.benchmark
+@pytest.mark.parametrize("cls", [PositiveRandomFeatures, TrigonometricRandomFeatures,
+                                 OptimalPositiveRandomFeatures])
+@pytest.mark.parametrize("kind", ["map", "exp-gemm-floor"])
+def test_feature_maps(benchmark, size_for, cls, kind):
+    n = size_for(4096, 64)
+    d, m = 64, 256
+    X = np.random.default_rng(1).standard_normal((n, d)) / np.sqrt(d)
+    phi = cls(d, m, seed=0) if cls is not OptimalPositiveRandomFeatures else cls(
+        d, m, seed=0, A=0.0)
+    W = np.asarray(phi.projection)
+    benchmark.group = f"features-{cls.__name__}"
+    if kind == "map":
+        F = benchmark(phi, X)
+        if cls is TrigonometricRandomFeatures:
+            P = X @ W.T
+            ref = np.exp(0.5 * (X * X).sum(1))[:, None] * np.hstack([np.sin(P), np.cos(P)])
+        else:  # A = 0: the FAVOR+ formula, written out
+            ref = np.exp(X @ W.T - 0.5 * (X * X).sum(1)[:, None])
+        assert np.allclose(F, ref / np.sqrt(m), rtol=1e-12)
+    else:
+        E = benchmark(lambda: np.exp(X @ W.T))
+        assert E.shape == (n, m)
