@@ -89,19 +89,42 @@ def _cases(f: dict[str, Path]) -> dict[str, tuple[list[str], int]]:
         "psd_npz_key": (["psd", str(f["two_npz"]), "--key", "notpsd"], 1),
         "kernel_ok": (["kernel", "exp(linear, order=2) + 0.5*poly(2)", "--dim", "2", "--json"], 0),
         "kernel_points": (
-            ["kernel", "gaussian(lengthscale=2) * laplacian", "--dim", "3",
-             "--points", str(f["points_txt"])],
+            [
+                "kernel",
+                "gaussian(lengthscale=2) * laplacian",
+                "--dim",
+                "3",
+                "--points",
+                str(f["points_txt"]),
+            ],
             0,
         ),
         "kernel_refuted": (["kernel", "linear - 0.5*poly(2)", "--dim", "2"], 1),
         "unbiased": (
-            ["unbiased", "--trials", "4000", "--num-features", "16", "--dim", "2",
-             "--out", str(f["unbiased_out"])],
+            [
+                "unbiased",
+                "--trials",
+                "4000",
+                "--num-features",
+                "16",
+                "--dim",
+                "2",
+                "--out",
+                str(f["unbiased_out"]),
+            ],
             0,
         ),
         "scaling": (
-            ["scaling", "--sizes", "64,128,256", "--repeats", "1", "--json",
-             "--out", str(f["scaling_out"])],
+            [
+                "scaling",
+                "--sizes",
+                "64,128,256",
+                "--repeats",
+                "1",
+                "--json",
+                "--out",
+                str(f["scaling_out"]),
+            ],
             None,  # a timing verdict on 3 tiny sizes is not asserted
         ),
         # bad usage: exit code 2, one line on stderr
@@ -120,7 +143,10 @@ def _cases(f: dict[str, Path]) -> dict[str, tuple[list[str], int]]:
         "unknown_kernel": (["kernel", "tanh(linear)", "--dim", "3"], 2),
         "missing_dim": (["kernel", "linear"], 2),
         "bad_dim": (["kernel", "linear", "--dim", "zero"], 2),
-        "points_wrong_dim": (["kernel", "linear", "--dim", "2", "--points", str(f["points_txt"])], 2),
+        "points_wrong_dim": (
+            ["kernel", "linear", "--dim", "2", "--points", str(f["points_txt"])],
+            2,
+        ),
         "essay_bad_claim": (["essay", "--claims", "C99"], 2),
         "essay_two_levels": (["essay", "--quick", "--thorough"], 2),
         "unbiased_bad_alpha": (["unbiased", "--alpha", "1.5"], 2),
@@ -240,9 +266,7 @@ def test_essay_json_subset(runs):
     assert all(c["verdict"] == "verified" for c in report["claims"])
 
 
-@pytest.mark.parametrize(
-    "name", ["psd_npy", "psd_csv_refuted", "psd_txt", "psd_npz_key"]
-)
+@pytest.mark.parametrize("name", ["psd_npy", "psd_csv_refuted", "psd_txt", "psd_npz_key"])
 def test_psd_exit_codes(runs, name):
     proc, expected = runs[name]
     assert proc.returncode == expected, proc.stdout + proc.stderr
@@ -297,8 +321,17 @@ def test_sigint_during_essay_leaves_no_file(tmp_path):
     out = tmp_path / "out"
     env = dict(os.environ, PYTHONWARNINGS="ignore")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "kernelcheck", "essay", "--thorough", "--claims", "C12,C15",
-         "--out", str(out)],
+        [
+            sys.executable,
+            "-m",
+            "kernelcheck",
+            "essay",
+            "--thorough",
+            "--claims",
+            "C12,C15",
+            "--out",
+            str(out),
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -1410,7 +1410,7 @@ def _check_c5(level: str):
                 )
             )
     key = (
-        f"{len(_psd_examples())} kernels PSD (worst min eigenvalue {fmt(-worst)} x tol); "
+        f"{len(_psd_examples())} kernels PSD (min eigenvalue >= {fmt(-worst)} x tol); "
         f"{found} non-kernels refuted by exactly verified witnesses"
     )
     return _all_verdict(rows), key, {"statements": rows}
@@ -1520,7 +1520,10 @@ def _check_c9(level: str):
             f"max |exp - T_M| {fmt(errs[0])} (M=0) -> {fmt(errs[-1])} (M={2 * (len(errs) - 1)})",
         )
     )
-    key = f"exp Gram matrices PSD (worst {fmt(-worst)} x tol); no finite map; Taylor maps converge"
+    key = (
+        f"exp Gram matrices PSD (min eigenvalue >= {fmt(-worst)} x tol); no finite map; "
+        "Taylor maps converge"
+    )
     return _all_verdict(rows), key, {"statements": rows}
 
 
@@ -1589,7 +1592,7 @@ def _check_c13(level: str):
         "kernelcheck._src.verify_unbiased:ratio_bias",
         "kernelcheck._src.random_features:PositiveRandomFeatures",
     ),
-    checked_by=("kernelcheck.stats", "kernelcheck.features.PositiveRandomFeatures"),
+    checked_by=("kernelcheck.verify.ratio_bias", "kernelcheck.features.PositiveRandomFeatures"),
 )
 def _check_c16(level: str):
     """Performer attention outputs are biased, with bias ~ beta / m (ratio_bias)."""
@@ -1665,7 +1668,11 @@ def _check_c16(level: str):
         "kernelcheck._src.verify_unbiased:unbiased",
         "kernelcheck._src.random_features:TrigonometricRandomFeatures",
     ),
-    checked_by=("kernelcheck.stats", "PositiveRandomFeatures.theoretical_mse"),
+    checked_by=(
+        "kernelcheck.verify.unbiased",
+        "kernelcheck.features.PositiveRandomFeatures",
+        "kernelcheck.features.TrigonometricRandomFeatures",
+    ),
 )
 def _check_c17(level: str):
     """Empirical MSE matches the closed forms; positive beats trigonometric where k is small.
@@ -1735,7 +1742,11 @@ def _check_c17(level: str):
         "kernelcheck._src.verify_unbiased:unbiased",
         "kernelcheck._src.random_features:PositiveRandomFeatures",
     ),
-    checked_by=("kernelcheck.verify.unbiased", "kernelcheck.stats"),
+    checked_by=(
+        "kernelcheck.verify.unbiased",
+        "kernelcheck.features.PositiveRandomFeatures",
+        "kernelcheck.features.TrigonometricRandomFeatures",
+    ),
 )
 def _check_c18(level: str):
     """Orthogonal features: unbiased (verify.unbiased) and MSE not above i.i.d. features."""
