@@ -8,15 +8,18 @@ kept (a rounding scale).  The engine accumulates, per entry, the count, the
 mean and the central sums ``M_k = sum (x - mean)^k`` for k = 2, 3, 4.
 
 Reproducibility and sharding (the executor interface).  The trials are cut
-into shards of a fixed size ``shard_size`` (independent of the number of
-workers).  Shard ``k`` draws from ``numpy.random.SeedSequence(entropy,
+into seeded blocks of a fixed size ``shard_size`` (independent of the number
+of workers).  Block ``k`` draws from ``numpy.random.SeedSequence(entropy,
 spawn_key=root.spawn_key + (k,))`` -- the k-th child that ``root.spawn``
-would give -- so each shard's numbers depend only on the seed, ``shard_size``
-and k.  Shards run on any :class:`concurrent.futures.Executor` (threads,
-processes, ``distributed.Client.get_executor()``) or in-process, and their
-moments are merged *in shard order* with the exact pairwise update of Chan,
-Golub & LeVeque (1979) and Pebay (2008) for M2..M4.  One worker or a hundred
-therefore give bit-identical results for the same seed and shard size.
+would give -- so each block's numbers depend only on the seed, ``shard_size``
+and k.  A *shard* is one task: a run of consecutive blocks (one block per
+shard by default, or the blocks split into ``shards`` groups).  Shards run on
+any :class:`concurrent.futures.Executor` (threads, processes,
+``distributed.Client.get_executor()``) or in-process and return their blocks'
+moments unmerged; the caller merges every block *in block order* with the
+exact pairwise update of Chan, Golub & LeVeque (1979) and Pebay (2008) for
+M2..M4.  One worker or a hundred, one shard or a hundred, in any completion
+order, therefore give bit-identical results for the same seed and shard size.
 
 Statistics helpers: Berry-Esseen bounds (Shevtsova 2011, C = 0.4748 for
 i.i.d. sums), moments of the mean of m i.i.d. terms from the moments of one
@@ -201,6 +204,24 @@ def _run_shard(fn: Callable, seed: np.random.SeedSequence, count: int) -> Moment
     return Moments.from_samples(out, aux)
 
 
+def _run_blocks(fn: Callable, seeds: list, counts: list) -> list[Moments]:
+    """One shard: the moments of consecutive blocks, unmerged (merged in block order later)."""
+    return [_run_shard(fn, s, c) for s, c in zip(seeds, counts, strict=True)]
+
+
+def _shard_bounds(blocks: int, shards: int | None) -> list[tuple[int, int]]:
+    """Blocks ``[a, b)`` of each shard: one block each, or ``shards`` near-equal runs."""
+    if shards is None or shards >= blocks:
+        return [(k, k + 1) for k in range(blocks)]
+    q, r = divmod(blocks, shards)
+    bounds, a = [], 0
+    for i in range(shards):
+        b = a + q + (1 if i < r else 0)
+        bounds.append((a, b))
+        a = b
+    return bounds
+
+
 def _progress_bar(enabled, total: int, desc: str):
     if enabled is None:
         enabled = bool(getattr(sys.stderr, "isatty", lambda: False)())
@@ -214,8 +235,9 @@ def _progress_bar(enabled, total: int, desc: str):
 
 
 def run_trials(fn: Callable, trials: int, *, seed: Any, shard_size: int = DEFAULT_SHARD_SIZE,
-               executor=None, progress: bool | None = None, desc: str = "trials") -> Moments:
-    """Run ``trials`` Monte Carlo trials in seeded shards and merge their moments.
+               executor=None, shards: int | None = None, progress: bool | None = None,
+               desc: str = "trials") -> Moments:
+    """Run ``trials`` Monte Carlo trials in seeded blocks and merge their moments.
 
     Parameters
     ----------
@@ -228,12 +250,17 @@ def run_trials(fn: Callable, trials: int, *, seed: Any, shard_size: int = DEFAUL
     trials : int
         Number of trials N >= 2.
     seed : int, SeedSequence or Generator
-        Root seed; shard k uses its k-th spawned child.
+        Root seed; block k uses its k-th spawned child.
     shard_size : int
-        Trials per shard (the last shard may be shorter).  The numbers depend
-        on it, never on the executor or the number of workers.
+        Trials per seeded block (the last block may be shorter).  The numbers
+        depend on it, never on the executor, the number of workers or ``shards``.
     executor : concurrent.futures.Executor, optional
         Where shards run (any object with ``submit``); in-process if None.
+    shards : int, optional
+        Number of tasks the blocks are grouped into on ``executor`` (runs of
+        consecutive blocks; fewer, larger tasks cut the engine's per-task
+        overhead).  Default: one task per block.  Ignored in-process.  Does
+        not change the result.
     progress : bool, optional
         A tqdm bar on stderr; default: only when stderr is a terminal (and
         only for runs longer than a second).
@@ -255,6 +282,8 @@ def run_trials(fn: Callable, trials: int, *, seed: Any, shard_size: int = DEFAUL
     check_callable(fn, "fn")
     trials = as_int(trials, "trials", minimum=2)
     shard_size = as_int(shard_size, "shard_size", minimum=1)
+    if shards is not None:
+        shards = as_int(shards, "shards", minimum=1)
     if executor is not None and not callable(getattr(executor, "submit", None)):
         raise InvalidArgument(
             f"`executor` must be a concurrent.futures.Executor (an object with submit), "
@@ -274,17 +303,22 @@ def run_trials(fn: Callable, trials: int, *, seed: Any, shard_size: int = DEFAUL
                 if bar is not None:
                     bar.update(c)
         else:
+            bounds = _shard_bounds(len(counts), shards)
             pending: deque = deque()
-            k_next = 0
+            s_next = 0
             try:
-                while k_next < len(counts) or pending:
-                    while k_next < len(counts) and len(pending) < _MAX_IN_FLIGHT:
-                        pending.append((counts[k_next], executor.submit(
-                            _run_shard, fn, shard_seed(root, k_next), counts[k_next])))
-                        k_next += 1
+                while s_next < len(bounds) or pending:
+                    while s_next < len(bounds) and len(pending) < _MAX_IN_FLIGHT:
+                        a, b = bounds[s_next]
+                        pending.append((sum(counts[a:b]), executor.submit(
+                            _run_blocks, fn, [shard_seed(root, k) for k in range(a, b)],
+                            counts[a:b])))
+                        s_next += 1
                     c, fut = pending.popleft()
-                    part = fut.result()  # shard order: the merge never depends on timing
-                    total = part if total is None else total.merge(part)
+                    # shard order, then block order: the merge never depends on timing
+                    # or on how the blocks were grouped
+                    for part in fut.result():
+                        total = part if total is None else total.merge(part)
                     if bar is not None:
                         bar.update(c)
             finally:

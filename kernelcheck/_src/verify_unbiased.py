@@ -447,7 +447,8 @@ def _trial_function(sample, X, Y):
 def unbiased(sample: Callable, target, X, Y=None, *, trials: int, seed: Any,
              alpha: float = 0.01, executor=None, power: float = 0.8,
              be_tolerance: float = DEFAULT_BE_TOLERANCE, shard_size: int = DEFAULT_SHARD_SIZE,
-             sweep=None, progress: bool | None = None) -> UnbiasedReport:
+             sweep=None, progress: bool | None = None, shards: int | None = None
+             ) -> UnbiasedReport:
     """Check that a random-feature sampler estimates ``target`` without bias (C13, C17, C18).
 
     For each trial t, ``phi_t = sample(rng_t)`` is drawn and evaluated on ``X``
@@ -491,7 +492,7 @@ def unbiased(sample: Callable, target, X, Y=None, *, trials: int, seed: Any,
     trials : int
         Number of trials N >= 2.
     seed : int, SeedSequence or Generator
-        Root seed (shards use its spawned children).
+        Root seed (blocks of ``shard_size`` trials use its spawned children).
     alpha : float
         Family-wise false-alarm rate, in (0, 1).
     executor : concurrent.futures.Executor, optional
@@ -502,12 +503,15 @@ def unbiased(sample: Callable, target, X, Y=None, *, trials: int, seed: Any,
     be_tolerance : float
         Largest accepted Berry-Esseen bound.
     shard_size : int
-        Trials per shard (part of the meaning of the seed).
+        Trials per seeded block (part of the meaning of the seed).
     sweep : sequence of int, optional
         Also measure the relative RMSE at these numbers of features (needs
         ``sample.with_num_features``); plotted against m by :func:`write_report`.
     progress : bool, optional
         Progress bar (default: when stderr is a terminal).
+    shards : int, optional
+        Number of tasks the blocks are grouped into on ``executor`` (see
+        :func:`kernelcheck.stats.run_trials`); the report does not depend on it.
 
     Returns
     -------
@@ -535,7 +539,7 @@ def unbiased(sample: Callable, target, X, Y=None, *, trials: int, seed: Any,
     # one trial up front: a broken sampler fails here with a clear message
     fn(np.random.default_rng(shard_seed(root, 2**32)), 1)
     moments = run_trials(fn, trials, seed=root, shard_size=shard_size, executor=executor,
-                         progress=progress, desc="unbiased")
+                         shards=shards, progress=progress, desc="unbiased")
     t = np.asarray(target(X, Y), dtype=np.float64)
     t_err = np.asarray(target.error_bound(X, Y), dtype=np.float64)
     theory = None
@@ -547,7 +551,7 @@ def unbiased(sample: Callable, target, X, Y=None, *, trials: int, seed: Any,
     sweep_points = ()
     if sweep is not None:
         sweep_points = _sweep(sample, X, Y, t, sweep, trials, root, shard_size, executor,
-                              progress, alpha)
+                              progress, alpha, shards)
     counts = {v: sum(p.verdict == v for p in pairs) for v in VERDICTS}
     if counts["fail"]:
         verdict = "fail"
@@ -705,7 +709,8 @@ def _judge(mo: Moments, t, t_err, theory, kind, alpha, power, be_tol):
     return pairs, {"tests": tests}
 
 
-def _sweep(sample, X, Y, t, ms, trials, root, shard_size, executor, progress, alpha):
+def _sweep(sample, X, Y, t, ms, trials, root, shard_size, executor, progress, alpha,
+           shards=None):
     points = []
     z95 = float(ndtri(0.975))
     for q, m in enumerate(ms):
@@ -713,7 +718,7 @@ def _sweep(sample, X, Y, t, ms, trials, root, shard_size, executor, progress, al
         fn = _trial_function(s, X, Y)
         child = np.random.SeedSequence(root.entropy, spawn_key=tuple(root.spawn_key) + (2**32 + 1 + q,))
         mo = run_trials(fn, trials, seed=child, shard_size=shard_size, executor=executor,
-                        progress=progress, desc=f"sweep m={m}")
+                        shards=shards, progress=progress, desc=f"sweep m={m}")
         N = mo.count
         rel = (mo.m2 + N * (mo.mean - t) ** 2) / N / t ** 2
         var_rel = np.maximum(mo.m4 / N - (mo.m2 / N) ** 2, 0.0) / t ** 4
@@ -862,14 +867,16 @@ def run_unbiased_cli(*, estimator: str = "positive", dim: int = 4, num_features:
                      max_norm: float = 0.5, trials: int = 20000, seed: int = 0,
                      alpha: float = 0.01, out=None, executor=None,
                      sweep=(4, 8, 16, 32, 64), plots: bool = True,
-                     progress: bool | None = None) -> UnbiasedReport:
+                     progress: bool | None = None, shards: int | None = None
+                     ) -> UnbiasedReport:
     """The ``kernelcheck unbiased`` command as a function with defaults.
 
     Builds the sampler ``ESTIMATORS[estimator].sampler(dim, num_features,
     orthogonal=..., scale=...)``, two point sets ``X`` and ``Y`` from
     :func:`default_points` (seeds ``seed`` and ``seed + 1``), runs
     :func:`unbiased` against ``Exponential(scale)`` and, if ``out`` is given,
-    writes the report with :func:`write_report`.
+    writes the report with :func:`write_report`.  ``executor`` and ``shards``
+    are passed to :func:`unbiased` (they never change the report).
 
     Examples
     --------
@@ -887,7 +894,7 @@ def run_unbiased_cli(*, estimator: str = "positive", dim: int = 4, num_features:
     X = default_points(points, dim, seed=seed, max_norm=max_norm)
     Y = default_points(points, dim, seed=seed + 1, max_norm=max_norm)
     report = unbiased(sampler, Exponential(scale), X, Y, trials=trials, seed=seed, alpha=alpha,
-                      executor=executor, sweep=sweep, progress=progress)
+                      executor=executor, sweep=sweep, progress=progress, shards=shards)
     if out is not None:
         write_report(report, out, plots=plots)
     return report
