@@ -130,8 +130,11 @@ def test_kernelcheck_forms_pass_as_implementations():
 
 
 @pytest.mark.parametrize("causal", [False, True])
-def test_correct_linear_attention_passes(causal):
-    report = verify.attention(_linear_layer(causal=causal), feature_map=elu1, causal=causal)
+@pytest.mark.parametrize("batch", [(), (2,)])
+def test_correct_linear_attention_passes(causal, batch):
+    report = verify.attention(
+        _linear_layer(causal=causal), feature_map=elu1, causal=causal, batch_shape=batch
+    )
     assert report.passed, report.details()
 
 
