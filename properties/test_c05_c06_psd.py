@@ -15,11 +15,11 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from kernelcheck import Linear
-from kernelcheck.psd import Nystrom, Verdict, check_psd, mercer_features
-from kernelcheck.strategies import kernels, point_sets
-from kernelcheck._src.rounding import Tolerance
 from kernelcheck._src.psd import default_tolerance, frobenius
+from kernelcheck._src.rounding import Tolerance
 from kernelcheck.errors import NumericalFailure
+from kernelcheck.psd import Verdict, check_psd, mercer_features
+from kernelcheck.strategies import kernels, point_sets
 
 
 def _reference_kind(K: np.ndarray) -> str:
@@ -42,7 +42,11 @@ def _reference_kind(K: np.ndarray) -> str:
     return "psd" if singular else "pd"
 
 
-_KIND = {"pd": Verdict.POSITIVE_DEFINITE, "psd": Verdict.POSITIVE_SEMIDEFINITE, "not_psd": Verdict.NOT_PSD}
+_KIND = {
+    "pd": Verdict.POSITIVE_DEFINITE,
+    "psd": Verdict.POSITIVE_SEMIDEFINITE,
+    "not_psd": Verdict.NOT_PSD,
+}
 
 
 def _gram(k, X) -> np.ndarray:
@@ -81,7 +85,10 @@ def test_c05_gram_of_every_kernel_is_psd_within_its_error_model(k, X):
 
 @given(point_sets(min_points=4, max_points=12, max_dim=3), st.integers(0, 3))
 def test_c05_rank_deficient_linear_gram(X, extra):
-    """C5: a linear-kernel Gram with n > d (singular) is PSD within tol; tol=0 decides it exactly."""
+    """C5: a linear-kernel Gram with n > d (singular) is PSD within tol.
+
+    And tol=0 decides the stored (rounded) matrix exactly, agreeing with rational elimination.
+    """
     X = np.vstack([X, X[: extra + 1] * 0.5])  # more points than dimensions
     G = Linear()(X)
     assert check_psd(G, tol=_kernel_tol(Linear(), X, G)).is_psd
@@ -99,4 +106,6 @@ def test_c06_mercer_features_reproduce_the_gram(k, X):
     assert np.max(np.abs(F.phi @ F.phi.T - G)) <= F.error_bound
     N = F.extend(k, X)
     P = N(X)
-    assert np.max(np.abs(P @ P.T - G)) <= 4 * (F.error_bound + F.residual) + np.max(np.abs(G)) * 1e-12
+    assert (
+        np.max(np.abs(P @ P.T - G)) <= 4 * (F.error_bound + F.residual) + np.max(np.abs(G)) * 1e-12
+    )

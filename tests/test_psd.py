@@ -13,10 +13,9 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from kernelcheck import InvalidArgument, Gaussian, Linear
+from kernelcheck import Gaussian, InvalidArgument, Linear
 from kernelcheck._src.psd import MPMATH_MAX_N, assert_psd, default_tolerance
 from kernelcheck.psd import Nystrom, PSDResult, Verdict, check_psd, mercer_features
-
 
 # ---------------------------------------------------------------------------
 # independent exact reference
@@ -50,7 +49,10 @@ def exact_rayleigh(K: np.ndarray, v) -> Fraction:
     fv = [Fraction(int(x)) if isinstance(x, int) else Fraction(float(x)) for x in v]
     n = len(fv)
     num = sum(
-        fv[i] * Fraction(float(K[i, j])) * fv[j] for i in range(n) for j in range(n) if fv[i] and fv[j]
+        fv[i] * Fraction(float(K[i, j])) * fv[j]
+        for i in range(n)
+        for j in range(n)
+        if fv[i] and fv[j]
     )
     return num / sum(x * x for x in fv)
 
@@ -66,7 +68,11 @@ def hilbert(n):
     return np.array([[1.0 / (i + j + 1) for j in range(n)] for i in range(n)])
 
 
-KIND = {"pd": Verdict.POSITIVE_DEFINITE, "psd": Verdict.POSITIVE_SEMIDEFINITE, "not_psd": Verdict.NOT_PSD}
+KIND = {
+    "pd": Verdict.POSITIVE_DEFINITE,
+    "psd": Verdict.POSITIVE_SEMIDEFINITE,
+    "not_psd": Verdict.NOT_PSD,
+}
 
 
 # ---------------------------------------------------------------------------

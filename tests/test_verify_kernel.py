@@ -24,19 +24,27 @@ def _fk(name, f, mp_f):
 
 
 def _sqdist_mp(x, y):
-    return mpmath.fsum((a - b) ** 2 for a, b in zip(x, y))
+    return mpmath.fsum((a - b) ** 2 for a, b in zip(x, y, strict=True))
 
 
 NON_KERNELS = {
     "tanh(x.y - 1)": _fk(
-        "tanh", lambda X, Y: np.tanh((X * Y).sum(-1) - 1.0), lambda x, y: mpmath.tanh(mpmath.fdot(x, y) - 1)
+        "tanh",
+        lambda X, Y: np.tanh((X * Y).sum(-1) - 1.0),
+        lambda x, y: mpmath.tanh(mpmath.fdot(x, y) - 1),
     ),
     "-||x - y||": _fk(
-        "negdist", lambda X, Y: -np.sqrt(((X - Y) ** 2).sum(-1)), lambda x, y: -mpmath.sqrt(_sqdist_mp(x, y))
+        "negdist",
+        lambda X, Y: -np.sqrt(((X - Y) ** 2).sum(-1)),
+        lambda x, y: -mpmath.sqrt(_sqdist_mp(x, y)),
     ),
-    "cos(x.y)": _fk("cos", lambda X, Y: np.cos((X * Y).sum(-1)), lambda x, y: mpmath.cos(mpmath.fdot(x, y))),
+    "cos(x.y)": _fk(
+        "cos", lambda X, Y: np.cos((X * Y).sum(-1)), lambda x, y: mpmath.cos(mpmath.fdot(x, y))
+    ),
     "exp(-||x - y||^4)": _fk(
-        "exp4", lambda X, Y: np.exp(-(((X - Y) ** 2).sum(-1) ** 2)), lambda x, y: mpmath.exp(-_sqdist_mp(x, y) ** 2)
+        "exp4",
+        lambda X, Y: np.exp(-(((X - Y) ** 2).sum(-1) ** 2)),
+        lambda x, y: mpmath.exp(-(_sqdist_mp(x, y) ** 2)),
     ),
 }
 
@@ -153,6 +161,12 @@ def test_assert_kernel_message():
     with pytest.raises(AssertionError) as info:
         assert_kernel(k, np.array([[0.0], [1.0]]))
     msg = str(info.value)
-    for word in ("violation", "points (2 x 1)", "witness v", "by precision", "tolerance on lambda_min"):
+    for word in (
+        "violation",
+        "points (2 x 1)",
+        "witness v",
+        "by precision",
+        "tolerance on lambda_min",
+    ):
         assert word in msg
     assert assert_kernel(kc.Linear(), np.eye(2)).passed

@@ -710,7 +710,9 @@ class _Ladder:
             for shift in shifts:
                 ok, v = _mp_certified_cholesky(self.K, shift, prec)
                 if ok:
-                    verdict = Verdict.POSITIVE_DEFINITE if shift == 0 else Verdict.POSITIVE_SEMIDEFINITE
+                    verdict = (
+                        Verdict.POSITIVE_DEFINITE if shift == 0 else Verdict.POSITIVE_SEMIDEFINITE
+                    )
                     what = "K" if shift == 0 else "K + tol I"
                     return self.result(
                         verdict,
@@ -737,7 +739,9 @@ class _Ladder:
         M, e = to_int_matrix(K, e)
         dec = exact_decision(M)
         if dec.kind == "pd":
-            return self.result(Verdict.POSITIVE_DEFINITE, "exact", True, "exact elimination: all pivots > 0")
+            return self.result(
+                Verdict.POSITIVE_DEFINITE, "exact", True, "exact elimination: all pivots > 0"
+            )
         if dec.kind == "psd":
             return self.result(
                 Verdict.POSITIVE_SEMIDEFINITE,
@@ -769,7 +773,9 @@ class _Ladder:
         return None  # pragma: no cover - exact witnesses always verify
 
     def inconclusive(self, reason):
-        return self.result(Verdict.INCONCLUSIVE, self.rungs[-1] if self.rungs else "none", False, reason)
+        return self.result(
+            Verdict.INCONCLUSIVE, self.rungs[-1] if self.rungs else "none", False, reason
+        )
 
 
 def _mp_certified_cholesky(K: np.ndarray, shift: float, prec: int):
@@ -918,21 +924,31 @@ def check_psd(
                 "eigenvalue estimate only: lambda_min >= -tol within its error bound "
                 "(positive definiteness is certified by the Cholesky rung only)",
             )
-        return r if r is not None else lad.inconclusive(
-            f"lambda_min ~ {lad.lam:.3g} +- {lad.lam_err:.3g} does not separate from -tol"
+        return (
+            r
+            if r is not None
+            else lad.inconclusive(
+                f"lambda_min ~ {lad.lam:.3g} +- {lad.lam_err:.3g} does not separate from -tol"
+            )
         )
     if method == "mpmath":
         if n > MPMATH_MAX_N:
             return lad.inconclusive(f"n = {n} exceeds the mpmath limit {MPMATH_MAX_N}")
         r = lad.mpmath()
-        return r if r is not None else lad.inconclusive(
-            f"no certificate or witness at {MPMATH_PRECISIONS[-1]} bits"
+        return (
+            r
+            if r is not None
+            else lad.inconclusive(f"no certificate or witness at {MPMATH_PRECISIONS[-1]} bits")
         )
     if method == "exact":
         r = lad.exact()
-        return r if r is not None else lad.inconclusive(
-            f"n = {n} exceeds max_exact_n = {max_exact_n} (exact elimination costs "
-            "O(n^3) operations on integers of ~60 n bits)"
+        return (
+            r
+            if r is not None
+            else lad.inconclusive(
+                f"n = {n} exceeds max_exact_n = {max_exact_n} (exact elimination costs "
+                "O(n^3) operations on integers of ~60 n bits)"
+            )
         )
 
     # method == "auto": the ladder
@@ -965,7 +981,9 @@ def _first(*rungs):
     return None
 
 
-def assert_psd(K, *, tol=None, method: str = "auto", allow_inconclusive: bool = False, **kwargs) -> PSDResult:
+def assert_psd(
+    K, *, tol=None, method: str = "auto", allow_inconclusive: bool = False, **kwargs
+) -> PSDResult:
     """Assert that ``K`` is PSD within ``tol`` (pytest twin of :func:`check_psd`, claim C5).
 
     Raises
@@ -992,7 +1010,8 @@ def assert_psd(K, *, tol=None, method: str = "auto", allow_inconclusive: bool = 
         msg = (
             f"K ({r.n} x {r.n}) is not PSD within tol = {r.tol.value:.3g} ({r.tol.source}): "
             f"witness v {where} has v^T K v / v^T v = {r.witness_value:.6g} "
-            f"(exact {r.witness_value_exact}), below -tol by {-(r.witness_value + r.tol.value):.3g}; "
+            f"(exact {r.witness_value_exact}), "
+            f"below -tol by {-(r.witness_value + r.tol.value):.3g}; "
             f"decided by the {r.method} rung"
         )
         if math.isfinite(r.min_eigenvalue):

@@ -201,7 +201,9 @@ def exact_decision(M: np.ndarray) -> ExactWitness:
         if p > 0:
             if k + 1 < n:
                 col = A[k + 1 :, k]
-                A[k + 1 :, k + 1 :] = (p * A[k + 1 :, k + 1 :] - np.multiply.outer(col, col)) // prev
+                A[k + 1 :, k + 1 :] = (
+                    p * A[k + 1 :, k + 1 :] - np.multiply.outer(col, col)
+                ) // prev
             prev = p
             positives.append(k)
         elif p == 0:

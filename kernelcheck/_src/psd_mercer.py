@@ -20,9 +20,9 @@ import scipy.linalg
 
 from kernelcheck._src.featuremap import FeatureMap
 from kernelcheck._src.psd import EIGH_P, _check_psd_iv, frobenius
+from kernelcheck._src.psd_exact import EXACT_MAX_N
 from kernelcheck._src.results import ResultMixin
 from kernelcheck._src.rounding import Tolerance, gamma
-from kernelcheck._src.psd_exact import EXACT_MAX_N
 from kernelcheck._src.validate import as_points, describe
 from kernelcheck.errors import InvalidArgument
 

@@ -161,7 +161,8 @@ def _kernel_tolerance(k, X: np.ndarray, G: np.ndarray) -> tuple[Tolerance, bool]
     return (
         Tolerance(
             eb + base.value,
-            f"||k.error_bound(X)||_F = {eb:.3g} (bounds ||G_computed - G_exact||_2) + {base.source}",
+            f"||k.error_bound(X)||_F = {eb:.3g} (bounds ||G_computed - G_exact||_2) "
+            f"+ {base.source}",
         ),
         True,
     )
@@ -235,28 +236,57 @@ def _points_report(k, X: np.ndarray, *, mode="points", extra="") -> KernelReport
                 f"negative value stays as precision rises ({steps[-1][0]}: {qlast:.6g}): "
                 "a real violation of positive semi-definiteness"
             )
-            return KernelReport(False, "violation", witness=w_vec, witness_value=qlast,
-                                ladder=steps, reason=reason + extra, **common)
+            return KernelReport(
+                False,
+                "violation",
+                witness=w_vec,
+                witness_value=qlast,
+                ladder=steps,
+                reason=reason + extra,
+                **common,
+            )
         if verdict == "rounding":
             reason = (
-                f"float64 Gram has v^T G v / v^T v = {q64:.3g} < 0, which shrinks with precision "
-                f"({steps[-1][0]}: {qlast:.3g}): rounding, not a violation"
+                f"float64 Gram has lambda_min ~ {lam:.3g} < 0 (witness value {q64:.3g}), which "
+                f"shrinks with precision ({steps[-1][0]}: {qlast:.3g}): rounding, not a violation"
             )
-            return KernelReport(True, "rounding", witness=w_vec, witness_value=qlast,
-                                ladder=steps, reason=reason + extra, **common)
-        return KernelReport(False, "inconclusive", witness=w_vec, witness_value=qlast, ladder=steps,
-                            reason="the precision ladder neither converged nor shrank" + extra,
-                            **common)
-    if r.verdict is Verdict.NOT_PSD:
-        note = "" if has_model else " (no rounding-error model for this kernel: float resolution only)"
+            return KernelReport(
+                True,
+                "rounding",
+                witness=w_vec,
+                witness_value=qlast,
+                ladder=steps,
+                reason=reason + extra,
+                **common,
+            )
         return KernelReport(
-            False, "violation", witness=w_vec, witness_value=r.witness_value,
+            False,
+            "inconclusive",
+            witness=w_vec,
+            witness_value=qlast,
+            ladder=steps,
+            reason="the precision ladder neither converged nor shrank" + extra,
+            **common,
+        )
+    if r.verdict is Verdict.NOT_PSD:
+        note = (
+            "" if has_model else " (no rounding-error model for this kernel: float resolution only)"
+        )
+        return KernelReport(
+            False,
+            "violation",
+            witness=w_vec,
+            witness_value=r.witness_value,
             ladder=(("float64", r.witness_value),),
-            reason=f"v^T G v / v^T v = {r.witness_value:.6g} < -tol = {-tol.value:.3g}, exact on the "
-            f"float Gram{note}" + extra, **common,
+            reason=f"v^T G v / v^T v = {r.witness_value:.6g} < -tol = {-tol.value:.3g}, "
+            "exact on the "
+            f"float Gram{note}" + extra,
+            **common,
         )
     if r.is_psd:
-        why = f"Gram PSD within tol ({r.verdict.name}, {'certified' if r.certified else 'estimated'})"
+        why = (
+            f"Gram PSD within tol ({r.verdict.name}, {'certified' if r.certified else 'estimated'})"
+        )
         if w_vec is not None:
             why += f"; lambda_min = {lam:.3g} >= -tol (mpmath ladder unavailable)"
         return KernelReport(True, "psd", reason=why + extra, **common)
@@ -290,8 +320,9 @@ class _Candidate:
     points: np.ndarray
 
 
-def _restart(k, dim: int, seedseq: np.random.SeedSequence, index: int, examples: int,
-             maxiter: int) -> _Candidate:
+def _restart(
+    k, dim: int, seedseq: np.random.SeedSequence, index: int, examples: int, maxiter: int
+) -> _Candidate:
     """One independent restart: Hypothesis-targeted draw, then L-BFGS-B.
 
     Deterministic given (kernel, dim, seedseq, index): the Hypothesis phase
@@ -319,8 +350,13 @@ def _restart(k, dim: int, seedseq: np.random.SeedSequence, index: int, examples:
         return consider(x.reshape(n, dim))
 
     try:
-        scipy.optimize.minimize(f, x0, method="L-BFGS-B", bounds=[(-bound, bound)] * x0.size,
-                                options={"maxiter": maxiter})
+        scipy.optimize.minimize(
+            f,
+            x0,
+            method="L-BFGS-B",
+            bounds=[(-bound, bound)] * x0.size,
+            options={"maxiter": maxiter},
+        )
     except (ValueError, FloatingPointError):  # pragma: no cover - optimiser edge cases
         pass
     return _Candidate(index, float(best["value"]), best["points"])
@@ -338,9 +374,15 @@ def _hypothesis_phase(consider, n, dim, scale, hseed, examples):
     strategy = point_sets(min_points=n, max_points=n, dim=dim, max_norm=3.0 * scale)
 
     @seed(hseed)
-    @settings(max_examples=examples, database=None, derandomize=False, deadline=None,
-              phases=[Phase.generate, Phase.target], suppress_health_check=list(HealthCheck),
-              print_blob=False)
+    @settings(
+        max_examples=examples,
+        database=None,
+        derandomize=False,
+        deadline=None,
+        phases=[Phase.generate, Phase.target],
+        suppress_health_check=list(HealthCheck),
+        print_blob=False,
+    )
     @given(strategy, st.just(None))
     def run(P, _):
         val = consider(P)
@@ -359,7 +401,8 @@ def _search(k, dim: int, seed, budget: int, executor) -> KernelReport:
         ss = np.random.SeedSequence(int(seed))
     else:
         raise InvalidArgument(
-            f"`seed` must be a non-negative int or a numpy.random.SeedSequence, got {describe(seed)}"
+            "`seed` must be a non-negative int or a numpy.random.SeedSequence, "
+            f"got {describe(seed)}"
         )
     children = ss.spawn(budget)
     best: _Candidate | None = None
@@ -382,13 +425,20 @@ def _search(k, dim: int, seed, budget: int, executor) -> KernelReport:
                 break
             rep = _points_report(k, c.points, mode="search")
             if rep.verdict == "violation":
-                return _with_budget(rep, budget, done, dim,
-                                    f"; found by restart {c.index} of {done} run")
+                return _with_budget(
+                    rep, budget, done, dim, f"; found by restart {c.index} of {done} run"
+                )
     assert best is not None
     spent = _budget_text(budget, done, dim)
     return KernelReport(
-        True, "no_counterexample", kernel=repr(k), mode="search", points=best.points,
-        min_eigenvalue=best.value, budget=spent, restarts=done,
+        True,
+        "no_counterexample",
+        kernel=repr(k),
+        mode="search",
+        points=best.points,
+        min_eigenvalue=best.value,
+        budget=spent,
+        restarts=done,
         reason=f"no point set with a real negative eigenvalue in {spent}; most negative "
         f"normalised lambda_min seen {best.value:.3g} (restart {best.index})",
     )
@@ -404,8 +454,9 @@ def _budget_text(budget, done, dim):
 def _with_budget(rep: KernelReport, budget, done, dim, extra) -> KernelReport:
     import dataclasses
 
-    return dataclasses.replace(rep, budget=_budget_text(budget, done, dim), restarts=done,
-                               reason=rep.reason + extra)
+    return dataclasses.replace(
+        rep, budget=_budget_text(budget, done, dim), restarts=done, reason=rep.reason + extra
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -415,11 +466,15 @@ def _with_budget(rep: KernelReport, budget, done, dim, extra) -> KernelReport:
 
 def _kernel_iv(k, X, dim, budget):
     if not callable(k):
-        raise InvalidArgument(f"`kernel` must be a kernel (callable on point sets), got {describe(k)}")
+        raise InvalidArgument(
+            f"`kernel` must be a kernel (callable on point sets), got {describe(k)}"
+        )
     budget = as_int(budget, "budget", minimum=1, maximum=100000)
     if X is None:
         if dim is None:
-            raise InvalidArgument("`dim` must be given when `X` is None (the search needs a dimension)")
+            raise InvalidArgument(
+                "`dim` must be given when `X` is None (the search needs a dimension)"
+            )
         dim = as_int(dim, "dim", minimum=1, maximum=64)
         return None, dim, budget
     X = as_points(X, "X", dim=None)
@@ -428,8 +483,9 @@ def _kernel_iv(k, X, dim, budget):
     return np.asarray(X, dtype=np.float64), X.shape[1], budget
 
 
-def kernel(kernel, X=None, *, dim: int | None = None, seed=0, budget: int = 32,
-           executor=None) -> KernelReport:
+def kernel(
+    kernel, X=None, *, dim: int | None = None, seed=0, budget: int = 32, executor=None
+) -> KernelReport:
     r"""Is ``kernel`` positive semi-definite -- a kernel (claims C5, C6)?
 
     Parameters
@@ -513,9 +569,14 @@ def assert_kernel(kernel_, X=None, **kwargs) -> KernelReport:
         pts = np.array2string(np.asarray(rep.points), precision=6, threshold=40)
         lines.append(f"points ({rep.points.shape[0]} x {rep.points.shape[1]}):\n{pts}")
     if rep.witness is not None:
-        lines.append(f"witness v = {np.array2string(np.asarray(rep.witness, dtype=float), precision=6, threshold=40)}")
+        lines.append(
+            "witness v = "
+            + np.array2string(np.asarray(rep.witness, dtype=float), precision=6, threshold=40)
+        )
     if rep.ladder:
-        lines.append("v^T G v / v^T v by precision: " + ", ".join(f"{p}: {v:.6g}" for p, v in rep.ladder))
+        lines.append(
+            "v^T G v / v^T v by precision: " + ", ".join(f"{p}: {v:.6g}" for p, v in rep.ladder)
+        )
     if rep.tol is not None:
         lines.append(f"tolerance on lambda_min: {rep.tol}")
     if rep.budget:
