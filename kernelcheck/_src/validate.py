@@ -158,8 +158,19 @@ def as_array(
 
 
 def check_finite(arr: np.ndarray, name: str) -> None:
-    """Raise :class:`InvalidArgument` if ``arr`` holds a NaN or an infinity."""
-    if arr.size and not np.isfinite(arr).all():
+    """Raise :class:`InvalidArgument` if ``arr`` holds a NaN or an infinity.
+
+    Fast path: NaN and Inf propagate through a sum, so a finite sum proves
+    every entry finite (one pass, no boolean temporary); only when the sum is
+    not finite (a bad entry, or an overflow of the sum itself) are the entries
+    inspected one by one.
+    """
+    if not arr.size:
+        return
+    with np.errstate(all="ignore"):
+        if np.isfinite(np.add.reduce(arr, axis=None)):
+            return
+    if not np.isfinite(arr).all():
         bad = np.argwhere(~np.isfinite(arr))
         first = tuple(int(i) for i in bad[0])
         raise InvalidArgument(
