@@ -7,6 +7,10 @@ Combinators: ``k1 + k2`` (:class:`Sum`), ``c * k`` (:class:`Scaled`),
 ``k1 * k2`` (:class:`Product`), ``k ** m`` (:class:`Power`) and
 :func:`exp` (``exp(k)``, or its Taylor series truncated at ``order=M``).
 
+Error bounds use the standard model with gradual underflow,
+``fl(a op b) = (a op b)(1 + delta) + eta``, ``|delta| <= u``, ``|eta| <=``
+the smallest subnormal, so they hold for tiny inputs too.
+
 Every node answers four questions:
 
 * ``k(X, Y=None)`` -- the (n, m) Gram block ``[k(x_i, y_j)]``, vectorised;
@@ -71,6 +75,15 @@ __all__ = [
 #: Largest order accepted by ``exp(k, order=M)`` and degree by powers: beyond
 #: it the feature dimension and the factorials leave any useful range.
 MAX_ORDER = 64
+
+
+def _eta(dtype) -> float:
+    """Absolute error of one underflowing operation: the smallest subnormal of ``dtype``.
+
+    The standard model with gradual underflow is ``fl(a op b) = (a op b)(1 + delta) + eta``
+    with ``|eta| <= smallest subnormal`` for multiplication and division (Higham, sec. 2.1).
+    """
+    return float(np.finfo(np.dtype(dtype)).smallest_subnormal)
 
 
 def monomial_dim(d: int, m: int) -> int:
@@ -336,7 +349,7 @@ class Linear(Kernel):
     def _gram_err(self, X, Y):
         d = X.shape[1]
         g = gamma(d, X.dtype)
-        return X @ Y.T, (g * (1 + g)) * (np.abs(X) @ np.abs(Y).T)
+        return X @ Y.T, (g * (1 + g)) * (np.abs(X) @ np.abs(Y).T) + d * _eta(X.dtype)
 
     def _mp(self, X, Y):
         return [[mpmath.fdot(x, y) for y in Y] for x in X]
@@ -558,6 +571,7 @@ class _DistanceKernel(Kernel):
         absxy = np.abs(X) @ np.abs(Y).T
         g = gamma(d + 3, X.dtype)
         err = (g * (1 + gamma(d, X.dtype))) * (nx[:, None] + ny[None, :] + 2.0 * absxy)
+        err += 3 * d * _eta(X.dtype)
         d2 = nx[:, None] + ny[None, :] - 2.0 * (X @ Y.T)
         np.maximum(d2, 0.0, out=d2)
         return d2, err
@@ -592,7 +606,7 @@ class Gaussian(_DistanceKernel):
         G = np.exp(-a * d2)
         lo = np.maximum(d2 - e, 0.0)
         u = unit_roundoff(X.dtype)
-        return G, np.exp(-a * lo) * (a * e) * (1 + 4 * u) + 4 * u * G
+        return G, np.exp(-a * lo) * (a * e) * (1 + 4 * u) + 4 * u * G + 2 * _eta(G.dtype)
 
     def _mp(self, X, Y):
         a = mpmath.mpf(0.5) / mpmath.mpf(self.lengthscale) ** 2
@@ -622,7 +636,11 @@ class Laplacian(_DistanceKernel):
         er = np.minimum(np.sqrt(e), by_ratio) * (1 + 4 * u) + 2 * u * r
         G = np.exp(-r / self.lengthscale)
         lo = np.maximum(r - er, 0.0)
-        return G, np.exp(-lo / self.lengthscale) * er / self.lengthscale * (1 + 4 * u) + 4 * u * G
+        return G, (
+            np.exp(-lo / self.lengthscale) * er / self.lengthscale * (1 + 4 * u)
+            + 4 * u * G
+            + 2 * _eta(G.dtype)
+        )
 
     def _mp(self, X, Y):
         ell = mpmath.mpf(self.lengthscale)
@@ -838,7 +856,7 @@ class Scaled(Kernel):
         G1, E1 = self.kernel._gram_err(X, Y)
         G = self.c * G1
         u = unit_roundoff(G.dtype)
-        return G, abs(self.c) * E1 * (1 + 2 * u) + u * np.abs(G)
+        return G, abs(self.c) * E1 * (1 + 2 * u) + u * np.abs(G) + _eta(G.dtype)
 
     def _mp(self, X, Y):
         c = mpmath.mpf(self.c)
@@ -900,7 +918,9 @@ class Product(Kernel):
         G2, E2 = self.right._gram_err(X, Y)
         G = G1 * G2
         u = unit_roundoff(G.dtype)
-        return G, (np.abs(G1) * E2 + np.abs(G2) * E1 + E1 * E2) * (1 + 4 * u) + u * np.abs(G)
+        return G, (
+            (np.abs(G1) * E2 + np.abs(G2) * E1 + E1 * E2) * (1 + 4 * u) + u * np.abs(G) + _eta(G.dtype)
+        )
 
     def _mp(self, X, Y):
         A, B = self.left._mp(X, Y), self.right._mp(X, Y)
@@ -1028,7 +1048,11 @@ class Power(Kernel):
         if self.m == 0:
             return G, np.zeros_like(G)
         prop = self.m * _int_power(np.abs(G1) + E1, self.m - 1)[0] * E1
-        return G, prop * (1 + gamma(ops + 3, G.dtype)) + gamma(ops + 1, G.dtype) * np.abs(G)
+        return G, (
+            prop * (1 + gamma(ops + 3, G.dtype))
+            + gamma(ops + 1, G.dtype) * np.abs(G)
+            + (ops + 1) * _eta(G.dtype)
+        )
 
     def _mp(self, X, Y):
         return [[v**self.m for v in row] for row in self.kernel._mp(X, Y)]
@@ -1107,14 +1131,18 @@ class Exp(Kernel):
         u = unit_roundoff(G1.dtype)
         if self.order is None:
             G = np.exp(G1)
-            return G, np.exp(G1 + E1) * (np.expm1(E1) + 2 * u) * (1 + 4 * u)
+            return G, np.exp(G1 + E1) * (np.expm1(E1) + 2 * u) * (1 + 4 * u) + _eta(G.dtype)
         M = self.order
         G = self._taylor(G1, M)
         if M == 0:
             return G, np.zeros_like(G)
         A = np.abs(G1)
         prop = self._taylor(A + E1, M - 1) * E1
-        return G, prop * (1 + gamma(3 * M + 2, G.dtype)) + gamma(3 * M + 1, G.dtype) * self._taylor(A, M)
+        return G, (
+            prop * (1 + gamma(3 * M + 2, G.dtype))
+            + gamma(3 * M + 1, G.dtype) * self._taylor(A, M)
+            + 3 * M * _eta(G.dtype)
+        )
 
     def _mp(self, X, Y):
         rows = self.kernel._mp(X, Y)
