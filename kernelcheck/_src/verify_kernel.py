@@ -41,7 +41,7 @@ from kernelcheck._src.rounding import Tolerance
 from kernelcheck._src.validate import as_int, as_points, describe
 from kernelcheck.errors import InvalidArgument, NumericalFailure
 
-__all__ = ["kernel"]
+__all__ = ["kernel", "KernelReport"]
 __testing__ = ["assert_kernel"]
 
 #: Decimal precisions of the precision ladder.
