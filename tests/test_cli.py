@@ -73,33 +73,30 @@ def files(tmp_path_factory) -> dict[str, Path]:
     return paths
 
 
-def _cases(f: dict[str, Path]) -> dict[str, tuple[list[str], int]]:
-    """name -> (argv, expected exit code)."""
+def _subprocess_cases(f: dict[str, Path]) -> dict[str, tuple[list[str], int | None]]:
+    """Run as real subprocesses: one happy path per subcommand, the issue's bad usages."""
     return {
-        # help and version
         "help": (["--help"], 0),
-        "version": (["--version"], 0),
-        **{f"help_{c}": ([c, "--help"], 0) for c in cli.COMMANDS},
-        # real runs
-        "essay_quick": (["essay", "--quick", "--out", str(f["essay_out"])], 0),
+        "essay": (
+            ["essay", "--quick", "--claims", "C1,C7,C8,C12", "--out", str(f["essay_out"])],
+            0,
+        ),
         "essay_json": (["essay", "--quick", "--claims", "C7,C8", "--json"], 0),
         "psd_npy": (["psd", str(f["pd_npy"])], 0),
         "psd_csv_refuted": (["psd", str(f["notpsd_csv"]), "--json"], 1),
-        "psd_txt": (["psd", str(f["pd_txt"])], 0),
-        "psd_npz_key": (["psd", str(f["two_npz"]), "--key", "notpsd"], 1),
-        "kernel_ok": (["kernel", "exp(linear, order=2) + 0.5*poly(2)", "--dim", "2", "--json"], 0),
-        "kernel_points": (
+        "kernel_ok": (
             [
                 "kernel",
-                "gaussian(lengthscale=2) * laplacian",
+                "exp(linear, order=2) + 0.5*poly(2)",
                 "--dim",
-                "3",
-                "--points",
-                str(f["points_txt"]),
+                "2",
+                "--budget",
+                "4",
+                "--json",
             ],
             0,
         ),
-        "kernel_refuted": (["kernel", "linear - 0.5*poly(2)", "--dim", "2"], 1),
+        "kernel_refuted": (["kernel", "linear - 0.5*poly(2)", "--dim", "2", "--budget", "4"], 1),
         "unbiased": (
             [
                 "unbiased",
@@ -125,136 +122,180 @@ def _cases(f: dict[str, Path]) -> dict[str, tuple[list[str], int]]:
                 "--out",
                 str(f["scaling_out"]),
             ],
-            None,  # a timing verdict on 3 tiny sizes is not asserted
+            None,  # a timing verdict on three tiny sizes is not asserted
         ),
-        # bad usage: exit code 2, one line on stderr
-        "no_command": ([], 2),
+        # the bad usages the issue names
         "unknown_command": (["frobnicate"], 2),
-        "unknown_option": (["essay", "--fast"], 2),
         "missing_file": (["psd", str(f["pd_npy"].with_name("absent.npy"))], 2),
         "malformed_csv": (["psd", str(f["malformed_csv"])], 2),
-        "ragged_txt": (["psd", str(f["ragged_txt"])], 2),
-        "nonsquare": (["psd", str(f["nonsquare_npy"])], 2),
-        "nan_matrix": (["psd", str(f["nan_csv"])], 2),
-        "unknown_suffix": (["psd", str(f["unknown_suffix"])], 2),
-        "npz_needs_key": (["psd", str(f["two_npz"])], 2),
-        "npz_bad_key": (["psd", str(f["two_npz"]), "--key", "nope"], 2),
         "malformed_expr": (["kernel", "poly(2,, c=1)", "--dim", "3"], 2),
-        "unknown_kernel": (["kernel", "tanh(linear)", "--dim", "3"], 2),
-        "missing_dim": (["kernel", "linear"], 2),
-        "bad_dim": (["kernel", "linear", "--dim", "zero"], 2),
-        "points_wrong_dim": (
-            ["kernel", "linear", "--dim", "2", "--points", str(f["points_txt"])],
-            2,
-        ),
-        "essay_bad_claim": (["essay", "--claims", "C99"], 2),
-        "essay_two_levels": (["essay", "--quick", "--thorough"], 2),
-        "unbiased_bad_alpha": (["unbiased", "--alpha", "1.5"], 2),
-        "unbiased_bad_features": (["unbiased", "--features", "cosine"], 2),
-        "scaling_out_is_file": (["scaling", "--out", str(f["pd_npy"])], 2),
-        "scaling_bad_sizes": (["scaling", "--sizes", "64,abc"], 2),
+    }
+
+
+def _in_process_bad_usage(f: dict[str, Path]) -> dict[str, list[str]]:
+    """More bad usage, run in-process through cli.main (same code path, no start-up cost)."""
+    return {
+        "no_command": [],
+        "unknown_option": ["essay", "--fast"],
+        "ragged_txt": ["psd", str(f["ragged_txt"])],
+        "nonsquare": ["psd", str(f["nonsquare_npy"])],
+        "nan_matrix": ["psd", str(f["nan_csv"])],
+        "unknown_suffix": ["psd", str(f["unknown_suffix"])],
+        "npz_needs_key": ["psd", str(f["two_npz"])],
+        "npz_bad_key": ["psd", str(f["two_npz"]), "--key", "nope"],
+        "key_not_npz": ["psd", str(f["pd_npy"]), "--key", "x"],
+        "psd_folder": ["psd", str(f["pd_npy"].parent)],
+        "unknown_kernel": ["kernel", "tanh(linear)", "--dim", "3"],
+        "missing_dim": ["kernel", "linear"],
+        "bad_dim": ["kernel", "linear", "--dim", "zero"],
+        "negative_dim": ["kernel", "linear", "--dim", "-1"],
+        "points_wrong_dim": ["kernel", "linear", "--dim", "2", "--points", str(f["points_txt"])],
+        "bad_seed": ["kernel", "linear", "--dim", "2", "--seed", "-3"],
+        "bad_budget": ["kernel", "linear", "--dim", "2", "--budget", "0"],
+        "bad_form": ["kernel", "linear", "--dim", "2", "--form", "diagonal"],
+        "empty_expr": ["kernel", "", "--dim", "2"],
+        "number_expr": ["kernel", "2 * 3", "--dim", "2"],
+        "nan_tol": ["psd", "x.npy", "--tol", "nan"],
+        "essay_bad_claim": ["essay", "--claims", "C99"],
+        "essay_bad_claim_list": ["essay", "--claims", "C1,,X"],
+        "essay_two_levels": ["essay", "--quick", "--thorough"],
+        "essay_out_is_file": ["essay", "--claims", "C7", "--out", str(f["pd_npy"])],
+        "unbiased_bad_alpha": ["unbiased", "--alpha", "1.5"],
+        "unbiased_zero_alpha": ["unbiased", "--alpha", "0"],
+        "unbiased_zero_trials": ["unbiased", "--trials", "0"],
+        "unbiased_bad_features": ["unbiased", "--features", "cosine"],
+        "scaling_out_is_file": ["scaling", "--out", str(f["pd_npy"])],
+        "scaling_bad_sizes": ["scaling", "--sizes", "64,abc"],
+        "scaling_two_sizes": ["scaling", "--sizes", "64,128"],
+        "scaling_zero_repeats": ["scaling", "--repeats", "0"],
     }
 
 
 @pytest.fixture(scope="module")
 def runs(files, tmp_path_factory):
     cwd = tmp_path_factory.mktemp("cwd")
-    cases = _cases(files)
-    with ThreadPoolExecutor(max_workers=4) as pool:
+    cases = _subprocess_cases(files)
+    with ThreadPoolExecutor(max_workers=3) as pool:
         futures = {name: pool.submit(_run, argv, cwd) for name, (argv, _) in cases.items()}
         return {name: (fut.result(), cases[name][1]) for name, fut in futures.items()}
 
 
-def _check_usage_error(proc):
-    assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr)
-    assert "Traceback" not in proc.stderr
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1, proc.stderr
+def _check_usage_error(code, stdout, stderr):
+    assert code == 2, (code, stdout, stderr)
+    assert "Traceback" not in stderr
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1, stderr
     assert lines[0].startswith("kernelcheck"), lines[0]
     assert "error:" in lines[0]
-    assert proc.stdout == ""
+    assert stdout == ""
 
 
-BAD_USAGE = [
-    "no_command",
-    "unknown_command",
-    "unknown_option",
-    "missing_file",
-    "malformed_csv",
-    "ragged_txt",
-    "nonsquare",
-    "nan_matrix",
-    "unknown_suffix",
-    "npz_needs_key",
-    "npz_bad_key",
-    "malformed_expr",
-    "unknown_kernel",
-    "missing_dim",
-    "bad_dim",
-    "points_wrong_dim",
-    "essay_bad_claim",
-    "essay_two_levels",
-    "unbiased_bad_alpha",
-    "unbiased_bad_features",
-    "scaling_out_is_file",
-    "scaling_bad_sizes",
-]
+SUBPROCESS_BAD = ["unknown_command", "missing_file", "malformed_csv", "malformed_expr"]
 
 
-@pytest.mark.parametrize("name", BAD_USAGE)
-def test_bad_usage_is_one_line_and_exit_code_2(runs, name):
+@pytest.mark.parametrize("name", SUBPROCESS_BAD)
+def test_bad_usage_in_a_subprocess_is_one_line_and_exit_code_2(runs, name):
     proc, expected = runs[name]
     assert expected == 2
-    _check_usage_error(proc)
+    _check_usage_error(proc.returncode, proc.stdout, proc.stderr)
 
 
 def test_bad_usage_messages_say_what_is_wrong(runs):
-    msg = {name: runs[name][0].stderr for name in BAD_USAGE}
+    msg = {name: runs[name][0].stderr for name in SUBPROCESS_BAD}
     assert "invalid choice: 'frobnicate'" in msg["unknown_command"]
     assert "no such file" in msg["missing_file"] and "absent.npy" in msg["missing_file"]
     assert "cannot read a matrix" in msg["malformed_csv"]
-    assert "not a square matrix" in msg["nonsquare"]
-    assert "NaN or Inf" in msg["nan_matrix"]
-    assert "--key" in msg["npz_needs_key"] and "notpsd" in msg["npz_needs_key"]
     assert "column 8" in msg["malformed_expr"]
-    assert "unknown name 'tanh'" in msg["unknown_kernel"]
-    assert "--dim" in msg["missing_dim"]
-    assert "C99" in msg["essay_bad_claim"]
 
 
-@pytest.mark.parametrize("name", ["help", *[f"help_{c}" for c in cli.COMMANDS]])
-def test_help(runs, name):
-    proc, _ = runs[name]
+@pytest.fixture(scope="module")
+def in_process_bad(files):
+    return _in_process_bad_usage(files)
+
+
+@pytest.mark.parametrize(
+    "name",
+    list(
+        _in_process_bad_usage(
+            {
+                k: Path(k)
+                for k in (
+                    "pd_npy",
+                    "ragged_txt",
+                    "nonsquare_npy",
+                    "nan_csv",
+                    "unknown_suffix",
+                    "two_npz",
+                    "points_txt",
+                )
+            }
+        )
+    ),
+)
+def test_bad_usage_in_process_is_one_line_and_exit_code_2(in_process_bad, name, capsys):
+    code = cli.main(in_process_bad[name])
+    captured = capsys.readouterr()
+    _check_usage_error(code, captured.out, captured.err)
+
+
+@pytest.mark.parametrize(
+    ("name", "fragment"),
+    [
+        ("nonsquare", "not a square matrix"),
+        ("nan_matrix", "NaN or Inf"),
+        ("npz_needs_key", "--key NAME"),
+        ("npz_bad_key", "has no array 'nope'"),
+        ("unknown_kernel", "unknown name 'tanh'"),
+        ("missing_dim", "--dim"),
+        ("essay_bad_claim", "C99"),
+        ("points_wrong_dim", "d = 2 columns"),
+        ("scaling_two_sizes", "sizes"),
+    ],
+)
+def test_in_process_messages_say_what_is_wrong(in_process_bad, name, fragment, capsys):
+    cli.main(in_process_bad[name])
+    assert fragment in capsys.readouterr().err
+
+
+def test_help(runs):
+    proc, _ = runs["help"]
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("usage: kernelcheck")
-    assert "exit codes: 0 verified, 1 refuted, 2 bad usage, 3 inconclusive" in proc.stdout
+    for command in cli.COMMANDS:
+        assert command in proc.stdout
 
 
-def test_version(runs):
+@pytest.mark.parametrize("command", cli.COMMANDS)
+def test_help_of_each_command(command, capsys):
+    assert cli.main([command, "--help"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"usage: kernelcheck {command}")
+    assert "exit codes: 0 verified, 1 refuted, 2 bad usage, 3 inconclusive" in out
+
+
+def test_version(capsys):
     import kernelcheck
 
-    proc, _ = runs["version"]
-    assert proc.returncode == 0
-    assert proc.stdout.strip() == f"kernelcheck {kernelcheck.__version__}"
+    assert cli.main(["--version"]) == 0
+    assert capsys.readouterr().out.strip() == f"kernelcheck {kernelcheck.__version__}"
 
 
-def test_essay_quick_writes_the_report(runs, files):
-    proc, expected = runs["essay_quick"]
+def test_essay_writes_the_report(runs, files):
+    proc, expected = runs["essay"]
     assert proc.returncode == expected, proc.stdout + proc.stderr
-    from kernelcheck.claims import registry
-
-    table = proc.stdout
-    for cid in registry():
-        assert any(line.startswith(cid + " ") for line in table.splitlines()), cid
+    ids = ["C1", "C7", "C8", "C12"]
+    rows = [line.split()[0] for line in proc.stdout.splitlines()[2:] if line.startswith("C")]
+    assert rows == ids
     out = files["essay_out"]
     report = json.loads((out / "report.json").read_text())
-    assert [c["id"] for c in report["claims"]] == list(registry())
+    assert [c["id"] for c in report["claims"]] == ids
     assert report["exit_code"] == 0 and report["level"] == "quick"
     md = (out / "report.md").read_text()
     assert md.startswith("# kernelcheck essay report")
-    for png in out.glob("*.png"):
-        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-        assert f"]({png.name})" in md
+    pngs = list(out.glob("*.png"))
+    assert [p.name for p in pngs] == ["C12.png"]
+    assert pngs[0].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "](C12.png)" in md
     assert not list(out.glob(".*.tmp"))  # no temporary files left behind
 
 
@@ -266,7 +307,7 @@ def test_essay_json_subset(runs):
     assert all(c["verdict"] == "verified" for c in report["claims"])
 
 
-@pytest.mark.parametrize("name", ["psd_npy", "psd_csv_refuted", "psd_txt", "psd_npz_key"])
+@pytest.mark.parametrize("name", ["psd_npy", "psd_csv_refuted"])
 def test_psd_exit_codes(runs, name):
     proc, expected = runs[name]
     assert proc.returncode == expected, proc.stdout + proc.stderr
@@ -282,10 +323,30 @@ def test_psd_json_is_the_check_psd_result(runs, files):
     assert payload["verdict"] == direct["verdict"]
 
 
-@pytest.mark.parametrize("name", ["kernel_ok", "kernel_points", "kernel_refuted"])
+@pytest.mark.parametrize(("name", "expected"), [("pd_txt", 0), ("two_npz", 1)])
+def test_psd_other_formats_in_process(files, name, expected, capsys):
+    argv = ["psd", str(files[name])] + (["--key", "notpsd"] if name == "two_npz" else [])
+    assert cli.main(argv) == expected
+    assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize("name", ["kernel_ok", "kernel_refuted"])
 def test_kernel_exit_codes(runs, name):
     proc, expected = runs[name]
     assert proc.returncode == expected, proc.stdout + proc.stderr
+
+
+def test_kernel_with_points_in_process(files, capsys):
+    argv = [
+        "kernel",
+        "gaussian(lengthscale=2) * laplacian",
+        "--dim",
+        "3",
+        "--points",
+        str(files["points_txt"]),
+    ]
+    assert cli.main(argv) == 0
+    assert "Gaussian(lengthscale=2.0) * Laplacian()" in capsys.readouterr().out
 
 
 def test_kernel_json_reports_features(runs):
@@ -302,7 +363,7 @@ def test_kernel_json_reports_features(runs):
 def test_unbiased_runs(runs, files):
     proc, expected = runs["unbiased"]
     assert proc.returncode == expected, proc.stdout + proc.stderr
-    assert any(files["unbiased_out"].iterdir())
+    assert (files["unbiased_out"] / "report.json").exists()
 
 
 def test_scaling_runs(runs, files):
@@ -395,31 +456,6 @@ def test_interrupt_before_writing_leaves_the_folder_untouched(tmp_path, monkeypa
 
 # ---------------------------------------------------------------------------
 # In-process: argument values and matrix files
-
-
-@pytest.mark.parametrize(
-    "argv",
-    [
-        ["kernel", "linear", "--dim", "-1"],
-        ["kernel", "linear", "--dim", "2", "--seed", "-3"],
-        ["kernel", "linear", "--dim", "2", "--budget", "0"],
-        ["kernel", "linear", "--dim", "2", "--form", "diagonal"],
-        ["kernel", "", "--dim", "2"],
-        ["kernel", "2 * 3", "--dim", "2"],
-        ["psd", "x.npy", "--tol", "nan"],
-        ["unbiased", "--trials", "0"],
-        ["unbiased", "--alpha", "0"],
-        ["essay", "--claims", "C1,,X"],
-        ["scaling", "--sizes", "64,128"],
-        ["scaling", "--repeats", "0"],
-    ],
-)
-def test_bad_values_in_process(argv, capsys):
-    assert cli.main(argv) == cli.EXIT_USAGE
-    captured = capsys.readouterr()
-    assert captured.out == ""
-    assert len(captured.err.strip().splitlines()) == 1
-    assert "Traceback" not in captured.err
 
 
 def test_load_matrix_formats_agree(files):

@@ -1043,7 +1043,7 @@ def _check_c14(level: str):
     n, d, d_v = _pick(level, (37, 3, 2), (301, 4, 8), (1500, 6, 16))
     Q, K_, V = _qkv(14, n, d, d_v, 0.5)
     rows, worst = [], 0.0
-    maps = [("Taylor order 2", K.exp(K.Linear(), order=2).features())]
+    maps: list[tuple[str, Any]] = [("Taylor order 2", K.exp(K.Linear(), order=2).features())]
     if _available("kernelcheck._src.random_features:PositiveRandomFeatures"):
         from kernelcheck._src.random_features import PositiveRandomFeatures
 
@@ -1274,8 +1274,8 @@ def _check_c15(level: str):
     for m in ms:
         sq = []
         for r_ in range(draws):
-            phi = PositiveRandomFeatures(d, m, seed=np.random.SeedSequence([15, m, r_]))
-            sq.append(np.mean((att.parallel(phi(Q), phi(K_), V) - A) ** 2))
+            rf = PositiveRandomFeatures(d, m, seed=np.random.SeedSequence([15, m, r_]))
+            sq.append(np.mean((att.parallel(rf(Q), rf(K_), V) - A) ** 2))
         rms.append(float(np.sqrt(np.mean(sq))))
     fit = fit_exponent(ms, rms, confidence=0.95)
     rows = [
