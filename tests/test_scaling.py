@@ -238,6 +238,17 @@ def test_measure_cost_model_callable_or_array():
     assert a.label == "noop" and b.label == "<lambda>"
 
 
+def test_measure_cpu_clock_counts_work_not_waiting():
+    import time
+
+    # Sleeping uses no CPU: the cpu clock sees (almost) nothing, the wall clock the sleep.
+    kw = dict(make_input=lambda n: (n * 1e-3,), repeats=1, warmup=0, memory=False)
+    wall = measure(time.sleep, [2, 4, 8], clock="wall", **kw)
+    cpu = measure(time.sleep, [2, 4, 8], clock="cpu", **kw)
+    assert wall.clock == "wall" and cpu.clock == "cpu"
+    assert (cpu.times < wall.times).all()
+
+
 def test_measurement_reports():
     f = _Counter()
     m = measure(
@@ -275,6 +286,8 @@ def _bad_measure_calls():
         ((len, [1, 2]), {**ok, "cost": [1.0, np.nan]}),
         ((len, [1, 2]), {**ok, "cost": lambda n: 0.0}),
         ((len, [1, 2]), {**ok, "label": 5}),
+        ((len, [1, 2]), {**ok, "clock": "monotonic"}),
+        ((len, [1, 2]), {**ok, "cost_unit": ""}),
     ]
 
 
@@ -345,6 +358,7 @@ def test_run_scaling_report_and_files(tmp_path):
     saved = json.loads((tmp_path / "run" / "scaling.json").read_text())
     assert saved["sizes"] == [32, 64, 128] and len(saved["forms"]) == 2
     assert saved["environment"]["blas_threads"] == 1
+    assert saved["environment"]["clock"] == "cpu"
     md = (tmp_path / "run" / "scaling.md").read_text()
     assert "| softmax, bidirectional | C2 |" in md and "scaling.png" in md
     assert str(report).startswith("scaling ")
@@ -360,6 +374,8 @@ def test_run_scaling_threads_none_and_memory_holds_the_output():
     # The traced call allocates at least its (n, d_v) float64 output.
     assert (m.peak_memory >= 8 * np.array(m.sizes) * report.d_v).all()
     assert report.environment["blas_threads"] is None
+    assert report.environment["clock"] == "wall"  # CPU time would add up spinning BLAS threads
+    assert m.clock == "wall"
     assert any("library default" in note for note in report.notes)
 
 
@@ -380,6 +396,7 @@ def test_run_scaling_threads_none_and_memory_holds_the_output():
         {"forms": "softmax"},
         {"threads": 0},
         {"out": 5},
+        {"clock": "monotonic"},
     ],
 )
 def test_run_scaling_bad_input(kwargs):

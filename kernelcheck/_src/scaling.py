@@ -57,6 +57,7 @@ from kernelcheck.errors import InvalidArgument
 __all__ = [
     "STATISTICS",
     "FIT_METHODS",
+    "CLOCKS",
     "geometric_sizes",
     "measure",
     "fit_exponent",
@@ -77,6 +78,9 @@ __all__ = [
 STATISTICS = ("median", "min")
 #: Methods for the confidence interval of a fitted exponent.
 FIT_METHODS = ("theil-sen", "bootstrap")
+#: Clocks :func:`measure` can read: elapsed time, or CPU time of the process.
+CLOCKS = ("wall", "cpu")
+_CLOCK_FUNCTIONS = {"wall": time.perf_counter, "cpu": time.process_time}
 
 _MAX_LOOPS = 1_000_000
 
@@ -452,6 +456,8 @@ class Measurement(ResultMixin):
     cost_unit : str
         What the cost model counts (``"flop"`` by default; e.g. ``"entry"``
         for a count of output entries).
+    clock : str
+        ``"wall"`` (elapsed time) or ``"cpu"`` (CPU time of the process).
     """
 
     label: str
@@ -465,6 +471,7 @@ class Measurement(ResultMixin):
     peak_memory: np.ndarray | None = None
     model_flops: np.ndarray | None = None
     cost_unit: str = "flop"
+    clock: str = "wall"
 
     # -- derived quantities -------------------------------------------------
 
@@ -514,7 +521,7 @@ class Measurement(ResultMixin):
 
     def to_markdown(self) -> str:
         """A Markdown table: one row per size, then the fitted exponents."""
-        head = ["n", f"time ({self.statistic})", "spread (min..max)", "loops"]
+        head = ["n", f"{self.clock} time ({self.statistic})", "spread (min..max)", "loops"]
         if self.peak_memory is not None:
             head.append("peak memory")
         if self.model_flops is not None:
@@ -603,6 +610,7 @@ def measure(
     statistic: str = "median",
     min_time: float = 0.01,
     memory: bool = True,
+    clock: str = "wall",
     cost=None,
     cost_unit: str = "flop",
     label: str | None = None,
@@ -646,6 +654,13 @@ def measure(
         Minimum duration of one repeat in seconds (>= 0).
     memory : bool
         Whether to run the tracemalloc pass.
+    clock : {"wall", "cpu"}
+        ``"wall"``: elapsed time (:func:`time.perf_counter`).  ``"cpu"``: CPU
+        time of the process (:func:`time.process_time`, all its threads):
+        time spent waiting for a CPU while other processes run is not
+        counted, so a busy machine disturbs it far less.  With a
+        multi-threaded BLAS the CPU time adds up the threads (and their
+        spin-waiting), so use it with one BLAS thread.
     cost : callable or array_like, optional
         The cost model: ``cost(n)`` or one operation count per size.
     cost_unit : str
@@ -668,12 +683,13 @@ def measure(
     sizes, repeats, warmup, min_time, cost, label = _measure_iv(
         fn, sizes, make_input, repeats, warmup, statistic, min_time, cost, label
     )
+    check_choice(clock, "clock", CLOCKS)
     if not isinstance(cost_unit, str) or not cost_unit:
         raise InvalidArgument(f"`cost_unit` must be a non-empty string, got {describe(cost_unit)}")
     raw = np.empty((len(sizes), repeats))
     loops = []
     peaks = np.empty(len(sizes), dtype=np.int64) if memory else None
-    perf = time.perf_counter
+    perf = _CLOCK_FUNCTIONS[clock]
     for i, n in enumerate(sizes):
         args = make_input(n)
         if not isinstance(args, tuple):
@@ -725,6 +741,7 @@ def measure(
         peak_memory=peaks,
         model_flops=cost,
         cost_unit=cost_unit,
+        clock=clock,
     )
 
 
@@ -798,7 +815,8 @@ def plot_measurements(
         if has_model and thr is not None:
             axes[k].semilogx(n, thr / 1e9, "o-", color=c, label=m.label)
     axes[0].set_xlabel("n")
-    axes[0].set_ylabel(f"time per call, s ({measurements[0].statistic} of repeats)")
+    first = measurements[0]
+    axes[0].set_ylabel(f"{first.clock} time per call, s ({first.statistic} of repeats)")
     axes[0].set_title("time")
     k = 1
     if has_mem:
@@ -837,10 +855,13 @@ def plot_measurements(
 # Softmax against linear attention
 # ---------------------------------------------------------------------------
 
-#: n = 1024 .. 16384 (doubling), the range of claims C2/C3 in the report.
-DEFAULT_SIZES = (1024, 2048, 4096, 8192, 16384)
+#: n = 1024 .. 16384, nine sizes a factor sqrt(2) apart (the range of claims C2/C3).
+#: Nine sizes give 36 pairwise slopes, so one size off the power law (data that
+#: fits in cache at the smallest n) moves neither the Theil-Sen slope nor Sen's
+#: interval much; with five sizes the interval spans nearly every pairwise slope.
+DEFAULT_SIZES = geometric_sizes(1024, 16384, num=9)
 #: A short run for a smoke check (the exponents are less reliable this small).
-QUICK_SIZES = (512, 1024, 2048, 4096)
+QUICK_SIZES = geometric_sizes(512, 4096, num=7)
 #: Ranges an exponent of time must lie in (claims C2 and C3).
 EXPECTED_EXPONENTS = {"quadratic": (1.8, 2.2), "linear": (0.85, 1.15)}
 
@@ -1049,9 +1070,13 @@ def _run_scaling_iv(
     quick,
     forms,
     threads,
+    clock,
 ):
     if threads is not None:
         threads = as_int(threads, "threads", minimum=1)
+    if clock is None:
+        clock = "cpu" if threads == 1 else "wall"
+    check_choice(clock, "clock", CLOCKS)
     if isinstance(forms, str) or not hasattr(forms, "__iter__"):
         raise InvalidArgument(f"`forms` must be a sequence of form names, got {describe(forms)}")
     forms = tuple(forms)
@@ -1077,7 +1102,7 @@ def _run_scaling_iv(
         out = Path(out)
         if out.exists() and not out.is_dir():
             raise InvalidArgument(f"`out` must be a directory, but {str(out)!r} is a file")
-    return sizes, d, num_features, chunk_size, repeats, confidence, rng, out, forms, threads
+    return sizes, d, num_features, chunk_size, repeats, confidence, rng, out, forms, threads, clock
 
 
 def run_scaling(
@@ -1094,6 +1119,7 @@ def run_scaling(
     quick: bool = False,
     forms: Sequence[str] = DEFAULT_FORMS,
     threads: int | None = 1,
+    clock: str | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> ScalingReport:
     """Measure how softmax and linear attention scale with n (claims C2, C3, C11).
@@ -1113,7 +1139,8 @@ def run_scaling(
     Parameters
     ----------
     sizes : sequence of int, optional
-        Default n = 1024, 2048, ..., 16384 (``quick``: 512 .. 4096).
+        Default :data:`DEFAULT_SIZES`, n = 1024 .. 16384 in nine steps of
+        sqrt(2) (``quick``: :data:`QUICK_SIZES`, 512 .. 4096 in seven).
     d : int
         Head and value dimension (default 64).
     num_features : int
@@ -1140,6 +1167,10 @@ def run_scaling(
         property of the algorithm: a multi-threaded BLAS adds a
         synchronisation cost per matrix product (large for the chunked
         form's many small products) that varies with the machine's load.
+    clock : {"cpu", "wall"}, optional
+        What is timed (see :func:`measure`).  Default: ``"cpu"`` (CPU time of
+        the process, which waiting for a busy CPU does not inflate) when
+        ``threads == 1``, else ``"wall"``.
     out : path, optional
         Directory to write ``scaling.png``, ``scaling.md`` and
         ``scaling.json`` into.
@@ -1162,7 +1193,7 @@ def run_scaling(
     >>> report = run_scaling(quick=True)  # doctest: +SKIP
     >>> print(report.summary_table())     # doctest: +SKIP
     """
-    sizes, d, D, chunk_size, repeats, confidence, rng, out, forms, threads = _run_scaling_iv(
+    sizes, d, D, chunk_size, repeats, confidence, rng, out, forms, threads, clock = _run_scaling_iv(
         sizes,
         d,
         num_features,
@@ -1175,6 +1206,7 @@ def run_scaling(
         quick,
         forms,
         threads,
+        clock,
     )
     from kernelcheck._src import attention as att
 
@@ -1208,6 +1240,7 @@ def run_scaling(
                     confidence,
                     make_exact,
                     make_linear,
+                    clock,
                 )
             )
             if progress is not None:
@@ -1220,9 +1253,10 @@ def run_scaling(
         "The linear forms use positive random features with D = "
         f"{D}, so that the O(n D d) arithmetic dominates per-call overheads at the smallest n; "
         "the features are computed before timing (the cost model does not count them).",
-        f"Per-size statistic: {statistic} of {repeats} repeats. {thread_note}",
+        f"Clock: {'CPU time of the process' if clock == 'cpu' else 'elapsed (wall) time'}; "
+        f"per-size statistic: {statistic} of {repeats} repeats. {thread_note}",
     )
-    busy = _busy_note(load_before, load_after)
+    busy = _busy_note(load_before, load_after, clock)
     if busy:
         notes = notes + (busy,)
     plot_path = None
@@ -1242,6 +1276,7 @@ def run_scaling(
             **_environment(),
             "load_average": [load_before, load_after],
             "blas_threads": threads,
+            "clock": clock,
         },
         seconds=time.perf_counter() - t_start,
         plot_path=None,
@@ -1266,7 +1301,18 @@ def run_scaling(
 
 
 def _measure_form(
-    att, key, sizes, d, D, chunk_size, repeats, statistic, confidence, make_exact, make_linear
+    att,
+    key,
+    sizes,
+    d,
+    D,
+    chunk_size,
+    repeats,
+    statistic,
+    confidence,
+    make_exact,
+    make_linear,
+    clock,
 ) -> FormScaling:
     name, form, causal, claim, expected = SCALING_FORMS[key]
     fn = _form_callable(att, form, causal, chunk_size)
@@ -1283,6 +1329,7 @@ def _measure_form(
         statistic=statistic,
         cost=lambda n: float(model(n).flops),
         label=name,
+        clock=clock,
     )
     tfit = m.time_exponent(confidence=confidence, expected=expected)
     mfit = m.memory_exponent(confidence=confidence)
@@ -1324,14 +1371,22 @@ def _load_average() -> float | None:
         return None
 
 
-def _busy_note(before, after) -> str | None:
+def _busy_note(before, after, clock: str = "wall") -> str | None:
     cpus = os.cpu_count() or 1
     loads = [x for x in (before, after) if x is not None]
     if loads and max(loads) > 0.5 * cpus + 1.0:
-        return (
+        text = (
             f"The machine was busy during the run (1-minute load average "
-            f"{', '.join(f'{x:.1f}' for x in loads)} on {cpus} CPUs): other processes took "
-            "CPU time, so the timings, and the exponents, are disturbed. Rerun on an idle machine."
+            f"{', '.join(f'{x:.1f}' for x in loads)} on {cpus} CPUs). "
+        )
+        if clock == "cpu":
+            return text + (
+                "CPU time does not count the waits for a CPU, but the other processes still "
+                "share the caches and memory bandwidth; rerun on an idle machine to confirm."
+            )
+        return text + (
+            "Elapsed time counts the waits for a CPU, so the timings and the exponents are "
+            "disturbed; rerun on an idle machine or with clock='cpu'."
         )
     return None
 
