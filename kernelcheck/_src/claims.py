@@ -845,6 +845,7 @@ def _check_c1(level: str):
     import numpy as np
 
     from kernelcheck import attention as att
+    from kernelcheck._src.rounding import matmul_error_bound
 
     n, d, d_v = _pick(level, (24, 4, 3), (96, 16, 8), (256, 32, 16))
     rows = []
@@ -868,9 +869,8 @@ def _check_c1(level: str):
             excess = np.maximum(lo - A, A - hi) - EA
             inside = bool((excess <= 0).all())
             # A = W V: the output is the weighted average with exactly these weights.
-            combo = np.abs(W @ V - A) <= EA + (EW @ np.abs(V)) + 4 * n * np.finfo(float).eps * (
-                np.abs(W) @ np.abs(V)
-            )
+            # |fl(W V) - A| <= |fl(W V) - W V| + |W - W_exact| |V| + |A_exact - A|
+            combo = np.abs(W @ V - A) <= EA + EW @ np.abs(V) + matmul_error_bound(W, V)
             worst_sum = max(worst_sum, float(np.abs(ones - 1.0).max()))
             min_weight = min(min_weight, float(W.min()))
             hull_excess = max(hull_excess, float((np.maximum(lo - A, A - hi)).max()))
@@ -1025,6 +1025,7 @@ def _check_c11(level: str):
         "kernelcheck.attention:recurrent",
         "kernelcheck.attention:chunked",
         "kernelcheck.attention:linear_error_bound",
+        "kernelcheck._src.random_features:PositiveRandomFeatures",
     ),
     checked_by=(
         "kernelcheck.attention.recurrent",
@@ -1043,11 +1044,12 @@ def _check_c14(level: str):
     n, d, d_v = _pick(level, (37, 3, 2), (301, 4, 8), (1500, 6, 16))
     Q, K_, V = _qkv(14, n, d, d_v, 0.5)
     rows, worst = [], 0.0
-    maps: list[tuple[str, Any]] = [("Taylor order 2", K.exp(K.Linear(), order=2).features())]
-    if _available("kernelcheck._src.random_features:PositiveRandomFeatures"):
-        from kernelcheck._src.random_features import PositiveRandomFeatures
+    from kernelcheck._src.random_features import PositiveRandomFeatures
 
-        maps.append(("positive random features", PositiveRandomFeatures(d, 32, seed=14)))
+    maps: list[tuple[str, Any]] = [
+        ("Taylor order 2", K.exp(K.Linear(), order=2).features()),
+        ("positive random features", PositiveRandomFeatures(d, 32, seed=14)),
+    ]
     for name, phi in maps:
         pq, pk = phi(Q), phi(K_)
         ref = att.parallel(pq, pk, V, causal=True)
@@ -1361,7 +1363,11 @@ def _psd_examples():
 
 @_register(
     "C5",
-    requires=("kernelcheck.psd:check_psd", "kernelcheck.kernels:kernel_from_function"),
+    requires=(
+        "kernelcheck.psd:check_psd",
+        "kernelcheck.kernels:kernel_from_function",
+        "kernelcheck.verify:kernel",
+    ),
     checked_by=("kernelcheck.psd.check_psd", "kernelcheck.verify.kernel"),
 )
 def _check_c5(level: str):
@@ -1369,6 +1375,7 @@ def _check_c5(level: str):
     import numpy as np
 
     from kernelcheck import kernels as K
+    from kernelcheck import verify
     from kernelcheck.psd import check_psd
 
     grow = _pick(level, 0.5, 1.0, 3.0)
@@ -1394,21 +1401,18 @@ def _check_c5(level: str):
         ("exp(-||x - y||^4)", lambda x, y: np.exp(-(np.linalg.norm(x - y) ** 4))),
     ]
     found = 0
-    if _available("kernelcheck.verify:kernel"):
-        from kernelcheck import verify
-
-        for name, f in non_kernels[: _pick(level, 2, 4, 4)]:
-            kern = K.kernel_from_function(f, name=name)
-            rep = verify.kernel(kern, dim=2, seed=5)
-            refuted = not rep.passed
-            found += refuted
-            rows.append(
-                _statement(
-                    f"{name} is refuted (a witness v with v^T K v < 0)",
-                    refuted,
-                    _first_sentence(str(rep)),
-                )
+    for name, f in non_kernels[: _pick(level, 2, 4, 4)]:
+        kern = K.kernel_from_function(f, name=name)
+        rep = verify.kernel(kern, dim=2, seed=5)
+        refuted = not rep.passed
+        found += refuted
+        rows.append(
+            _statement(
+                f"{name} is refuted (a witness v with v^T K v < 0)",
+                refuted,
+                _first_sentence(str(rep)),
             )
+        )
     key = (
         f"{len(_psd_examples())} kernels PSD (min eigenvalue >= {fmt(-worst)} x tol); "
         f"{found} non-kernels refuted by exactly verified witnesses"
