@@ -86,7 +86,7 @@ def test_causal_linear_cumsum_peer(benchmark, size_for):
 def main(argv=None) -> int:
     """Measure chunked, causal parallel and the cumulative-sum peer over n; write the figure.
 
-    n = 1024 .. 16384, d = d_v = 64, D = 64, one BLAS thread, all three in
+    n = 1024 .. 16384, d = d_v = 64, D = 64, one BLAS thread, CPU time, all three in
     the same run; the cost model of each is
     ``kernelcheck.attention.cost_model`` (the peer does the prefix-sum work of
     the causal parallel form).
@@ -115,7 +115,7 @@ def main(argv=None) -> int:
             cost_model(form, n, D_MODEL, D_FEATURES, D_MODEL, chunk, causal=causal).flops
         )
 
-    common = dict(make_input=make, repeats=5, statistic="min")
+    common = dict(make_input=make, repeats=5, statistic="min", clock="cpu")
     with threadpool_limits(1):
         runs = [
             measure(

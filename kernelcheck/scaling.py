@@ -18,10 +18,13 @@ Examples
 """
 
 from kernelcheck._src.scaling import (
+    CLOCKS,
+    DEFAULT_FORMS,
     DEFAULT_SIZES,
     EXPECTED_EXPONENTS,
     FIT_METHODS,
     QUICK_SIZES,
+    SCALING_FORMS,
     STATISTICS,
     ExponentFit,
     FormScaling,
@@ -46,7 +49,10 @@ __all__ = [
     "ScalingReport",
     "STATISTICS",
     "FIT_METHODS",
+    "CLOCKS",
     "DEFAULT_SIZES",
     "QUICK_SIZES",
     "EXPECTED_EXPONENTS",
+    "SCALING_FORMS",
+    "DEFAULT_FORMS",
 ]
