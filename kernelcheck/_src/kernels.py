@@ -962,7 +962,7 @@ def _int_power(G: np.ndarray, m: int) -> tuple[np.ndarray, int]:
     return result, ops
 
 
-def weighted_monomials(Z: np.ndarray, m: int) -> np.ndarray:
+def weighted_monomials(Z: Any, m: int) -> np.ndarray:
     """The symmetric degree-``m`` feature map of the rows of ``Z`` (claim C8).
 
     Columns are the unique monomials ``z ** alpha`` (``|alpha| = m``) times
@@ -971,7 +971,26 @@ def weighted_monomials(Z: np.ndarray, m: int) -> np.ndarray:
     degree-(j-1) column whose last variable index is ``<= i`` times ``z_i``
     and ``sqrt(j / alpha_i)``, so the cost is one multiplication per output
     entry (time proportional to the output size).
+
+    ``Z`` is validated (a finite real (n, D) array) and the output size is
+    checked up front; an entry beyond the floating-point range raises
+    :class:`~kernelcheck.errors.NumericalFailure`.
     """
+    Z = as_points(Z, "Z")
+    m = _check_degree(m, "m")
+    check_size(Z.shape[0] * monomial_dim(Z.shape[1], m), "the monomial feature matrix")
+    with np.errstate(over="ignore", invalid="ignore"):
+        out = _weighted_monomials(Z, m)
+    if not np.isfinite(out).all():
+        raise NumericalFailure(
+            f"the degree-{m} monomials of `Z` overflow {out.dtype} (max |Z| = "
+            f"{float(np.abs(Z).max()):.3g}); scale the inputs down"
+        )
+    return out
+
+
+def _weighted_monomials(Z: np.ndarray, m: int) -> np.ndarray:
+    """:func:`weighted_monomials` without checks (inputs already validated)."""
     n, D = Z.shape
     if m == 0:
         return np.ones((n, 1), dtype=Z.dtype)
@@ -1005,8 +1024,10 @@ def unweighted_monomials(X: Any, degree: int) -> np.ndarray:
     """
     X = as_points(X, "X")
     degree = _check_degree(degree, "degree")
+    # Refuse before listing the index tuples: the list alone can exhaust memory.
+    check_size(X.shape[0] * math.comb(X.shape[1] + degree - 1, degree), "the monomial matrix")
+    check_size(math.comb(X.shape[1] + degree - 1, degree) * degree, "the monomial index table")
     combos = list(combinations_with_replacement(range(X.shape[1]), degree))
-    check_size(X.shape[0] * len(combos), "the monomial matrix")
     if degree == 0:
         return np.ones((X.shape[0], 1), dtype=X.dtype)
     idx = np.array(combos, dtype=np.intp)
@@ -1064,7 +1085,7 @@ class Power(Kernel):
     def _phi(self, X, form):
         Z = self.kernel._phi(X, form)
         if form == "symmetric":
-            return weighted_monomials(Z, self.m)
+            return _weighted_monomials(Z, self.m)
         out = np.ones((X.shape[0], 1), dtype=Z.dtype)
         for _ in range(self.m):
             out = _kron_rows(out, Z)
@@ -1171,7 +1192,7 @@ class Exp(Kernel):
         tensor = ones
         for j in range(1, self.order + 1):
             if form == "symmetric":
-                Pj = weighted_monomials(Z, j)
+                Pj = _weighted_monomials(Z, j)
             else:
                 tensor = _kron_rows(tensor, Z)
                 Pj = tensor
