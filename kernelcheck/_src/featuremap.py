@@ -14,6 +14,7 @@ import numpy as np
 
 from kernelcheck._src.rounding import gamma
 from kernelcheck._src.validate import as_int, as_points, check_choice, check_size
+from kernelcheck.errors import NumericalFailure
 
 if TYPE_CHECKING:  # pragma: no cover
     from kernelcheck._src.kernels import Kernel
@@ -67,7 +68,8 @@ class ExactFeatureMap(FeatureMap):
     operations on exact inputs, so it carries a relative error of at most
     ``gamma_ops``; an inner product of two such D-vectors is then accurate to
     ``gamma_(D + 2 ops) |phi(x)| . |phi(y)|`` (Higham, ch. 3).  See
-    :meth:`error_bound`.
+    :meth:`error_bound`.  A feature beyond the floating-point range raises
+    :class:`~kernelcheck.errors.NumericalFailure` (never an ``inf`` feature).
 
     Examples
     --------
@@ -105,7 +107,15 @@ class ExactFeatureMap(FeatureMap):
         X = as_points(X, "X")
         D = self.output_dim(X.shape[1])
         check_size(X.shape[0] * D, f"the feature matrix of {self!r} for X of shape {X.shape}")
-        return self._kernel._phi(X, self.form)
+        with np.errstate(over="ignore", invalid="ignore"):
+            P = self._kernel._phi(X, self.form)
+        if not np.isfinite(P).all():
+            row, col = (int(i) for i in np.argwhere(~np.isfinite(P))[0])
+            raise NumericalFailure(
+                f"{self!r} overflows {P.dtype} at feature {col} of row {row} (the exact value "
+                "is beyond the floating-point range); scale the inputs down"
+            )
+        return P
 
     def error_bound(self, X, Y=None) -> np.ndarray:
         """Entrywise bound on ``|fl(phi(X) @ phi(Y).T) - k(X, Y)|`` (exact k).
