@@ -7,9 +7,12 @@ Likhosherstov et al. 2022 (FAVOR++ generalized exponential features).
 Statistics.  For every pair whose variance test is testable (Berry-Esseen
 bound on ``(X - mu)^2`` within tolerance, from the closed-form eighth
 moment), the empirical MSE's simultaneous interval (Bonferroni over the pairs
-at alpha = 0.01, normal approximation) must contain the theoretical MSE: a
-correct estimator fails an example with probability <= 0.01, and the ``ci``
-profile fixes the examples.  Power: at 20000 trials the interval half-width
+at alpha = 1e-3, normal approximation) must contain the theoretical MSE, and
+the report (Holm at 1e-3, including the one-sided "variance above theory"
+tests) must not fail: a correct estimator fails an example with probability
+about 1e-3 (at most 8e-3 for the eight examples of a run; the upper tail of
+a sample variance is heavier than normal, so the real rate is somewhat above
+the nominal one), and the ``ci`` profile fixes the examples.  Power: at 20000 trials the interval half-width
 is a few percent of the MSE, so an MSE formula off by a factor 2 (the
 classic sin/cos ``1/m`` vs ``1/(2m)`` slip) is rejected.
 """
@@ -47,7 +50,7 @@ def test_c17_empirical_mse_matches_theory(seed, name, d, m):
     X = _points(seed, 3, d, 0.5)
     Y = _points(seed + 1, 3, d, 0.5)
     sampler = ESTIMATORS[name].sampler(d, m)
-    rep = unbiased(sampler, Exponential(), X, Y, trials=20000, seed=seed)
+    rep = unbiased(sampler, Exponential(), X, Y, trials=20000, seed=seed, alpha=1e-3)
     trusted = [p for p in rep.pairs if math.isfinite(p.variance_p)]
     assume(trusted)  # skewed cases (e.g. cosh features at small m) have no trusted pair
     for p in trusted:

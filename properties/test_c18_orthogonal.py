@@ -14,8 +14,9 @@ with probability <= 1e-3.  Power: with 2000 blocks the KS test detects a
 CDF distance of 0.055 with probability > 0.99; unit-norm rows (distance 0.5
 or more from chi(d)) are rejected, as the negative control shows.
 MSE: the empirical MSE of orthogonal features must not exceed the i.i.d.
-closed form by more than its simultaneous (alpha = 0.01) interval half-width;
-a correct construction fails an example with probability <= 0.01.
+closed form by more than its simultaneous (alpha = 1e-3) interval half-width,
+and the report (Holm at 1e-3) must find no bias; a correct construction fails
+an example with probability about 1e-3 (6e-3 for the six examples of a run).
 """
 
 from __future__ import annotations
@@ -88,7 +89,10 @@ def test_c18_orthogonal_is_unbiased_and_not_noisier(seed, name, d, blocks):
     Y = rng.standard_normal((3, d))
     Y *= 0.4 / np.linalg.norm(Y, axis=1, keepdims=True)
     sampler = ESTIMATORS[name].sampler(d, d * blocks, orthogonal=True)
-    rep = unbiased(sampler, Exponential(), X, Y, trials=20000, seed=seed)
-    assert rep.passed, rep.to_markdown()
+    rep = unbiased(sampler, Exponential(), X, Y, trials=20000, seed=seed, alpha=1e-3)
+    # no bias found; a pair may be untestable (sample-kurtosis gate), but few are
+    assert rep.verdict != "fail", rep.to_markdown()
+    assert rep.counts["untestable"] <= len(rep.pairs) // 2, rep.to_markdown()
     for p in rep.pairs:
-        assert p.mse <= p.theory_mse + p.mse_halfwidth, str(p)
+        if p.verdict != "untestable":
+            assert p.mse <= p.theory_mse + p.mse_halfwidth, str(p)

@@ -966,7 +966,7 @@ class RatioBiasResult(ResultMixin):
         Frobenius norm of the output's bias) and its delta-method standard error.
     projected_bias, projected_se : tuple of float
         ``<mean - A, u>`` per m and its standard error (u: unit bias direction
-        from an independent pilot run at the smallest m).
+        from an independent pilot run at a quarter of the smallest m).
     beta, beta_se, gamma, gamma_se : float
         Weighted least-squares fit ``<b(m), u> = beta / m + gamma / m^2``
         (``+ delta / m^3`` with five or more values of m).
@@ -1021,8 +1021,8 @@ def ratio_bias(sampler, Q, K, V, *, num_features=(8, 16, 32, 64, 128), trials: i
     and for means of m i.i.d. terms every central moment of order k is
     ``O(m^-ceil(k/2))``: the bias is ``beta / m + gamma / m^2 + O(m^-3)``.
 
-    A pilot run (its own seed) at the smallest m gives the unit bias
-    direction u; for each m the engine estimates ``E[a]`` and ``E<a, u>``
+    A pilot run (its own seed, twice the trials, at a quarter of the
+    smallest m) gives the unit bias direction u; for each m the engine estimates ``E[a]`` and ``E<a, u>``
     over ``trials`` trials, ``<b(m), u>`` is an unbiased, nearly normal
     estimate, and a weighted least-squares fit of ``beta / m + gamma / m^2``
     (plus ``delta / m^3`` with five or more values of m) decides the claim:
@@ -1082,12 +1082,14 @@ def ratio_bias(sampler, Q, K, V, *, num_features=(8, 16, 32, 64, 128), trials: i
     A = ((G @ V) / G.sum(axis=1, keepdims=True)).ravel()
     P = A.size
 
-    def run(m, q, u):
+    def run(m, q, u, n=trials):
         fn = _AttentionTrials(sampler.with_num_features(m), Q, K, V, u)
-        return run_trials(fn, trials, seed=shard_seed(root, q), shard_size=shard_size,
+        return run_trials(fn, n, seed=shard_seed(root, q), shard_size=shard_size,
                           executor=executor, progress=progress, desc=f"attention m={m}")
 
-    pilot = run(ms[0], len(ms), np.zeros(P))
+    # the pilot runs at m / 4, where the bias (~1/m) stands out of the noise
+    # (~1/sqrt(m)) twice as well, with twice the trials
+    pilot = run(max(1, min(ms) // 4), len(ms), np.zeros(P), 2 * trials)
     b0 = pilot.mean[:P] - A
     nb0 = float(np.linalg.norm(b0))
     u = b0 / nb0 if nb0 > 0 else np.full(P, 1.0 / math.sqrt(P))
