@@ -1081,8 +1081,8 @@ _SCALING_CACHE: dict[str, Any] = {}
 def _scaling_run(level: str):
     """One scaling measurement per level, shared by C2 and C3 (None at ``quick``).
 
-    ``default`` runs :func:`kernelcheck.scaling.run_scaling` on n = 1024..8192
-    with 3 repeats (about 15-30 s on 2 cores: below n = 1024 fixed per-call costs
+    ``default`` runs :func:`kernelcheck.scaling.run_scaling` on seven sizes
+    sqrt(2) apart, n = 1024..8192, with 3 repeats (below n = 1024 fixed per-call costs
     bend the softmax times); ``thorough`` runs its full default grid
     (n = 1024..16384, 5 repeats).
     """
@@ -1092,7 +1092,10 @@ def _scaling_run(level: str):
         from kernelcheck.scaling import run_scaling
 
         if level == "default":
-            report = run_scaling(sizes=(1024, 2048, 4096, 8192), repeats=3, seed=0)
+            from kernelcheck.scaling import geometric_sizes
+
+            sizes = geometric_sizes(1024, 8192, num=7)  # sqrt(2) apart: Sen's interval needs k >= 7
+            report = run_scaling(sizes=sizes, repeats=3, seed=0)
         else:
             report = run_scaling(seed=0)
         _SCALING_CACHE[level] = report
