@@ -79,15 +79,17 @@ def test_mc_engine(benchmark, size_for, kind):
 
 
 @pytest.mark.benchmark
-@pytest.mark.parametrize("cls", [PositiveRandomFeatures, TrigonometricRandomFeatures,
-                                 OptimalPositiveRandomFeatures])
+@pytest.mark.parametrize(
+    "cls", [PositiveRandomFeatures, TrigonometricRandomFeatures, OptimalPositiveRandomFeatures]
+)
 @pytest.mark.parametrize("kind", ["map", "exp-gemm-floor"])
 def test_feature_maps(benchmark, size_for, cls, kind):
     n = size_for(4096, 64)
     d, m = 64, 256
     X = np.random.default_rng(1).standard_normal((n, d)) / np.sqrt(d)
-    phi = cls(d, m, seed=0) if cls is not OptimalPositiveRandomFeatures else cls(
-        d, m, seed=0, A=0.0)
+    phi = (
+        cls(d, m, seed=0) if cls is not OptimalPositiveRandomFeatures else cls(d, m, seed=0, A=0.0)
+    )
     W = np.asarray(phi.projection)
     benchmark.group = f"features-{cls.__name__}"
     if kind == "map":

@@ -60,8 +60,9 @@ def test_c13_positive_features_unbiased(seed, d, m, orthogonal):
     seed=st.integers(0, 2**31 - 1),
     d=st.integers(1, 6),
     norm=st.floats(0.0, 30.0),
-    cls=st.sampled_from([PositiveRandomFeatures, HyperbolicRandomFeatures,
-                         OptimalPositiveRandomFeatures]),
+    cls=st.sampled_from(
+        [PositiveRandomFeatures, HyperbolicRandomFeatures, OptimalPositiveRandomFeatures]
+    ),
 )
 def test_c13_positive_estimates_are_positive(seed, d, norm, cls):
     """C13: positive maps give strictly positive kernel estimates, even at |x| = 30.

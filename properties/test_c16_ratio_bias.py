@@ -41,8 +41,9 @@ def test_c16_attention_bias_shrinks_like_one_over_m(seed):
     K[0], K[1] = Q[0], -Q[0]
     V = rng.standard_normal((5, 2))
     V[0], V[1] = [4.0, 0.0], [-4.0, 0.0]
-    res = ratio_bias(PositiveRandomFeatures.sampler(d, 8), Q, K, V, trials=20000, seed=seed,
-                     alpha=1e-3)
+    res = ratio_bias(
+        PositiveRandomFeatures.sampler(d, 8), Q, K, V, trials=20000, seed=seed, alpha=1e-3
+    )
     assert res.relative_variance < 1.0
     assert res.passed, str(res)
     # m b(m) approaches beta: the largest m is within 4 standard errors + 20% of it

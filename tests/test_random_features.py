@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from scipy.optimize import minimize_scalar
 
+from kernelcheck._src.featuremap import FeatureMap
 from kernelcheck._src.random_features import (
     ESTIMATORS,
     HyperbolicRandomFeatures,
@@ -18,7 +19,6 @@ from kernelcheck._src.random_features import (
     draw_projection,
     optimal_positive_parameter,
 )
-from kernelcheck._src.featuremap import FeatureMap
 from kernelcheck.errors import InvalidArgument, NumericalFailure
 from kernelcheck.kernels import Exponential
 
@@ -41,16 +41,16 @@ def test_interface_and_state(cls, orthogonal):
     X = _pts(7, 5, 0)
     F = phi(X)
     assert F.shape == (7, phi.output_dim(5))
-    assert phi.output_dim(5) == (24 if cls in (TrigonometricRandomFeatures,
-                                               HyperbolicRandomFeatures) else 12)
+    assert phi.output_dim(5) == (
+        24 if cls in (TrigonometricRandomFeatures, HyperbolicRandomFeatures) else 12
+    )
     assert phi.projection.shape == (12, 5)
     with pytest.raises(ValueError):
         phi.projection[0, 0] = 1.0  # read-only state
     # same seed, same bytes; another seed, another projection
     again = cls(5, 12, seed=3, orthogonal=orthogonal, scale=0.5)
     assert again.projection.tobytes() == phi.projection.tobytes()
-    assert not np.array_equal(cls(5, 12, seed=4, orthogonal=orthogonal).projection,
-                              phi.projection)
+    assert not np.array_equal(cls(5, 12, seed=4, orthogonal=orthogonal).projection, phi.projection)
     assert cls.__name__ in repr(phi)
 
 
@@ -69,8 +69,9 @@ def test_scaled_features_and_estimate_agree_with_phi(cls):
     assert np.all(np.abs(phi.estimate(X, Y) - G) <= bound)
 
 
-@pytest.mark.parametrize("cls", [PositiveRandomFeatures, HyperbolicRandomFeatures,
-                                 OptimalPositiveRandomFeatures])
+@pytest.mark.parametrize(
+    "cls", [PositiveRandomFeatures, HyperbolicRandomFeatures, OptimalPositiveRandomFeatures]
+)
 def test_log_features_is_log_of_phi(cls):
     phi = cls(3, 8, seed=2)
     X = _pts(4, 3, 5, norm=1.0)
@@ -116,11 +117,13 @@ def test_optimal_parameter_minimises_the_second_moment(s2, d):
     """A* (closed form) against a numerical minimiser of the log second moment."""
 
     def log_m2(A):
-        return (d * math.log(1 - 4 * A) - 0.5 * d * math.log(1 - 8 * A)
-                + 2 * (1 - 4 * A) * s2 / (1 - 8 * A))
+        return (
+            d * math.log(1 - 4 * A)
+            - 0.5 * d * math.log(1 - 8 * A)
+            + 2 * (1 - 4 * A) * s2 / (1 - 8 * A)
+        )
 
-    res = minimize_scalar(log_m2, bounds=(-20.0, 0.124), method="bounded",
-                          options={"xatol": 1e-12})
+    res = minimize_scalar(log_m2, bounds=(-20.0, 0.124), method="bounded", options={"xatol": 1e-12})
     assert optimal_positive_parameter(s2, d) == pytest.approx(res.x, abs=1e-6)
 
 
@@ -146,8 +149,9 @@ def _lemma2(cls, x, y, m):
     raise AssertionError
 
 
-@pytest.mark.parametrize("cls", [PositiveRandomFeatures, TrigonometricRandomFeatures,
-                                 HyperbolicRandomFeatures])
+@pytest.mark.parametrize(
+    "cls", [PositiveRandomFeatures, TrigonometricRandomFeatures, HyperbolicRandomFeatures]
+)
 def test_theoretical_mse_matches_lemma2(cls):
     X, Y = _pts(3, 4, 3, norm=0.9), _pts(3, 4, 4, norm=0.6)
     phi = cls(4, 10, seed=0)
@@ -165,8 +169,10 @@ def test_optimal_theory_second_moment_closed_form():
     X, Y = _pts(2, d, 0, 0.8), _pts(2, d, 1, 0.8)
     t = phi.theory(X, Y, order=2)
     s2 = ((X[:, None] + Y[None]) ** 2).sum(-1)
-    ref = ((1 - 4 * A) ** d * (1 - 8 * A) ** (-d / 2)
-           * np.exp(2 * (1 - 4 * A) * s2 / (1 - 8 * A) - s2) - 1) / m
+    ref = (
+        (1 - 4 * A) ** d * (1 - 8 * A) ** (-d / 2) * np.exp(2 * (1 - 4 * A) * s2 / (1 - 8 * A) - s2)
+        - 1
+    ) / m
     assert np.allclose(t["central"][2], ref, rtol=1e-10)
 
 
@@ -185,7 +191,7 @@ def test_batch_estimates_equal_single_maps_for_iid_rows(cls):
 def test_orthogonal_blocks_are_orthogonal():
     W = draw_projection(0, 4, 10, orthogonal=True)
     for start in (0, 4):
-        B = W[start:start + 4]
+        B = W[start : start + 4]
         G = B @ B.T
         off = G - np.diag(np.diag(G))
         assert np.max(np.abs(off)) <= 64 * U * np.max(np.diag(G))

@@ -53,8 +53,9 @@ def test_merge_equals_moments_of_the_concatenation(values, data):
     n = len(x)
     assert merged.count == whole.count
     assert merged.mean == pytest.approx(whole.mean, abs=1e-12 * scale)
-    for k, (a, b) in enumerate([(merged.m2, whole.m2), (merged.m3, whole.m3),
-                                (merged.m4, whole.m4)], start=2):
+    for k, (a, b) in enumerate(
+        [(merged.m2, whole.m2), (merged.m3, whole.m3), (merged.m4, whole.m4)], start=2
+    ):
         assert a == pytest.approx(b, abs=1e-9 * n * scale**k)
 
 
@@ -148,7 +149,7 @@ def test_central_from_raw_ratios_lognormal():
 def test_berry_esseen_and_trials_needed_are_inverse():
     r = np.array([1.0, 3.0, 50.0])
     n = trials_needed(r, 0.01)
-    for ri, ni in zip(r, n):
+    for ri, ni in zip(r, n, strict=True):
         assert berry_esseen_bound(ri, int(ni)) <= 0.01
         assert berry_esseen_bound(ri, int(ni) - 1) > 0.01
     assert np.isinf(trials_needed(np.inf, 0.01))

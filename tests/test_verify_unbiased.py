@@ -79,8 +79,9 @@ def correct_user_sampler(rng):
     return lambda A: _positive(W, A)
 
 
-@pytest.mark.parametrize("broken", [no_norm_term, uniform_w, one_over_m,
-                                    unit_norm_orthogonal_rows, trig_without_factor])
+@pytest.mark.parametrize(
+    "broken", [no_norm_term, uniform_w, one_over_m, unit_norm_orthogonal_rows, trig_without_factor]
+)
 def test_broken_samplers_are_caught(broken):
     rep = unbiased(broken, Exponential(), X, Y, trials=TRIALS_BROKEN, seed=0)
     assert rep.verdict == "fail"
@@ -125,18 +126,17 @@ def test_random_fourier_features_of_a_gaussian_kernel():
 
 def test_zero_variance_pairs_are_judged_by_rounding():
     """A deterministic exact map: every pair is 'exact', none divides by zero."""
-    rep = unbiased(lambda rng: (lambda A: A), Linear(), X, Y, trials=50, seed=0)
+    rep = unbiased(lambda rng: lambda A: A, Linear(), X, Y, trials=50, seed=0)
     assert rep.passed
     assert rep.counts["exact"] == 16
     assert all(p.test == "rounding" for p in rep.pairs)
     # a deterministic map off by far more than rounding fails
-    bad = unbiased(lambda rng: (lambda A: 1.001 * A), Linear(), X, Y, trials=50, seed=0)
+    bad = unbiased(lambda rng: lambda A: 1.001 * A, Linear(), X, Y, trials=50, seed=0)
     assert bad.verdict == "fail"
 
 
 def test_trig_diagonal_is_exact():
-    rep = unbiased(ESTIMATORS["trigonometric"].sampler(D, M), Exponential(), X,
-                   trials=5000, seed=0)
+    rep = unbiased(ESTIMATORS["trigonometric"].sampler(D, M), Exponential(), X, trials=5000, seed=0)
     assert rep.passed
     assert [p.verdict for p in rep.pairs if p.i == p.j] == ["exact"] * 4
 
@@ -144,8 +144,7 @@ def test_trig_diagonal_is_exact():
 def test_large_norms_are_untestable_not_passed():
     """|x + y|^2 up to 9: lognormal-type skewness; the verdict says how many trials."""
     Xb = default_points(4, D, seed=0, max_norm=1.5)
-    rep = unbiased(PositiveRandomFeatures.sampler(D, M), Exponential(), Xb,
-                   trials=5000, seed=0)
+    rep = unbiased(PositiveRandomFeatures.sampler(D, M), Exponential(), Xb, trials=5000, seed=0)
     assert rep.verdict == "inconclusive"
     assert not rep.passed
     worst = max(rep.untestable(), key=lambda p: p.trials_needed)
@@ -158,8 +157,7 @@ def test_same_report_on_any_executor():
     s = PositiveRandomFeatures.sampler(D, 8)
     a = unbiased(s, Exponential(), X, Y, trials=3000, seed=5, shard_size=500)
     with ThreadPoolExecutor(2) as ex:
-        b = unbiased(s, Exponential(), X, Y, trials=3000, seed=5, shard_size=500,
-                     executor=ex)
+        b = unbiased(s, Exponential(), X, Y, trials=3000, seed=5, shard_size=500, executor=ex)
     assert a.to_json() == b.to_json()
 
 
@@ -175,8 +173,10 @@ def test_report_contents_and_files(tmp_path):
     assert "| i | j |" in md and "Relative RMSE" in md
     # the sweep's RMSE follows theory within its interval, here at small norms
     for s in rep.sweep:
-        assert s.rmse_low <= s.theory_relative_rmse * 1.01 and \
-            s.theory_relative_rmse <= s.rmse_high * 1.01
+        assert (
+            s.rmse_low <= s.theory_relative_rmse * 1.01
+            and s.theory_relative_rmse <= s.rmse_high * 1.01
+        )
     assert (tmp_path / "bias.png").read_bytes()[:4] == b"\x89PNG"
 
 
@@ -198,8 +198,9 @@ def test_write_report_never_leaves_half_files(tmp_path, monkeypatch):
 def test_ratio_bias_small_example():
     rng = np.random.default_rng(0)
     Q, K, V = rng.normal(size=(3, 2)) * 0.5, rng.normal(size=(4, 2)) * 0.5, rng.normal(size=(4, 2))
-    r = ratio_bias(PositiveRandomFeatures.sampler(2, 4), Q, K, V, num_features=(4, 8, 16),
-                   trials=10000, seed=0)
+    r = ratio_bias(
+        PositiveRandomFeatures.sampler(2, 4), Q, K, V, num_features=(4, 8, 16), trials=10000, seed=0
+    )
     assert r.beta / r.beta_se > 3
     assert "C16" in str(r)
     assert r.to_dict()["num_features"] == [4, 8, 16]

@@ -89,8 +89,9 @@ _LOG_MAX = math.log(np.finfo(np.float64).max)
 _LOG_TINY = math.log(np.finfo(np.float64).tiny)
 
 
-def draw_projection(rng: Any, dim: int, num_features: int, *, orthogonal: bool = False,
-                    batch: int | None = None) -> np.ndarray:
+def draw_projection(
+    rng: Any, dim: int, num_features: int, *, orthogonal: bool = False, batch: int | None = None
+) -> np.ndarray:
     """Draw projection rows ``w_i``, each exactly N(0, I_dim) marginally (C13, C18).
 
     Parameters
@@ -239,8 +240,9 @@ class _RandomFeatures(FeatureMap):
     def sampler(cls, dim, num_features, *, orthogonal=False, scale=1.0, **params):
         """A :class:`RandomFeatureSampler` drawing maps of this class (for
         :func:`kernelcheck.verify.unbiased`, vectorised over trials)."""
-        return RandomFeatureSampler(cls, dim, num_features, orthogonal=orthogonal,
-                                    scale=scale, **params)
+        return RandomFeatureSampler(
+            cls, dim, num_features, orthogonal=orthogonal, scale=scale, **params
+        )
 
     # ----- evaluation -------------------------------------------------------
     def _prepare(self, X, name: str) -> np.ndarray:
@@ -354,7 +356,7 @@ def _exp_checked(fmap, L: np.ndarray) -> np.ndarray:
 
 
 def _theory(fmap: _RandomFeatures, X, Y, order: int) -> dict:
-    from kernelcheck._src.stats import central_moments_of_mean, central_from_raw_ratios
+    from kernelcheck._src.stats import central_from_raw_ratios, central_moments_of_mean
 
     order = as_int(order, "order", minimum=2, maximum=8)
     Xs = fmap._prepare(X, "X")
@@ -471,9 +473,9 @@ class TrigonometricRandomFeatures(_RandomFeatures):
         if j == 0:
             return np.zeros_like(t2)
         i = np.arange(j + 1, dtype=float)
-        terms = (_log_binomial(j, i) - j * math.log(2.0))[:, None, None] - (
-            (2 * i - j) ** 2
-        )[:, None, None] * t2[None] / 2.0
+        terms = (_log_binomial(j, i) - j * math.log(2.0))[:, None, None] - ((2 * i - j) ** 2)[
+            :, None, None
+        ] * t2[None] / 2.0
         return j * t2 / 2.0 + logsumexp(terms, axis=0)
 
 
@@ -517,9 +519,9 @@ class HyperbolicRandomFeatures(_RandomFeatures):
         if j == 0:
             return np.zeros_like(s2)
         i = np.arange(j + 1, dtype=float)
-        terms = (_log_binomial(j, i) - j * math.log(2.0))[:, None, None] + (
-            (2 * i - j) ** 2
-        )[:, None, None] * s2[None] / 2.0
+        terms = (_log_binomial(j, i) - j * math.log(2.0))[:, None, None] + ((2 * i - j) ** 2)[
+            :, None, None
+        ] * s2[None] / 2.0
         return -j * s2 / 2.0 + logsumexp(terms, axis=0)
 
 
@@ -559,8 +561,9 @@ class OptimalPositiveRandomFeatures(_RandomFeatures):
 
     _short = "optimal-positive"
 
-    def __init__(self, dim, num_features, *, seed, orthogonal=False, scale=1.0,
-                 sq_norm=1.0, A=None):
+    def __init__(
+        self, dim, num_features, *, seed, orthogonal=False, scale=1.0, sq_norm=1.0, A=None
+    ):
         super().__init__(dim, num_features, seed=seed, orthogonal=orthogonal, scale=scale)
         self._sq_norm = as_real(sq_norm, "sq_norm", nonnegative=True)
         if A is None:
@@ -579,11 +582,18 @@ class OptimalPositiveRandomFeatures(_RandomFeatures):
         scale = as_real(scale, "scale", positive=True)
         mx, my = X.mean(axis=0), Y.mean(axis=0)
         sq = scale * (
-            np.einsum("ij,ij->i", X, X).mean() + np.einsum("ij,ij->i", Y, Y).mean()
+            np.einsum("ij,ij->i", X, X).mean()
+            + np.einsum("ij,ij->i", Y, Y).mean()
             + 2.0 * float(mx @ my)
         )
-        return cls(X.shape[1], num_features, seed=seed, orthogonal=orthogonal, scale=scale,
-                   sq_norm=max(float(sq), 0.0))
+        return cls(
+            X.shape[1],
+            num_features,
+            seed=seed,
+            orthogonal=orthogonal,
+            scale=scale,
+            sq_norm=max(float(sq), 0.0),
+        )
 
     @property
     def A(self) -> float:
@@ -603,8 +613,9 @@ class OptimalPositiveRandomFeatures(_RandomFeatures):
         a = A * wsq[..., None, :] + math.sqrt(1.0 - 4.0 * A) * P
         M = a.max(axis=-1, keepdims=True)
         F = np.exp(a - M)
-        ls = (M[..., 0] + 0.25 * self._dim * math.log1p(-4.0 * A) - 0.5 * sq
-              - 0.5 * math.log(self._m))
+        ls = (
+            M[..., 0] + 0.25 * self._dim * math.log1p(-4.0 * A) - 0.5 * sq - 0.5 * math.log(self._m)
+        )
         return F, ls
 
     def log_features(self, X) -> np.ndarray:
@@ -616,8 +627,7 @@ class OptimalPositiveRandomFeatures(_RandomFeatures):
         L = Xs @ self._W.T
         L *= math.sqrt(1.0 - 4.0 * A)
         L += A * wsq[None, :]
-        L += (0.25 * self._dim * math.log1p(-4.0 * A) - 0.5 * sq
-              - 0.5 * math.log(self._m))[:, None]
+        L += (0.25 * self._dim * math.log1p(-4.0 * A) - 0.5 * sq - 0.5 * math.log(self._m))[:, None]
         return L
 
     def __call__(self, X) -> np.ndarray:
@@ -632,8 +642,12 @@ class OptimalPositiveRandomFeatures(_RandomFeatures):
         den = 1.0 - 4.0 * j * A
         if not den > 0:
             return np.full_like(s2, np.inf)
-        return (0.5 * j * d * math.log1p(-4.0 * A) - 0.5 * d * math.log(den)
-                + j * j * (1.0 - 4.0 * A) * s2 / (2.0 * den) - j * s2 / 2.0)
+        return (
+            0.5 * j * d * math.log1p(-4.0 * A)
+            - 0.5 * d * math.log(den)
+            + j * j * (1.0 - 4.0 * A) * s2 / (2.0 * den)
+            - j * s2 / 2.0
+        )
 
 
 #: Estimator names used by the CLI and reports.
@@ -674,8 +688,7 @@ class RandomFeatureSampler:
         self.cls = cls
         self.params = dict(params)
         # validates every argument once, and gives the theory object
-        self._proto = cls(dim, num_features, seed=0, orthogonal=orthogonal, scale=scale,
-                          **params)
+        self._proto = cls(dim, num_features, seed=0, orthogonal=orthogonal, scale=scale, **params)
         self.dim = self._proto.dim
         self.num_features = self._proto.num_features
         self.orthogonal = self._proto.orthogonal
@@ -683,8 +696,10 @@ class RandomFeatureSampler:
 
     def __repr__(self) -> str:
         extra = "".join(f", {k}={v!r}" for k, v in self.params.items())
-        return (f"{self.cls.__name__}.sampler({self.dim}, {self.num_features}, "
-                f"orthogonal={self.orthogonal}, scale={self.scale!r}{extra})")
+        return (
+            f"{self.cls.__name__}.sampler({self.dim}, {self.num_features}, "
+            f"orthogonal={self.orthogonal}, scale={self.scale!r}{extra})"
+        )
 
     @property
     def kernel(self):
@@ -697,13 +712,20 @@ class RandomFeatureSampler:
         return "bound" if self.orthogonal else "exact"
 
     def __call__(self, rng):
-        return self.cls(self.dim, self.num_features, seed=rng, orthogonal=self.orthogonal,
-                        scale=self.scale, **self.params)
+        return self.cls(
+            self.dim,
+            self.num_features,
+            seed=rng,
+            orthogonal=self.orthogonal,
+            scale=self.scale,
+            **self.params,
+        )
 
     def with_num_features(self, m: int) -> RandomFeatureSampler:
         """The same sampler with m projection rows."""
-        return RandomFeatureSampler(self.cls, self.dim, m, orthogonal=self.orthogonal,
-                                    scale=self.scale, **self.params)
+        return RandomFeatureSampler(
+            self.cls, self.dim, m, orthogonal=self.orthogonal, scale=self.scale, **self.params
+        )
 
     def theory(self, X, Y=None, *, order: int = 4) -> dict:
         """Closed-form moments of one estimate (see :meth:`_RandomFeatures.theory`)."""
@@ -729,7 +751,10 @@ class RandomFeatureSampler:
             W = draw_projection(rng, d, m, orthogonal=self.orthogonal, batch=c)
             wsq = np.einsum("tij,tij->ti", W, W)
             WT = np.swapaxes(W, -1, -2)
-            yield c, [self._proto._parts(X @ WT, sq, wsq) for X, sq in zip(Xs_list, sqs)]
+            yield (
+                c,
+                [self._proto._parts(X @ WT, sq, wsq) for X, sq in zip(Xs_list, sqs, strict=True)],
+            )
             done += c
 
     def batch_estimates(self, rng, n: int, X, Y=None):
@@ -743,7 +768,7 @@ class RandomFeatureSampler:
         Xs = self._proto._prepare(X, "X")
         Ys = Xs if Y is None else self._proto._prepare(Y, "Y")
         est, bound = [], []
-        for c, ((FX, lx), (FY, ly)) in self.batch_features(rng, n, [Xs, Ys]):
+        for _c, ((FX, lx), (FY, ly)) in self.batch_features(rng, n, [Xs, Ys]):
             G = FX @ np.swapaxes(FY, -1, -2)
             L = lx[..., :, None] + ly[..., None, :]
             nx = np.log(np.sqrt(np.einsum("tij,tij->ti", FX, FX)))

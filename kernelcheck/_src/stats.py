@@ -31,8 +31,9 @@ from __future__ import annotations
 import math
 import sys
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 from scipy.special import comb, ndtri
@@ -124,12 +125,19 @@ class Moments(ResultMixin):
         d_n = delta / n
         mean = self.mean + d_n * nb
         m2 = self.m2 + other.m2 + delta * d_n * na * nb
-        m3 = (self.m3 + other.m3 + delta * d_n * d_n * na * nb * (na - nb)
-              + 3.0 * d_n * (na * other.m2 - nb * self.m2))
-        m4 = (self.m4 + other.m4
-              + delta * d_n ** 3 * na * nb * (na * na - na * nb + nb * nb)
-              + 6.0 * d_n * d_n * (na * na * other.m2 + nb * nb * self.m2)
-              + 4.0 * d_n * (na * other.m3 - nb * self.m3))
+        m3 = (
+            self.m3
+            + other.m3
+            + delta * d_n * d_n * na * nb * (na - nb)
+            + 3.0 * d_n * (na * other.m2 - nb * self.m2)
+        )
+        m4 = (
+            self.m4
+            + other.m4
+            + delta * d_n**3 * na * nb * (na * na - na * nb + nb * nb)
+            + 6.0 * d_n * d_n * (na * na * other.m2 + nb * nb * self.m2)
+            + 4.0 * d_n * (na * other.m3 - nb * self.m3)
+        )
         if self.maximum is None or other.maximum is None:
             mx = self.maximum if other.maximum is None else other.maximum
         else:
@@ -147,7 +155,7 @@ class Moments(ResultMixin):
     def skewness(self) -> np.ndarray:
         """Sample skewness ``sqrt(N) M3 / M2^1.5`` (NaN where M2 = 0)."""
         with np.errstate(divide="ignore", invalid="ignore"):
-            return math.sqrt(self.count) * self.m3 / self.m2 ** 1.5
+            return math.sqrt(self.count) * self.m3 / self.m2**1.5
 
     def kurtosis(self) -> np.ndarray:
         """Sample kurtosis ``N M4 / M2^2`` (3 for a normal; NaN where M2 = 0)."""
@@ -186,8 +194,9 @@ def root_seed_sequence(seed: Any) -> np.random.SeedSequence:
 
 def shard_seed(root: np.random.SeedSequence, k: int) -> np.random.SeedSequence:
     """The seed of shard ``k``: the k-th child ``root.spawn`` would give."""
-    return np.random.SeedSequence(root.entropy, spawn_key=tuple(root.spawn_key) + (int(k),),
-                                  pool_size=root.pool_size)
+    return np.random.SeedSequence(
+        root.entropy, spawn_key=tuple(root.spawn_key) + (int(k),), pool_size=root.pool_size
+    )
 
 
 def _run_shard(fn: Callable, seed: np.random.SeedSequence, count: int) -> Moments:
@@ -230,13 +239,20 @@ def _progress_bar(enabled, total: int, desc: str):
     from tqdm.auto import tqdm
 
     # delay: short runs never draw a bar
-    return tqdm(total=total, desc=desc, unit="trial", delay=1.0, file=sys.stderr,
-                leave=False)
+    return tqdm(total=total, desc=desc, unit="trial", delay=1.0, file=sys.stderr, leave=False)
 
 
-def run_trials(fn: Callable, trials: int, *, seed: Any, shard_size: int = DEFAULT_SHARD_SIZE,
-               executor=None, shards: int | None = None, progress: bool | None = None,
-               desc: str = "trials") -> Moments:
+def run_trials(
+    fn: Callable,
+    trials: int,
+    *,
+    seed: Any,
+    shard_size: int = DEFAULT_SHARD_SIZE,
+    executor=None,
+    shards: int | None = None,
+    progress: bool | None = None,
+    desc: str = "trials",
+) -> Moments:
     """Run ``trials`` Monte Carlo trials in seeded blocks and merge their moments.
 
     Parameters
@@ -310,9 +326,17 @@ def run_trials(fn: Callable, trials: int, *, seed: Any, shard_size: int = DEFAUL
                 while s_next < len(bounds) or pending:
                     while s_next < len(bounds) and len(pending) < _MAX_IN_FLIGHT:
                         a, b = bounds[s_next]
-                        pending.append((sum(counts[a:b]), executor.submit(
-                            _run_blocks, fn, [shard_seed(root, k) for k in range(a, b)],
-                            counts[a:b])))
+                        pending.append(
+                            (
+                                sum(counts[a:b]),
+                                executor.submit(
+                                    _run_blocks,
+                                    fn,
+                                    [shard_seed(root, k) for k in range(a, b)],
+                                    counts[a:b],
+                                ),
+                            )
+                        )
                         s_next += 1
                     c, fut = pending.popleft()
                     # shard order, then block order: the merge never depends on timing
@@ -419,6 +443,8 @@ def central_moments_of_mean(central: np.ndarray, m: int) -> np.ndarray:
         if e:
             power = _convolve(power, power)
     K = central.shape[0] - 1
-    scale = np.array([float(m) ** -k for k in range(K + 1)]).reshape((K + 1,) + (1,) * (central.ndim - 1))
+    scale = np.array([float(m) ** -k for k in range(K + 1)]).reshape(
+        (K + 1,) + (1,) * (central.ndim - 1)
+    )
     with np.errstate(over="ignore", invalid="ignore"):
         return result * scale

@@ -15,16 +15,17 @@ from __future__ import annotations
 import io
 import math
 import os
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 from scipy.special import ndtr, ndtri
 
-from kernelcheck._src.atomic import write_bytes_atomic, write_text_atomic
+from kernelcheck._src.atomic import write_bytes_atomic
 from kernelcheck._src.results import ResultMixin
-from kernelcheck._src.rounding import Tolerance, gamma, unit_roundoff
+from kernelcheck._src.rounding import Tolerance, gamma
 from kernelcheck._src.stats import (
     BERRY_ESSEEN_C,
     DEFAULT_SHARD_SIZE,
@@ -126,12 +127,14 @@ class _SamplerTrials:
             ny = np.sqrt(np.einsum("tij,tij->ti", FY, FY))
             bound = _rounding_scale(FX.shape[2]) * nx[:, :, None] * ny[:, None, :]
         else:
-            est = np.stack([a @ b.T for a, b in zip(FXs, FYs)])
-            bound = np.stack([
-                _rounding_scale(a.shape[1])
-                * np.outer(np.linalg.norm(a, axis=1), np.linalg.norm(b, axis=1))
-                for a, b in zip(FXs, FYs)
-            ])
+            est = np.stack([a @ b.T for a, b in zip(FXs, FYs, strict=True)])
+            bound = np.stack(
+                [
+                    _rounding_scale(a.shape[1])
+                    * np.outer(np.linalg.norm(a, axis=1), np.linalg.norm(b, axis=1))
+                    for a, b in zip(FXs, FYs, strict=True)
+                ]
+            )
         return est, bound
 
 
@@ -226,8 +229,10 @@ class PairResult(ResultMixin):
         return abs(self.mse - self.theory_mse) <= self.mse_halfwidth
 
     def __str__(self) -> str:
-        return (f"pair ({self.i}, {self.j}): {self.verdict.upper()} -- mean {self.mean:.6g} vs "
-                f"target {self.target:.6g} (z = {self.z:.3g}, {self.test}); {self.reason}")
+        return (
+            f"pair ({self.i}, {self.j}): {self.verdict.upper()} -- mean {self.mean:.6g} vs "
+            f"target {self.target:.6g} (z = {self.z:.3g}, {self.test}); {self.reason}"
+        )
 
 
 @dataclass(frozen=True)
@@ -302,13 +307,18 @@ class UnbiasedReport(ResultMixin):
 
     def __str__(self) -> str:
         c = self.counts
-        det = ("n/a" if not math.isfinite(self.detectable_relative_bias)
-               else f"{100 * self.detectable_relative_bias:.3g}%")
-        text = (f"unbiased: {self.verdict.upper()} -- {len(self.pairs)} pairs "
-                f"({c.get('pass', 0)} pass, {c.get('exact', 0)} exact, {c.get('fail', 0)} fail, "
-                f"{c.get('untestable', 0)} untestable) after {self.trials} trials of "
-                f"{self.sampler} vs {self.target}; family-wise false-alarm rate {self.alpha:g} "
-                f"(Holm); detectable relative bias {det} at power {self.power:g}")
+        det = (
+            "n/a"
+            if not math.isfinite(self.detectable_relative_bias)
+            else f"{100 * self.detectable_relative_bias:.3g}%"
+        )
+        text = (
+            f"unbiased: {self.verdict.upper()} -- {len(self.pairs)} pairs "
+            f"({c.get('pass', 0)} pass, {c.get('exact', 0)} exact, {c.get('fail', 0)} fail, "
+            f"{c.get('untestable', 0)} untestable) after {self.trials} trials of "
+            f"{self.sampler} vs {self.target}; family-wise false-alarm rate {self.alpha:g} "
+            f"(Holm); detectable relative bias {det} at power {self.power:g}"
+        )
         if c.get("untestable", 0):
             text += f"; all pairs testable after about {_fmt_trials(self.trials_for_all)} trials"
         return text
@@ -329,28 +339,38 @@ class UnbiasedReport(ResultMixin):
     def to_markdown(self) -> str:
         """The report as Markdown: summary, notes, per-pair table, sweep."""
         lines = [
-            "# Unbiasedness report", "",
-            f"**Verdict: {self.verdict.upper()}**", "",
+            "# Unbiasedness report",
+            "",
+            f"**Verdict: {self.verdict.upper()}**",
+            "",
             f"- sampler: `{self.sampler}`",
             f"- target kernel: `{self.target}`",
             f"- trials: {self.trials} (seed {self.seed}, shards of {self.shard_size})",
             f"- family-wise false-alarm rate: {self.alpha:g} (Holm over all tests)",
             f"- theory: {self.theory}",
-            f"- pairs: " + ", ".join(f"{k} {v}" for k, v in self.counts.items()),
+            "- pairs: " + ", ".join(f"{k} {v}" for k, v in self.counts.items()),
             f"- smallest detectable relative bias (power {self.power:g}): "
-            + ("n/a" if not math.isfinite(self.detectable_relative_bias)
-               else f"{100 * self.detectable_relative_bias:.3g}%"),
+            + (
+                "n/a"
+                if not math.isfinite(self.detectable_relative_bias)
+                else f"{100 * self.detectable_relative_bias:.3g}%"
+            ),
         ]
         if self.counts.get("untestable", 0):
-            lines.append(f"- every pair testable after about {_fmt_trials(self.trials_for_all)} "
-                         "trials")
+            lines.append(
+                f"- every pair testable after about {_fmt_trials(self.trials_for_all)} trials"
+            )
         if self.tolerance is not None:
             lines.append(f"- rounding tolerance: {self.tolerance}")
         lines += ["", "## Notes", ""] + [f"- {n}" for n in self.notes]
-        lines += ["", "## Pairs", "",
-                  "| i | j | target | mean | CI | z | test | verdict | BE bound | "
-                  "var / theory | MSE | theory MSE |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        lines += [
+            "",
+            "## Pairs",
+            "",
+            "| i | j | target | mean | CI | z | test | verdict | BE bound | "
+            "var / theory | MSE | theory MSE |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        ]
         for p in self.pairs:
             verdict = p.verdict
             if p.verdict == "untestable":
@@ -359,20 +379,32 @@ class UnbiasedReport(ResultMixin):
                 f"| {p.i} | {p.j} | {p.target:.6g} | {p.mean:.6g} | "
                 f"[{p.ci_low:.6g}, {p.ci_high:.6g}] | {p.z:.3g} | {p.test} | {verdict} | "
                 f"{p.berry_esseen:.3g} | {_g(p.variance_ratio)} | {p.mse:.3g} | "
-                f"{_g(p.theory_mse)} |")
+                f"{_g(p.theory_mse)} |"
+            )
         if self.sweep:
-            lines += ["", "## Relative RMSE against the number of features", "",
-                      "| m | relative RMSE | interval | theory |", "|---|---|---|---|"]
+            lines += [
+                "",
+                "## Relative RMSE against the number of features",
+                "",
+                "| m | relative RMSE | interval | theory |",
+                "|---|---|---|---|",
+            ]
             for s in self.sweep:
-                lines.append(f"| {s.num_features} | {s.relative_rmse:.4g} | "
-                             f"[{s.rmse_low:.4g}, {s.rmse_high:.4g}] | "
-                             f"{_g(s.theory_relative_rmse)} |")
+                lines.append(
+                    f"| {s.num_features} | {s.relative_rmse:.4g} | "
+                    f"[{s.rmse_low:.4g}, {s.rmse_high:.4g}] | "
+                    f"{_g(s.theory_relative_rmse)} |"
+                )
         return "\n".join(lines) + "\n"
 
 
 def _name(obj) -> str:
     """A stable name for a sampler (no memory addresses)."""
-    if isinstance(obj, type) or callable(getattr(obj, "__code__", None)) or hasattr(obj, "__qualname__"):
+    if (
+        isinstance(obj, type)
+        or callable(getattr(obj, "__code__", None))
+        or hasattr(obj, "__qualname__")
+    ):
         return getattr(obj, "__qualname__", type(obj).__name__)
     text = repr(obj)
     return type(obj).__name__ if " at 0x" in text else text
@@ -408,8 +440,7 @@ def _holm(p: np.ndarray, alpha: float) -> np.ndarray:
     return reject
 
 
-def _unbiased_iv(sample, target, X, Y, trials, seed, alpha, power, be_tolerance, shard_size,
-                 sweep):
+def _unbiased_iv(sample, target, X, Y, trials, seed, alpha, power, be_tolerance, shard_size, sweep):
     from kernelcheck._src.kernels import Kernel
 
     check_callable(sample, "sample")
@@ -444,11 +475,23 @@ def _trial_function(sample, X, Y):
     return _SamplerTrials(sample, X, Y)
 
 
-def unbiased(sample: Callable, target, X, Y=None, *, trials: int, seed: Any,
-             alpha: float = 0.01, executor=None, power: float = 0.8,
-             be_tolerance: float = DEFAULT_BE_TOLERANCE, shard_size: int = DEFAULT_SHARD_SIZE,
-             sweep=None, progress: bool | None = None, shards: int | None = None
-             ) -> UnbiasedReport:
+def unbiased(
+    sample: Callable,
+    target,
+    X,
+    Y=None,
+    *,
+    trials: int,
+    seed: Any,
+    alpha: float = 0.01,
+    executor=None,
+    power: float = 0.8,
+    be_tolerance: float = DEFAULT_BE_TOLERANCE,
+    shard_size: int = DEFAULT_SHARD_SIZE,
+    sweep=None,
+    progress: bool | None = None,
+    shards: int | None = None,
+) -> UnbiasedReport:
     """Check that a random-feature sampler estimates ``target`` without bias (C13, C17, C18).
 
     For each trial t, ``phi_t = sample(rng_t)`` is drawn and evaluated on ``X``
@@ -534,24 +577,35 @@ def unbiased(sample: Callable, target, X, Y=None, *, trials: int, seed: Any,
     True
     """
     X, Y, trials, alpha, power, be_tol, shard_size, root, sweep = _unbiased_iv(
-        sample, target, X, Y, trials, seed, alpha, power, be_tolerance, shard_size, sweep)
+        sample, target, X, Y, trials, seed, alpha, power, be_tolerance, shard_size, sweep
+    )
     fn = _trial_function(sample, X, Y)
     # one trial up front: a broken sampler fails here with a clear message
     fn(np.random.default_rng(shard_seed(root, 2**32)), 1)
-    moments = run_trials(fn, trials, seed=root, shard_size=shard_size, executor=executor,
-                         shards=shards, progress=progress, desc="unbiased")
+    moments = run_trials(
+        fn,
+        trials,
+        seed=root,
+        shard_size=shard_size,
+        executor=executor,
+        shards=shards,
+        progress=progress,
+        desc="unbiased",
+    )
     t = np.asarray(target(X, Y), dtype=np.float64)
     t_err = np.asarray(target.error_bound(X, Y), dtype=np.float64)
     theory = None
     kind = "none"
-    if callable(getattr(sample, "theory", None)):
-        theory = sample.theory(X, Y, order=8)
+    theory_fn = getattr(sample, "theory", None)
+    if callable(theory_fn):
+        theory = theory_fn(X, Y, order=8)
         kind = getattr(sample, "theory_kind", "exact")
     pairs, extra = _judge(moments, t, t_err, theory, kind, alpha, power, be_tol)
     sweep_points = ()
     if sweep is not None:
-        sweep_points = _sweep(sample, X, Y, t, sweep, trials, root, shard_size, executor,
-                              progress, alpha, shards)
+        sweep_points = _sweep(
+            sample, X, Y, t, sweep, trials, root, shard_size, executor, progress, alpha, shards
+        )
     counts = {v: sum(p.verdict == v for p in pairs) for v in VERDICTS}
     if counts["fail"]:
         verdict = "fail"
@@ -573,17 +627,23 @@ def unbiased(sample: Callable, target, X, Y=None, *, trials: int, seed: Any,
         "2 |error bound of the target| + gamma_(D+8) (1 + gamma_D) max_t |phi(x)| |phi(y)|.",
     ]
     if kind == "exact":
-        notes.append("Closed-form variances (Choromanski et al. 2021, Lemma 2; Likhosherstov et "
-                     "al. 2022) are used for the z tests; a sample variance below theory is "
-                     "not a failure.")
+        notes.append(
+            "Closed-form variances (Choromanski et al. 2021, Lemma 2; Likhosherstov et "
+            "al. 2022) are used for the z tests; a sample variance below theory is "
+            "not a failure."
+        )
     elif kind == "bound":
-        notes.append("Orthogonal rows: tests use the sample variance; the i.i.d. closed-form "
-                     "MSE is shown as the upper bound orthogonal features should not exceed "
-                     "(C18).")
+        notes.append(
+            "Orthogonal rows: tests use the sample variance; the i.i.d. closed-form "
+            "MSE is shown as the upper bound orthogonal features should not exceed "
+            "(C18)."
+        )
     else:
-        notes.append("No closed-form variance: tests use the sample variance, which is "
-                     "usually too small for skewed (lognormal-type) estimators; the gate on "
-                     "the sample kurtosis is then optimistic.")
+        notes.append(
+            "No closed-form variance: tests use the sample variance, which is "
+            "usually too small for skewed (lognormal-type) estimators; the gate on "
+            "the sample kurtosis is then optimistic."
+        )
     tol_max = max((p.rounding_tolerance for p in pairs), default=0.0)
     return UnbiasedReport(
         passed=verdict == "pass",
@@ -602,8 +662,11 @@ def unbiased(sample: Callable, target, X, Y=None, *, trials: int, seed: Any,
         trials_for_all=float(max(need)) if need else float(trials),
         pairs=tuple(pairs),
         sweep=tuple(sweep_points),
-        tolerance=Tolerance(float(tol_max), "2 |target error bound| + gamma_(D+8) (1 + gamma_D) "
-                            "max_t |phi(x)|_2 |phi(y)|_2 (largest over pairs)"),
+        tolerance=Tolerance(
+            float(tol_max),
+            "2 |target error bound| + gamma_(D+8) (1 + gamma_D) "
+            "max_t |phi(x)|_2 |phi(y)|_2 (largest over pairs)",
+        ),
         notes=tuple(notes),
     )
 
@@ -624,11 +687,12 @@ def _judge(mo: Moments, t, t_err, theory, kind, alpha, power, be_tol):
         if theory is not None:
             mu = np.asarray(theory["mean"], dtype=float)
             c = np.asarray(theory["central"], dtype=float)
-            var_th = mu ** 2 * c[2]
+            var_th = mu**2 * c[2]
             kurt_th = c[4] / c[2] ** 2
-            var_y_th = mu ** 4 * (c[4] - c[2] ** 2)   # Var((X - mu)^2)
+            var_y_th = mu**4 * (c[4] - c[2] ** 2)  # Var((X - mu)^2)
             ky = (c[8] - 4 * c[6] * c[2] + 6 * c[4] * c[2] ** 2 - 3 * c[2] ** 4) / (
-                c[4] - c[2] ** 2) ** 2
+                c[4] - c[2] ** 2
+            ) ** 2
         else:
             var_th = kurt_th = var_y_th = ky = nan
         use_th = kind == "exact"
@@ -643,7 +707,7 @@ def _judge(mo: Moments, t, t_err, theory, kind, alpha, power, be_tol):
         rounding = (np.sqrt(s2) <= tol) & (~use_th | ~(np.sqrt(var_th) > tol))
         testable = (be <= be_tol) & ~rounding & (se > 0)
         p_norm = 2.0 * ndtr(-z)
-        p_cheb = np.minimum(1.0, 1.0 / z ** 2)
+        p_cheb = np.minimum(1.0, 1.0 / z**2)
         p_mean = np.where(testable, p_norm, np.where(use_th & ~rounding, p_cheb, np.nan))
         # variance above theory (one-sided), known fourth moment, gated on Var((X-mu)^2)
         be_v = berry_esseen_bound(np.sqrt(np.maximum(ky, 1.0)), N)
@@ -671,64 +735,114 @@ def _judge(mo: Moments, t, t_err, theory, kind, alpha, power, be_tol):
             if rounding[k]:
                 test = "rounding"
                 if dev[k] <= tol[k]:
-                    verdict, reason = "exact", (f"zero variance; |mean - target| = {dev[k]:.3g} "
-                                                f"<= rounding tolerance {tol[k]:.3g}")
+                    verdict, reason = (
+                        "exact",
+                        (
+                            f"zero variance; |mean - target| = {dev[k]:.3g} "
+                            f"<= rounding tolerance {tol[k]:.3g}"
+                        ),
+                    )
                 else:
-                    verdict, reason = "fail", (f"zero variance and |mean - target| = {dev[k]:.3g}"
-                                               f" > rounding tolerance {tol[k]:.3g}")
+                    verdict, reason = (
+                        "fail",
+                        (
+                            f"zero variance and |mean - target| = {dev[k]:.3g}"
+                            f" > rounding tolerance {tol[k]:.3g}"
+                        ),
+                    )
             else:
-                test = ("z" if use_th else "t") if testable[k] else (
-                    "chebyshev" if use_th else "none")
+                test = (
+                    ("z" if use_th else "t") if testable[k] else ("chebyshev" if use_th else "none")
+                )
                 if rej_mean[k]:
                     verdict = "fail"
-                    reason = (f"bias {mean[k] - t[k]:.3g} ({100 * (mean[k] - t[k]) / t[k]:.3g}% of "
-                              f"target), p = {p_mean[k]:.3g} rejected by Holm")
+                    reason = (
+                        f"bias {mean[k] - t[k]:.3g} ({100 * (mean[k] - t[k]) / t[k]:.3g}% of "
+                        f"target), p = {p_mean[k]:.3g} rejected by Holm"
+                    )
                 elif rej_var[k]:
                     verdict = "fail"
-                    reason = (f"variance {s2[k]:.3g} above the closed-form {var_th[k]:.3g} "
-                              f"(p = {p_var[k]:.3g}, rejected by Holm)")
+                    reason = (
+                        f"variance {s2[k]:.3g} above the closed-form {var_th[k]:.3g} "
+                        f"(p = {p_var[k]:.3g}, rejected by Holm)"
+                    )
                 elif testable[k]:
                     verdict, reason = "pass", f"no bias detected (p = {p_mean[k]:.3g})"
                 else:
                     verdict = "untestable"
-                    reason = (f"untestable at N = {N}: Berry-Esseen bound {be[k]:.3g} > "
-                              f"{be_tol:g}; needs about {_fmt_trials(float(need[k]))} trials")
-            pairs.append(PairResult(
-                i=a, j=b, target=float(t[k]), mean=float(mean[k]), std_error=float(se[k]),
-                ci_low=float(mean[k] - zc * ci_se[k]), ci_high=float(mean[k] + zc * ci_se[k]),
-                z=float(z[k]) if np.isfinite(z[k]) else (0.0 if excess[k] == 0 else float("inf")),
-                p_value=float(p_mean[k]), test=test, verdict=verdict, reason=reason,
-                berry_esseen=float(be[k]), trials_needed=float(need[k]),
-                detectable_relative_bias=float(det[k]), variance=float(s2[k]),
-                theory_variance=float(var_th[k]),
-                variance_ratio=float(s2[k] / var_th[k]) if var_th[k] > 0 else float("nan"),
-                variance_p=float(p_var[k]), mse=float(mse[k]), theory_mse=float(mse_th[k]),
-                mse_halfwidth=float(mse_h[k]), rounding_tolerance=float(tol[k]),
-            ))
+                    reason = (
+                        f"untestable at N = {N}: Berry-Esseen bound {be[k]:.3g} > "
+                        f"{be_tol:g}; needs about {_fmt_trials(float(need[k]))} trials"
+                    )
+            pairs.append(
+                PairResult(
+                    i=a,
+                    j=b,
+                    target=float(t[k]),
+                    mean=float(mean[k]),
+                    std_error=float(se[k]),
+                    ci_low=float(mean[k] - zc * ci_se[k]),
+                    ci_high=float(mean[k] + zc * ci_se[k]),
+                    z=float(z[k])
+                    if np.isfinite(z[k])
+                    else (0.0 if excess[k] == 0 else float("inf")),
+                    p_value=float(p_mean[k]),
+                    test=test,
+                    verdict=verdict,
+                    reason=reason,
+                    berry_esseen=float(be[k]),
+                    trials_needed=float(need[k]),
+                    detectable_relative_bias=float(det[k]),
+                    variance=float(s2[k]),
+                    theory_variance=float(var_th[k]),
+                    variance_ratio=float(s2[k] / var_th[k]) if var_th[k] > 0 else float("nan"),
+                    variance_p=float(p_var[k]),
+                    mse=float(mse[k]),
+                    theory_mse=float(mse_th[k]),
+                    mse_halfwidth=float(mse_h[k]),
+                    rounding_tolerance=float(tol[k]),
+                )
+            )
     tests = int(np.isfinite(p_mean).sum() + np.isfinite(p_var).sum())
     return pairs, {"tests": tests}
 
 
-def _sweep(sample, X, Y, t, ms, trials, root, shard_size, executor, progress, alpha,
-           shards=None):
+def _sweep(sample, X, Y, t, ms, trials, root, shard_size, executor, progress, alpha, shards=None):
     points = []
     z95 = float(ndtri(0.975))
     for q, m in enumerate(ms):
         s = sample.with_num_features(m)
         fn = _trial_function(s, X, Y)
-        child = np.random.SeedSequence(root.entropy, spawn_key=tuple(root.spawn_key) + (2**32 + 1 + q,))
-        mo = run_trials(fn, trials, seed=child, shard_size=shard_size, executor=executor,
-                        shards=shards, progress=progress, desc=f"sweep m={m}")
+        child = np.random.SeedSequence(
+            root.entropy, spawn_key=tuple(root.spawn_key) + (2**32 + 1 + q,)
+        )
+        mo = run_trials(
+            fn,
+            trials,
+            seed=child,
+            shard_size=shard_size,
+            executor=executor,
+            shards=shards,
+            progress=progress,
+            desc=f"sweep m={m}",
+        )
         N = mo.count
-        rel = (mo.m2 + N * (mo.mean - t) ** 2) / N / t ** 2
-        var_rel = np.maximum(mo.m4 / N - (mo.m2 / N) ** 2, 0.0) / t ** 4
+        rel = (mo.m2 + N * (mo.mean - t) ** 2) / N / t**2
+        var_rel = np.maximum(mo.m4 / N - (mo.m2 / N) ** 2, 0.0) / t**4
         mean_rel = float(rel.mean())
         h = z95 * math.sqrt(float(var_rel.sum()) / N) / rel.size
         th = float("nan")
         if callable(getattr(s, "theoretical_mse", None)):
-            th = float(math.sqrt(float((s.theoretical_mse(X, Y) / t ** 2).mean())))
-        points.append(SweepPoint(m, math.sqrt(mean_rel), math.sqrt(max(mean_rel - h, 0.0)),
-                                 math.sqrt(mean_rel + h), th))
+            th = float(math.sqrt(float((s.theoretical_mse(X, Y) / t**2).mean())))
+        points.append(
+            SweepPoint(
+                m,
+                math.sqrt(mean_rel),
+                math.sqrt(max(mean_rel - h, 0.0)),
+                math.sqrt(mean_rel + h),
+                th,
+            )
+        )
     return points
 
 
@@ -802,8 +916,12 @@ def render_plots(report: UnbiasedReport) -> dict[str, bytes]:
     tv = np.array([p.target for p in report.pairs])
     rel = np.array([(p.mean - p.target) / p.target for p in report.pairs])
     err = np.array([(p.ci_high - p.mean) / abs(p.target) for p in report.pairs])
-    colors = {"pass": "tab:blue", "exact": "tab:green", "fail": "tab:red",
-              "untestable": "tab:orange"}
+    colors = {
+        "pass": "tab:blue",
+        "exact": "tab:green",
+        "fail": "tab:red",
+        "untestable": "tab:orange",
+    }
     for v, col in colors.items():
         sel = np.array([p.verdict == v for p in report.pairs])
         if sel.any():
@@ -862,13 +980,25 @@ def default_points(n: int, dim: int, *, seed: Any, max_norm: float = 0.5) -> np.
     return G * (max_norm * np.arange(1, n + 1) / n)[:, None]
 
 
-def run_unbiased_cli(*, estimator: str = "positive", dim: int = 4, num_features: int = 16,
-                     orthogonal: bool = False, scale: float = 1.0, points: int = 4,
-                     max_norm: float = 0.5, trials: int = 20000, seed: int = 0,
-                     alpha: float = 0.01, out=None, executor=None,
-                     sweep=(4, 8, 16, 32, 64), plots: bool = True,
-                     progress: bool | None = None, shards: int | None = None
-                     ) -> UnbiasedReport:
+def run_unbiased_cli(
+    *,
+    estimator: str = "positive",
+    dim: int = 4,
+    num_features: int = 16,
+    orthogonal: bool = False,
+    scale: float = 1.0,
+    points: int = 4,
+    max_norm: float = 0.5,
+    trials: int = 20000,
+    seed: int = 0,
+    alpha: float = 0.01,
+    out=None,
+    executor=None,
+    sweep=(4, 8, 16, 32, 64),
+    plots: bool = True,
+    progress: bool | None = None,
+    shards: int | None = None,
+) -> UnbiasedReport:
     """The ``kernelcheck unbiased`` command as a function with defaults.
 
     Builds the sampler ``ESTIMATORS[estimator].sampler(dim, num_features,
@@ -888,13 +1018,23 @@ def run_unbiased_cli(*, estimator: str = "positive", dim: int = 4, num_features:
     from kernelcheck._src.random_features import ESTIMATORS
 
     check_choice(estimator, "estimator", tuple(ESTIMATORS))
-    sampler = ESTIMATORS[estimator].sampler(dim, num_features, orthogonal=orthogonal,
-                                            scale=scale)
+    sampler = ESTIMATORS[estimator].sampler(dim, num_features, orthogonal=orthogonal, scale=scale)
     seed = as_int(seed, "seed", minimum=0)
     X = default_points(points, dim, seed=seed, max_norm=max_norm)
     Y = default_points(points, dim, seed=seed + 1, max_norm=max_norm)
-    report = unbiased(sampler, Exponential(scale), X, Y, trials=trials, seed=seed, alpha=alpha,
-                      executor=executor, sweep=sweep, progress=progress, shards=shards)
+    report = unbiased(
+        sampler,
+        Exponential(scale),
+        X,
+        Y,
+        trials=trials,
+        seed=seed,
+        alpha=alpha,
+        executor=executor,
+        sweep=sweep,
+        progress=progress,
+        shards=shards,
+    )
     if out is not None:
         write_report(report, out, plots=plots)
     return report
@@ -936,14 +1076,14 @@ class _AttentionTrials:
         Qs = proto._prepare(self.Q, "Q")
         Ks = proto._prepare(self.K, "K")
         outs = []
-        for c, ((FQ, lq), (FK, lk)) in self.sampler.batch_features(rng, n, [Qs, Ks]):
+        for c, ((FQ, _lq), (FK, lk)) in self.sampler.batch_features(rng, n, [Qs, Ks]):
             # per-query factors cancel; key factors only up to their common maximum
             wk = np.exp(lk - lk.max(axis=-1, keepdims=True))
             FKw = FK * wk[..., None]
-            S = np.swapaxes(FKw, -1, -2) @ self.V          # (c, D, dv)
-            z = FKw.sum(axis=-2)                            # (c, D)
-            num = FQ @ S                                    # (c, nq, dv)
-            den = np.einsum("tqd,td->tq", FQ, z)            # (c, nq)
+            S = np.swapaxes(FKw, -1, -2) @ self.V  # (c, D, dv)
+            z = FKw.sum(axis=-2)  # (c, D)
+            num = FQ @ S  # (c, nq, dv)
+            den = np.einsum("tqd,td->tq", FQ, z)  # (c, nq)
             flat = (num / den[..., None]).reshape(c, -1)
             outs.append(np.concatenate([flat, (flat @ self.direction)[:, None]], axis=1))
         return np.concatenate(outs)
@@ -1002,16 +1142,29 @@ class RatioBiasResult(ResultMixin):
     sampler: str
 
     def __str__(self) -> str:
-        return (f"ratio bias (C16): {'PASS' if self.passed else 'FAIL'} -- attention output "
-                f"bias |b| = {self.bias_norm[0]:.3g} at m = {self.num_features[0]}; "
-                f"b(m) = beta/m + gamma/m^2 with beta = {self.beta:.3g} +- {self.beta_se:.2g} "
-                f"(z = {self.beta / self.beta_se:.3g}), fit p = {self.gof_p:.3g}; "
-                f"log-log slope at the largest m {self.slope:.3f} (tends to -1)")
+        return (
+            f"ratio bias (C16): {'PASS' if self.passed else 'FAIL'} -- attention output "
+            f"bias |b| = {self.bias_norm[0]:.3g} at m = {self.num_features[0]}; "
+            f"b(m) = beta/m + gamma/m^2 with beta = {self.beta:.3g} +- {self.beta_se:.2g} "
+            f"(z = {self.beta / self.beta_se:.3g}), fit p = {self.gof_p:.3g}; "
+            f"log-log slope at the largest m {self.slope:.3f} (tends to -1)"
+        )
 
 
-def ratio_bias(sampler, Q, K, V, *, num_features=(8, 16, 32, 64, 128), trials: int = 20000,
-               seed: Any, alpha: float = 0.01, executor=None, shard_size: int = DEFAULT_SHARD_SIZE,
-               progress: bool | None = None) -> RatioBiasResult:
+def ratio_bias(
+    sampler,
+    Q,
+    K,
+    V,
+    *,
+    num_features=(8, 16, 32, 64, 128),
+    trials: int = 20000,
+    seed: Any,
+    alpha: float = 0.01,
+    executor=None,
+    shard_size: int = DEFAULT_SHARD_SIZE,
+    progress: bool | None = None,
+) -> RatioBiasResult:
     """Show that random-feature attention is biased, with bias ~ 1/m (claim C16).
 
     The output ``a_i = phi(q_i)^T S / phi(q_i)^T z`` (``S = sum_j phi(k_j) v_j^T``,
@@ -1022,14 +1175,21 @@ def ratio_bias(sampler, Q, K, V, *, num_features=(8, 16, 32, 64, 128), trials: i
     ``O(m^-ceil(k/2))``: the bias is ``beta / m + gamma / m^2 + O(m^-3)``.
 
     A pilot run (its own seed, twice the trials, at a quarter of the
-    smallest m) gives the unit bias direction u; for each m the engine estimates ``E[a]`` and ``E<a, u>``
-    over ``trials`` trials, ``<b(m), u>`` is an unbiased, nearly normal
-    estimate, and a weighted least-squares fit of ``beta / m + gamma / m^2``
-    (plus ``delta / m^3`` with five or more values of m) decides the claim:
-    ``beta != 0`` (two-sided z test at ``alpha``) and the fit's chi-square
-    goodness of fit (p > ``alpha``).  The positive maps are
-    the ones this applies to: with trigonometric features the denominator
-    takes both signs and the ratio has no finite mean.
+    smallest m) gives the unit bias direction u; for each m the engine
+    estimates ``E[a]`` and ``E<a, u>`` over ``trials`` trials, so
+    ``<b(m), u>`` is an unbiased, nearly normal estimate.  A weighted
+    least-squares fit of ``beta / m + gamma / m^2`` (plus ``delta / m^3``
+    with five or more values of m) decides the claim: ``beta != 0``
+    (two-sided z test at ``alpha``) and the fit's chi-square goodness of fit
+    (p > ``alpha``).
+
+    The expansion is asymptotic: its coefficients grow with the relative
+    variance of one feature, ``exp(|q' + k'|^2) - 1`` for positive features,
+    so the 1/m law shows once m is well above it (``relative_variance`` in
+    the result); for larger norms the fit sees the pre-asymptotic regime and
+    fails.  The positive maps are the ones this applies to: with
+    trigonometric features the denominator takes both signs and the ratio
+    has no finite mean.
 
     Parameters
     ----------
@@ -1060,8 +1220,10 @@ def ratio_bias(sampler, Q, K, V, *, num_features=(8, 16, 32, 64, 128), trials: i
     """
     from scipy.stats import chi2
 
-    if not (callable(getattr(sampler, "with_num_features", None))
-            and callable(getattr(sampler, "batch_features", None))):
+    if not (
+        callable(getattr(sampler, "with_num_features", None))
+        and callable(getattr(sampler, "batch_features", None))
+    ):
         raise InvalidArgument(
             "`sampler` must be a RandomFeatureSampler (e.g. PositiveRandomFeatures.sampler(d, m)),"
             f" got {describe(sampler)}"
@@ -1070,8 +1232,9 @@ def ratio_bias(sampler, Q, K, V, *, num_features=(8, 16, 32, 64, 128), trials: i
     K = as_points(K, "K", dim=sampler.dim).astype(np.float64)
     V = as_points(V, "V").astype(np.float64)
     if V.shape[0] != K.shape[0]:
-        raise InvalidArgument(f"`V` must have one row per row of `K` ({K.shape[0]}), got "
-                              f"{describe(V)}")
+        raise InvalidArgument(
+            f"`V` must have one row per row of `K` ({K.shape[0]}), got {describe(V)}"
+        )
     ms = tuple(as_int(m, "num_features", minimum=1) for m in num_features)
     if len(ms) < 3 or len(set(ms)) != len(ms):
         raise InvalidArgument(f"`num_features` must list at least three distinct m, got {ms}")
@@ -1084,8 +1247,15 @@ def ratio_bias(sampler, Q, K, V, *, num_features=(8, 16, 32, 64, 128), trials: i
 
     def run(m, q, u, n=trials):
         fn = _AttentionTrials(sampler.with_num_features(m), Q, K, V, u)
-        return run_trials(fn, n, seed=shard_seed(root, q), shard_size=shard_size,
-                          executor=executor, progress=progress, desc=f"attention m={m}")
+        return run_trials(
+            fn,
+            n,
+            seed=shard_seed(root, q),
+            shard_size=shard_size,
+            executor=executor,
+            progress=progress,
+            desc=f"attention m={m}",
+        )
 
     # the pilot runs at m / 4, where the bias (~1/m) stands out of the noise
     # (~1/sqrt(m)) twice as well, with twice the trials
@@ -1114,7 +1284,7 @@ def ratio_bias(sampler, Q, K, V, *, num_features=(8, 16, 32, 64, 128), trials: i
     cov = np.linalg.inv(XtW @ Xd)
     coef = cov @ (XtW @ y)
     resid = y - Xd @ coef
-    chi = float((w * resid ** 2).sum())
+    chi = float((w * resid**2).sum())
     gof_p = float(chi2.sf(chi, len(ms) - len(powers)))
     beta, gamma_ = float(coef[0]), float(coef[1])
     beta_se, gamma_se = float(math.sqrt(cov[0, 0])), float(math.sqrt(cov[1, 1]))
@@ -1129,8 +1299,20 @@ def ratio_bias(sampler, Q, K, V, *, num_features=(8, 16, 32, 64, 128), trials: i
         one = sampler.with_num_features(1).theory(Q, K, order=2)["central"][2]
         rel_var = float(np.max(one))
     return RatioBiasResult(
-        passed=passed, num_features=ms, bias_norm=tuple(norms), bias_norm_se=tuple(norm_se),
-        projected_bias=tuple(proj), projected_se=tuple(proj_se), beta=beta, beta_se=beta_se,
-        gamma=gamma_, gamma_se=gamma_se, gof_p=gof_p, slope=slope,
-        relative_variance=rel_var, trials=trials, alpha=alpha,
-        sampler=_name(sampler))
+        passed=passed,
+        num_features=ms,
+        bias_norm=tuple(norms),
+        bias_norm_se=tuple(norm_se),
+        projected_bias=tuple(proj),
+        projected_se=tuple(proj_se),
+        beta=beta,
+        beta_se=beta_se,
+        gamma=gamma_,
+        gamma_se=gamma_se,
+        gof_p=gof_p,
+        slope=slope,
+        relative_variance=rel_var,
+        trials=trials,
+        alpha=alpha,
+        sampler=_name(sampler),
+    )
