@@ -160,6 +160,7 @@ def main(argv=None) -> int:
         repeats=7,
         statistic="min",
         clock="cpu",
+        warmup=2,
         cost=lambda n: float(n * D),
         cost_unit="entry",
     )

@@ -115,7 +115,7 @@ def main(argv=None) -> int:
             cost_model(form, n, D_MODEL, D_FEATURES, D_MODEL, chunk, causal=causal).flops
         )
 
-    common = dict(make_input=make, repeats=5, statistic="min", clock="cpu")
+    common = dict(make_input=make, repeats=5, statistic="min", clock="cpu", warmup=2)
     with threadpool_limits(1):
         runs = [
             measure(

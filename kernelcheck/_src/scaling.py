@@ -1150,8 +1150,8 @@ def run_scaling(
     chunk_size : int
         Chunk length of the causal chunked form (default 256).
     repeats : int, optional
-        Timed repeats per size (default 3, after one traced warm-up call;
-        ``quick``: 5).
+        Timed repeats per size (default 3; ``quick``: 5), after two warm-up
+        calls: the traced one and a plain one that sets the loop count.
     statistic : {"min", "median"}
         Per-size statistic of the repeats.  Default ``"min"``: interference
         from other processes only ever adds time, so the minimum estimates
@@ -1325,7 +1325,7 @@ def _measure_form(
         sizes,
         make_input=make_exact if form == "softmax" else make_linear,
         repeats=repeats,
-        warmup=1,
+        warmup=2,
         statistic=statistic,
         cost=lambda n: float(model(n).flops),
         label=name,
