@@ -25,7 +25,11 @@ from kernelcheck.strategies import kernels, point_set_pairs, point_sets
 
 
 @settings(max_examples=200)
-@given(kernels(max_depth=4), point_set_pairs(max_dim=6, max_points=6), st.sampled_from(["symmetric", "tensor"]))
+@given(
+    kernels(max_depth=4),
+    point_set_pairs(max_dim=6, max_points=6),
+    st.sampled_from(["symmetric", "tensor"]),
+)
 def test_c04_every_finite_tree_is_an_inner_product_of_its_features(k, XY, form):
     """C4: kappa(x, x') = <phi(x), phi(x')> for 200 random expression trees of depth <= 4, d <= 6.
 
@@ -64,7 +68,9 @@ def test_c07_linear_kernel_feature_map_is_identity(XY):
 
 @given(point_set_pairs(max_dim=5, max_points=5), st.integers(0, 4))
 def test_c08_tensor_and_weighted_monomial_maps_reproduce_polynomial(XY, m):
-    """C8: (x.x')^m = <x^(tensor m), x'^(tensor m)> (d^m coords) = weighted unique monomials (C(d+m-1, m))."""
+    """C8: (x.x')^m = <x^(tensor m), x'^(tensor m)> (d^m coords).
+
+    It also equals the inner product of the weighted unique monomials (C(d+m-1, m) coords)."""
     X, Y = XY
     d = X.shape[1]
     k = Polynomial(m)
@@ -75,9 +81,11 @@ def test_c08_tensor_and_weighted_monomial_maps_reproduce_polynomial(XY, m):
     assert verify.feature_map(symmetric, X, Y).passed
 
 
-@given(point_sets(min_dim=2, max_dim=5, min_points=2, max_points=5, max_norm=2.0), st.integers(2, 4))
+@given(
+    point_sets(min_dim=2, max_dim=5, min_points=2, max_points=5, max_norm=2.0), st.integers(2, 4)
+)
 def test_c08_unweighted_unique_monomials_do_not_reproduce_polynomial(X, m):
-    """C8 (the essay's loose statement): unique monomials without weights are NOT a feature map of (x.x')^m.
+    """C8 (the essay's loose statement): unweighted unique monomials are NOT a map of (x.x')^m.
 
     For d >= 2 and m >= 2 the cross terms lack their multinomial coefficients.
     The witness is the all-ones point: (1.1)^m = d^m exactly, but the unweighted
@@ -87,13 +95,15 @@ def test_c08_unweighted_unique_monomials_do_not_reproduce_polynomial(X, m):
     ones = np.ones((1, X.shape[1]))
     P = unweighted_monomials(ones, m)
     assert P.shape[1] == monomial_dim(X.shape[1], m) < X.shape[1] ** m
-    report = verify.feature_map(lambda Z: unweighted_monomials(Z, m), np.vstack([ones, X]), kernel=Polynomial(m))
+    report = verify.feature_map(
+        lambda Z: unweighted_monomials(Z, m), np.vstack([ones, X]), kernel=Polynomial(m)
+    )
     assert not report.passed, str(report)
 
 
 @given(point_set_pairs(max_dim=4, max_points=5, max_norm=1.5), st.integers(0, 6))
 def test_c09_truncated_taylor_map_reproduces_truncated_series(XY, M):
-    """C9/C12: the order-M Taylor map [1, x, x(x)x/sqrt(2!), ...] reproduces sum_{j<=M} (x.x')^j / j!.
+    """C9/C12: the order-M Taylor map [1, x, x(x)x/sqrt(2!), ...] gives sum_{j<=M} (x.x')^j / j!.
 
     The kernel side is checked against the series summed term by term in
     mpmath at 50 digits, so the map is compared with the mathematical
@@ -106,8 +116,19 @@ def test_c09_truncated_taylor_map_reproduces_truncated_series(XY, M):
     F = phi(X) @ phi(Y).T
     with mpmath.workdps(50):
         series = np.array(
-            [[float(mpmath.fsum(mpmath.fdot([mpmath.mpf(v) for v in x], [mpmath.mpf(v) for v in y]) ** j / mpmath.factorial(j) for j in range(M + 1)))
-              for y in Y] for x in X]
+            [
+                [
+                    float(
+                        mpmath.fsum(
+                            mpmath.fdot([mpmath.mpf(v) for v in x], [mpmath.mpf(v) for v in y]) ** j
+                            / mpmath.factorial(j)
+                            for j in range(M + 1)
+                        )
+                    )
+                    for y in Y
+                ]
+                for x in X
+            ]
         )
     tol = phi.error_bound(X, Y) + np.finfo(float).eps * np.abs(series)
     assert np.all(np.abs(F - series) <= tol)
@@ -125,7 +146,19 @@ def test_c09_c12_truncated_series_converges_to_exp_within_remainder_bound(XY, M)
     T = k(X, Y)
     S = np.array(Linear().gram_mp(X, Y, dps=50).tolist(), dtype=float)
     with mpmath.workdps(50):
-        E = np.array([[float(mpmath.exp(mpmath.fdot([mpmath.mpf(v) for v in x], [mpmath.mpf(v) for v in y]))) for y in Y] for x in X])
+        E = np.array(
+            [
+                [
+                    float(
+                        mpmath.exp(
+                            mpmath.fdot([mpmath.mpf(v) for v in x], [mpmath.mpf(v) for v in y])
+                        )
+                    )
+                    for y in Y
+                ]
+                for x in X
+            ]
+        )
     remainder = np.abs(S) ** (M + 1) * np.exp(np.maximum(S, 0)) / math.factorial(M + 1)
     slack = k.error_bound(X, Y) + np.finfo(float).eps * (np.abs(E) + remainder)
     # the remainder itself is computed with about M + 6 roundings

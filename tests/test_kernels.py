@@ -62,7 +62,9 @@ def test_gram_shape_symmetry_and_dtype(k):
 @pytest.mark.parametrize("k", EXAMPLES, ids=repr)
 def test_gram_agrees_with_mpmath_within_error_bound(k):
     exact = np.array(k.gram_mp(X, Y, dps=40).tolist(), dtype=float)
-    assert np.all(np.abs(k(X, Y) - exact) <= k.error_bound(X, Y) + np.finfo(float).eps / 2 * np.abs(exact))
+    assert np.all(
+        np.abs(k(X, Y) - exact) <= k.error_bound(X, Y) + np.finfo(float).eps / 2 * np.abs(exact)
+    )
 
 
 @pytest.mark.parametrize("k", [k for k in EXAMPLES if k.has_finite_features], ids=repr)
@@ -223,7 +225,10 @@ BAD_GRAM_CALLS = [
     (lambda: verify.feature_map(lambda Z: Z * np.nan, X, kernel=Linear()), "must be finite"),
     (lambda: verify.feature_map(lambda Z: 1 / 0, X, kernel=Linear()), "raised ZeroDivisionError"),
     (lambda: verify.feature_map(lambda Z: Z, X), "`kernel` must be given"),
-    (lambda: verify.feature_map(Linear().features(), X, feature_ops=-1), "`feature_ops` must be >= 0"),
+    (
+        lambda: verify.feature_map(Linear().features(), X, feature_ops=-1),
+        "`feature_ops` must be >= 0",
+    ),
 ]
 
 

@@ -44,7 +44,10 @@ def test_matmul_error_bound_covers_the_actual_error():
     rng = np.random.default_rng(1)
     A, B = rng.normal(size=(4, 50)), rng.normal(size=(50, 3))
     exact = np.array(
-        [[float(sum(Fraction(a) * Fraction(b) for a, b in zip(A[i], B[:, j]))) for j in range(3)] for i in range(4)]
+        [
+            [float(sum(Fraction(a) * Fraction(b) for a, b in zip(A[i], B[:, j]))) for j in range(3)]
+            for i in range(4)
+        ]
     )
     bound = matmul_error_bound(A, B)
     assert np.all(np.abs(A @ B - exact) <= bound + np.finfo(float).eps / 2 * np.abs(exact))

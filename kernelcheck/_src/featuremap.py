@@ -143,4 +143,3 @@ class ExactFeatureMap(FeatureMap):
 
     def __hash__(self) -> int:
         return hash((ExactFeatureMap, self._kernel, self.form))
-

@@ -103,7 +103,7 @@ def _promote(value: Any, name: str) -> Kernel:
     if isinstance(value, Kernel):
         return value
     if isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_)):
-        return Constant(value)
+        return Constant(float(value))
     raise InvalidArgument(f"`{name}` must be a Kernel or a real number, got {describe(value)}")
 
 
@@ -170,12 +170,12 @@ class Kernel(abc.ABC):
         if isinstance(other, Kernel):
             return Product(self, other)
         if isinstance(other, numbers.Real) and not isinstance(other, (bool, np.bool_)):
-            return Scaled(other, self)
+            return Scaled(float(other), self)
         return NotImplemented
 
     def __rmul__(self, other: Any) -> Kernel:
         if isinstance(other, numbers.Real) and not isinstance(other, (bool, np.bool_)):
-            return Scaled(other, self)
+            return Scaled(float(other), self)
         return NotImplemented
 
     def __pow__(self, m: Any) -> Kernel:
@@ -378,6 +378,7 @@ class Constant(Kernel):
     """
 
     __slots__ = ("c",)
+    c: float
 
     def __init__(self, c: float):
         self._set(c=as_real(c, "c"))
@@ -445,6 +446,8 @@ class Polynomial(Kernel):
     """
 
     __slots__ = ("degree", "c")
+    degree: int
+    c: float
 
     def __init__(self, degree: int, c: float = 0.0):
         degree = _check_degree(degree, "degree")
@@ -502,6 +505,7 @@ class Exponential(Kernel):
     """
 
     __slots__ = ("scale",)
+    scale: float
 
     def __init__(self, scale: float = 1.0):
         self._set(scale=as_real(scale, "scale", positive=True))
@@ -544,6 +548,7 @@ class _DistanceKernel(Kernel):
     """
 
     __slots__ = ("lengthscale",)
+    lengthscale: float
 
     def __init__(self, lengthscale: float = 1.0):
         self._set(lengthscale=as_real(lengthscale, "lengthscale", positive=True))
@@ -553,7 +558,9 @@ class _DistanceKernel(Kernel):
 
     def __repr__(self) -> str:
         name = type(self).__name__
-        return f"{name}()" if self.lengthscale == 1.0 else f"{name}(lengthscale={self.lengthscale!r})"
+        return (
+            f"{name}()" if self.lengthscale == 1.0 else f"{name}(lengthscale={self.lengthscale!r})"
+        )
 
     @staticmethod
     def _sqdist(X, Y):
@@ -656,6 +663,10 @@ class FunctionKernel(Kernel):
     """
 
     __slots__ = ("function", "vectorized", "mp_function", "name")
+    function: Callable
+    vectorized: bool
+    mp_function: Callable | None
+    name: str
 
     def __init__(self, function, *, vectorized=False, mp_function=None, name=None):
         check_callable(function, "f")
@@ -665,7 +676,9 @@ class FunctionKernel(Kernel):
             name = getattr(function, "__name__", None) or "f"
         if not isinstance(name, str):
             raise InvalidArgument(f"`name` must be a string, got {describe(name)}")
-        self._set(function=function, vectorized=bool(vectorized), mp_function=mp_function, name=name)
+        self._set(
+            function=function, vectorized=bool(vectorized), mp_function=mp_function, name=name
+        )
 
     def _key(self) -> tuple:
         return (self.function, self.vectorized, self.mp_function, self.name)
@@ -692,9 +705,7 @@ class FunctionKernel(Kernel):
         except InvalidArgument:
             raise
         except Exception as exc:
-            raise InvalidArgument(
-                f"`f` ({self.name}) raised {type(exc).__name__}: {exc}"
-            ) from exc
+            raise InvalidArgument(f"`f` ({self.name}) raised {type(exc).__name__}: {exc}") from exc
         if G.dtype.kind not in "biuf":
             raise InvalidArgument(f"`f` ({self.name}) must return real numbers, got {describe(G)}")
         if G.shape != (n, m):
@@ -785,6 +796,8 @@ class Sum(Kernel):
     """
 
     __slots__ = ("left", "right")
+    left: Kernel
+    right: Kernel
     _prec = 0
 
     def __init__(self, left: Any, right: Any):
@@ -834,6 +847,8 @@ class Scaled(Kernel):
     """
 
     __slots__ = ("c", "kernel")
+    c: float
+    kernel: Kernel
     _prec = 1
 
     def __init__(self, c: float, kernel: Any):
@@ -896,6 +911,8 @@ class Product(Kernel):
     """
 
     __slots__ = ("left", "right")
+    left: Kernel
+    right: Kernel
     _prec = 1
 
     def __init__(self, left: Any, right: Any):
@@ -919,7 +936,9 @@ class Product(Kernel):
         G = G1 * G2
         u = unit_roundoff(G.dtype)
         return G, (
-            (np.abs(G1) * E2 + np.abs(G2) * E1 + E1 * E2) * (1 + 4 * u) + u * np.abs(G) + _eta(G.dtype)
+            (np.abs(G1) * E2 + np.abs(G2) * E1 + E1 * E2) * (1 + 4 * u)
+            + u * np.abs(G)
+            + _eta(G.dtype)
         )
 
     def _mp(self, X, Y):
@@ -944,7 +963,7 @@ def _int_power(G: np.ndarray, m: int) -> tuple[np.ndarray, int]:
     """``G ** m`` by binary exponentiation; returns the value and the rounding count."""
     if m == 0:
         return np.ones_like(G), 0
-    result = None
+    result: np.ndarray | None = None
     base = G
     ops = 0
     while True:
@@ -959,6 +978,7 @@ def _int_power(G: np.ndarray, m: int) -> tuple[np.ndarray, int]:
             break
         base = base * base
         ops += 1
+    assert result is not None
     return result, ops
 
 
@@ -1046,6 +1066,8 @@ class Power(Kernel):
     """
 
     __slots__ = ("kernel", "m")
+    kernel: Kernel
+    m: int
     _prec = 2
 
     def __init__(self, kernel: Any, m: Any):
@@ -1116,6 +1138,8 @@ class Exp(Kernel):
     """
 
     __slots__ = ("kernel", "order")
+    kernel: Kernel
+    order: int | None
 
     def __init__(self, kernel: Any, order: Any = None):
         kernel = _promote(kernel, "kernel")
@@ -1170,7 +1194,10 @@ class Exp(Kernel):
         if self.order is None:
             return [[mpmath.exp(v) for v in row] for row in rows]
         M = self.order
-        return [[mpmath.fsum(v**j / mpmath.factorial(j) for j in range(M + 1)) for v in row] for row in rows]
+        return [
+            [mpmath.fsum(v**j / mpmath.factorial(j) for j in range(M + 1)) for v in row]
+            for row in rows
+        ]
 
     @property
     def has_finite_features(self) -> bool:

@@ -54,7 +54,9 @@ def gamma(k: float, dtype=np.float64) -> float:
     return ku / (1.0 - ku)
 
 
-def matmul_error_bound(A: np.ndarray, B: np.ndarray, *, extra_ops: int = 0, dtype=None) -> np.ndarray:
+def matmul_error_bound(
+    A: np.ndarray, B: np.ndarray, *, extra_ops: int = 0, dtype=None
+) -> np.ndarray:
     """Entrywise bound on ``|fl(A @ B) - A @ B|`` for float inputs taken as exact.
 
     Returns ``gamma_{k + extra_ops} * (|A| @ |B|)`` with ``k = A.shape[-1]``,

@@ -59,8 +59,12 @@ def _rows_with_bounded_norm(arr: np.ndarray, max_norm: float) -> np.ndarray:
 @st.composite
 def _points(draw, n, d, max_norm, dtype):
     elements = st.floats(
-        min_value=-max_norm, max_value=max_norm, allow_nan=False, allow_infinity=False,
-        allow_subnormal=False, width=np.dtype(dtype).itemsize * 8,
+        min_value=-max_norm,
+        max_value=max_norm,
+        allow_nan=False,
+        allow_infinity=False,
+        allow_subnormal=False,
+        width=np.dtype(dtype).itemsize * 8,
     )
     arr = draw(hnp.arrays(dtype, (n, d), elements=elements))
     return _rows_with_bounded_norm(arr, max_norm)
@@ -206,6 +210,7 @@ def feature_maps(
     Tensor forms larger than ``max_features`` at ``feature_dim_at`` fall back
     to the symmetric form.
     """
+
     def build(pair):
         k, form = pair
         if form == "tensor" and k.feature_dim(feature_dim_at, "tensor") > max_features:
@@ -216,4 +221,3 @@ def feature_maps(
         kernels(max_depth=max_depth, max_features=max_features, feature_dim_at=feature_dim_at),
         st.sampled_from(FORMS),
     ).map(build)
-

@@ -179,7 +179,9 @@ def check_finite(arr: np.ndarray, name: str) -> None:
         )
 
 
-def as_points(value: Any, name: str, *, dim: int | None = None, allow_empty: bool = False) -> np.ndarray:
+def as_points(
+    value: Any, name: str, *, dim: int | None = None, allow_empty: bool = False
+) -> np.ndarray:
     """A point set of shape (n, d): a finite real 2-d array.
 
     A 1-d input is *not* promoted silently: a point set has one row per point.
@@ -188,12 +190,17 @@ def as_points(value: Any, name: str, *, dim: int | None = None, allow_empty: boo
     if arr.ndim != 2:
         hint = ""
         if arr.ndim == 1:
-            hint = " (a single point x is passed as x[None, :]; n points in one dimension as x[:, None])"
+            hint = (
+                " (a single point x is passed as x[None, :]; "
+                "n points in one dimension as x[:, None])"
+            )
         raise InvalidArgument(
             f"`{name}` must be a 2-d array of shape (n, d), got {describe(arr)}{hint}"
         )
     if arr.shape[1] == 0:
-        raise InvalidArgument(f"`{name}` must have at least one column (d >= 1), got {describe(arr)}")
+        raise InvalidArgument(
+            f"`{name}` must have at least one column (d >= 1), got {describe(arr)}"
+        )
     if dim is not None and arr.shape[1] != dim:
         raise InvalidArgument(f"`{name}` must have d = {dim} columns, got {describe(arr)}")
     return arr

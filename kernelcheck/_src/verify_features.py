@@ -160,9 +160,7 @@ def feature_map(
     PX = _apply(phi, Xa, "X")
     PY = PX if Y is None else _apply(phi, Ya, "Y")
     if PX.shape[1] != PY.shape[1]:
-        raise InvalidArgument(
-            f"`phi` returned {PX.shape[1]} features on X but {PY.shape[1]} on Y"
-        )
+        raise InvalidArgument(f"`phi` returned {PX.shape[1]} features on X but {PY.shape[1]} on Y")
     D = PX.shape[1]
     G = kernel(Xa, Ya)
     Ek = kernel.error_bound(Xa, Ya)
@@ -182,7 +180,9 @@ def feature_map(
     return FeatureMapReport(
         passed=bool((err <= tol).all()),
         kernel=repr(kernel),
-        feature_map=repr(phi) if isinstance(phi, FeatureMap) else getattr(phi, "__name__", repr(phi)),
+        feature_map=repr(phi)
+        if isinstance(phi, FeatureMap)
+        else getattr(phi, "__name__", repr(phi)),
         n=Xa.shape[0],
         m=Ya.shape[0],
         d=Xa.shape[1],
@@ -196,7 +196,9 @@ def feature_map(
     )
 
 
-def assert_feature_map(phi, X, Y=None, *, kernel: Kernel | None = None, feature_ops=None) -> FeatureMapReport:
+def assert_feature_map(
+    phi, X, Y=None, *, kernel: Kernel | None = None, feature_ops=None
+) -> FeatureMapReport:
     """pytest twin of :func:`feature_map`: raise ``AssertionError`` with the report.
 
     Examples
