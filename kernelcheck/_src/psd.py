@@ -1005,6 +1005,7 @@ def assert_psd(
         return r
     if r.verdict is Verdict.NOT_PSD:
         v = r.witness
+        assert r.witness_value is not None  # every NOT_PSD carries a verified witness
         support = np.flatnonzero(np.asarray([x != 0 for x in v]))
         where = f"on indices {support[:8].tolist()}{'...' if support.size > 8 else ''}"
         msg = (

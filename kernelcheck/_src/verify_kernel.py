@@ -230,6 +230,7 @@ def _points_report(k, X: np.ndarray, *, mode="points", extra="") -> KernelReport
     common = dict(kernel=repr(k), mode=mode, points=X, tol=tol, psd=r, min_eigenvalue=float(lam))
     use_ladder = getattr(k, "supports_mp", False) and n <= LADDER_MAX_N and w_vec is not None
     if use_ladder:
+        assert q64 is not None  # set together with w_vec
         steps, verdict, qlast = _ladder(k, X, w_vec, q64)
         if verdict == "violation":
             reason = (
@@ -331,7 +332,7 @@ def _restart(
     rng = np.random.default_rng(seedseq)
     n = _SIZES[index % len(_SIZES)]
     scale = _SCALES[(index // len(_SIZES)) % len(_SCALES)]
-    best = {"value": math.inf, "points": None}
+    best: dict[str, Any] = {"value": math.inf, "points": None}
 
     def consider(P):
         val = _normalized_min_eig(k, P)
