@@ -422,7 +422,14 @@ def softmax(Q: Any, K: Any, V: Any, *, causal: bool = False, scale: float | None
         s -= m
         np.exp(s, out=s)
         denom = s.sum(axis=-1, keepdims=True)
-        out[..., i0:i1, :] = (s @ V[..., :kend, :]) / denom
+        with np.errstate(over="ignore", invalid="ignore"):
+            out[..., i0:i1, :] = (s @ V[..., :kend, :]) / denom
+    if not np.isfinite(out).all():
+        raise NumericalFailure(
+            "`softmax` attention overflowed: a weighted sum of values is beyond the "
+            f"floating-point range ({V.dtype}, max |V| = {float(np.abs(V).max()):.3g}); "
+            "scale the values down"
+        )
     return out
 
 
@@ -441,13 +448,26 @@ def _gram_blocks(kernel, Q2, K2, causal, fn):
     for i0 in range(0, n, rows):
         i1 = min(n, i0 + rows)
         kend = i1 if causal else n
-        G = np.asarray(fn(Q2[i0:i1], K2[:kend]))
+        try:
+            G = np.asarray(fn(Q2[i0:i1], K2[:kend]))
+        except (InvalidArgument, NumericalFailure, BadNormalizer):
+            raise
+        except Exception as exc:
+            raise InvalidArgument(f"`kernel` raised {type(exc).__name__}: {exc}") from exc
         if G.shape != (i1 - i0, kend):
             raise InvalidArgument(
                 f"`kernel` returned a Gram block of shape {G.shape} for inputs of shapes "
                 f"{Q2[i0:i1].shape} and {K2[:kend].shape}; expected {(i1 - i0, kend)}"
             )
+        if G.dtype.kind not in "biuf":
+            raise InvalidArgument(f"`kernel` must return real numbers, got {describe(G)}")
         G = G.astype(Q2.dtype, copy=True)
+        if not np.isfinite(G).all():
+            bad = tuple(int(i) for i in np.argwhere(~np.isfinite(G))[0])
+            raise InvalidArgument(
+                f"`kernel` returned a non-finite value {G[bad]!r} at entry "
+                f"{(bad[0] + i0, bad[1])} of its Gram block"
+            )
         if causal:
             G[np.arange(kend)[None, :] > np.arange(i0, i1)[:, None]] = 0.0
         yield i0, i1, G
@@ -647,7 +667,10 @@ def init(D: int, d_v: int, *, batch_shape: tuple[int, ...] = (), dtype: Any = np
     if not isinstance(batch_shape, tuple):
         raise InvalidArgument(f"`batch_shape` must be a tuple of ints, got {describe(batch_shape)}")
     batch_shape = tuple(as_int(b, "batch_shape", minimum=1) for b in batch_shape)
-    dtype = np.dtype(dtype)
+    try:
+        dtype = np.dtype(dtype)
+    except TypeError:
+        raise InvalidArgument(f"`dtype` must be float64 or float32, got {dtype!r}") from None
     if dtype not in (np.dtype(np.float64), np.dtype(np.float32)):
         raise InvalidArgument(f"`dtype` must be float64 or float32, got {dtype}")
     return State(
