@@ -53,7 +53,6 @@ __all__ = [
     "PairResult",
     "SweepPoint",
     "write_report",
-    "run_unbiased_cli",
     "default_points",
     "ratio_bias",
     "RatioBiasResult",
