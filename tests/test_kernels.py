@@ -289,3 +289,17 @@ def test_feature_map_strategy_yields_exact_maps(phi, P):
 def test_infinite_trees_evaluate_and_are_symmetric(k, P):
     G = k(P)
     assert np.all(np.abs(G - G.T) <= 2 * k.error_bound(P))
+
+
+@pytest.mark.parametrize("k", [k for k in EXAMPLES], ids=repr)
+def test_kernels_pickle_and_stay_immutable(k):
+    """Kernels travel to process pools and Dask workers by pickle."""
+    import copy
+    import pickle
+
+    k2 = pickle.loads(pickle.dumps(k))
+    assert k2 == k and repr(k2) == repr(k)
+    assert np.array_equal(k2(X, Y), k(X, Y))
+    assert copy.deepcopy(k) == k
+    with pytest.raises(AttributeError):
+        k2.anything = 1

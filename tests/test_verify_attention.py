@@ -347,7 +347,8 @@ def test_bad_input_raises(call, message):
 def test_public_surface():
     from kernelcheck._src import verify_attention as va
 
-    assert va.__all__ == ["attention"]
+    assert va.__all__ == ["attention", "AttentionReport", "AttentionCase"]
+    assert verify.AttentionReport is va.AttentionReport
     assert va.__testing__ == ["assert_attention_matches"]
     assert verify.attention is va.attention
     for obj in (va.attention, va.assert_attention_matches, va.AttentionReport, va.AttentionCase):

@@ -141,6 +141,18 @@ class Kernel(abc.ABC):
     def __delattr__(self, name: str) -> None:
         raise AttributeError(f"{type(self).__name__} is immutable")
 
+    def __setstate__(self, state: Any) -> None:
+        """Restore the slots on unpickling (``__setattr__`` refuses ordinary assignment).
+
+        The default pickle protocol for slotted classes hands ``(None, slots)``.
+        Kernels of built-in nodes pickle, so they travel to process pools and
+        Dask workers; a :func:`kernel_from_function` kernel pickles when its
+        function does (a module-level function, not a lambda).
+        """
+        slots = state[1] if isinstance(state, tuple) else state
+        for key, value in (slots or {}).items():
+            object.__setattr__(self, key, value)
+
     def _set(self, **fields: Any) -> None:
         for key, value in fields.items():
             object.__setattr__(self, key, value)
