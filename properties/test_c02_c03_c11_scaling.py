@@ -263,11 +263,6 @@ def _assert_count_matches(tally: _Tally, model: int, dim: int) -> None:
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="softmax(causal=True) forms each query block's logits against every key up to the "
-    "block's last row (all n^2 when n fits one block); cost_model counts n(n+1)/2 pairs",
-)
 @pytest.mark.parametrize("n", [16, 64, 300])
 def test_c02_causal_softmax_operation_count_matches_cost_model(n):
     """C2: causal softmax attention performs the n(n+1)/2-pair work its cost model states.

@@ -88,6 +88,10 @@ BAD_NORMALIZER_ACTIONS = ("raise", "report")
 # Intermediates are processed in blocks of at most this many entries
 # (32 MiB of float64), so memory stays bounded for long sequences.
 _BLOCK_ELEMENTS = 1 << 22
+#: Fewest query blocks of a causal quadratic form (see ``_query_block_rows``).
+CAUSAL_BLOCKS = 16
+#: Smallest causal block, so that tiny inputs are not split into one-row blocks.
+_MIN_CAUSAL_ROWS = 32
 
 # Accuracy of NumPy's exp, in units of u (libm and SIMD versions are within a
 # few ulp; 4 ulp is assumed by the softmax error model).
@@ -361,6 +365,36 @@ def _softmax_iv(Q, K, V, causal, scale):
     return Q, K, V, causal, scale
 
 
+def _query_block_rows(n: int, budget_rows: int, causal: bool) -> int:
+    """Rows per query block for the quadratic forms.
+
+    Memory caps a block at ``budget_rows`` rows.  Causal forms also use at
+    least ``CAUSAL_BLOCKS`` blocks, so a block forms logits only up to its own
+    last row: the pairs formed are ``n (n + r) / 2`` for ``r`` rows a block,
+    within ``1 + 1 / CAUSAL_BLOCKS`` of the ``n (n + 1) / 2`` the mask keeps,
+    at every n (a single block would form all ``n^2`` at small n and half of
+    them at large n, bending the measured exponent of C2).
+    """
+    rows = max(1, min(n, budget_rows))
+    if causal:
+        rows = min(rows, max(_MIN_CAUSAL_ROWS, -(-n // CAUSAL_BLOCKS)))
+    return rows
+
+
+def _formed_pairs(n: int, causal: bool) -> int:
+    """(query, key) pairs the quadratic forms evaluate for one sequence of length n.
+
+    ``n^2`` bidirectional; causal, ``sum_b r_b * e_b`` over query blocks of
+    ``r_b`` rows ending at row ``e_b`` (see ``_query_block_rows``), which is
+    ``n (n + r) / 2`` for equal blocks of r rows: the masked pairs inside each
+    diagonal block are formed and then zeroed.
+    """
+    if not causal:
+        return n * n
+    rows = _query_block_rows(n, _BLOCK_ELEMENTS // n, True)
+    return sum((min(n, i0 + rows) - i0) * min(n, i0 + rows) for i0 in range(0, n, rows))
+
+
 def softmax(Q: Any, K: Any, V: Any, *, causal: bool = False, scale: float | None = None):
     """Exact softmax attention, numerically stable (claims C1, C2, C10).
 
@@ -404,7 +438,7 @@ def softmax(Q: Any, K: Any, V: Any, *, causal: bool = False, scale: float | None
     batch, n = Q.shape[:-2], Q.shape[-2]
     out = np.empty(V.shape, dtype=V.dtype)
     Qs = Q * Q.dtype.type(scale)
-    rows = max(1, min(n, _BLOCK_ELEMENTS // max(1, n * _batch_size(batch))))
+    rows = _query_block_rows(n, _BLOCK_ELEMENTS // max(1, n * _batch_size(batch)), causal)
     for i0 in range(0, n, rows):
         i1 = min(n, i0 + rows)
         kend = i1 if causal else n
@@ -444,7 +478,7 @@ def _kernelized_iv(Q, K, V, kernel, causal, action):
 def _gram_blocks(kernel, Q2, K2, causal, fn):
     """Yield ``(i0, i1, G)`` Gram blocks of ``fn(Q2[i0:i1], K2)``, causally masked."""
     n = Q2.shape[0]
-    rows = max(1, min(n, _BLOCK_ELEMENTS // n))
+    rows = _query_block_rows(n, _BLOCK_ELEMENTS // n, causal)
     for i0 in range(0, n, rows):
         i1 = min(n, i0 + rows)
         kend = i1 if causal else n
@@ -1350,11 +1384,13 @@ def cost_model(
     division and addition 1 each, feature maps not counted:
 
     * ``softmax``: bidirectional ``2 n^2 d + 3 n^2 + 2 n^2 d_v + n d_v``;
-      causal with ``P = n (n + 1) / 2`` pairs: ``2 P d + 3 P + 2 P d_v + n d_v``.
+      causal, ``2 P d + 3 P + 2 P d_v + n d_v`` with ``P ~ n (n + r) / 2``
+      pairs formed (r rows a query block, ``r <= n / 16`` for large n); both
+      plus ``n d + 2 n d_v`` for the query scaling and the output check.
       State: the key/value cache ``n (d + d_v)`` (grows with n, C2).
-    * ``kernelized``: ``n^2 (2 d + 1)`` for the Gram block (a dot product or a
-      distance and one elementwise map), ``2 n^2 (d_v + 1) + n d_v`` (``P``
-      pairs for the products when causal).  State ``n (d + d_v)``.
+    * ``kernelized``: ``P (2 d + 1)`` for the Gram block (a dot product or a
+      distance and one elementwise map) and ``2 P (d_v + 1) + n d_v`` for the
+      products, with ``P`` the pairs formed as for softmax.  State ``n (d + d_v)``.
     * ``parallel``: ``4 n D (d_v + 1) + n d_v`` both ways (C3).
     * ``recurrent``: ``4 n D (d_v + 1) + n d_v`` (causal only).
     * ``chunked``: chunks ``c_1..c_k``: ``sum 2 c^2 (D + d_v + 1)``
@@ -1396,13 +1432,15 @@ def cost_model(
     causal = _bool_iv(causal, "causal")
     if form in ("recurrent", "chunked") and not causal:
         raise InvalidArgument(f"`causal` must be True for form {form!r} (it is causal only)")
-    pairs = n * (n + 1) // 2 if causal else n * n
+    pairs = _formed_pairs(n, causal)
     linear_state = D * (d_v + 1)
     if form == "softmax":
-        flops = 2 * pairs * d + 3 * pairs + 2 * pairs * d_v + n * d_v
+        # logits, max/subtract/exp/sum, weighted values, division; plus the
+        # query scaling (n d) and the output's finiteness pass (2 n d_v)
+        flops = 2 * pairs * d + 3 * pairs + 2 * pairs * d_v + n * d_v + n * d + 2 * n * d_v
         state = n * (d + d_v)
     elif form == "kernelized":
-        flops = n * n * (2 * d + 1) + 2 * pairs * (d_v + 1) + n * d_v
+        flops = pairs * (2 * d + 1) + 2 * pairs * (d_v + 1) + n * d_v
         state = n * (d + d_v)
     elif form in ("parallel", "recurrent"):
         flops = 4 * n * D * (d_v + 1) + n * d_v
