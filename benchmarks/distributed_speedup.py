@@ -16,7 +16,10 @@ adds time).  Every distributed report is checked byte for byte against the
 in-process report (``to_json``), which is timed too, as the reference.
 
 Wall-clock times depend on the machine and on what else runs on it: the
-script prints the 1-minute load average before and after.
+script prints the 1-minute load average before and after, and the CPU
+seconds each report consumed (in-process: this process, BLAS threads
+included; on the cluster: the sum over the worker processes), which separate
+the cost of the work from the share of the CPUs it was given.
 """
 
 from __future__ import annotations
@@ -50,6 +53,8 @@ def main(argv=None) -> int:
     parser.add_argument("--json", metavar="FILE", help="also write the numbers as JSON")
     args = parser.parse_args(argv)
 
+    from distributed import default_client
+
     from kernelcheck._src.verify_unbiased import run_unbiased_cli
     from kernelcheck.distributed import dask_executor, suggested_shards
 
@@ -62,24 +67,30 @@ def main(argv=None) -> int:
     load0 = os.getloadavg()[0]
     reference = None
     if not args.no_serial:
+        c0 = time.process_time()
         t, reference = _timed(report, args.repeats)
+        cpu = (time.process_time() - c0) / args.repeats
         rows.append(
             {
                 "executor": "in-process (no executor)",
                 "workers": 0,
                 "shards": None,
                 "seconds": t,
+                "cpu_seconds": cpu,
                 "identical": True,
             }
         )
-        print(f"in-process: {t:.2f} s", flush=True)
+        print(f"in-process: {t:.2f} s, {cpu:.1f} CPU s", flush=True)
     else:
         reference = report()
     for w in args.workers:
         with dask_executor(workers=w, threads_per_worker=1) as ex:
             shards = args.shards if args.shards is not None else suggested_shards(ex)
             report(ex, shards, trials=max(2, min(args.trials, 50_000)))  # warm-up
+            client = default_client()
+            c0 = sum(client.run(time.process_time).values())
             t, rep = _timed(lambda ex=ex, shards=shards: report(ex, shards), args.repeats)
+            cpu = (sum(client.run(time.process_time).values()) - c0) / args.repeats
         same = rep.to_json() == reference.to_json()
         rows.append(
             {
@@ -87,28 +98,31 @@ def main(argv=None) -> int:
                 "workers": w,
                 "shards": shards,
                 "seconds": t,
+                "cpu_seconds": cpu,
                 "identical": same,
             }
         )
         print(
-            f"{w} worker(s), {shards} shards: {t:.2f} s, identical to in-process: {same}",
+            f"{w} worker(s), {shards} shards: {t:.2f} s, {cpu:.1f} CPU s, "
+            f"identical to in-process: {same}",
             flush=True,
         )
     load1 = os.getloadavg()[0]
     base = next((r["seconds"] for r in rows if r["workers"] == min(args.workers)), None)
     print()
-    cpu = platform.processor() or platform.machine()
+    cpu_name = platform.processor() or platform.machine()
     print(
-        f"{args.trials:.0e} trials; {os.cpu_count()} CPUs ({cpu}); "
+        f"{args.trials:.0e} trials; {os.cpu_count()} CPUs ({cpu_name}); "
         f"load average {load0:.1f} -> {load1:.1f}"
     )
-    print("| executor | shards | seconds | speed-up vs 1 worker | identical report |")
-    print("|---|---:|---:|---:|---|")
+    print("| executor | shards | wall s | CPU s | speed-up vs 1 worker | identical report |")
+    print("|---|---:|---:|---:|---:|---|")
     for r in rows:
         sp = f"{base / r['seconds']:.2f}x" if r["workers"] and base else "-"
         print(
             f"| {r['executor']} | {r['shards'] if r['shards'] else '-'} | "
-            f"{r['seconds']:.1f} | {sp} | {'yes' if r['identical'] else 'NO'} |"
+            f"{r['seconds']:.1f} | {r['cpu_seconds']:.1f} | {sp} | "
+            f"{'yes' if r['identical'] else 'NO'} |"
         )
     if args.json:
         with open(args.json, "w", encoding="utf-8") as fh:

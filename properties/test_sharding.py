@@ -101,8 +101,8 @@ def test_c13_moments_identical_for_any_grouping_of_the_blocks(
     pool, seed, trials, shard_size, shards
 ):
     """C13: the engine's moments for any number of shards equal the in-process moments."""
-    if trials // shard_size > 2000:  # keep each example short: at most ~2000 blocks
-        shard_size = -(-trials // 2000)
+    if trials // shard_size > 200:  # keep each example short: at most ~200 blocks
+        shard_size = -(-trials // 200)
     reference = run_trials(_lognormal_trials, trials, seed=seed, shard_size=shard_size)
     for s in (*SHARDS, shards):
         got = run_trials(

@@ -14,6 +14,7 @@ is not installed; the argument checks run regardless.
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import sys
@@ -25,7 +26,7 @@ import numpy as np
 import pytest
 
 import kernelcheck as kc
-from kernelcheck.distributed import dask_executor
+from kernelcheck.distributed import dask_executor, suggested_shards
 from kernelcheck.errors import InvalidArgument
 from kernelcheck.features import PositiveRandomFeatures
 from kernelcheck.kernels import Exponential
@@ -64,6 +65,12 @@ def _report(executor=None, shards=None, trials=60_000):
     )
 
 
+@functools.cache
+def _serial_json(trials: int) -> str:
+    """The single-process report, computed once per size."""
+    return _report(trials=trials).to_json()
+
+
 @pytest.fixture(scope="module")
 def cluster():
     distributed = pytest.importorskip("distributed")
@@ -84,38 +91,19 @@ def cluster():
 @pytest.mark.parametrize("shards", [None, 3])
 def test_unbiased_report_on_the_cluster_equals_the_single_process_report(cluster, shards):
     lc, _ = cluster
-    serial = _report()
     with dask_executor(scheduler=lc.scheduler_address) as ex:
         remote = _report(ex, shards)
-    assert remote.to_json() == serial.to_json()
-    assert serial.trials == 60_000 and serial.sweep
+    assert remote.to_json() == _serial_json(60_000)
+    assert remote.trials == 60_000 and len(remote.sweep) == 2
 
-
-def _round_trips(k) -> bool:
-    import pickle
-
-    try:
-        return pickle.loads(pickle.dumps(k)) == k
-    except Exception:  # noqa: BLE001 - any failure means "cannot be shipped to a worker"
-        return False
-
-
-#: Kernel nodes with parameters must pickle to reach a worker process.
-KERNELS_PICKLE = _round_trips(kc.Gaussian(1.0))
-_NEEDS_PICKLE = pytest.mark.xfail(
-    not KERNELS_PICKLE,
-    run=False,
-    reason="kernel nodes with parameters do not pickle yet (Kernel.__setattr__ refuses the "
-    "slot state pickle restores); needs Kernel.__setstate__ in kernelcheck/_src/kernels.py",
-)
 
 SEARCHES = [
     # Linear(): a true kernel whose Grams are rank-deficient, so the search sees
     # rounding-level negative eigenvalues (~1e-16) and runs the confirmation
     # ladder: the witness and value agree only if every bit agrees
     pytest.param(kc.Linear(), 2, 8, "no_counterexample", id="Linear"),
-    pytest.param(NON_KERNEL, 1, 8, "violation", id="non-kernel", marks=_NEEDS_PICKLE),
-    pytest.param(kc.Gaussian(1.0), 2, 8, "no_counterexample", id="Gaussian", marks=_NEEDS_PICKLE),
+    pytest.param(NON_KERNEL, 1, 8, "violation", id="non-kernel"),
+    pytest.param(kc.Gaussian(1.0), 2, 8, "no_counterexample", id="Gaussian"),
 ]
 
 
@@ -185,13 +173,13 @@ def test_result_unchanged_when_a_worker_is_killed_mid_run(cluster, workload):
     lc, observer = cluster
     observer.wait_for_workers(2, timeout=60)
     if workload == "unbiased":
-        serial = _report(trials=120_000).to_json()
+        serial = _serial_json(60_000)
     else:
         serial = verify_kernel(kc.Linear(), dim=2, budget=8, seed=9).to_dict()
     with dask_executor(scheduler=lc.scheduler_address) as ex:
         killer = _KillOnSubmit(ex, observer, at=6)
         if workload == "unbiased":
-            remote = _report(killer, trials=120_000).to_json()
+            remote = _report(killer).to_json()
         else:
             remote = verify_kernel(kc.Linear(), dim=2, budget=8, seed=9, executor=killer).to_dict()
     assert killer.killed is not None
@@ -210,11 +198,16 @@ def test_result_unchanged_when_a_worker_is_killed_mid_run(cluster, workload):
 
 
 def test_local_cluster_path_gives_the_single_process_report():
-    pytest.importorskip("distributed")
-    serial = _report(trials=20_000)
+    distributed = pytest.importorskip("distributed")
     with dask_executor(workers=1) as ex:
         remote = _report(ex, shards=8, trials=20_000)
-    assert remote.to_json() == serial.to_json()
+        assert suggested_shards(ex) == 4  # 4 tasks per thread, 1 worker x 1 thread
+        env = distributed.default_client().run(os.environ.get, "MALLOC_TRIM_THRESHOLD_")
+    assert remote.to_json() == _serial_json(20_000)
+    if "MALLOC_TRIM_THRESHOLD_" not in os.environ:
+        assert set(env.values()) == {None}
+    assert suggested_shards(ex) is None  # closed: no client behind it any more
+    assert suggested_shards(None) is None
 
 
 BAD_CALLS = [

@@ -41,6 +41,9 @@ __all__ = ["dask_executor", "suggested_shards"]
 #: Extra that installs the engine: ``pip install "kernelcheck[distributed]"``.
 INSTALL_HINT = 'pip install "kernelcheck[distributed]"'
 
+#: Dask setting whose default (65536) :func:`dask_executor` unsets for local workers.
+_TRIM_KEY = "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_"
+
 #: Clients behind the executors :func:`dask_executor` has handed out.
 _CLIENTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
@@ -131,6 +134,19 @@ def dask_executor(
         When ``distributed`` is not installed (the extra
         ``kernelcheck[distributed]`` installs it), or for bad arguments.
 
+    Notes
+    -----
+    Local workers are started processes (``spawn``): a script that calls
+    ``dask_executor()`` must do so under ``if __name__ == "__main__":``.  They
+    start without the variable ``MALLOC_TRIM_THRESHOLD_`` that Dask's nanny
+    sets by default: setting it also freezes glibc's mmap threshold, and each
+    large NumPy temporary then costs a fresh mmap (about 1.5 times the CPU
+    time per trial in ``benchmarks/distributed_speedup.py``).  For the workers
+    of a remote cluster, set the Dask option
+    ``distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_: null``.
+    Everything shipped to the workers (sampler, kernel, trial function) must
+    pickle; Dask uses cloudpickle, so lambdas do.
+
     Examples
     --------
     >>> import numpy as np
@@ -154,12 +170,18 @@ def dask_executor(
     executor: Any = None
     try:
         if scheduler is None:
-            cluster = distributed.LocalCluster(
-                n_workers=workers,
-                threads_per_worker=threads_per_worker,
-                processes=True,
-                dashboard_address=None,
-            )
+            import dask
+
+            # the nanny's default MALLOC_TRIM_THRESHOLD_ also fixes glibc's mmap
+            # threshold, so every large NumPy temporary is a fresh mmap: about
+            # 1.5x the CPU time per trial here; None leaves the variable unset
+            with dask.config.set({_TRIM_KEY: None}):
+                cluster = distributed.LocalCluster(
+                    n_workers=workers,
+                    threads_per_worker=threads_per_worker,
+                    processes=True,
+                    dashboard_address=None,
+                )
             client = distributed.Client(cluster, timeout=timeout)
         else:
             client = distributed.Client(scheduler, timeout=timeout)
@@ -168,6 +190,7 @@ def dask_executor(
         yield executor
     finally:
         if executor is not None:
+            _CLIENTS.pop(executor, None)
             executor.shutdown(wait=False)
         if client is not None:
             client.close()
@@ -204,7 +227,10 @@ def suggested_shards(executor: Any, per_thread: int = 4) -> int | None:
     8
     """
     per_thread = as_int(per_thread, "per_thread", minimum=1)
-    client = _CLIENTS.get(executor) if executor is not None else None
+    try:
+        client = _CLIENTS.get(executor)
+    except TypeError:  # not weak-referenceable: not one of ours
+        client = None
     if client is None:
         return None
     threads = sum(client.nthreads().values())
