@@ -411,6 +411,10 @@ def fit_exponent(
 # ---------------------------------------------------------------------------
 
 
+def _plural(unit: str) -> str:
+    return unit[:-1] + "ies" if unit.endswith("y") else unit + "s"
+
+
 def _fmt_seconds(t: float) -> str:
     if t >= 1:
         return f"{t:.3g} s"
@@ -525,7 +529,7 @@ class Measurement(ResultMixin):
         if self.peak_memory is not None:
             head.append("peak memory")
         if self.model_flops is not None:
-            head += [f"model {self.cost_unit}s", f"G{self.cost_unit}/s (model / time)"]
+            head += [f"model {_plural(self.cost_unit)}", f"G{self.cost_unit}/s (model / time)"]
         lines = [f"**{self.label}**", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         thr = self.throughput()
         flops = self.model_flops
@@ -547,7 +551,7 @@ class Measurement(ResultMixin):
             lines.append(f"- peak memory: {mem}")
         model = self.model_exponent()
         if model is not None:
-            lines.append(f"- cost model ({self.cost_unit}s): exponent {model.slope:.3f}")
+            lines.append(f"- cost model ({_plural(self.cost_unit)}): exponent {model.slope:.3f}")
         return "\n".join(lines) + "\n"
 
     def plot(self, path) -> Path:
