@@ -1095,7 +1095,7 @@ def _run_scaling_iv(
     num_features = as_int(num_features, "num_features", minimum=1)
     chunk_size = as_int(chunk_size, "chunk_size", minimum=1)
     if repeats is None:
-        repeats = 5 if quick else 3
+        repeats = 3
     repeats = as_int(repeats, "repeats", minimum=1)
     check_choice(statistic, "statistic", STATISTICS)
     confidence = as_probability(confidence, "confidence")
@@ -1159,8 +1159,8 @@ def run_scaling(
         Chunk length of the causal chunked form (default 64, the form's own
         default).
     repeats : int, optional
-        Timed repeats per size (default 3; ``quick``: 5), after two warm-up
-        calls: the traced one and a plain one that sets the loop count.
+        Timed repeats per size (default 3), after two warm-up calls: the
+        traced one and a plain one that sets the loop count.
     statistic : {"min", "median"}
         Per-size statistic of the repeats.  Default ``"min"``: interference
         from other processes only ever adds time, so the minimum estimates
@@ -1184,7 +1184,9 @@ def run_scaling(
         Directory to write ``scaling.png``, ``scaling.md`` and
         ``scaling.json`` into.
     quick : bool
-        A shorter run (smaller n, fewer repeats) for a smoke check.
+        A shorter run (n = 512 .. 4096) for a smoke check; at these sizes
+        the data of the smallest runs fits in the caches, so its exponents
+        are less reliable.
     forms : sequence of str
         Keys of :data:`SCALING_FORMS` to measure (default
         :data:`DEFAULT_FORMS`: ``"softmax"``, ``"softmax-causal"``,
