@@ -203,6 +203,7 @@ def counting(fn, *arrays, **kwargs) -> _Tally:
 
 _FORMS = [
     ("softmax", False),
+    ("softmax", True),
     ("parallel", False),
     ("parallel", True),
     ("chunked", True),
@@ -228,11 +229,14 @@ def test_c02_c03_operation_count_matches_cost_model(form, causal, n, d, D, d_v, 
     * the model counts at least the multiply-adds of every matrix product
       performed (``gemm <= model``): a form cannot do more GEMM work than
       claimed;
-    * the model and the full count differ by at most ``total / min(d, D, d_v)``:
-      the two may disagree only on elementwise passes (a subtraction of the row
-      maximum, a mask multiply, an ``n - 1`` versus ``n`` in a prefix sum, a
-      multiply-add counted as an add), each of at most one flop per entry of an
-      array whose formation costs at least ``2 min(d, D, d_v)`` flops per entry.
+    * the model and the full count differ by at most
+      ``total / min(d, D, d_v) + 2 n (d + D + d_v)``: the two may disagree
+      only on elementwise passes (a subtraction of the row maximum, a mask
+      multiply, an ``n - 1`` versus ``n`` in a prefix sum, a multiply-add
+      counted as an add), each of at most one flop per entry of an array whose
+      formation costs at least ``2 min(d, D, d_v)`` flops per entry, and on at
+      most two passes over each input and output (scaling, finiteness checks),
+      which dominate only when n is tiny.
 
     A form whose work grows faster than its model (C2: n^2 d; C3: n D d_v)
     fails the first or the second relation once n exceeds the dimensions.
@@ -251,29 +255,15 @@ def test_c02_c03_operation_count_matches_cost_model(form, causal, n, d, D, d_v, 
             tally = counting(att_src.chunked, pq, pk, V, chunk_size=chunk)
         else:
             tally = counting(att_src.recurrent, pq, pk, V)
-    _assert_count_matches(
-        tally, cost_model(form, n, d, D, d_v, chunk, causal=causal).flops, min(d, D, d_v)
-    )
+    model = cost_model(form, n, d, D, d_v, chunk, causal=causal).flops
+    _assert_count_matches(tally, model, min(d, D, d_v), 2 * n * (d + D + d_v))
 
 
-def _assert_count_matches(tally: _Tally, model: int, dim: int) -> None:
+def _assert_count_matches(tally: _Tally, model: int, dim: int, passes: int) -> None:
     assert tally.gemm <= model, f"matrix products do {tally.gemm} flops, the model says {model}"
-    assert abs(model - tally.total) <= tally.total / dim, (
+    assert abs(model - tally.total) <= tally.total / dim + passes, (
         f"the form does {tally.total} flops, the model says {model}"
     )
-
-
-@pytest.mark.parametrize("n", [16, 64, 300])
-def test_c02_causal_softmax_operation_count_matches_cost_model(n):
-    """C2: causal softmax attention performs the n(n+1)/2-pair work its cost model states.
-
-    The same two relations as for the other forms (see
-    ``test_c02_c03_operation_count_matches_cost_model``), at d = d_v = 8.
-    """
-    g = np.random.default_rng(n)
-    Q, K, V = g.standard_normal((3, n, 8))
-    tally = counting(att_src.softmax, Q, K, V, causal=True)
-    _assert_count_matches(tally, cost_model("softmax", n, 8, 8, 8, causal=True).flops, 8)
 
 
 @given(n1=st.integers(1, 60), n2=st.integers(1, 60), D=st.integers(1, 10), d_v=st.integers(1, 10))
