@@ -1,4 +1,4 @@
-"""C13, C17: an unbiasedness report is the same on 1, 2 and 8 shards for the same seed (issue 9).
+"""C13, C16, C17: Monte Carlo reports are the same on 1, 2 and 8 shards for the same seed (issue 9).
 
 The Monte Carlo engine behind :func:`kernelcheck.verify.unbiased` seeds each
 block of ``shard_size`` trials with the k-th ``SeedSequence.spawn`` child of
@@ -12,7 +12,8 @@ relate two computations of the same report; nothing here is statistical
 (no false-alarm rate: a single differing bit fails).  The C13 estimate
 (Performer positive features, its mean and z test) and the C17 quantities
 (closed-form variance ratio, MSE, the MSE sweep over m) are all fields of the
-compared report.  The executor is a pool of 2 threads: the grouping and the
+compared report; the C16 ratio-bias report (attention outputs over several
+m) is compared the same way.  The executor is a pool of 2 threads: the grouping and the
 merge are what is tested; processes and a Dask cluster run the same code in
 ``tests/test_distributed.py``.
 """
@@ -30,7 +31,7 @@ from kernelcheck.features import PositiveRandomFeatures, TrigonometricRandomFeat
 from kernelcheck.kernels import Exponential
 from kernelcheck.stats import run_trials
 from kernelcheck.strategies import point_sets
-from kernelcheck.verify import unbiased
+from kernelcheck.verify import ratio_bias, unbiased
 
 SHARDS = (1, 2, 8)
 
@@ -84,6 +85,38 @@ def test_c13_c17_report_identical_on_1_2_8_shards(
             executor=executor,
             shards=shards,
             sweep=(4, 16),
+        ).to_json()
+
+    reference = report()
+    for shards in SHARDS:
+        assert report(pool, shards) == reference, f"{shards} shards"
+
+
+@settings(max_examples=8, deadline=None)
+@given(
+    Q=point_sets(min_points=1, max_points=3, dim=3, max_norm=0.6),
+    K=point_sets(min_points=1, max_points=3, dim=3, max_norm=0.6),
+    seed=st.integers(0, 2**63 - 1),
+    trials=st.integers(500, 4000),
+    shard_size=st.integers(64, 1000),
+)
+def test_c16_ratio_bias_report_identical_on_1_2_8_shards(pool, Q, K, seed, trials, shard_size):
+    """C16: the ratio-bias report (biases, 1/m fit) on 1, 2, 8 shards and in-process."""
+    V = np.random.default_rng(seed).standard_normal((K.shape[0], 2))
+    sampler = PositiveRandomFeatures.sampler(3, 8)
+
+    def report(executor=None, shards=None):
+        return ratio_bias(
+            sampler,
+            Q,
+            K,
+            V,
+            num_features=(4, 8, 16),
+            trials=trials,
+            seed=seed,
+            shard_size=shard_size,
+            executor=executor,
+            shards=shards,
         ).to_json()
 
     reference = report()

@@ -1163,6 +1163,7 @@ def ratio_bias(
     executor=None,
     shard_size: int = DEFAULT_SHARD_SIZE,
     progress: bool | None = None,
+    shards: int | None = None,
 ) -> RatioBiasResult:
     """Show that random-feature attention is biased, with bias ~ 1/m (claim C16).
 
@@ -1199,7 +1200,7 @@ def ratio_bias(
     V : array_like, shape (nk, dv)
     num_features : sequence of int
         At least three values of m.
-    trials, seed, alpha, executor, shard_size, progress
+    trials, seed, alpha, executor, shard_size, progress, shards
         As in :func:`unbiased`.
 
     Returns
@@ -1252,6 +1253,7 @@ def ratio_bias(
             seed=shard_seed(root, q),
             shard_size=shard_size,
             executor=executor,
+            shards=shards,
             progress=progress,
             desc=f"attention m={m}",
         )
