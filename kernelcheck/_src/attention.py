@@ -1280,7 +1280,11 @@ def softmax_error_bound(
     # Gradual underflow: weights and products below the normal range carry an
     # absolute error of at most 2 eta each (at most 3 n + 2 of them per entry).
     under = (3 * n + 2) * _eta(dt) * (1.0 + vmax)
-    return (factor[..., None] * vmax + under) * (1.0 + gamma(6, np.float64))
+    # Where every value is 0 the output is exactly 0 whatever the weights:
+    # the weight term is 0 there (an infinite factor must not make it NaN).
+    with np.errstate(invalid="ignore"):
+        weighted = np.where(vmax > 0, factor[..., None] * vmax, 0.0)
+    return (weighted + under) * (1.0 + gamma(6, np.float64))
 
 
 def kernelized_error_bound(
