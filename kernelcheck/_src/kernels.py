@@ -125,7 +125,8 @@ def _pair(X: Any, Y: Any) -> tuple[np.ndarray, np.ndarray, bool]:
 class Kernel(abc.ABC):
     """Base class of every kernel node: immutable, hashable, printable as a formula.
 
-    Subclasses implement ``_gram`` (values), ``_gram_err`` (values and an
+    Subclasses implement ``_gram`` (values, always a fresh array the caller
+    may update in place), ``_gram_err`` (values and an
     entrywise rounding-error bound), ``_mp`` (mpmath entries) and, when the
     feature space is finite, ``_phi`` / ``_feature_dim`` / ``_phi_ops``.
     """
@@ -725,7 +726,8 @@ class FunctionKernel(Kernel):
                 f"`f` ({self.name}) with vectorized=True must broadcast inputs of shapes "
                 f"({n}, 1, d) and (1, {m}, d) to a result of shape ({n}, {m}), got {describe(G)}"
             )
-        G = G.astype(dt, copy=False)
+        # a fresh array: the combinators update Gram blocks in place
+        G = G.astype(dt, copy=True)
         if not np.isfinite(G).all():
             bad = tuple(int(i) for i in np.argwhere(~np.isfinite(G))[0])
             raise InvalidArgument(
@@ -825,7 +827,18 @@ class Sum(Kernel):
         return f"{self.left._wrap(0)} + {self.right._wrap(1)}"
 
     def _gram(self, X, Y):
-        return self.left._gram(X, Y) + self.right._gram(X, Y)
+        # a constant side is added as a scalar, without forming its block
+        if isinstance(self.right, Constant):
+            G = self.left._gram(X, Y)
+            G += self.right.c
+            return G
+        if isinstance(self.left, Constant):
+            G = self.right._gram(X, Y)
+            G += self.left.c
+            return G
+        G = self.left._gram(X, Y)
+        G += self.right._gram(X, Y)
+        return G
 
     def _gram_err(self, X, Y):
         G1, E1 = self.left._gram_err(X, Y)
@@ -877,7 +890,9 @@ class Scaled(Kernel):
         return f"{c} * {self.kernel._wrap(2)}"
 
     def _gram(self, X, Y):
-        return self.c * self.kernel._gram(X, Y)
+        G = self.kernel._gram(X, Y)
+        G *= self.c
+        return G
 
     def _gram_err(self, X, Y):
         G1, E1 = self.kernel._gram_err(X, Y)
@@ -940,7 +955,9 @@ class Product(Kernel):
         return f"{self.left._wrap(1)} * {self.right._wrap(2)}"
 
     def _gram(self, X, Y):
-        return self.left._gram(X, Y) * self.right._gram(X, Y)
+        G = self.left._gram(X, Y)
+        G *= self.right._gram(X, Y)
+        return G
 
     def _gram_err(self, X, Y):
         G1, E1 = self.left._gram_err(X, Y)
@@ -971,8 +988,12 @@ class Product(Kernel):
         return self.left._phi_ops(form) + self.right._phi_ops(form) + 1
 
 
-def _int_power(G: np.ndarray, m: int) -> tuple[np.ndarray, int]:
-    """``G ** m`` by binary exponentiation; returns the value and the rounding count."""
+def _int_power(G: np.ndarray, m: int, *, owned: bool = False) -> tuple[np.ndarray, int]:
+    """``G ** m`` by binary exponentiation; returns the value and the rounding count.
+
+    With ``owned=True`` the caller hands ``G`` over and it may be updated in
+    place (no copy); otherwise ``G`` is left untouched.
+    """
     if m == 0:
         return np.ones_like(G), 0
     result: np.ndarray | None = None
@@ -981,9 +1002,9 @@ def _int_power(G: np.ndarray, m: int) -> tuple[np.ndarray, int]:
     while True:
         if m & 1:
             if result is None:
-                result = base.copy()
+                result = base if (owned or base is not G) else base.copy()
             else:
-                result = result * base
+                result *= base
                 ops += 1
         m >>= 1
         if not m:
@@ -1095,7 +1116,7 @@ class Power(Kernel):
         return f"{self.kernel._wrap(3)} ** {self.m}"
 
     def _gram(self, X, Y):
-        return _int_power(self.kernel._gram(X, Y), self.m)[0]
+        return _int_power(self.kernel._gram(X, Y), self.m, owned=True)[0]
 
     def _gram_err(self, X, Y):
         G1, E1 = self.kernel._gram_err(X, Y)
@@ -1172,15 +1193,18 @@ class Exp(Kernel):
 
     @staticmethod
     def _taylor(G: np.ndarray, M: int) -> np.ndarray:
+        # Horner, 1 + (out * G) / j for j = M..1, in place on one array
         out = np.ones_like(G)
         for j in range(M, 0, -1):
-            out = 1.0 + out * G / j
+            out *= G
+            out /= j
+            out += 1.0
         return out
 
     def _gram(self, X, Y):
         G1 = self.kernel._gram(X, Y)
         if self.order is None:
-            return np.exp(G1)
+            return np.exp(G1, out=G1)
         return self._taylor(G1, self.order)
 
     def _gram_err(self, X, Y):
