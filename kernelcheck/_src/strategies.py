@@ -98,7 +98,10 @@ def point_sets(
     else:
         d_lo, d_hi = _bounds("dim", min_dim, max_dim, minimum=1)
     max_norm = as_real(max_norm, "max_norm", positive=True)
-    dtype = np.dtype(dtype)
+    try:
+        dtype = np.dtype(dtype)
+    except TypeError:
+        raise InvalidArgument(f"`dtype` must be float32 or float64, got {dtype!r}") from None
     if dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
         raise InvalidArgument(f"`dtype` must be float32 or float64, got {dtype}")
     return st.tuples(st.integers(n_lo, n_hi), st.integers(d_lo, d_hi)).flatmap(

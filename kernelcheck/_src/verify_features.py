@@ -23,7 +23,7 @@ from kernelcheck._src.validate import (
     check_callable,
     describe,
 )
-from kernelcheck.errors import InvalidArgument
+from kernelcheck.errors import InvalidArgument, NumericalFailure
 
 __all__ = ["feature_map", "FeatureMapReport"]
 __testing__ = ["assert_feature_map"]
@@ -82,7 +82,7 @@ class FeatureMapReport(ResultMixin):
 def _apply(phi, X: np.ndarray, name: str) -> np.ndarray:
     try:
         out = phi(X)
-    except InvalidArgument:
+    except (InvalidArgument, NumericalFailure):
         raise
     except Exception as exc:
         raise InvalidArgument(f"`phi` raised {type(exc).__name__} on `{name}`: {exc}") from exc
