@@ -1084,7 +1084,14 @@ def unweighted_monomials(X: Any, degree: int) -> np.ndarray:
     if degree == 0:
         return np.ones((X.shape[0], 1), dtype=X.dtype)
     idx = np.array(combos, dtype=np.intp)
-    return np.prod(X[:, idx], axis=2)
+    with np.errstate(over="ignore", invalid="ignore"):
+        out = np.prod(X[:, idx], axis=2)
+    if not np.isfinite(out).all():
+        raise NumericalFailure(
+            f"the degree-{degree} monomials of `X` overflow {out.dtype} (max |X| = "
+            f"{float(np.abs(X).max()):.3g}); scale the inputs down"
+        )
+    return out
 
 
 class Power(Kernel):
