@@ -1,0 +1,599 @@
+"""Reliability of the kernel objects, exact feature maps, verify.feature_map and strategies.
+
+The contract (docs/reliability.md): every public function of
+:mod:`kernelcheck.kernels`, the exact maps of :mod:`kernelcheck.features`,
+:func:`kernelcheck.verify.feature_map` and :mod:`kernelcheck.strategies`
+either returns a correct answer or raises a clean error -- ``InvalidArgument``
+whose message opens with the argument in backticks (or names the size it would
+need), ``NumericalFailure`` or ``InfiniteFeatureSpace`` -- never a bare NumPy
+traceback, never an ``inf`` or NaN entry in a result.  No function writes into
+the caller's arrays (checked with read-only inputs).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from kernelcheck import strategies as kst
+from kernelcheck import verify
+from kernelcheck.errors import InfiniteFeatureSpace, InvalidArgument, NumericalFailure
+from kernelcheck.features import weighted_monomials
+from kernelcheck.kernels import (
+    Constant,
+    Exponential,
+    Gaussian,
+    Laplacian,
+    Linear,
+    Polynomial,
+    exp,
+    kernel_from_function,
+    monomial_dim,
+    unweighted_monomials,
+)
+from kernelcheck.testing import assert_feature_map
+
+CLEAN = (InvalidArgument, NumericalFailure)
+X = np.random.default_rng(3).normal(size=(4, 2))
+HUGE = np.broadcast_to(np.ones((1, 1)), (100_000, 1))  # no memory behind it
+
+# One list of example kernels, composites included, reused by every table.
+KERNELS = [
+    Linear(),
+    Constant(0.5),
+    Polynomial(3, c=1.0),
+    Exponential(0.5),
+    Gaussian(0.7),
+    Laplacian(2.0),
+    Linear() + Constant(1.0),
+    2.0 * Gaussian(),
+    Linear() * Polynomial(2),
+    (Linear() + Constant(0.5)) ** 2,
+    exp(0.5 * Linear(), order=3),
+    exp(Linear()),
+]
+IDS = [repr(k) for k in KERNELS]
+FINITE = [k for k in KERNELS if k.has_finite_features]
+
+
+def _readonly(a):
+    a = np.array(a, dtype=float)
+    a.setflags(write=False)
+    return a
+
+
+# ---------------------------------------------------------------------------
+# Bad-input table: (id, call, error, message regex from the start)
+# ---------------------------------------------------------------------------
+
+
+def _point_cases(name, call):
+    return [
+        (f"{name}-1d", lambda: call(np.ones(3)), InvalidArgument,
+         r"^`X` must be a 2-d array of shape \(n, d\), got array of shape \(3,\) and dtype "
+         r"float64 \(a single point x is passed as x\[None, :\]"),
+        (f"{name}-3d", lambda: call(np.ones((2, 2, 2))), InvalidArgument,
+         r"^`X` must be a 2-d array of shape \(n, d\), got array of shape \(2, 2, 2\)"),
+        (f"{name}-empty", lambda: call(np.ones((0, 2))), InvalidArgument,
+         r"^`X` must not be empty, got array of shape \(0, 2\)"),
+        (f"{name}-nan", lambda: call(np.array([[1.0, np.nan]])), InvalidArgument,
+         r"^`X` must be finite, but 1 entry is NaN or Inf \(first at index \(0, 1\)"),
+        (f"{name}-inf", lambda: call(np.array([[np.inf], [-np.inf]])), InvalidArgument,
+         r"^`X` must be finite, but 2 entries are NaN or Inf \(first at index \(0, 0\)"),
+        (f"{name}-complex", lambda: call(X + 0j), InvalidArgument, r"^`X` must be real, got complex"),
+        (f"{name}-object", lambda: call(X.astype(object)), InvalidArgument,
+         r"^`X` must be a real numeric array, got array of shape \(4, 2\) and dtype object"),
+        (f"{name}-str", lambda: call("points"), InvalidArgument,
+         r"^`X` must be a numeric array, got str 'points'"),
+        (f"{name}-ragged", lambda: call([[1.0], [1.0, 2.0]]), InvalidArgument,
+         r"^`X` must be a numeric array, got list"),
+    ]
+
+
+BAD_CALLS = (
+    _point_cases("gram", lambda Z: Gaussian()(Z))
+    + _point_cases("error_bound", lambda Z: Polynomial(2).error_bound(Z))
+    + _point_cases("gram_mp", lambda Z: Linear().gram_mp(Z, dps=20))
+    + _point_cases("features", lambda Z: Polynomial(2).features()(Z))
+    + _point_cases("unweighted", lambda Z: unweighted_monomials(Z, 2))
+    + _point_cases("verify", lambda Z: verify.feature_map(Linear().features(), Z))
+    + [
+        ("gram-Y-dim", lambda: Linear()(X, np.ones((2, 3))), InvalidArgument,
+         r"^`Y` must have the same number of columns as `X` \(d = 2\), got array of shape \(2, 3\)"),
+        ("gram-Y-nan", lambda: Linear()(X, np.full((2, 2), np.nan)), InvalidArgument,
+         r"^`Y` must be finite"),
+        ("gram-Y-1d", lambda: Linear()(X, np.ones(2)), InvalidArgument,
+         r"^`Y` must be a 2-d array"),
+        ("gram-huge", lambda: Linear()(HUGE, HUGE), InvalidArgument,
+         r"^the Gram block of Linear\(\) would need 10000000000 entries \(74\.5 GiB\); the limit "
+         r"is 2147483648 entries"),
+        ("error-bound-huge", lambda: Gaussian().error_bound(HUGE, HUGE), InvalidArgument,
+         r"^the Gram block of Gaussian\(\) would need 10000000000 entries"),
+        ("features-huge", lambda: exp(Linear(), order=20).features()(np.ones((2, 50))),
+         InvalidArgument, r"^the feature matrix of \(exp\(Linear\(\), order=20\)\)\.features"
+         r"\(form='symmetric'\) for X of shape \(2, 50\) would need"),
+        ("tensor-huge", lambda: (Linear() ** 30).features("tensor")(np.ones((2, 50))),
+         InvalidArgument, r"^the feature matrix of \(Linear\(\) \*\* 30\)"),
+        ("unweighted-huge", lambda: unweighted_monomials(np.ones((2, 50)), 30), InvalidArgument,
+         r"^the monomial matrix would need 11089265668550566828760 entries"),
+        ("weighted-huge", lambda: weighted_monomials(np.ones((2, 50)), 30), InvalidArgument,
+         r"^the monomial feature matrix would need 11089265668550566828760 entries"),
+        ("gram_mp-dps-low", lambda: Linear().gram_mp(X, dps=5), InvalidArgument,
+         r"^`dps` must be >= 15, got 5"),
+        ("gram_mp-dps-float", lambda: Linear().gram_mp(X, dps=30.0), InvalidArgument,
+         r"^`dps` must be an integer"),
+        ("gram_mp-function", lambda: kernel_from_function(lambda x, y: 1.0).gram_mp(X),
+         InvalidArgument, r"^`kernel` kernel_from_function\(<lambda>\) cannot be evaluated in "
+         r"mpmath; pass mp_function= to kernel_from_function"),
+        # constructors
+        ("constant-nan", lambda: Constant(float("nan")), InvalidArgument,
+         r"^`c` must be finite, got nan"),
+        ("constant-str", lambda: Constant("1"), InvalidArgument,
+         r"^`c` must be a real number, got str '1'"),
+        ("constant-bool", lambda: Constant(True), InvalidArgument,
+         r"^`c` must be a real number, got bool True"),
+        ("polynomial-degree-neg", lambda: Polynomial(-1), InvalidArgument,
+         r"^`degree` must be >= 0, got -1"),
+        ("polynomial-degree-float", lambda: Polynomial(2.0), InvalidArgument,
+         r"^`degree` must be an integer \(got the float 2\.0; pass int\(2\.0\)\)"),
+        ("polynomial-degree-big", lambda: Polynomial(65), InvalidArgument,
+         r"^`degree` must be <= 64, got 65"),
+        ("polynomial-c-neg", lambda: Polynomial(2, c=-1.0), InvalidArgument,
+         r"^`c` must be >= 0, got -1\.0"),
+        ("exponential-scale-zero", lambda: Exponential(0.0), InvalidArgument,
+         r"^`scale` must be > 0, got 0\.0"),
+        ("exponential-scale-inf", lambda: Exponential(float("inf")), InvalidArgument,
+         r"^`scale` must be finite, got inf"),
+        ("gaussian-lengthscale", lambda: Gaussian(-1.0), InvalidArgument,
+         r"^`lengthscale` must be > 0, got -1\.0"),
+        ("laplacian-lengthscale", lambda: Laplacian("1"), InvalidArgument,
+         r"^`lengthscale` must be a real number, got str '1'"),
+        ("function-not-callable", lambda: kernel_from_function(3), InvalidArgument,
+         r"^`f` must be callable, got int 3"),
+        ("function-mp-not-callable",
+         lambda: kernel_from_function(lambda x, y: 1.0, mp_function="mp"), InvalidArgument,
+         r"^`mp_function` must be callable, got str 'mp'"),
+        ("function-name", lambda: kernel_from_function(lambda x, y: 1.0, name=3), InvalidArgument,
+         r"^`name` must be a string, got int 3"),
+        # algebra
+        ("sum-str", lambda: Linear() + "a", InvalidArgument,
+         r"^`other` must be a Kernel or a real number, got str 'a'"),
+        ("radd-bool", lambda: True + Linear(), InvalidArgument,
+         r"^`other` must be a Kernel or a real number, got bool True"),
+        ("power-float", lambda: Linear() ** 0.5, InvalidArgument,
+         r"^`m` must be an integer, got float 0\.5"),
+        ("power-neg", lambda: Linear() ** -1, InvalidArgument, r"^`m` must be >= 0, got -1"),
+        ("power-big", lambda: Linear() ** 65, InvalidArgument, r"^`m` must be <= 64, got 65"),
+        ("exp-order-neg", lambda: exp(Linear(), order=-1), InvalidArgument,
+         r"^`order` must be >= 0, got -1"),
+        ("exp-order-float", lambda: exp(Linear(), order=2.5), InvalidArgument,
+         r"^`order` must be an integer"),
+        ("exp-kernel-str", lambda: exp("k"), InvalidArgument,
+         r"^`kernel` must be a Kernel or a real number, got str 'k'"),
+        # feature maps
+        ("features-form", lambda: Linear().features("dense"), InvalidArgument,
+         r"^`form` must be one of 'symmetric', 'tensor'; got 'dense'"),
+        ("feature_dim-form", lambda: Linear().feature_dim(3, form=None), InvalidArgument,
+         r"^`form` must be one of 'symmetric', 'tensor'; got None"),
+        ("feature_dim-d", lambda: Polynomial(2).feature_dim(0), InvalidArgument,
+         r"^`d` must be >= 1, got 0"),
+        ("output_dim-d", lambda: Polynomial(2).features().output_dim(1.0), InvalidArgument,
+         r"^`d` must be an integer"),
+        ("features-exponential", lambda: Exponential(0.5).features(), InfiniteFeatureSpace,
+         r"^Exponential\(scale=0\.5\) has an infinite feature space \(C9\)\. Truncate its Taylor "
+         r"series with kernelcheck\.kernels\.exp\(0\.5 \* Linear\(\), order=M\) \(C12\), or "
+         r"sample random features with kernelcheck\.features\.PositiveRandomFeatures\(dim, "
+         r"num_features, seed=\.\.\., scale=0\.5\) \(C13\)"),
+        ("features-exponential-1", lambda: Exponential().feature_dim(2), InfiniteFeatureSpace,
+         r"^Exponential\(\) has an infinite feature space \(C9\)\. Truncate its Taylor series "
+         r"with kernelcheck\.kernels\.exp\(Linear\(\), order=M\)"),
+        ("features-gaussian", lambda: (Linear() + Gaussian(2.0)).features(), InfiniteFeatureSpace,
+         r"^Gaussian\(lengthscale=2\.0\) has an infinite feature space; sample random Fourier "
+         r"features for it, or use kernelcheck\.mercer_features on a finite point set \(C6\)"),
+        ("features-exp", lambda: (2.0 * exp(Linear())).features(), InfiniteFeatureSpace,
+         r"^exp\(Linear\(\)\) has an infinite feature space \(C9\): phi\(x\) = \[1, phi_k\(x\), "
+         r"phi_k\(x\)\^\(2\)/sqrt\(2!\), \.\.\.\]\. Truncate it with exp\(k, order=M\) \(C12\), "
+         r"or sample random features \(C13\)"),
+        ("features-exp-order-of-infinite", lambda: exp(Laplacian(), order=2).features(),
+         InfiniteFeatureSpace, r"^Laplacian\(\) has an infinite feature space"),
+        ("features-function", lambda: kernel_from_function(lambda x, y: 1.0).features(),
+         InfiniteFeatureSpace,
+         r"^kernel_from_function\(<lambda>\) is a user function with no known feature map; "
+         r"kernelcheck\.mercer_features builds one on a finite point set \(Theorem 2, C6\)"),
+        ("features-negative-constant", lambda: (Linear() + Constant(-1.0)).features(),
+         InfiniteFeatureSpace, r"^Constant\(-1\.0\) has a negative value, so it is not a kernel "
+         r"and has no real feature map \(Theorem 1, C5\)"),
+        ("features-negative-scale", lambda: (-2.0 * Linear()).features(), InfiniteFeatureSpace,
+         r"^\(-2\.0\) \* Linear\(\) scales by a negative number: it is not a kernel and has no "
+         r"real feature map \(Theorem 1, C5\)"),
+        ("features-negative-scale-product",
+         lambda: (Linear() * (-1.0 * Gaussian())).feature_dim(2), InfiniteFeatureSpace,
+         r"^\(-1\.0\) \* Gaussian\(\) scales by a negative number"),
+        ("features-scaled-infinite", lambda: (3.0 * Laplacian()).features(), InfiniteFeatureSpace,
+         r"^Laplacian\(\) has an infinite feature space"),
+        # user functions that misbehave
+        ("function-raises", lambda: kernel_from_function(lambda x, y: 1 / 0)(X), InvalidArgument,
+         r"^`f` \(<lambda>\) raised ZeroDivisionError: division by zero"),
+        ("function-nan", lambda: kernel_from_function(lambda x, y: np.nan, name="nanf")(X),
+         InvalidArgument, r"^`f` \(nanf\) returned a non-finite value .*nan.* at entry \(0, 0\)"),
+        ("function-str", lambda: kernel_from_function(lambda x, y: "a")(X), InvalidArgument,
+         r"^`f` \(<lambda>\) raised ValueError"),
+        ("function-vec-shape",
+         lambda: kernel_from_function(lambda a, b: np.ones(3), vectorized=True)(X),
+         InvalidArgument, r"^`f` \(<lambda>\) with vectorized=True must broadcast inputs of shapes "
+         r"\(4, 1, d\) and \(1, 4, d\) to a result of shape \(4, 4\), got array of shape \(3,\)"),
+        ("function-vec-complex",
+         lambda: kernel_from_function(lambda a, b: (a * b).sum(-1) + 1j, vectorized=True)(X),
+         InvalidArgument, r"^`f` \(<lambda>\) must return real numbers, got array of shape "
+         r"\(4, 4\) and dtype complex128"),
+        ("function-vec-none", lambda: kernel_from_function(lambda a, b: None, vectorized=True)(X),
+         InvalidArgument, r"^`f` \(<lambda>\) must return real numbers"),
+        ("function-vec-inf",
+         lambda: kernel_from_function(lambda a, b: np.full((4, 4), np.inf), vectorized=True)(X),
+         InvalidArgument, r"^`f` \(<lambda>\) returned a non-finite value"),
+        ("function-raises-invalid",
+         lambda: kernel_from_function(lambda x, y: Constant("x"))(X), InvalidArgument,
+         r"^`c` must be a real number"),
+        ("function-mp-raises",
+         lambda: kernel_from_function(lambda x, y: 1.0, mp_function=lambda x, y: 1 / 0).gram_mp(X),
+         InvalidArgument, r"^`mp_function` of kernel_from_function\(<lambda>\) raised "
+         r"ZeroDivisionError: division by zero"),
+        ("function-error-bound", lambda: kernel_from_function(lambda x, y: 1.0).error_bound(X),
+         InvalidArgument, r"^`kernel` kernel_from_function\(<lambda>\) has no rounding-error "
+         r"model; kernelcheck cannot bound its Gram entries \(compose only built-in nodes, or "
+         r"judge with a tolerance of your own\)"),
+        ("function-in-sum-error-bound",
+         lambda: (Linear() + kernel_from_function(lambda x, y: 1.0)).error_bound(X),
+         InvalidArgument, r"^`kernel` kernel_from_function"),
+        # monomials
+        ("monomial_dim-d", lambda: monomial_dim(0, 2), InvalidArgument, r"^`d` must be >= 1, got 0"),
+        ("monomial_dim-m", lambda: monomial_dim(2, -1), InvalidArgument,
+         r"^`m` must be >= 0, got -1"),
+        ("unweighted-degree", lambda: unweighted_monomials(X, -1), InvalidArgument,
+         r"^`degree` must be >= 0, got -1"),
+        ("weighted-Z", lambda: weighted_monomials(np.ones(3), 2), InvalidArgument,
+         r"^`Z` must be a 2-d array"),
+        ("weighted-Z-nan", lambda: weighted_monomials([[np.nan]], 2), InvalidArgument,
+         r"^`Z` must be finite"),
+        ("weighted-m", lambda: weighted_monomials(X, 1.5), InvalidArgument,
+         r"^`m` must be an integer"),
+        # verify.feature_map
+        ("verify-phi", lambda: verify.feature_map(3, X), InvalidArgument,
+         r"^`phi` must be callable, got int 3"),
+        ("verify-no-kernel", lambda: verify.feature_map(lambda Z: Z, X), InvalidArgument,
+         r"^`kernel` must be given when `phi` does not carry one"),
+        ("verify-kernel-type", lambda: verify.feature_map(lambda Z: Z, X, kernel=np.dot),
+         InvalidArgument, r"^`kernel` must be a kernelcheck Kernel, got"),
+        ("verify-Y-dim", lambda: verify.feature_map(Linear().features(), X, np.ones((2, 3))),
+         InvalidArgument, r"^`Y` must have d = 2 columns, got array of shape \(2, 3\)"),
+        ("verify-ops", lambda: verify.feature_map(Linear().features(), X, feature_ops=-1),
+         InvalidArgument, r"^`feature_ops` must be >= 0, got -1"),
+        ("verify-phi-raises", lambda: verify.feature_map(lambda Z: 1 / 0, X, kernel=Linear()),
+         InvalidArgument, r"^`phi` raised ZeroDivisionError on `X`: division by zero"),
+        ("verify-phi-shape", lambda: verify.feature_map(lambda Z: Z[:2], X, kernel=Linear()),
+         InvalidArgument, r"^`phi\(X\)` must have shape \(4, D\), got array of shape \(2, 2\)"),
+        ("verify-phi-1d", lambda: verify.feature_map(lambda Z: Z[:, 0], X, kernel=Linear()),
+         InvalidArgument, r"^`phi\(X\)` must have shape \(4, D\), got array of shape \(4,\)"),
+        ("verify-phi-nan", lambda: verify.feature_map(lambda Z: Z * np.nan, X, kernel=Linear()),
+         InvalidArgument, r"^`phi\(X\)` must be finite"),
+        ("verify-phi-Y-nan",
+         lambda: verify.feature_map(lambda Z: Z if Z.shape[0] == 4 else Z * np.nan, X,
+                                    np.ones((3, 2)), kernel=Linear()),
+         InvalidArgument, r"^`phi\(Y\)` must be finite"),
+        ("verify-phi-complex", lambda: verify.feature_map(lambda Z: Z + 1j, X, kernel=Linear()),
+         InvalidArgument, r"^`phi\(X\)` must be real"),
+        ("verify-phi-D",
+         lambda: verify.feature_map(lambda Z: Z[:, : 2 if Z.shape[0] == 4 else 1], X,
+                                    np.ones((3, 2)), kernel=Linear()),
+         InvalidArgument, r"^`phi` returned 2 features on X but 1 on Y"),
+        ("verify-overflow", lambda: verify.feature_map(Polynomial(2).features(), [[1e200]]),
+         NumericalFailure, r"^\(Polynomial\(2\)\)\.features\(form='symmetric'\) overflows float64 "
+         r"at feature 0 of row 0"),
+        ("verify-function-kernel",
+         lambda: verify.feature_map(lambda Z: Z, X, kernel=kernel_from_function(lambda x, y: 0.0)),
+         InvalidArgument, r"^`kernel` kernel_from_function\(<lambda>\) has no rounding-error model"),
+        # strategies
+        ("points-bounds", lambda: kst.point_sets(min_points=3, max_points=2), InvalidArgument,
+         r"^min_points=3 is larger than max_points=2"),
+        ("points-dim-bounds", lambda: kst.point_sets(min_dim=4, max_dim=1), InvalidArgument,
+         r"^min_dim=4 is larger than max_dim=1"),
+        ("points-min", lambda: kst.point_sets(min_points=0), InvalidArgument,
+         r"^`min_points` must be >= 1, got 0"),
+        ("points-dim", lambda: kst.point_sets(dim=0), InvalidArgument, r"^`dim` must be >= 1, got 0"),
+        ("points-norm", lambda: kst.point_sets(max_norm=-1), InvalidArgument,
+         r"^`max_norm` must be > 0, got -1\.0"),
+        ("points-norm-nan", lambda: kst.point_sets(max_norm=float("nan")), InvalidArgument,
+         r"^`max_norm` must be finite, got nan"),
+        ("points-dtype", lambda: kst.point_sets(dtype=np.float16), InvalidArgument,
+         r"^`dtype` must be float32 or float64, got float16"),
+        ("points-dtype-junk", lambda: kst.point_sets(dtype="junk"), InvalidArgument,
+         r"^`dtype` must be float32 or float64, got 'junk'"),
+        ("pairs-bounds", lambda: kst.point_set_pairs(min_points=5, max_points=1), InvalidArgument,
+         r"^min_points=5 is larger than max_points=1"),
+        ("pairs-dim", lambda: kst.point_set_pairs(max_dim=0), InvalidArgument,
+         r"^`max_dim` must be >= 1, got 0"),
+        ("kernels-depth", lambda: kst.kernels(max_depth=0), InvalidArgument,
+         r"^`max_depth` must be >= 1, got 0"),
+        ("kernels-depth-big", lambda: kst.kernels(max_depth=9), InvalidArgument,
+         r"^`max_depth` must be <= 8, got 9"),
+        ("kernels-features", lambda: kst.kernels(max_features=0), InvalidArgument,
+         r"^`max_features` must be >= 1, got 0"),
+        ("kernels-dim-at", lambda: kst.kernels(feature_dim_at=0.5), InvalidArgument,
+         r"^`feature_dim_at` must be an integer"),
+    ]
+)
+
+
+@pytest.mark.parametrize(
+    "call, error, message", [c[1:] for c in BAD_CALLS], ids=[c[0] for c in BAD_CALLS]
+)
+def test_bad_input_table(call, error, message):
+    with pytest.raises(error, match=message):
+        call()
+
+
+def test_python_operators_refuse_non_numbers_with_type_error():
+    """``k * "a"`` follows Python's operator protocol: NotImplemented, then TypeError."""
+    with pytest.raises(TypeError):
+        Linear() * "a"
+    with pytest.raises(TypeError):
+        "a" * Linear()
+    with pytest.raises(TypeError):
+        True * Linear()
+
+
+# ---------------------------------------------------------------------------
+# Accepted dtypes, layouts and read-only inputs
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("k", KERNELS, ids=IDS)
+def test_readonly_noncontiguous_lists_ints_and_float16_give_the_float64_answer(k):
+    Y = X[:3] * 0.5
+    expected = k(X, Y)
+    assert expected.dtype == np.float64
+    assert np.array_equal(k(_readonly(X), _readonly(Y)), expected)
+    wide = np.repeat(X, 3, axis=1)[:, ::3]
+    assert not wide.flags.c_contiguous
+    assert np.array_equal(k(wide, Y), expected)
+    assert np.array_equal(k(X.tolist(), Y.tolist()), expected)
+    ints = np.array([[1, 0], [0, -1], [2, 1]])
+    assert np.array_equal(k(ints), k(ints.astype(float)))
+    assert k(ints).dtype == np.float64
+    halves = X.astype(np.float16)
+    assert np.array_equal(k(halves), k(halves.astype(np.float64)))
+    assert np.array_equal(k(X.astype(bool)), k(X.astype(bool).astype(float)))
+    # error bounds and high precision accept the same inputs
+    assert np.array_equal(k.error_bound(_readonly(X), _readonly(Y)), k.error_bound(X, Y))
+    assert k.gram_mp(_readonly(X[:2]), dps=20).rows == 2
+
+
+@pytest.mark.parametrize("k", KERNELS, ids=IDS)
+def test_float32_stays_float32_and_mixed_promotes(k):
+    X32 = X.astype(np.float32)
+    assert k(X32).dtype == np.float32
+    assert k.error_bound(X32).dtype == np.float32
+    assert k(X32, X).dtype == np.float64
+
+
+@pytest.mark.parametrize("k", FINITE, ids=[repr(k) for k in FINITE])
+@pytest.mark.parametrize("form", ["symmetric", "tensor"])
+def test_feature_maps_accept_readonly_and_noncontiguous_inputs(k, form):
+    phi = k.features(form)
+    expected = phi(X)
+    assert np.array_equal(phi(_readonly(X)), expected)
+    assert np.array_equal(phi(np.repeat(X, 2, axis=1)[:, ::2]), expected)
+    assert phi(X.astype(np.float32)).dtype == np.float32
+    assert expected.shape == (4, phi.output_dim(2)) == (4, k.feature_dim(2, form))
+    report = verify.feature_map(phi, _readonly(X), _readonly(X[:2]))
+    assert report.passed
+
+
+def test_function_kernels_receive_rows_not_views_they_could_corrupt():
+    """A user function that writes into its arguments cannot change the caller's X."""
+    Xr = _readonly(X)
+
+    def f(x, y):
+        return float(x @ y)
+
+    def fv(a, b):
+        return (a * b).sum(-1)
+
+    assert np.allclose(kernel_from_function(f)(Xr), X @ X.T)
+    assert np.allclose(kernel_from_function(fv, vectorized=True)(Xr), X @ X.T)
+    assert np.array_equal(Xr, X)
+
+
+# ---------------------------------------------------------------------------
+# Extreme values: a correct answer or a clean error
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "k, Z",
+    [
+        (Exponential(), np.full((2, 2), 100.0)),  # exp(2e4) overflows
+        (Linear(), np.array([[1e200]])),
+        (Polynomial(2), np.array([[1e160]])),
+        (exp(Linear(), order=4), np.array([[1e100]])),
+        (Gaussian(1e-160), np.array([[1.0], [-1.0]])),  # d2 / l^2 overflows, exp gives 0: fine
+    ],
+    ids=["exp", "linear", "poly", "taylor", "gauss-tiny-l"],
+)
+def test_large_norms_overflow_cleanly_or_answer(k, Z):
+    try:
+        G = k(Z)
+    except NumericalFailure as exc:
+        assert "overflows float64" in str(exc) and "scale the inputs down" in str(exc)
+        with pytest.raises(NumericalFailure):
+            k.error_bound(Z)
+        return
+    assert np.isfinite(G).all()
+    assert np.isfinite(k.error_bound(Z)).all()
+
+
+def test_gaussian_and_laplacian_underflow_to_exact_zero_far_apart():
+    Z = np.array([[1e10], [-1e10]])
+    for k in (Gaussian(), Laplacian()):
+        G = k(Z)
+        assert np.array_equal(G, np.eye(2))  # exp(-huge) = 0 exactly in float64
+        assert np.all(k.error_bound(Z) >= 0)
+
+
+@pytest.mark.parametrize("k", FINITE, ids=[repr(k) for k in FINITE])
+def test_tiny_norms_feature_maps_agree_with_the_kernel(k):
+    Z = np.array([[1e-200, -3e-201], [5e-310, 0.0]])  # products underflow to subnormal / 0
+    assert verify.feature_map(k.features(), Z).passed
+    assert verify.feature_map(k.features("tensor"), Z).passed
+
+
+def test_feature_overflow_is_a_clean_error():
+    with pytest.raises(NumericalFailure, match=r"overflows float64 at feature 0 of row 1"):
+        Polynomial(2).features()(np.array([[1.0], [1e200]]))
+    with pytest.raises(NumericalFailure, match=r"^the degree-2 monomials of `Z` overflow float64"):
+        weighted_monomials([[1e200, 1.0]], 2)
+    with pytest.raises(NumericalFailure, match=r"^the degree-3 monomials of `X` overflow float64"):
+        unweighted_monomials([[1e200, 1.0]], 3)
+
+
+def test_nearly_duplicate_points_and_n1_d1():
+    x = np.array([[1.0], [np.nextafter(1.0, 2.0)]])
+    for k in KERNELS:
+        G = k(x)
+        E = k.error_bound(x)
+        # rows of nearly equal points agree within the two entries' error bounds
+        assert np.all(np.abs(G[0] - G[1]) <= E[0] + E[1] + 4 * np.finfo(float).eps * np.abs(G[0]))
+        one = k(np.array([[0.3]]))
+        assert one.shape == (1, 1) and np.isfinite(one).all()
+    # distance kernels: k(x, x) = 1 exactly
+    for k in (Gaussian(), Laplacian()):
+        assert np.array_equal(np.diag(k(X)), np.ones(4))
+
+
+# ---------------------------------------------------------------------------
+# Hypothesis: arbitrary finite inputs give an answer or a clean error
+# ---------------------------------------------------------------------------
+
+EXTREME = st.one_of(
+    st.floats(-1e300, 1e300, allow_nan=False, allow_infinity=False),
+    st.sampled_from([0.0, 1e-300, -5e-324, 1e-160, 1e154, -1e154, 30.0, 700.0]),
+)
+POINTS = st.tuples(st.integers(1, 4), st.integers(1, 3)).flatmap(
+    lambda nd: hnp.arrays(np.float64, nd, elements=EXTREME)
+)
+
+
+def _answer_or_clean(fn, *arrays):
+    copies = [a.copy() for a in arrays]
+    for a in arrays:
+        a.setflags(write=False)
+    try:
+        out = fn(*arrays)
+    except CLEAN:
+        out = None
+    for a, c in zip(arrays, copies):
+        assert np.array_equal(a, c)
+    if out is not None:
+        assert np.isfinite(np.asarray(out, dtype=float)).all(), "a result with NaN or Inf"
+    return out
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from(KERNELS), POINTS)
+def test_gram_answers_or_fails_cleanly(k, Z):
+    G = _answer_or_clean(k, Z)
+    if G is not None and k in (Gaussian(0.7), Laplacian(2.0)):
+        assert np.all((G >= 0) & (G <= 1))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from(KERNELS), POINTS)
+def test_error_bound_answers_or_fails_cleanly(k, Z):
+    E = _answer_or_clean(k.error_bound, Z)
+    if E is not None:
+        assert (E >= 0).all()
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.sampled_from(KERNELS[:6]), POINTS)
+def test_gram_mp_is_finite_and_matches_float_where_float_answers(k, Z):
+    Z = Z[:2, :2]
+    try:
+        G = k(Z)
+    except NumericalFailure:
+        return
+    M = np.array(k.gram_mp(Z, dps=30).tolist(), dtype=float)
+    assert np.all(np.abs(G - M) <= k.error_bound(Z) + np.abs(M) * 2 * np.finfo(float).eps)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from(FINITE), st.sampled_from(["symmetric", "tensor"]), POINTS)
+def test_feature_maps_answer_or_fail_cleanly(k, form, Z):
+    _answer_or_clean(k.features(form), Z)
+
+
+@settings(max_examples=40, deadline=None)
+@given(POINTS, st.integers(0, 4))
+def test_monomials_answer_or_fail_cleanly(Z, m):
+    W = _answer_or_clean(lambda a: weighted_monomials(a, m), Z)
+    U = _answer_or_clean(lambda a: unweighted_monomials(a, m), Z)
+    if W is not None:
+        assert W.shape == (Z.shape[0], monomial_dim(Z.shape[1], m))
+    if U is not None:
+        assert U.shape == (Z.shape[0], math.comb(Z.shape[1] + m - 1, m))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from(FINITE), POINTS)
+def test_verify_feature_map_gives_a_verdict_or_fails_cleanly(k, Z):
+    """A verdict is never computed from NaN: it is True for exact maps, or a clean error."""
+    Z.setflags(write=False)
+    try:
+        report = verify.feature_map(k.features(), Z)
+    except CLEAN:
+        return
+    assert report.passed, str(report)
+    assert math.isfinite(report.max_abs_error) and math.isfinite(report.tolerance.value)
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.sampled_from(["raise", "nan", "shape", "scaled"]))
+def test_assert_feature_map_with_a_misbehaving_map(kind):
+    def phi(Z):
+        if kind == "raise":
+            raise RuntimeError("boom")
+        if kind == "nan":
+            return np.full_like(Z, np.nan)
+        if kind == "shape":
+            return Z[:1]
+        return 2 * Z
+
+    if kind == "scaled":
+        with pytest.raises(AssertionError, match=r"^phi does NOT reproduce Linear\(\)"):
+            assert_feature_map(phi, X, kernel=Linear())
+    else:
+        with pytest.raises(InvalidArgument, match=r"^`phi"):
+            assert_feature_map(phi, X, kernel=Linear())
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    st.integers(-2, 10), st.integers(-2, 10), st.integers(-2, 8), st.integers(-2, 8),
+    st.floats(-1, 5, allow_nan=False), st.data(),
+)
+def test_strategy_builders_validate_or_build(n_lo, n_hi, d_lo, d_hi, norm, data):
+    try:
+        strategy = kst.point_sets(
+            min_points=n_lo, max_points=n_hi, min_dim=d_lo, max_dim=d_hi, max_norm=norm
+        )
+    except InvalidArgument:
+        assert n_lo < 1 or n_hi < n_lo or d_lo < 1 or d_hi < d_lo or norm <= 0
+        return
+    sample = data.draw(strategy)
+    assert n_lo <= sample.shape[0] <= n_hi and d_lo <= sample.shape[1] <= d_hi
+    assert np.all(np.linalg.norm(sample, axis=1) <= norm)
