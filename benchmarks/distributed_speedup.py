@@ -10,7 +10,9 @@ features, d = 4, m = 16, 4 x 4 pairs, seed 0, no sweep), i.e.
 :func:`kernelcheck._src.verify_unbiased.run_unbiased_cli`.  For each worker
 count a ``distributed.LocalCluster`` of single-threaded worker processes is
 started by :func:`kernelcheck.distributed.dask_executor`, warmed up with a
-small report (imports, first pickles), then the report is timed
+small report (imports, first pickles), then a control is timed -- a fixed
+amount of embarrassingly parallel NumPy work split over the workers, whose
+speed-up is the most this machine offers at that moment -- then the report is timed
 ``--repeats`` times (the minimum is kept: the machine's other load only ever
 adds time).  Every distributed report is checked byte for byte against the
 in-process report (``to_json``), which is timed too, as the reference.
@@ -32,6 +34,29 @@ import sys
 import time
 
 
+def _spin(iterations: int) -> float:
+    """Fixed CPU work with no I/O: repeated 256 x 256 GEMMs (the control task)."""
+    import numpy as np
+
+    a = np.random.default_rng(0).standard_normal((256, 256))
+    for _ in range(iterations):
+        a = np.tanh(a @ a.T / 256.0)
+    return float(a.sum())
+
+
+def _control(executor, workers: int, iterations: int) -> float:
+    """Seconds for a fixed amount of embarrassingly parallel work split over the workers.
+
+    Its ratio between worker counts is the speed-up this machine offers right
+    now (the ceiling for the report), measured next to the report.
+    """
+    parts = [iterations // workers] * workers
+    t0 = time.perf_counter()
+    for fut in [executor.submit(_spin, n) for n in parts]:
+        fut.result()
+    return time.perf_counter() - t0
+
+
 def _timed(fn, repeats):
     best, out = float("inf"), None
     for _ in range(repeats):
@@ -49,6 +74,9 @@ def main(argv=None) -> int:
         "--shards", type=int, default=None, help="tasks per report (default: 4 per worker thread)"
     )
     parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument(
+        "--control", type=int, default=2000, help="GEMM iterations of the parallel control"
+    )
     parser.add_argument("--no-serial", action="store_true", help="skip the in-process run")
     parser.add_argument("--json", metavar="FILE", help="also write the numbers as JSON")
     args = parser.parse_args(argv)
@@ -87,6 +115,8 @@ def main(argv=None) -> int:
         with dask_executor(workers=w, threads_per_worker=1) as ex:
             shards = args.shards if args.shards is not None else suggested_shards(ex)
             report(ex, shards, trials=max(2, min(args.trials, 50_000)))  # warm-up
+            _control(ex, w, 2 * w)  # warm-up
+            control = _control(ex, w, args.control)
             client = default_client()
             c0 = sum(client.run(time.process_time).values())
             t, rep = _timed(lambda ex=ex, shards=shards: report(ex, shards), args.repeats)
@@ -99,29 +129,36 @@ def main(argv=None) -> int:
                 "shards": shards,
                 "seconds": t,
                 "cpu_seconds": cpu,
+                "control_seconds": control,
                 "identical": same,
             }
         )
         print(
             f"{w} worker(s), {shards} shards: {t:.2f} s, {cpu:.1f} CPU s, "
-            f"identical to in-process: {same}",
+            f"control {control:.2f} s, identical to in-process: {same}",
             flush=True,
         )
     load1 = os.getloadavg()[0]
-    base = next((r["seconds"] for r in rows if r["workers"] == min(args.workers)), None)
+    first = next((r for r in rows if r["workers"] == min(args.workers)), None)
+    base = first["seconds"] if first else None
+    cbase = first["control_seconds"] if first else None
     print()
     cpu_name = platform.processor() or platform.machine()
     print(
         f"{args.trials:.0e} trials; {os.cpu_count()} CPUs ({cpu_name}); "
         f"load average {load0:.1f} -> {load1:.1f}"
     )
-    print("| executor | shards | wall s | CPU s | speed-up vs 1 worker | identical report |")
-    print("|---|---:|---:|---:|---:|---|")
+    print(
+        "| executor | shards | wall s | CPU s | speed-up vs 1 worker | "
+        "control speed-up (machine ceiling) | identical report |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---|")
     for r in rows:
         sp = f"{base / r['seconds']:.2f}x" if r["workers"] and base else "-"
+        cs = f"{cbase / r['control_seconds']:.2f}x" if r["workers"] and cbase else "-"
         print(
             f"| {r['executor']} | {r['shards'] if r['shards'] else '-'} | "
-            f"{r['seconds']:.1f} | {r['cpu_seconds']:.1f} | {sp} | "
+            f"{r['seconds']:.1f} | {r['cpu_seconds']:.1f} | {sp} | {cs} | "
             f"{'yes' if r['identical'] else 'NO'} |"
         )
     if args.json:
