@@ -565,7 +565,8 @@ def kernelized(
     H = np.empty(V.shape[:-1] + (dv + 1,), dtype=V.dtype)
     for idx in np.ndindex(*batch):
         for i0, i1, G in _gram_blocks(kernel, Q[idx], K[idx], causal, kernel):
-            H[idx][i0:i1] = G @ W[idx][: G.shape[1]]
+            with np.errstate(over="ignore", invalid="ignore"):
+                H[idx][i0:i1] = G @ W[idx][: G.shape[1]]
     return _finish(H[..., :dv], H[..., dv], action, "kernelized")
 
 
@@ -793,7 +794,8 @@ def step(state: State, phi_q: Any, phi_k: Any, v: Any, *, on_bad_normalizer: str
     [4.0]
     """
     state, phi_q, phi_k, v, action = _step_iv(state, phi_q, phi_k, v, on_bad_normalizer)
-    new, num, den = _step_raw(state, phi_q, phi_k, v)
+    with np.errstate(over="ignore", invalid="ignore"):
+        new, num, den = _step_raw(state, phi_q, phi_k, v)
     return new, _finish(num, den, action, "step")
 
 
