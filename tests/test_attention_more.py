@@ -16,7 +16,7 @@ import pytest
 from kernelcheck import attention as A
 from kernelcheck._src import attention as _att
 from kernelcheck._src.rounding import gamma, unit_roundoff
-from kernelcheck.errors import BadNormalizer
+from kernelcheck.errors import BadNormalizer, NumericalFailure
 from kernelcheck.kernels import Exponential, Linear, Polynomial
 
 RNG = np.random.default_rng(7)
@@ -435,3 +435,75 @@ def test_linear_kernel_normalisers_reported_by_kernelized():
     # normalisers: q_i (k_1 + k_2) = 0 for both rows
     assert res.bad_positions.tolist() == [[0], [1]]
     assert np.array_equal(res.normalizer, [0.0, 0.0])
+
+
+# ---------------------------------------------------------------------------
+# Clean failures carry the form's name and leak no NumPy warning
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("form", ["parallel", "parallel-causal", "recurrent", "chunked", "step"])
+def test_overflow_raises_numerical_failure_without_runtime_warnings(form):
+    import warnings
+
+    big = np.full((3, 2), 1e200)
+    V = np.ones((3, 1))
+    calls = {
+        "parallel": lambda: A.parallel(big, big, V),
+        "parallel-causal": lambda: A.parallel(big, big, V, causal=True),
+        "recurrent": lambda: A.recurrent(big, big, V),
+        "chunked": lambda: A.chunked(big, big, V, chunk_size=2),
+        "step": lambda: A.step(A.init(2, 1), big[0], big[0], V[0]),
+    }
+    name = form.split("-")[0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # an overflow warning escaping would raise here
+        with pytest.raises(NumericalFailure, match=rf"^`{name}` attention overflowed: a numerator "
+                           r"or normaliser is not finite \(float64\); scale the features or "
+                           r"inputs down$"):
+            calls[form]()
+
+
+def test_softmax_and_kernelized_failures_without_runtime_warnings():
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(NumericalFailure, match=r"^`softmax` logits overflowed: scale \* q \. k "
+                           r"is beyond the floating-point range \(float64\); scale the inputs down$"):
+            A.softmax(np.full((2, 2), 1e200), np.full((2, 2), 1e200), np.ones((2, 1)))
+        with pytest.raises(NumericalFailure, match=r"^`softmax` attention overflowed"):
+            A.softmax(np.ones((2, 2)), np.ones((2, 2)), np.full((2, 1), 1e308))
+        with pytest.raises(NumericalFailure, match=r"^`kernelized` attention overflowed"):
+            A.kernelized(np.ones((2, 2)), np.ones((2, 2)), np.full((2, 1), 1e308), Exponential())
+
+
+@pytest.mark.parametrize("form", ["kernelized", "step", "recurrent", "chunked", "parallel"])
+def test_bad_normalizer_messages_name_the_form(form):
+    phi = np.array([[1.0], [-1.0]])
+    V = np.ones((2, 1))
+    calls = {
+        "kernelized": lambda: A.kernelized(phi, phi, V, Linear()),
+        "step": lambda: A.step(A.init(1, 1), [-1.0], [1.0], [1.0]),
+        "recurrent": lambda: A.recurrent(phi, phi, V),
+        "chunked": lambda: A.chunked(phi, phi, V),
+        "parallel": lambda: A.parallel(phi, phi, V),
+    }
+    with pytest.raises(BadNormalizer, match=rf"normalisers are <= 0 in `{form}` \(first at"):
+        calls[form]()
+
+
+def test_recurrent_state_carries_the_batch_shape():
+    pq = RNG.random((3, 2, 5, 4)) + 0.1
+    pk = RNG.random((3, 2, 5, 4)) + 0.1
+    V = RNG.normal(size=(3, 2, 5, 2))
+    out, state = A.recurrent(pq, pk, V, return_state=True)
+    assert state.S.shape == (3, 2, 4, 2) and state.z.shape == (3, 2, 4)
+    assert np.allclose(state.S, np.swapaxes(pk, -1, -2) @ V)
+    assert out.dtype == np.float64
+    out32 = A.recurrent(*(x.astype(np.float32) for x in (pq, pk, V)))
+    assert out32.dtype == np.float32
+    # one step with a batched state: same as the first token of the sequence
+    s, y = A.step(A.init(4, 2, batch_shape=(3, 2)), pq[..., 0, :], pk[..., 0, :], V[..., 0, :])
+    assert np.allclose(y, out[..., 0, :])
+    assert s.S.shape == (3, 2, 4, 2)
