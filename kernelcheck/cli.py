@@ -171,7 +171,14 @@ def _cmd_essay(args: argparse.Namespace) -> int:
             get_claim(cid)  # bad ids are usage errors, before any work
     if args.out is not None and Path(args.out).exists() and not Path(args.out).is_dir():
         raise UsageError(f"--out {args.out!r} is a file, not a folder")
-    return main_essay(level=level, out=args.out, as_json=args.json, claim_ids=claim_ids)
+    return main_essay(
+        level=level,
+        out=args.out,
+        as_json=args.json,
+        claim_ids=claim_ids,
+        workers=args.workers,
+        scheduler=args.scheduler,
+    )
 
 
 def _psd_exit(verdict: Any) -> int:
@@ -253,23 +260,27 @@ def _verdict_exit(report: Any) -> int:
 
 
 def _cmd_unbiased(args: argparse.Namespace) -> int:
+    from kernelcheck._src.distributed import suggested_shards
     from kernelcheck._src.verify_unbiased import run_unbiased_cli
 
     if args.out is not None and Path(args.out).exists() and not Path(args.out).is_dir():
         raise UsageError(f"--out {args.out!r} is a file, not a folder")
-    report = run_unbiased_cli(
-        estimator=args.features,
-        dim=args.dim,
-        num_features=args.num_features,
-        orthogonal=args.orthogonal,
-        scale=args.scale,
-        points=args.points,
-        trials=args.trials,
-        seed=args.seed,
-        alpha=args.alpha,
-        out=args.out,
-        progress=False,
-    )
+    with _executor(args) as executor:
+        report = run_unbiased_cli(
+            estimator=args.features,
+            dim=args.dim,
+            num_features=args.num_features,
+            orthogonal=args.orthogonal,
+            scale=args.scale,
+            points=args.points,
+            trials=args.trials,
+            seed=args.seed,
+            alpha=args.alpha,
+            out=args.out,
+            progress=False,
+            executor=executor,
+            shards=suggested_shards(executor),
+        )
     if args.json:
         _print_json(report.to_dict(), sys.stdout)
     else:
@@ -373,6 +384,34 @@ UNBIASED_FEATURES = ("positive", "trigonometric", "hyperbolic", "optimal-positiv
 _EPILOG = "exit codes: 0 verified, 1 refuted, 2 bad usage, 3 inconclusive, 130 interrupted"
 
 
+def _add_dask_options(p: argparse.ArgumentParser) -> None:
+    """``--scheduler ADDRESS`` / ``--workers N``: run the Monte Carlo work on Dask."""
+    dist = p.add_mutually_exclusive_group()
+    dist.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        help="run the trials on the Dask cluster at ADDRESS, e.g. tcp://host:8786 "
+        "(needs kernelcheck[distributed]; the report is the same as a local run)",
+    )
+    dist.add_argument(
+        "--workers",
+        type=_positive_int,
+        metavar="N",
+        help="run the trials on a local Dask cluster of N worker processes",
+    )
+
+
+def _executor(args: argparse.Namespace):
+    """A Dask executor for ``--scheduler`` / ``--workers``, else a null context (in-process)."""
+    import contextlib
+
+    if getattr(args, "scheduler", None) is None and getattr(args, "workers", None) is None:
+        return contextlib.nullcontext(None)
+    from kernelcheck.distributed import dask_executor
+
+    return dask_executor(scheduler=args.scheduler, workers=args.workers)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``kernelcheck`` argument parser (subcommands essay, psd, kernel, unbiased, scaling)."""
     from kernelcheck import __version__
@@ -398,6 +437,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", metavar="DIR", help="write report.md, report.json and plots to DIR")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--claims", metavar="IDS", help="comma-separated claim ids, e.g. C1,C5")
+    _add_dask_options(p)
     p.set_defaults(func=_cmd_essay)
 
     p = sub.add_parser(
@@ -485,6 +525,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=_nonnegative_int, default=0, help="seed (default 0)")
     p.add_argument("--out", metavar="DIR", help="write the report and plots to DIR")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
+    _add_dask_options(p)
     p.set_defaults(func=_cmd_unbiased)
 
     p = sub.add_parser(

@@ -21,6 +21,7 @@ runs at the same level give the same verdicts and numbers (timings aside).
 
 from __future__ import annotations
 
+import contextvars
 import enum
 import math
 import re
@@ -46,6 +47,22 @@ __all__ = [
     "run_claims",
     "property_tests",
 ]
+
+#: Executor for the Monte Carlo and counterexample-search checks, set by
+#: ``run_claims(executor=...)`` for the duration of a run (None: in-process).
+#: A contextvar, so concurrent runs in threads do not see each other's.
+_EXECUTOR: contextvars.ContextVar = contextvars.ContextVar("kernelcheck_executor", default=None)
+
+
+def _executor_kwargs() -> dict:
+    """``executor=`` and ``shards=`` for the engine calls of a check (empty in-process)."""
+    ex = _EXECUTOR.get()
+    if ex is None:
+        return {}
+    from kernelcheck._src.distributed import suggested_shards
+
+    return {"executor": ex, "shards": suggested_shards(ex)}
+
 
 #: The check levels, from fastest to most thorough.
 LEVELS = ("quick", "default", "thorough")
@@ -410,6 +427,7 @@ def run_claims(
     level: str = "default",
     *,
     on_result: Callable[[ClaimResult], Any] | None = None,
+    executor: Any = None,
 ) -> list[ClaimResult]:
     """Run the checks of ``claim_ids`` (default: every registered claim) at ``level``.
 
@@ -424,6 +442,10 @@ def run_claims(
     level : {"quick", "default", "thorough"}
     on_result : callable, optional
         Called with each :class:`ClaimResult` as soon as it is known (progress).
+    executor : concurrent.futures.Executor, optional
+        Runs the Monte Carlo trials (C13, C16, C17, C18) and the counterexample
+        search (C5) on it, e.g. ``kernelcheck.distributed.dask_executor()``.
+        The verdicts and numbers are identical to an in-process run.
 
     Returns
     -------
@@ -431,6 +453,18 @@ def run_claims(
         In claim order.
     """
     check_choice(level, "level", LEVELS)
+    if executor is not None and not callable(getattr(executor, "submit", None)):
+        raise InvalidArgument(
+            "`executor` must be a concurrent.futures.Executor (an object with submit)"
+        )
+    token = _EXECUTOR.set(executor)
+    try:
+        return _run_claims(claim_ids, level, on_result)
+    finally:
+        _EXECUTOR.reset(token)
+
+
+def _run_claims(claim_ids, level, on_result) -> list[ClaimResult]:
     if claim_ids is None:
         claims = list(registry().values())
     else:
@@ -1412,7 +1446,7 @@ def _check_c5(level: str):
     found = 0
     for name, f in non_kernels[: _pick(level, 2, 4, 4)]:
         kern = K.kernel_from_function(f, name=name)
-        rep = verify.kernel(kern, dim=2, seed=5)
+        rep = verify.kernel(kern, dim=2, seed=5, executor=_EXECUTOR.get())
         refuted = not rep.passed
         found += refuted
         rows.append(
@@ -1553,7 +1587,9 @@ def _unbiased_run(
     from kernelcheck.kernels import Exponential
 
     sampler = getattr(rf, cls_name).sampler(d, m, orthogonal=orthogonal)
-    return unbiased(sampler, Exponential(), X, Y, trials=trials, seed=seed, progress=False)
+    return unbiased(
+        sampler, Exponential(), X, Y, trials=trials, seed=seed, progress=False, **_executor_kwargs()
+    )
 
 
 def _relative_ci(report) -> tuple[float, float]:
@@ -1632,6 +1668,7 @@ def _check_c16(level: str):
         trials=trials,
         seed=16,
         progress=False,
+        **_executor_kwargs(),
     )
     z = r.beta / r.beta_se
     rows = [

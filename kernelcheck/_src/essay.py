@@ -266,6 +266,7 @@ def run_essay(
     *,
     stream: TextIO | None = None,
     on_result: Callable[[ClaimResult], Any] | None = None,
+    executor: Any = None,
 ) -> EssayReport:
     """Run the claim checks and return the report.
 
@@ -279,6 +280,9 @@ def run_essay(
         When given, the table is printed to it row by row as checks finish.
     on_result : callable, optional
         Called with each :class:`ClaimResult` as it is known.
+    executor : concurrent.futures.Executor, optional
+        Where the Monte Carlo and search checks run (see
+        :func:`kernelcheck.claims.run_claims`); the report is the same.
 
     Returns
     -------
@@ -304,7 +308,7 @@ def run_essay(
     if printer is not None:
         printer.header()
     start = time.perf_counter()
-    results = run_claims(ids, level, on_result=progress)
+    results = run_claims(ids, level, on_result=progress, executor=executor)
     return EssayReport(
         results=tuple(results),
         level=level,
@@ -423,6 +427,17 @@ def write_report(report: EssayReport, out_dir: str | Path) -> list[Path]:
     return written
 
 
+def _maybe_dask(workers: int | None, scheduler: str | None):
+    """A Dask executor when ``workers`` or ``scheduler`` is given, else a null context."""
+    import contextlib
+
+    if workers is None and scheduler is None:
+        return contextlib.nullcontext(None)
+    from kernelcheck._src.distributed import dask_executor
+
+    return dask_executor(scheduler=scheduler, workers=workers)
+
+
 def main_essay(
     *,
     level: str,
@@ -431,12 +446,21 @@ def main_essay(
     claim_ids: list[str] | None,
     stdout: TextIO | None = None,
     stderr: TextIO | None = None,
+    workers: int | None = None,
+    scheduler: str | None = None,
 ) -> int:
-    """The ``kernelcheck essay`` command; returns its exit code (see :func:`exit_code_for`)."""
+    """The ``kernelcheck essay`` command; returns its exit code (see :func:`exit_code_for`).
+
+    With ``workers`` (a local Dask cluster) or ``scheduler`` (an address), the
+    Monte Carlo and search checks run on Dask; the report is identical.
+    """
     stdout = stdout or sys.stdout
     stderr = stderr or sys.stderr
     try:
-        report = run_essay(claim_ids, level, stream=None if as_json else stdout)
+        with _maybe_dask(workers, scheduler) as executor:
+            report = run_essay(
+                claim_ids, level, stream=None if as_json else stdout, executor=executor
+            )
         written = write_report(report, out) if out is not None else []
     except InterruptedAfterWrite:
         print(
