@@ -9,6 +9,7 @@ recurrence; result objects' derived quantities and one-line verdicts.
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -16,7 +17,7 @@ import pytest
 from kernelcheck import attention as A
 from kernelcheck._src import attention as _att
 from kernelcheck._src.rounding import gamma, unit_roundoff
-from kernelcheck.errors import BadNormalizer, NumericalFailure
+from kernelcheck.errors import BadNormalizer, InvalidArgument, NumericalFailure
 from kernelcheck.kernels import Exponential, Linear, Polynomial
 
 RNG = np.random.default_rng(7)
@@ -507,3 +508,82 @@ def test_recurrent_state_carries_the_batch_shape():
     s, y = A.step(A.init(4, 2, batch_shape=(3, 2)), pq[..., 0, :], pk[..., 0, :], V[..., 0, :])
     assert np.allclose(y, out[..., 0, :])
     assert s.S.shape == (3, 2, 4, 2)
+
+
+# ---------------------------------------------------------------------------
+# step: every argument takes part in the batch check and the dtype choice
+# ---------------------------------------------------------------------------
+
+_D, _DV = 4, 2
+_GOOD = {
+    "S": np.zeros((3, _D, _DV)),
+    "z": np.zeros((3, _D)),
+    "phi_q": np.ones((3, _D)),
+    "phi_k": np.ones((3, _D)),
+    "v": np.ones((3, _DV)),
+}
+
+
+@pytest.mark.parametrize("odd", ["S", "z", "phi_q", "phi_k", "v"])
+def test_step_batch_mismatch_in_any_one_argument_is_refused(odd):
+    args = dict(_GOOD)
+    bad = args[odd]
+    args[odd] = np.concatenate([bad, bad[:1]])[None].repeat(2, axis=0)  # batch (2, 4)
+    state = A.State(args["S"], args["z"])
+    shapes = (
+        args["S"].shape[:-2], args["phi_q"].shape[:-1], args["phi_k"].shape[:-1],
+        args["v"].shape[:-1],
+    )
+    message = (
+        r"^the leading \(batch/head\) dimensions of `state`, `phi_q`, `phi_k` and `v` do not "
+        r"broadcast: " + re.escape(", ".join(str(s) for s in shapes)) + "$"
+    )
+    with pytest.raises(InvalidArgument, match=message):
+        A.step(state, args["phi_q"], args["phi_k"], args["v"])
+
+
+@pytest.mark.parametrize("wide", ["S", "z", "phi_q", "phi_k", "v", None])
+def test_step_result_dtype_is_float64_if_any_argument_is(wide):
+    args = {k: v.astype(np.float32) for k, v in _GOOD.items()}
+    if wide is not None:
+        args[wide] = args[wide].astype(np.float64)
+    new, y = A.step(A.State(args["S"], args["z"]), args["phi_q"], args["phi_k"], args["v"])
+    expected = np.float32 if wide is None else np.float64
+    assert y.dtype == new.S.dtype == new.z.dtype == expected
+
+
+def test_recurrent_float32_equals_float32_steps_bitwise():
+    pq = (RNG.random((9, 3)) + 0.1).astype(np.float32)
+    pk = (RNG.random((9, 3)) + 0.1).astype(np.float32)
+    V = RNG.normal(size=(9, 2)).astype(np.float32)
+    state = A.init(3, 2, dtype=np.float32)
+    ys = []
+    for t in range(9):
+        state, y = A.step(state, pq[t], pk[t], V[t])
+        ys.append(y)
+    out, final = A.recurrent(pq, pk, V, return_state=True)
+    assert out.dtype == np.float32 and final.S.dtype == np.float32
+    assert np.array_equal(out, np.array(ys))
+    assert np.array_equal(final.S, state.S) and np.array_equal(final.z, state.z)
+
+
+def test_chunked_default_chunk_is_64():
+    pq = RNG.random((200, 3)) + 0.1
+    pk = RNG.random((200, 3)) + 0.1
+    V = RNG.normal(size=(200, 2))
+    assert np.array_equal(A.chunked(pq, pk, V), A.chunked(pq, pk, V, chunk_size=64))
+    assert A.cost_model("chunked", 200, 3, 3, 2).chunk_size == 64
+
+
+def test_blas_controller_is_created_once_and_sees_the_blas(monkeypatch):
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    has_blas = any(info["user_api"] == "blas" for info in threadpoolctl.threadpool_info())
+    monkeypatch.setattr(_att, "_CONTROLLER", [])
+    first = _att._blas_controller()
+    assert len(_att._CONTROLLER) == 1
+    assert _att._blas_controller() is first
+    if has_blas:
+        assert first is not None and first.lib_controllers
+        assert all(lib.user_api == "blas" for lib in first.lib_controllers)
+    else:
+        assert first is None
