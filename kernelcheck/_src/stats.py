@@ -39,8 +39,15 @@ import numpy as np
 from scipy.special import comb, ndtri
 
 from kernelcheck._src.results import ResultMixin
-from kernelcheck._src.validate import as_int, as_probability, check_callable, describe
-from kernelcheck.errors import InvalidArgument
+from kernelcheck._src.validate import (
+    as_array,
+    as_int,
+    as_probability,
+    as_real,
+    check_callable,
+    describe,
+)
+from kernelcheck.errors import BadNormalizer, InfiniteFeatureSpace, InvalidArgument, NumericalFailure
 
 __all__ = [
     "Moments",
@@ -101,8 +108,12 @@ class Moments(ResultMixin):
 
     @classmethod
     def from_samples(cls, values, aux=None) -> Moments:
-        """Moments of the trials in ``values`` (axis 0 is the trial axis)."""
-        x = np.asarray(values, dtype=np.float64)
+        """Moments of the trials in ``values`` (axis 0 is the trial axis).
+
+        ``values`` must be finite and real with at least one trial; NaN or Inf
+        raises :class:`InvalidArgument` (moments of NaN are no statistics).
+        """
+        x = as_array(values, "values", min_ndim=1, dtype=np.float64)
         n = x.shape[0]
         # shifted by the first trial: the sum runs over deviations, so its
         # rounding error scales with the spread, not the size (exact for a
@@ -114,7 +125,14 @@ class Moments(ResultMixin):
         m2 = d2.sum(axis=0)
         m3 = (d2 * d).sum(axis=0)
         m4 = (d2 * d2).sum(axis=0)
-        mx = None if aux is None else np.asarray(aux, dtype=np.float64).max(axis=0)
+        mx = None
+        if aux is not None:
+            a = as_array(aux, "aux", dtype=np.float64)
+            if a.shape != x.shape:
+                raise InvalidArgument(
+                    f"`aux` must have the shape {x.shape} of `values`, got {describe(a)}"
+                )
+            mx = a.max(axis=0)
         return cls(n, mean, m2, m3, m4, mx)
 
     def merge(self, other: Moments) -> Moments:
@@ -194,13 +212,30 @@ def root_seed_sequence(seed: Any) -> np.random.SeedSequence:
 
 def shard_seed(root: np.random.SeedSequence, k: int) -> np.random.SeedSequence:
     """The seed of shard ``k``: the k-th child ``root.spawn`` would give."""
+    if not isinstance(root, np.random.SeedSequence):
+        raise InvalidArgument(
+            f"`root` must be a numpy.random.SeedSequence (see root_seed_sequence), "
+            f"got {describe(root)}"
+        )
+    k = as_int(k, "k", minimum=0)
     return np.random.SeedSequence(
         root.entropy, spawn_key=tuple(root.spawn_key) + (int(k),), pool_size=root.pool_size
     )
 
 
+#: kernelcheck's own errors pass through a trial function unchanged.
+_OWN_ERRORS = (InvalidArgument, InfiniteFeatureSpace, NumericalFailure, BadNormalizer)
+
+
 def _run_shard(fn: Callable, seed: np.random.SeedSequence, count: int) -> Moments:
-    out = fn(np.random.default_rng(seed), count)
+    try:
+        out = fn(np.random.default_rng(seed), count)
+    except _OWN_ERRORS:
+        raise
+    except Exception as exc:
+        raise InvalidArgument(
+            f"the trial function `fn` raised {type(exc).__name__}: {exc}"
+        ) from exc
     aux = None
     if isinstance(out, tuple):
         out, aux = out
@@ -210,7 +245,10 @@ def _run_shard(fn: Callable, seed: np.random.SeedSequence, count: int) -> Moment
             f"the trial function must return an array with {count} rows (one per trial), "
             f"got {describe(out)}"
         )
-    return Moments.from_samples(out, aux)
+    try:
+        return Moments.from_samples(out, aux)
+    except InvalidArgument as exc:
+        raise InvalidArgument(f"the trial function `fn` returned bad values: {exc}") from None
 
 
 def _run_blocks(fn: Callable, seeds: list, counts: list) -> list[Moments]:
@@ -355,6 +393,23 @@ def run_trials(
     return total
 
 
+def _as_real_array(value, name: str, *, min_ndim: int = 0) -> np.ndarray:
+    """A real float64 array (not empty); +-inf and NaN allowed: these helpers do
+    arithmetic on closed-form moments, which may have overflowed."""
+    if isinstance(value, (str, bytes)):
+        raise InvalidArgument(f"`{name}` must be a real array, got {describe(value)}")
+    try:
+        arr = np.asarray(value)
+    except Exception as exc:  # ragged nested sequences
+        raise InvalidArgument(f"`{name}` must be a real array, got {describe(value)}") from exc
+    if arr.dtype.kind not in "biuf" or arr.ndim < min_ndim or arr.size == 0:
+        dims = f" with at least {min_ndim} dimension" if min_ndim else ""
+        raise InvalidArgument(
+            f"`{name}` must be a non-empty real array{dims}, got {describe(arr)}"
+        )
+    return arr.astype(np.float64, copy=False)
+
+
 def berry_esseen_bound(std_ratio, n: int) -> np.ndarray:
     """Uniform Berry-Esseen bound ``C rho / (sigma^3 sqrt(n))`` on ``sup |F_n - Phi|``.
 
@@ -366,7 +421,8 @@ def berry_esseen_bound(std_ratio, n: int) -> np.ndarray:
     >>> round(float(berry_esseen_bound(1.0, 10000)), 6)
     0.004748
     """
-    return BERRY_ESSEEN_C * np.asarray(std_ratio, dtype=float) / math.sqrt(n)
+    n = as_int(n, "n", minimum=1)
+    return BERRY_ESSEEN_C * _as_real_array(std_ratio, "std_ratio") / math.sqrt(n)
 
 
 def trials_needed(std_ratio, tolerance: float) -> np.ndarray:
@@ -377,7 +433,8 @@ def trials_needed(std_ratio, tolerance: float) -> np.ndarray:
     >>> int(trials_needed(1.0, 0.01))
     2255
     """
-    r = np.asarray(std_ratio, dtype=float)
+    r = _as_real_array(std_ratio, "std_ratio")
+    tolerance = as_real(tolerance, "tolerance", positive=True)
     with np.errstate(over="ignore", invalid="ignore"):
         out = np.ceil((BERRY_ESSEEN_C * r / tolerance) ** 2)
     return np.where(np.isfinite(out), out, np.inf)
@@ -390,7 +447,7 @@ def central_from_raw_ratios(log_r: np.ndarray) -> np.ndarray:
     zero for k >= 1); ``expm1`` keeps the small-variance case accurate.
     Returns an array (K + 1, ...) with ``mu_0 = 1``, ``mu_1 = 0``.
     """
-    log_r = np.asarray(log_r, dtype=float)
+    log_r = _as_real_array(log_r, "log_r", min_ndim=1)
     K = log_r.shape[0] - 1
     with np.errstate(over="ignore", invalid="ignore"):
         e = np.expm1(log_r)
@@ -432,7 +489,7 @@ def central_moments_of_mean(central: np.ndarray, m: int) -> np.ndarray:
     [1.0, 0.0, 0.25, 0.0, 0.1875]
     """
     m = as_int(m, "m", minimum=1)
-    central = np.asarray(central, dtype=float)
+    central = _as_real_array(central, "central", min_ndim=1)
     result = None
     power = central
     e = m
