@@ -127,9 +127,11 @@ def draw_projection(
     dim = as_int(dim, "dim", minimum=1)
     m = as_int(num_features, "num_features", minimum=1)
     lead = () if batch is None else (as_int(batch, "batch", minimum=1),)
+    blocks = -(-m // dim)
+    per = blocks * dim * dim if orthogonal else m * dim
+    check_size(per * (1 if batch is None else lead[0]), "the projection")
     if not orthogonal:
         return rng.standard_normal(lead + (m, dim))
-    blocks = -(-m // dim)
     G = rng.standard_normal(lead + (blocks, dim, dim))
     Q, R = np.linalg.qr(G)
     signs = np.sign(np.diagonal(R, axis1=-2, axis2=-1))
@@ -159,7 +161,8 @@ def optimal_positive_parameter(sq_norm: float, dim: int) -> float:
     s = as_real(sq_norm, "sq_norm", nonnegative=True)
     d = as_int(dim, "dim", minimum=1)
     phi = s / d
-    return (1.0 - 2.0 * phi - math.sqrt((2.0 * phi + 1.0) ** 2 + 8.0 * phi)) / 16.0
+    # the same value divided through by 16, with no overflow for any finite sq_norm
+    return 0.0625 - phi / 8.0 - math.hypot(phi / 8.0 + 0.0625, math.sqrt(phi / 32.0))
 
 
 def _log_binomial(j: int, i: np.ndarray) -> np.ndarray:
@@ -265,7 +268,14 @@ class _RandomFeatures(FeatureMap):
         P = Xs @ self._W.T
         sq = np.einsum("ij,ij->i", Xs, Xs)
         wsq = np.einsum("ij,ij->i", self._W, self._W)
-        return self._parts(P, sq, wsq)
+        with np.errstate(over="ignore", invalid="ignore"):
+            F, ls = self._parts(P, sq, wsq)
+        if np.isnan(ls).any() or not np.isfinite(F).all():
+            raise NumericalFailure(
+                f"{self!r}: the scaled features are not finite (an intermediate overflowed "
+                "float64); use smaller inputs or a parameter A of smaller magnitude"
+            )
+        return F, ls
 
     def __call__(self, X) -> np.ndarray:
         """``phi(X)``, shape (n, D).
@@ -625,9 +635,17 @@ class OptimalPositiveRandomFeatures(_RandomFeatures):
         sq = np.einsum("ij,ij->i", Xs, Xs)
         A = self._A
         L = Xs @ self._W.T
-        L *= math.sqrt(1.0 - 4.0 * A)
-        L += A * wsq[None, :]
-        L += (0.25 * self._dim * math.log1p(-4.0 * A) - 0.5 * sq - 0.5 * math.log(self._m))[:, None]
+        with np.errstate(over="ignore", invalid="ignore"):
+            L *= math.sqrt(1.0 - 4.0 * A)
+            L += A * wsq[None, :]
+            L += (0.25 * self._dim * math.log1p(-4.0 * A) - 0.5 * sq - 0.5 * math.log(self._m))[
+                :, None
+            ]
+        if np.isnan(L).any() or np.isposinf(L).any():
+            raise NumericalFailure(
+                f"{self!r}: log features overflow float64 (A = {A:.3g}); use a parameter A "
+                "of smaller magnitude or smaller inputs"
+            )
         return L
 
     def __call__(self, X) -> np.ndarray:
