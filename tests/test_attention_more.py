@@ -587,3 +587,67 @@ def test_blas_controller_is_created_once_and_sees_the_blas(monkeypatch):
         assert all(lib.user_api == "blas" for lib in first.lib_controllers)
     else:
         assert first is None
+
+
+# ---------------------------------------------------------------------------
+# Error bounds: defaults, batches, the underflow term
+# ---------------------------------------------------------------------------
+
+
+def _batched_inputs():
+    Q, K = RNG.normal(size=(2, 3, 2, 6, 4))
+    V = RNG.normal(size=(3, 2, 6, 2))
+    return Q, K, np.abs(Q) + 0.1, np.abs(K) + 0.1, V
+
+
+def test_error_bounds_defaults_are_the_documented_ones():
+    Q, K, pq, pk, V = (x[0, 0] for x in _batched_inputs())
+    k = Exponential(0.5)
+    assert np.array_equal(
+        A.softmax_error_bound(Q, K, V),
+        A.softmax_error_bound(Q, K, V, causal=False, scale=0.5, dtype=np.float64, extra_ops=0),
+    )
+    assert np.array_equal(
+        A.linear_error_bound(pq, pk, V),
+        A.linear_error_bound(pq, pk, V, causal=False, dtype=np.float64, extra_ops=0),
+    )
+    assert np.array_equal(
+        A.kernelized_error_bound(Q, K, V, k),
+        A.kernelized_error_bound(Q, K, V, k, causal=False, dtype=np.float64, extra_ops=0),
+    )
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_error_bounds_of_a_batch_are_the_bounds_of_its_members(causal):
+    Q, K, pq, pk, V = _batched_inputs()
+    k = Exponential(0.5)
+    soft = A.softmax_error_bound(Q, K, V, causal=causal)
+    lin = A.linear_error_bound(pq, pk, V, causal=causal)
+    ker = A.kernelized_error_bound(Q, K, V, k, causal=causal)
+    assert soft.shape == lin.shape == ker.shape == V.shape
+    for b in np.ndindex(3, 2):
+        assert np.array_equal(soft[b], A.softmax_error_bound(Q[b], K[b], V[b], causal=causal))
+        assert np.allclose(lin[b], A.linear_error_bound(pq[b], pk[b], V[b], causal=causal),
+                           rtol=8 * U, atol=0)
+        assert np.allclose(ker[b], A.kernelized_error_bound(Q[b], K[b], V[b], k, causal=causal),
+                           rtol=8 * U, atol=0)
+
+
+def test_softmax_error_bound_with_zero_values_is_the_underflow_term():
+    """V = 0: the output is exactly 0; only the gradual-underflow term remains."""
+    Q, K = RNG.normal(size=(2, 5, 3))
+    for dtype in (np.float64, np.float32):
+        eta = float(np.finfo(dtype).smallest_subnormal)
+        E = A.softmax_error_bound(Q, K, np.zeros((5, 2)), dtype=dtype)
+        assert np.all(E == (3 * 5 + 2) * eta * (1 + gamma(6)))
+        # 1 + vmax: with |V| = 1 the term doubles next to the weight term
+        V1 = np.ones((5, 1))
+        E1 = A.softmax_error_bound(Q, K, V1, dtype=dtype)
+        assert np.all(E1 > 2 * (3 * 5 + 2) * eta)
+
+
+def test_softmax_value_overflow_message():
+    with pytest.raises(NumericalFailure, match=r"^`softmax` attention overflowed: a weighted sum "
+                       r"of values is beyond the floating-point range \(float64, max \|V\| = "
+                       r"1e\+308\); scale the values down$"):
+        A.softmax(np.ones((2, 2)), np.ones((2, 2)), np.full((2, 1), 1e308))
