@@ -94,6 +94,20 @@ def _check_features(F: Any, X: np.ndarray, name: str, D: int | None) -> np.ndarr
     return arr
 
 
+def _call_user(fn: Callable, what: str, arg):
+    """``fn(arg)``; an exception other than kernelcheck's own becomes InvalidArgument."""
+    from kernelcheck.errors import BadNormalizer, NumericalFailure
+
+    try:
+        return fn(arg)
+    except (InvalidArgument, NumericalFailure, BadNormalizer):
+        raise
+    except Exception as exc:
+        raise InvalidArgument(
+            f"`sample`: the call {what} raised {type(exc).__name__}: {exc}"
+        ) from exc
+
+
 def _rounding_scale(D: int) -> float:
     """gamma_(D+8) (1 + gamma_D): inner product of length D of entries with <= 4 roundings each."""
     return gamma(D + 8) * (1.0 + gamma(D))
@@ -108,14 +122,14 @@ class _SamplerTrials:
     def __call__(self, rng, n):
         FXs, FYs = [], []
         for _ in range(n):
-            phi = self.sample(rng)
+            phi = _call_user(self.sample, "sample(rng)", rng)
             if not callable(phi):
                 raise InvalidArgument(
                     f"`sample(rng)` must return a feature map (a callable X -> (n, D)), "
                     f"got {describe(phi)}"
                 )
-            FX = _check_features(phi(self.X), self.X, "X", None)
-            FY = _check_features(phi(self.Y), self.Y, "Y", FX.shape[1])
+            FX = _check_features(_call_user(phi, "phi(X)", self.X), self.X, "X", None)
+            FY = _check_features(_call_user(phi, "phi(Y)", self.Y), self.Y, "Y", FX.shape[1])
             FXs.append(FX)
             FYs.append(FY)
         dims = {F.shape[1] for F in FXs}
@@ -461,6 +475,10 @@ def _unbiased_iv(sample, target, X, Y, trials, seed, alpha, power, be_tolerance,
             raise InvalidArgument(
                 "`sweep` needs a sampler with a with_num_features(m) method "
                 f"(e.g. PositiveRandomFeatures.sampler(...)), got {describe(sample)}"
+            )
+        if isinstance(sweep, (str, bytes)) or not hasattr(sweep, "__iter__"):
+            raise InvalidArgument(
+                f"`sweep` must be a sequence of numbers of features, got {describe(sweep)}"
             )
         sweep = tuple(as_int(m, "sweep", minimum=1) for m in sweep)
         if not sweep:
@@ -1234,6 +1252,10 @@ def ratio_bias(
     if V.shape[0] != K.shape[0]:
         raise InvalidArgument(
             f"`V` must have one row per row of `K` ({K.shape[0]}), got {describe(V)}"
+        )
+    if isinstance(num_features, (str, bytes)) or not hasattr(num_features, "__iter__"):
+        raise InvalidArgument(
+            f"`num_features` must be a sequence of at least three m, got {describe(num_features)}"
         )
     ms = tuple(as_int(m, "num_features", minimum=1) for m in num_features)
     if len(ms) < 3 or len(set(ms)) != len(ms):
