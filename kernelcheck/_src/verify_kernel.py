@@ -38,7 +38,7 @@ import scipy.optimize
 from kernelcheck._src.psd import PSDResult, Verdict, check_psd, default_tolerance, frobenius
 from kernelcheck._src.results import ResultMixin
 from kernelcheck._src.rounding import Tolerance
-from kernelcheck._src.validate import as_int, as_points, describe
+from kernelcheck._src.validate import as_int, as_points, check_choice, describe
 from kernelcheck.errors import InvalidArgument, NumericalFailure
 
 __all__ = ["kernel", "KernelReport"]
@@ -54,7 +54,7 @@ ROUND = 8
 #: Point-set sizes and scales cycled through by the restarts.
 _SIZES = (2, 3, 4, 6, 8)
 _SCALES = (1.0, 0.5, 2.0, 0.25, 4.0)
-#: Hypothesis examples and L-BFGS-B iterations per restart.
+#: Starting point sets and L-BFGS-B iterations per restart.
 _EXAMPLES = 10
 _MAXITER = 80
 #: Candidates confirmed per round (most negative first).
@@ -322,7 +322,13 @@ class _Candidate:
 
 
 def _restart(
-    k, dim: int, seedseq: np.random.SeedSequence, index: int, examples: int, maxiter: int
+    k,
+    dim: int,
+    seedseq: np.random.SeedSequence,
+    index: int,
+    examples: int,
+    maxiter: int,
+    explore: str = "seeded",
 ) -> _Candidate:
     """One independent restart: Hypothesis-targeted draw, then L-BFGS-B.
 
@@ -340,8 +346,10 @@ def _restart(
             best["value"], best["points"] = val, np.array(P, dtype=np.float64)
         return val
 
-    if examples > 0:
+    if examples > 0 and explore == "hypothesis":
         _hypothesis_phase(consider, n, dim, scale, int(rng.integers(2**31)), examples)
+    elif examples > 0:
+        _seeded_phase(consider, rng, n, dim, scale, examples)
     if best["points"] is None:
         consider(rng.normal(scale=scale, size=(n, dim)))
     x0 = best["points"].ravel()
@@ -361,6 +369,38 @@ def _restart(
     except (ValueError, FloatingPointError):  # pragma: no cover - optimiser edge cases
         pass
     return _Candidate(index, float(best["value"]), best["points"])
+
+
+def _seeded_phase(consider, rng: np.random.Generator, n, dim, scale, examples):
+    """Seeded starting point sets from families that break non-kernels.
+
+    Cycles through: a Gaussian cloud, near-duplicate pairs (a point and a
+    1e-3 perturbation), collinear points, two tight clusters, points on a
+    sphere of radius ``2 scale`` and a cloud at mixed scales.  Every draw
+    comes from ``rng``, so a restart is reproducible bit for bit in any
+    process (Hypothesis' own generation is not reproducible across process
+    state even under ``@seed``, which is why it is opt-in).
+    """
+    for e in range(examples):
+        family = e % 6
+        if family == 0:
+            P = rng.normal(scale=scale, size=(n, dim))
+        elif family == 1:
+            base = rng.normal(scale=scale, size=((n + 1) // 2, dim))
+            P = np.concatenate([base, base + 1e-3 * scale * rng.normal(size=base.shape)])[:n]
+        elif family == 2:
+            direction = rng.normal(size=dim)
+            direction /= np.linalg.norm(direction)
+            P = rng.normal(scale=scale, size=(n, 1)) * direction[None, :]
+        elif family == 3:
+            centres = rng.normal(scale=2 * scale, size=(2, dim))
+            P = centres[np.arange(n) % 2] + 0.05 * scale * rng.normal(size=(n, dim))
+        elif family == 4:
+            P = rng.normal(size=(n, dim))
+            P *= 2 * scale / np.linalg.norm(P, axis=1, keepdims=True)
+        else:
+            P = rng.normal(size=(n, dim)) * (scale * np.exp(rng.uniform(-2, 1, size=(n, 1))))
+        consider(P)
 
 
 def _hypothesis_phase(consider, n, dim, scale, hseed, examples):
@@ -395,7 +435,7 @@ def _hypothesis_phase(consider, n, dim, scale, hseed, examples):
         return
 
 
-def _search(k, dim: int, seed, budget: int, executor) -> KernelReport:
+def _search(k, dim: int, seed, budget: int, executor, explore: str = "seeded") -> KernelReport:
     if isinstance(seed, np.random.SeedSequence):
         ss = seed
     elif isinstance(seed, (int, np.integer)) and not isinstance(seed, bool) and seed >= 0:
@@ -410,7 +450,7 @@ def _search(k, dim: int, seed, budget: int, executor) -> KernelReport:
     done = 0
     for start in range(0, budget, ROUND):
         idx = range(start, min(start + ROUND, budget))
-        args = [(k, dim, children[i], i, _EXAMPLES, _MAXITER) for i in idx]
+        args = [(k, dim, children[i], i, _EXAMPLES, _MAXITER, explore) for i in idx]
         if executor is None:
             cands = [_restart(*a) for a in args]
         else:
@@ -447,7 +487,7 @@ def _search(k, dim: int, seed, budget: int, executor) -> KernelReport:
 
 def _budget_text(budget, done, dim):
     return (
-        f"{done} of {budget} restarts x ({_EXAMPLES} Hypothesis examples + L-BFGS-B <= {_MAXITER} "
+        f"{done} of {budget} restarts x ({_EXAMPLES} starting sets + L-BFGS-B <= {_MAXITER} "
         f"iterations) on sets of {min(_SIZES)}..{max(_SIZES)} points in R^{dim}"
     )
 
@@ -485,7 +525,14 @@ def _kernel_iv(k, X, dim, budget):
 
 
 def kernel(
-    kernel, X=None, *, dim: int | None = None, seed=0, budget: int = 32, executor=None
+    kernel,
+    X=None,
+    *,
+    dim: int | None = None,
+    seed=0,
+    budget: int = 32,
+    executor=None,
+    explore: str = "seeded",
 ) -> KernelReport:
     r"""Is ``kernel`` positive semi-definite -- a kernel (claims C5, C6)?
 
@@ -503,11 +550,19 @@ def kernel(
         Seeds the search; restart ``i`` uses ``SeedSequence(seed).spawn(budget)[i]``.
     budget : int
         Number of restarts of the search (default 32); each restart costs at
-        most ``10`` Hypothesis examples plus ``80`` L-BFGS-B iterations on
+        most ``10`` starting point sets plus ``80`` L-BFGS-B iterations on
         2..8 points (a few hundred Gram evaluations).
     executor : concurrent.futures.Executor, optional
         Runs the restarts of a round in parallel (a process pool needs a
         picklable kernel).  The report is the same for any executor.
+    explore : {"seeded", "hypothesis"}
+        How each restart picks its starting sets.  ``"seeded"`` (default):
+        seeded families (Gaussian clouds, near duplicates, collinear points,
+        clusters, spheres, mixed scales), reproducible bit for bit in any
+        process.  ``"hypothesis"``: Hypothesis-targeted draws (``target`` on
+        the normalised smallest eigenvalue); wider, but Hypothesis' generation
+        depends on process state even under ``@seed``, so the report may
+        differ between processes (not for the verdict on a clear violation).
 
     Returns
     -------
@@ -539,9 +594,10 @@ def kernel(
     """
     k = kernel
     X, dim, budget = _kernel_iv(k, X, dim, budget)
+    check_choice(explore, "explore", ("seeded", "hypothesis"))
     if X is not None:
         return _points_report(k, X)
-    return _search(k, dim, seed, budget, executor)
+    return _search(k, dim, seed, budget, executor, explore)
 
 
 def assert_kernel(kernel_, X=None, **kwargs) -> KernelReport:
