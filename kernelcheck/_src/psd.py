@@ -318,9 +318,15 @@ def default_tolerance(K, *, dtype=np.float64) -> Tolerance:
     n = A.shape[0]
     g = gamma(n + 2, dtype)
     fro = frobenius(A)
-    tr = float(np.abs(np.diagonal(A)).sum())
+    with np.errstate(over="ignore"):
+        tr = float(np.abs(np.diagonal(A)).sum())
     eta = float(np.finfo(np.dtype(dtype)).smallest_subnormal)
     value = 2.0 * g * max(fro, tr) + n * (n + 2) * eta
+    if not math.isfinite(value):  # ||K|| beyond the float range: the same bound, scaled
+        top = float(np.max(np.abs(A)))
+        fro_s = float(np.linalg.norm(A / top))
+        tr_s = float((np.abs(np.diagonal(A)) / top).sum())
+        value = 2.0 * g * max(fro_s, tr_s) * top + n * (n + 2) * eta
     u = unit_roundoff(dtype)
     return Tolerance(
         value,
