@@ -12,6 +12,7 @@ approximation ``k(x, X) K^+ k(X, y)`` between new points.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,8 +24,8 @@ from kernelcheck._src.psd import EIGH_P, _check_psd_iv, frobenius
 from kernelcheck._src.psd_exact import EXACT_MAX_N
 from kernelcheck._src.results import ResultMixin
 from kernelcheck._src.rounding import Tolerance, gamma
-from kernelcheck._src.validate import as_points, describe
-from kernelcheck.errors import InvalidArgument
+from kernelcheck._src.validate import as_array, as_points, describe
+from kernelcheck.errors import BadNormalizer, InvalidArgument, NumericalFailure
 
 __all__ = ["MercerFeatures", "mercer_features", "Nystrom"]
 
@@ -87,7 +88,12 @@ class MercerFeatures(ResultMixin):
                 f"`landmarks` must have n = {self.phi.shape[0]} rows (one per row of K), "
                 f"got {describe(X)}"
             )
-        K = np.asarray(kernel(X), dtype=np.float64)
+        K = _kernel_block(kernel, X, None, "kernel(landmarks)")
+        if K.shape != (X.shape[0], X.shape[0]):
+            raise InvalidArgument(
+                f"`kernel(landmarks)` must be a ({X.shape[0]}, {X.shape[0]}) Gram matrix, "
+                f"got {describe(K)}"
+            )
         gap = float(np.max(np.abs(self.gram() - K)))
         if gap > self.error_bound + self.residual:
             raise InvalidArgument(
@@ -95,6 +101,22 @@ class MercerFeatures(ResultMixin):
                 f"(> bound {self.error_bound:.3g}); pass the landmarks K was built on"
             )
         return Nystrom._from_features(kernel, X, self)
+
+
+def _kernel_block(kernel, A, B, what: str) -> np.ndarray:
+    """``kernel(A)`` or ``kernel(A, B)`` as a finite real 2-d float64 array.
+
+    A user kernel that raises, or returns something other than a finite real
+    matrix, gives :class:`InvalidArgument` naming the call (kernelcheck's
+    own errors pass through).
+    """
+    try:
+        out = kernel(A) if B is None else kernel(A, B)
+    except (InvalidArgument, NumericalFailure, BadNormalizer):
+        raise
+    except Exception as exc:
+        raise InvalidArgument(f"`kernel`: the call {what} raised {type(exc).__name__}: {exc}") from exc
+    return np.asarray(as_array(out, what, ndim=2), dtype=np.float64)
 
 
 def _mercer_iv(K, tol, symmetrize):
@@ -170,7 +192,13 @@ def mercer_features(K, *, tol=None, symmetrize: bool = False) -> MercerFeatures:
     phi = U[:, :r] * np.sqrt(w[:r])
     dropped = float(np.max(np.abs(w[r:]))) if r < n else 0.0
     bound = dropped + 3.0 * eig_err
-    residual = float(np.max(np.abs(phi @ phi.T - A))) if r else float(np.max(np.abs(A)))
+    with np.errstate(over="ignore", invalid="ignore"):
+        residual = float(np.max(np.abs(phi @ phi.T - A))) if r else float(np.max(np.abs(A)))
+    if not (np.isfinite(w).all() and math.isfinite(bound) and math.isfinite(residual)):
+        raise NumericalFailure(
+            f"mercer_features: ||K||_F = {fro:.3g} is beyond what float64 can factor and check "
+            "(eigenvalues, Phi Phi^T or the error bound overflow); scale K by a power of two"
+        )
     threshold = Tolerance(t, f"rank threshold = PSD tolerance: {tolerance.source}")
     phi.setflags(write=False)
     return MercerFeatures(
@@ -219,7 +247,13 @@ class Nystrom(FeatureMap):
         if not callable(kernel):
             raise InvalidArgument(f"`kernel` must be a kernel (callable), got {describe(kernel)}")
         X = as_points(landmarks, "landmarks")
-        feats = mercer_features(np.asarray(kernel(X), dtype=np.float64), tol=tol)
+        K = _kernel_block(kernel, X, None, "kernel(landmarks)")
+        if K.shape != (X.shape[0], X.shape[0]):
+            raise InvalidArgument(
+                f"`kernel(landmarks)` must be a ({X.shape[0]}, {X.shape[0]}) Gram matrix, "
+                f"got {describe(K)}"
+            )
+        feats = mercer_features(K, tol=tol)
         self._init(kernel, X, feats)
 
     @classmethod
@@ -258,7 +292,12 @@ class Nystrom(FeatureMap):
     def __call__(self, Y) -> np.ndarray:
         """``phi(Y)`` of shape (m, r)."""
         Ya = as_points(Y, "Y", dim=self.landmarks.shape[1])
-        C = np.asarray(self._kernel(Ya, self.landmarks), dtype=np.float64)
+        C = _kernel_block(self._kernel, Ya, self.landmarks, "kernel(Y, landmarks)")
+        if C.shape != (Ya.shape[0], self.landmarks.shape[0]):
+            raise InvalidArgument(
+                f"`kernel(Y, landmarks)` must have shape ({Ya.shape[0]}, "
+                f"{self.landmarks.shape[0]}), got {describe(C)}"
+            )
         return C @ self.projection
 
     def approximate_kernel(self, Y, Z=None) -> np.ndarray:
