@@ -14,6 +14,8 @@ argument named in backticks is the one the caller passed.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -645,3 +647,30 @@ def test_verify_attention_with_a_misbehaving_layer_is_a_verdict_or_clean(kind):
     except CLEAN:
         return
     assert not report.passed
+
+
+@pytest.mark.parametrize("wide", [0, 1, 2])
+@pytest.mark.parametrize("name", ["softmax", "parallel", "chunked"])
+def test_one_float64_argument_makes_the_result_float64(name, wide):
+    fn, _, _, A0, B0 = TRIPLE_FORMS[name]
+    args = [x.astype(np.float32) for x in (A0, B0, V)]
+    assert fn(*args).dtype == np.float32
+    args[wide] = args[wide].astype(np.float64)
+    assert fn(*args).dtype == np.float64
+
+
+@pytest.mark.parametrize("name", ["softmax", "parallel"])
+def test_batch_and_last_dimension_messages_describe_every_argument(name):
+    fn, (qn, kn, vn), what, A0, B0 = TRIPLE_FORMS[name]
+    Bb = np.broadcast_to(B0, (2, 3) + B0.shape)
+    Vb = np.broadcast_to(V, (2, 3) + V.shape)
+    with pytest.raises(InvalidArgument, match=re.escape(
+        f"the leading (batch/head) dimensions of `{qn}`, `{kn}` and `{vn}` must agree, got "
+        "(1,), (2, 3) and (2, 3)"
+    )):
+        fn(A0[None], Bb, Vb)
+    with pytest.raises(InvalidArgument, match=re.escape(
+        f"`{qn}` and `{kn}` must have the same last dimension {what}, got array of shape "
+        f"{A0.shape} and dtype float64 and array of shape {B0[:, :2].shape} and dtype float64"
+    )):
+        fn(A0, B0[:, :2], V)
