@@ -585,3 +585,76 @@ def test_feature_map_with_an_explicit_kernel_overrides_the_maps_own():
     phi = Polynomial(2).features()
     assert not verify.feature_map(phi, X, kernel=Polynomial(2, c=1.0)).passed
     assert verify.feature_map(phi, X, kernel=Linear() ** 2).passed
+
+
+# ---------------------------------------------------------------------------
+# Distance kernels near coincident points, float32 models, odd callables
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_distance_kernel_bounds_at_close_and_coincident_points(dtype):
+    """Rows at distance 0 and below 1 exercise the clipping and ratio branches of the models."""
+    Z = np.vstack([0.05 * X, 0.05 * X[:2]]).astype(dtype)  # squared distances < 1, some 0
+    u = unit_roundoff(dtype)
+    eta = float(np.finfo(dtype).smallest_subnormal)
+    d = Z.shape[1]
+    Zf = Z.astype(np.float64)
+    nx = (Zf**2).sum(1)
+    e = (gamma(d + 3, dtype) * (1 + gamma(d, dtype))
+         * (nx[:, None] + nx[None, :] + 2 * np.abs(Zf) @ np.abs(Zf).T) + 3 * d * eta)
+    d2 = np.maximum(nx[:, None] + nx[None, :] - 2 * Zf @ Zf.T, 0)
+    d2[np.arange(len(Z)), np.arange(len(Z))] = 0.0
+    d2[-2:, :2] = d2[:2, -2:] = np.where(np.eye(2) > 0, 0.0, d2[:2, -2:])
+    rtol = 64 * u
+    ell = 0.6
+    a = 0.5 / ell**2
+    G = np.exp(-a * d2)
+    expected = np.exp(-a * np.maximum(d2 - e, 0)) * (a * e) * (1 + 4 * u) + 4 * u * G + 2 * eta
+    got = Gaussian(ell).error_bound(Z)
+    assert got.dtype == dtype
+    assert np.allclose(got, expected, rtol=rtol, atol=2 * eta)
+    r = np.sqrt(d2)
+    with np.errstate(divide="ignore"):
+        ratio = np.where(d2 > 0, e / np.where(d2 > 0, r, 1.0), np.inf)
+    er = np.minimum(np.sqrt(e), ratio) * (1 + 4 * u) + 2 * u * r
+    Gl = np.exp(-r / ell)
+    expected_l = (np.exp(-np.maximum(r - er, 0) / ell) * er / ell * (1 + 4 * u) + 4 * u * Gl
+                  + 2 * eta)
+    got_l = Laplacian(ell).error_bound(Z)
+    assert got_l.dtype == dtype
+    assert np.allclose(got_l, expected_l, rtol=rtol, atol=2 * eta)
+
+
+def test_zero_scale_of_an_infinite_kernel_names_the_kernel_not_a_negative_scale():
+    from kernelcheck.errors import InfiniteFeatureSpace
+
+    with pytest.raises(InfiniteFeatureSpace, match=r"^Gaussian\(\) has an infinite feature space"):
+        (0.0 * Gaussian()).features()
+    assert (0.0 * Linear()).features()(X).shape == (5, 3)
+
+
+def test_function_kernel_of_a_callable_without_a_name():
+    import functools
+
+    f = functools.partial(lambda x, y, s: s * float(x @ y), s=2.0)
+    k = kernel_from_function(f)
+    assert repr(k) == "kernel_from_function(f)"
+    assert np.allclose(k(X, Y), 2.0 * X @ Y.T, rtol=4 * U)
+
+
+def test_weighted_monomials_overflow_leaks_no_warning():
+    import warnings
+
+    from kernelcheck.errors import NumericalFailure
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(NumericalFailure):
+            weighted_monomials([[1e200, 1.0]], 2)
+        with pytest.raises(NumericalFailure):
+            unweighted_monomials([[1e200, 1.0]], 2)
+        with pytest.raises(NumericalFailure):
+            Polynomial(2).features()([[1e200, 1.0]])
+        with pytest.raises(NumericalFailure):
+            Exponential()([[100.0]])
