@@ -239,6 +239,8 @@ FINITE = [
     exp(0.5 * Linear() + 1.0, order=2),
     Linear() ** 0,
     exp(Linear(), order=0),
+    (Linear() ** 2) ** 2,
+    exp(Polynomial(2), order=2),
 ]
 
 
@@ -358,6 +360,7 @@ PRINTED = [
     (Linear() + Constant(1.0), "Linear() + Constant(1.0)"),
     (2.0 * Linear(), "2.0 * Linear()"),
     (-2.0 * Linear(), "(-2.0) * Linear()"),
+    (0.0 * Linear(), "0.0 * Linear()"),
     (2.0 * (Linear() + 1.0), "2.0 * (Linear() + Constant(1.0))"),
     (2.0 * Linear() ** 2, "2.0 * Linear() ** 2"),
     (Linear() * Gaussian(), "Linear() * Gaussian()"),
@@ -521,6 +524,19 @@ def test_algebra_promotes_numbers_and_refuses_others():
         Power([1], 2)
     with pytest.raises(InvalidArgument, match=r"^`c` must be a real number"):
         Scaled("2", Linear())
+    with pytest.raises(InvalidArgument, match=r"^`right` must be a Kernel or a real number"):
+        Sum(Linear(), "a")
+    with pytest.raises(InvalidArgument, match=r"^`left` must be a Kernel or a real number"):
+        Product("a", Linear())
+    with pytest.raises(InvalidArgument, match=r"^`kernel` must be a Kernel or a real number"):
+        Scaled(2.0, "a")
+    with pytest.raises(InvalidArgument, match=r"^`dps` must be <= 100000, got 100001"):
+        Linear().gram_mp(X, dps=100001)
+    with pytest.raises(InvalidArgument, match=r"^the monomial index table would need "
+                       r"8391423040 entries \(62\.5 GiB\)"):
+        unweighted_monomials(np.ones((1, 7)), 64)  # C(70, 64) * 64 = 8391423040 indices
+    assert unweighted_monomials(np.ones((2, 3), np.float32), 0).dtype == np.float32
+    assert unweighted_monomials(np.ones((2, 3), np.float32), 2).dtype == np.float32
     assert _k.MAX_ORDER == 64
     assert Power(Linear(), 64).m == 64 and Exp(Linear(), 64).order == 64
 
