@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
-from kernelcheck.errors import InvalidArgument
+from kernelcheck.errors import InvalidArgument, NumericalFailure
 
 __all__ = [
     "main",
@@ -577,6 +577,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         message = " ".join(str(exc).split())
         print(f"{prog}: error: {message}", file=sys.stderr)
         return EXIT_USAGE
+    except NumericalFailure as exc:  # e.g. a Gram entry beyond the float64 range
+        message = " ".join(str(exc).split())
+        print(f"{prog}: cannot decide: {message}", file=sys.stderr)
+        return EXIT_INCONCLUSIVE
     except KeyboardInterrupt:
         print(f"{prog}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
