@@ -331,8 +331,13 @@ def test_linear_error_bound_is_the_docstring_formula(causal, extra):
     u32 = unit_roundoff(np.float32)
     E32 = gamma(k + extra, np.float32) * (1 + g64) * absH + g64 * (1 + g64) * absH
     under32 = (
-        3 * n * D * float(np.finfo(np.float32).smallest_subnormal)
-        * (1 + pq.max()) * (1 + pk.max()) * (1 + np.abs(W).max())
+        3
+        * n
+        * D
+        * float(np.finfo(np.float32).smallest_subnormal)
+        * (1 + pq.max())
+        * (1 + pk.max())
+        * (1 + np.abs(W).max())
     )
     E32 = E32 + under32
     E_num, E_den = E32[:, :-1], E32[:, -1:]
@@ -459,9 +464,12 @@ def test_overflow_raises_numerical_failure_without_runtime_warnings(form):
     name = form.split("-")[0]
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # an overflow warning escaping would raise here
-        with pytest.raises(NumericalFailure, match=rf"^`{name}` attention overflowed: a numerator "
-                           r"or normaliser is not finite \(float64\); scale the features or "
-                           r"inputs down$"):
+        with pytest.raises(
+            NumericalFailure,
+            match=rf"^`{name}` attention overflowed: a numerator "
+            r"or normaliser is not finite \(float64\); scale the features or "
+            r"inputs down$",
+        ):
             calls[form]()
 
 
@@ -470,8 +478,11 @@ def test_softmax_and_kernelized_failures_without_runtime_warnings():
 
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        with pytest.raises(NumericalFailure, match=r"^`softmax` logits overflowed: scale \* q \. k "
-                           r"is beyond the floating-point range \(float64\); scale the inputs down$"):
+        with pytest.raises(
+            NumericalFailure,
+            match=r"^`softmax` logits overflowed: scale \* q \. k "
+            r"is beyond the floating-point range \(float64\); scale the inputs down$",
+        ):
             A.softmax(np.full((2, 2), 1e200), np.full((2, 2), 1e200), np.ones((2, 1)))
         with pytest.raises(NumericalFailure, match=r"^`softmax` attention overflowed"):
             A.softmax(np.ones((2, 2)), np.ones((2, 2)), np.full((2, 1), 1e308))
@@ -531,7 +542,9 @@ def test_step_batch_mismatch_in_any_one_argument_is_refused(odd):
     args[odd] = np.concatenate([bad, bad[:1]])[None].repeat(2, axis=0)  # batch (2, 4)
     state = A.State(args["S"], args["z"])
     shapes = (
-        args["S"].shape[:-2], args["phi_q"].shape[:-1], args["phi_k"].shape[:-1],
+        args["S"].shape[:-2],
+        args["phi_q"].shape[:-1],
+        args["phi_k"].shape[:-1],
         args["v"].shape[:-1],
     )
     message = (
@@ -627,10 +640,12 @@ def test_error_bounds_of_a_batch_are_the_bounds_of_its_members(causal):
     assert soft.shape == lin.shape == ker.shape == V.shape
     for b in np.ndindex(3, 2):
         assert np.array_equal(soft[b], A.softmax_error_bound(Q[b], K[b], V[b], causal=causal))
-        assert np.allclose(lin[b], A.linear_error_bound(pq[b], pk[b], V[b], causal=causal),
-                           rtol=8 * U, atol=0)
-        assert np.allclose(ker[b], A.kernelized_error_bound(Q[b], K[b], V[b], k, causal=causal),
-                           rtol=8 * U, atol=0)
+        assert np.allclose(
+            lin[b], A.linear_error_bound(pq[b], pk[b], V[b], causal=causal), rtol=8 * U, atol=0
+        )
+        assert np.allclose(
+            ker[b], A.kernelized_error_bound(Q[b], K[b], V[b], k, causal=causal), rtol=8 * U, atol=0
+        )
 
 
 def test_softmax_error_bound_with_zero_values_is_the_underflow_term():
@@ -647,7 +662,10 @@ def test_softmax_error_bound_with_zero_values_is_the_underflow_term():
 
 
 def test_softmax_value_overflow_message():
-    with pytest.raises(NumericalFailure, match=r"^`softmax` attention overflowed: a weighted sum "
-                       r"of values is beyond the floating-point range \(float64, max \|V\| = "
-                       r"1e\+308\); scale the values down$"):
+    with pytest.raises(
+        NumericalFailure,
+        match=r"^`softmax` attention overflowed: a weighted sum "
+        r"of values is beyond the floating-point range \(float64, max \|V\| = "
+        r"1e\+308\); scale the values down$",
+    ):
         A.softmax(np.ones((2, 2)), np.ones((2, 2)), np.full((2, 1), 1e308))

@@ -74,7 +74,9 @@ def test_constant_and_scaled_and_sum_error_bound_formulas():
     # Scaled: |c| E1 (1 + 2u) + u |G| + eta
     c = -1.5
     G = c * G1
-    assert _close(Scaled(c, Linear()).error_bound(X, Y), abs(c) * E1 * (1 + 2 * U) + U * np.abs(G) + ETA)
+    assert _close(
+        Scaled(c, Linear()).error_bound(X, Y), abs(c) * E1 * (1 + 2 * U) + U * np.abs(G) + ETA
+    )
     # Sum: E1 + E2 + u |G| (1 + 2u)
     G = G1 + 0.75
     assert _close((Linear() + 0.75).error_bound(X, Y), E1 + U * np.abs(G) * (1 + 2 * U))
@@ -182,9 +184,7 @@ def test_laplacian_error_bound_formula():
         er = np.minimum(np.sqrt(e), np.where(d2 > 0, e / np.where(d2 > 0, r, 1), np.inf))
     er = er * (1 + 4 * U) + 2 * U * r
     G = np.exp(-r / ell)
-    expected = (
-        np.exp(-np.maximum(r - er, 0) / ell) * er / ell * (1 + 4 * U) + 4 * U * G + 2 * ETA
-    )
+    expected = np.exp(-np.maximum(r - er, 0) / ell) * er / ell * (1 + 4 * U) + 4 * U * G + 2 * ETA
     assert _close(Laplacian(ell)(Z), G)
     assert _close(Laplacian(ell).error_bound(Z), expected)
     # at distance 0 the bound uses sqrt(e): finite, and covers the computed 1
@@ -307,8 +307,9 @@ def test_feature_map_values():
     got = exp(Linear(), order=2).features()(x)
     assert np.allclose(got, [[1, 2, 3, 4 / math.sqrt(2), 6, 9 / math.sqrt(2)]])
     got_t = exp(Linear(), order=2).features("tensor")(x)
-    assert np.allclose(got_t, [[1, 2, 3, 4 / math.sqrt(2), 6 / math.sqrt(2), 6 / math.sqrt(2),
-                                9 / math.sqrt(2)]])
+    assert np.allclose(
+        got_t, [[1, 2, 3, 4 / math.sqrt(2), 6 / math.sqrt(2), 6 / math.sqrt(2), 9 / math.sqrt(2)]]
+    )
     assert np.allclose((4.0 * Linear()).features()(x), 2.0 * x)
     assert np.allclose(Constant(9.0).features()(x), [[3.0]])
     assert np.allclose((Linear() + Constant(4.0)).features()(x), [[2.0, 3.0, 2.0]])
@@ -382,8 +383,13 @@ PRINTED = [
 def test_repr_is_the_formula_and_rebuilds_an_equal_kernel(k, text):
     assert repr(k) == text
     namespace = {
-        "Linear": Linear, "Constant": Constant, "Polynomial": Polynomial,
-        "Exponential": Exponential, "Gaussian": Gaussian, "Laplacian": Laplacian, "exp": exp,
+        "Linear": Linear,
+        "Constant": Constant,
+        "Polynomial": Polynomial,
+        "Exponential": Exponential,
+        "Gaussian": Gaussian,
+        "Laplacian": Laplacian,
+        "exp": exp,
     }
     rebuilt = eval(text, namespace)  # the printed formula is valid kernelcheck code
     assert rebuilt == k and hash(rebuilt) == hash(k)
@@ -493,8 +499,9 @@ def test_function_kernels_scalar_and_vectorized_agree():
     assert np.allclose(f(X, Y), Gaussian(math.sqrt(0.5))(X, Y), rtol=1e-13)
     assert f(X.astype(np.float32)).dtype == np.float32
     assert fv(X.astype(np.float32)).dtype == np.float32
-    ints = kernel_from_function(lambda a, b: np.ones((a.shape[0], b.shape[1]), int),
-                                vectorized=True)
+    ints = kernel_from_function(
+        lambda a, b: np.ones((a.shape[0], b.shape[1]), int), vectorized=True
+    )
     assert ints(X).dtype == np.float64 and (ints(X) == 1).all()
 
     def named(x, y):
@@ -532,8 +539,11 @@ def test_algebra_promotes_numbers_and_refuses_others():
         Scaled(2.0, "a")
     with pytest.raises(InvalidArgument, match=r"^`dps` must be <= 100000, got 100001"):
         Linear().gram_mp(X, dps=100001)
-    with pytest.raises(InvalidArgument, match=r"^the monomial index table would need "
-                       r"8391423040 entries \(62\.5 GiB\)"):
+    with pytest.raises(
+        InvalidArgument,
+        match=r"^the monomial index table would need "
+        r"8391423040 entries \(62\.5 GiB\)",
+    ):
         unweighted_monomials(np.ones((1, 7)), 64)  # C(70, 64) * 64 = 8391423040 indices
     assert unweighted_monomials(np.ones((2, 3), np.float32), 0).dtype == np.float32
     assert unweighted_monomials(np.ones((2, 3), np.float32), 2).dtype == np.float32
@@ -583,7 +593,9 @@ def test_feature_map_report_for_a_wrong_map_and_its_assert_twin():
     assert str(report).startswith("doubled does NOT reproduce Linear() on 5x4 pairs (D=3)")
     # default rounding count for a user map: 16 operations per entry
     assert "ops=16" in report.tolerance.source
-    assert "ops=3" in verify.feature_map(doubled, X, kernel=Linear(), feature_ops=3).tolerance.source
+    assert (
+        "ops=3" in verify.feature_map(doubled, X, kernel=Linear(), feature_ops=3).tolerance.source
+    )
     with pytest.raises(AssertionError, match=r"^doubled does NOT reproduce Linear\(\)"):
         assert_feature_map(doubled, X, kernel=Linear())
     ok = assert_feature_map(Linear().features(), X, Y)
@@ -617,8 +629,12 @@ def test_distance_kernel_bounds_at_close_and_coincident_points(dtype):
     d = Z.shape[1]
     Zf = Z.astype(np.float64)
     nx = (Zf**2).sum(1)
-    e = (gamma(d + 3, dtype) * (1 + gamma(d, dtype))
-         * (nx[:, None] + nx[None, :] + 2 * np.abs(Zf) @ np.abs(Zf).T) + 3 * d * eta)
+    e = (
+        gamma(d + 3, dtype)
+        * (1 + gamma(d, dtype))
+        * (nx[:, None] + nx[None, :] + 2 * np.abs(Zf) @ np.abs(Zf).T)
+        + 3 * d * eta
+    )
     d2 = np.maximum(nx[:, None] + nx[None, :] - 2 * Zf @ Zf.T, 0)
     d2[np.arange(len(Z)), np.arange(len(Z))] = 0.0
     d2[-2:, :2] = d2[:2, -2:] = np.where(np.eye(2) > 0, 0.0, d2[:2, -2:])
@@ -635,8 +651,9 @@ def test_distance_kernel_bounds_at_close_and_coincident_points(dtype):
         ratio = np.where(d2 > 0, e / np.where(d2 > 0, r, 1.0), np.inf)
     er = np.minimum(np.sqrt(e), ratio) * (1 + 4 * u) + 2 * u * r
     Gl = np.exp(-r / ell)
-    expected_l = (np.exp(-np.maximum(r - er, 0) / ell) * er / ell * (1 + 4 * u) + 4 * u * Gl
-                  + 2 * eta)
+    expected_l = (
+        np.exp(-np.maximum(r - er, 0) / ell) * er / ell * (1 + 4 * u) + 4 * u * Gl + 2 * eta
+    )
     got_l = Laplacian(ell).error_bound(Z)
     assert got_l.dtype == dtype
     assert np.allclose(got_l, expected_l, rtol=rtol, atol=2 * eta)

@@ -91,237 +91,588 @@ def _triple_cases():
                 return lambda: fn(*args)
 
             cases += [
-                (f"{form}-{name}-1d", with_arg(np.ones(3)), InvalidArgument,
-                 rf"^`{name}` must have shape \(\.\.\., n, {last}\) with at least 2 dimensions, "
-                 r"got array of shape \(3,\)"),
-                (f"{form}-{name}-nan", with_arg(np.full_like(good[pos], np.nan)), InvalidArgument,
-                 rf"^`{name}` must be finite"),
-                (f"{form}-{name}-inf", with_arg(np.full_like(good[pos], -np.inf)), InvalidArgument,
-                 rf"^`{name}` must be finite"),
-                (f"{form}-{name}-empty", with_arg(np.ones((0, good[pos].shape[1]))),
-                 InvalidArgument, rf"^`{name}` must not be empty"),
-                (f"{form}-{name}-complex", with_arg(good[pos] + 1j), InvalidArgument,
-                 rf"^`{name}` must be real"),
-                (f"{form}-{name}-object", with_arg(good[pos].astype(object)), InvalidArgument,
-                 rf"^`{name}` must be a real numeric array"),
-                (f"{form}-{name}-str", with_arg("abc"), InvalidArgument,
-                 rf"^`{name}` must be a numeric array, got str"),
-                (f"{form}-{name}-longdouble", with_arg(good[pos].astype(np.longdouble)),
-                 InvalidArgument, rf"^`{name}` has extended precision dtype"),
+                (
+                    f"{form}-{name}-1d",
+                    with_arg(np.ones(3)),
+                    InvalidArgument,
+                    rf"^`{name}` must have shape \(\.\.\., n, {last}\) with at least 2 dimensions, "
+                    r"got array of shape \(3,\)",
+                ),
+                (
+                    f"{form}-{name}-nan",
+                    with_arg(np.full_like(good[pos], np.nan)),
+                    InvalidArgument,
+                    rf"^`{name}` must be finite",
+                ),
+                (
+                    f"{form}-{name}-inf",
+                    with_arg(np.full_like(good[pos], -np.inf)),
+                    InvalidArgument,
+                    rf"^`{name}` must be finite",
+                ),
+                (
+                    f"{form}-{name}-empty",
+                    with_arg(np.ones((0, good[pos].shape[1]))),
+                    InvalidArgument,
+                    rf"^`{name}` must not be empty",
+                ),
+                (
+                    f"{form}-{name}-complex",
+                    with_arg(good[pos] + 1j),
+                    InvalidArgument,
+                    rf"^`{name}` must be real",
+                ),
+                (
+                    f"{form}-{name}-object",
+                    with_arg(good[pos].astype(object)),
+                    InvalidArgument,
+                    rf"^`{name}` must be a real numeric array",
+                ),
+                (
+                    f"{form}-{name}-str",
+                    with_arg("abc"),
+                    InvalidArgument,
+                    rf"^`{name}` must be a numeric array, got str",
+                ),
+                (
+                    f"{form}-{name}-longdouble",
+                    with_arg(good[pos].astype(np.longdouble)),
+                    InvalidArgument,
+                    rf"^`{name}` has extended precision dtype",
+                ),
             ]
         cases += [
-            (f"{form}-n-mismatch", lambda fn=fn, A0=A0, B0=B0: fn(A0, B0[:4], V), InvalidArgument,
-             rf"^`{qn}`, `{kn}` and `{vn}` must have the same number of tokens n \(axis -2\), "
-             r"got 5, 4 and 5"),
-            (f"{form}-nv-mismatch", lambda fn=fn, A0=A0, B0=B0: fn(A0, B0, V[:3]), InvalidArgument,
-             rf"^`{qn}`, `{kn}` and `{vn}` must have the same number of tokens n \(axis -2\), "
-             r"got 5, 5 and 3"),
-            (f"{form}-last-mismatch", lambda fn=fn, A0=A0, B0=B0: fn(A0, B0[:, :2], V),
-             InvalidArgument,
-             rf"^`{qn}` and `{kn}` must have the same last dimension {what}, got array of "
-             r"shape \(5, \d\)"),
-            (f"{form}-batch-mismatch", lambda fn=fn, A0=A0, B0=B0: fn(A0[None], B0, V),
-             InvalidArgument,
-             rf"^the leading \(batch/head\) dimensions of `{qn}`, `{kn}` and `{vn}` must agree, "
-             r"got \(1,\), \(\) and \(\)"),
-            (f"{form}-causal-int", lambda fn=fn, A0=A0, B0=B0, form=form: fn(A0, B0, V, causal=1)
-             if form not in ("recurrent", "chunked") else fn(A0, B0, V, on_bad_normalizer=1),
-             InvalidArgument,
-             r"^`causal` must be True or False, got int 1"
-             if form not in ("recurrent", "chunked")
-             else r"^`on_bad_normalizer` must be one of 'raise', 'report'; got 1"),
+            (
+                f"{form}-n-mismatch",
+                lambda fn=fn, A0=A0, B0=B0: fn(A0, B0[:4], V),
+                InvalidArgument,
+                rf"^`{qn}`, `{kn}` and `{vn}` must have the same number of tokens n \(axis -2\), "
+                r"got 5, 4 and 5",
+            ),
+            (
+                f"{form}-nv-mismatch",
+                lambda fn=fn, A0=A0, B0=B0: fn(A0, B0, V[:3]),
+                InvalidArgument,
+                rf"^`{qn}`, `{kn}` and `{vn}` must have the same number of tokens n \(axis -2\), "
+                r"got 5, 5 and 3",
+            ),
+            (
+                f"{form}-last-mismatch",
+                lambda fn=fn, A0=A0, B0=B0: fn(A0, B0[:, :2], V),
+                InvalidArgument,
+                rf"^`{qn}` and `{kn}` must have the same last dimension {what}, got array of "
+                r"shape \(5, \d\)",
+            ),
+            (
+                f"{form}-batch-mismatch",
+                lambda fn=fn, A0=A0, B0=B0: fn(A0[None], B0, V),
+                InvalidArgument,
+                rf"^the leading \(batch/head\) dimensions of `{qn}`, `{kn}` and `{vn}` must agree, "
+                r"got \(1,\), \(\) and \(\)",
+            ),
+            (
+                f"{form}-causal-int",
+                lambda fn=fn, A0=A0, B0=B0, form=form: (
+                    fn(A0, B0, V, causal=1)
+                    if form not in ("recurrent", "chunked")
+                    else fn(A0, B0, V, on_bad_normalizer=1)
+                ),
+                InvalidArgument,
+                r"^`causal` must be True or False, got int 1"
+                if form not in ("recurrent", "chunked")
+                else r"^`on_bad_normalizer` must be one of 'raise', 'report'; got 1",
+            ),
         ]
     return cases
 
 
 BAD_CALLS = _triple_cases() + [
     # softmax / softmax_error_bound: scale
-    ("softmax-scale-str", lambda: A.softmax(Q, K, V, scale="a"), InvalidArgument,
-     r"^`scale` must be a positive real number or None, got str 'a'"),
-    ("softmax-scale-bool", lambda: A.softmax(Q, K, V, scale=True), InvalidArgument,
-     r"^`scale` must be a positive real number or None, got True"),
-    ("softmax-scale-nan", lambda: A.softmax(Q, K, V, scale=float("nan")), InvalidArgument,
-     r"^`scale` must be a finite number > 0, got nan"),
-    ("softmax-scale-neg", lambda: A.softmax(Q, K, V, scale=-1.0), InvalidArgument,
-     r"^`scale` must be a finite number > 0, got -1\.0"),
-    ("softmax-scale-zero", lambda: A.softmax(Q, K, V, scale=0), InvalidArgument,
-     r"^`scale` must be a finite number > 0, got 0"),
-    ("softmax-scale-array", lambda: A.softmax(Q, K, V, scale=np.ones(2)), InvalidArgument,
-     r"^`scale` must be a positive real number or None, got array of shape \(2,\)"),
-    ("seb-scale-inf", lambda: A.softmax_error_bound(Q, K, V, scale=float("inf")),
-     InvalidArgument, r"^`scale` must be a finite number > 0, got inf"),
+    (
+        "softmax-scale-str",
+        lambda: A.softmax(Q, K, V, scale="a"),
+        InvalidArgument,
+        r"^`scale` must be a positive real number or None, got str 'a'",
+    ),
+    (
+        "softmax-scale-bool",
+        lambda: A.softmax(Q, K, V, scale=True),
+        InvalidArgument,
+        r"^`scale` must be a positive real number or None, got True",
+    ),
+    (
+        "softmax-scale-nan",
+        lambda: A.softmax(Q, K, V, scale=float("nan")),
+        InvalidArgument,
+        r"^`scale` must be a finite number > 0, got nan",
+    ),
+    (
+        "softmax-scale-neg",
+        lambda: A.softmax(Q, K, V, scale=-1.0),
+        InvalidArgument,
+        r"^`scale` must be a finite number > 0, got -1\.0",
+    ),
+    (
+        "softmax-scale-zero",
+        lambda: A.softmax(Q, K, V, scale=0),
+        InvalidArgument,
+        r"^`scale` must be a finite number > 0, got 0",
+    ),
+    (
+        "softmax-scale-array",
+        lambda: A.softmax(Q, K, V, scale=np.ones(2)),
+        InvalidArgument,
+        r"^`scale` must be a positive real number or None, got array of shape \(2,\)",
+    ),
+    (
+        "seb-scale-inf",
+        lambda: A.softmax_error_bound(Q, K, V, scale=float("inf")),
+        InvalidArgument,
+        r"^`scale` must be a finite number > 0, got inf",
+    ),
     # kernelized: user kernels that misbehave
-    ("kernelized-kernel-not-callable", lambda: A.kernelized(Q, K, V, 3), InvalidArgument,
-     r"^`kernel` must be callable, got int 3"),
-    ("kernelized-kernel-raises", lambda: A.kernelized(Q, K, V, lambda X, Y: 1 / 0),
-     InvalidArgument, r"^`kernel` raised ZeroDivisionError: division by zero"),
-    ("kernelized-kernel-shape", lambda: A.kernelized(Q, K, V, lambda X, Y: np.ones(3)),
-     InvalidArgument,
-     r"^`kernel` returned a Gram block of shape \(3,\) for inputs of shapes \(5, 3\) and "
-     r"\(5, 3\); expected \(5, 5\)"),
-    ("kernelized-kernel-none", lambda: A.kernelized(Q, K, V, lambda X, Y: None),
-     InvalidArgument, r"^`kernel` returned a Gram block of shape \(\)"),
-    ("kernelized-kernel-nan",
-     lambda: A.kernelized(Q, K, V, _gram_of(lambda n, m: np.full((n, m), np.nan))),
-     InvalidArgument, r"^`kernel` returned a non-finite value .*nan.* at entry \(0, 0\)"),
-    ("kernelized-kernel-inf-causal",
-     lambda: A.kernelized(Q, K, V, _gram_of(lambda n, m: np.where(np.eye(n, m) > 0, np.inf, 1)),
-                          causal=True),
-     InvalidArgument, r"^`kernel` returned a non-finite value .*inf.* at entry \(0, 0\)"),
-    ("kernelized-kernel-complex",
-     lambda: A.kernelized(Q, K, V, _gram_of(lambda n, m: np.ones((n, m)) + 1j)),
-     InvalidArgument, r"^`kernel` must return real numbers, got array of shape \(5, 5\) and dtype "
-     r"complex128"),
-    ("kernelized-kernel-strings",
-     lambda: A.kernelized(Q, K, V, _gram_of(lambda n, m: np.full((n, m), "a"))),
-     InvalidArgument, r"^`kernel` must return real numbers"),
-    ("kernelized-action", lambda: A.kernelized(Q, K, V, Linear(), on_bad_normalizer="eps"),
-     InvalidArgument, r"^`on_bad_normalizer` must be one of 'raise', 'report'; got 'eps'"),
-    ("kernelized-function-kernel-raises",
-     lambda: A.kernelized(Q, K, V, kernel_from_function(lambda x, y: 1 / 0)),
-     InvalidArgument, r"^`f` \(<lambda>\) raised ZeroDivisionError"),
+    (
+        "kernelized-kernel-not-callable",
+        lambda: A.kernelized(Q, K, V, 3),
+        InvalidArgument,
+        r"^`kernel` must be callable, got int 3",
+    ),
+    (
+        "kernelized-kernel-raises",
+        lambda: A.kernelized(Q, K, V, lambda X, Y: 1 / 0),
+        InvalidArgument,
+        r"^`kernel` raised ZeroDivisionError: division by zero",
+    ),
+    (
+        "kernelized-kernel-shape",
+        lambda: A.kernelized(Q, K, V, lambda X, Y: np.ones(3)),
+        InvalidArgument,
+        r"^`kernel` returned a Gram block of shape \(3,\) for inputs of shapes \(5, 3\) and "
+        r"\(5, 3\); expected \(5, 5\)",
+    ),
+    (
+        "kernelized-kernel-none",
+        lambda: A.kernelized(Q, K, V, lambda X, Y: None),
+        InvalidArgument,
+        r"^`kernel` returned a Gram block of shape \(\)",
+    ),
+    (
+        "kernelized-kernel-nan",
+        lambda: A.kernelized(Q, K, V, _gram_of(lambda n, m: np.full((n, m), np.nan))),
+        InvalidArgument,
+        r"^`kernel` returned a non-finite value .*nan.* at entry \(0, 0\)",
+    ),
+    (
+        "kernelized-kernel-inf-causal",
+        lambda: A.kernelized(
+            Q, K, V, _gram_of(lambda n, m: np.where(np.eye(n, m) > 0, np.inf, 1)), causal=True
+        ),
+        InvalidArgument,
+        r"^`kernel` returned a non-finite value .*inf.* at entry \(0, 0\)",
+    ),
+    (
+        "kernelized-kernel-complex",
+        lambda: A.kernelized(Q, K, V, _gram_of(lambda n, m: np.ones((n, m)) + 1j)),
+        InvalidArgument,
+        r"^`kernel` must return real numbers, got array of shape \(5, 5\) and dtype "
+        r"complex128",
+    ),
+    (
+        "kernelized-kernel-strings",
+        lambda: A.kernelized(Q, K, V, _gram_of(lambda n, m: np.full((n, m), "a"))),
+        InvalidArgument,
+        r"^`kernel` must return real numbers",
+    ),
+    (
+        "kernelized-action",
+        lambda: A.kernelized(Q, K, V, Linear(), on_bad_normalizer="eps"),
+        InvalidArgument,
+        r"^`on_bad_normalizer` must be one of 'raise', 'report'; got 'eps'",
+    ),
+    (
+        "kernelized-function-kernel-raises",
+        lambda: A.kernelized(Q, K, V, kernel_from_function(lambda x, y: 1 / 0)),
+        InvalidArgument,
+        r"^`f` \(<lambda>\) raised ZeroDivisionError",
+    ),
     # parallel: actions
-    ("parallel-action", lambda: A.parallel(PQ, PK, V, on_bad_normalizer="ignore"),
-     InvalidArgument, r"^`on_bad_normalizer` must be one of 'raise', 'report'; got 'ignore'"),
-    ("chunked-action", lambda: A.chunked(PQ, PK, V, on_bad_normalizer=None),
-     InvalidArgument, r"^`on_bad_normalizer` must be one of 'raise', 'report'; got None"),
-    ("recurrent-return-state", lambda: A.recurrent(PQ, PK, V, return_state="yes"),
-     InvalidArgument, r"^`return_state` must be True or False, got str 'yes'"),
-    ("chunked-size-zero", lambda: A.chunked(PQ, PK, V, chunk_size=0), InvalidArgument,
-     r"^`chunk_size` must be >= 1, got 0"),
-    ("chunked-size-float", lambda: A.chunked(PQ, PK, V, chunk_size=2.0), InvalidArgument,
-     r"^`chunk_size` must be an integer \(got the float 2\.0"),
-    ("chunked-size-bool", lambda: A.chunked(PQ, PK, V, chunk_size=True), InvalidArgument,
-     r"^`chunk_size` must be an integer"),
+    (
+        "parallel-action",
+        lambda: A.parallel(PQ, PK, V, on_bad_normalizer="ignore"),
+        InvalidArgument,
+        r"^`on_bad_normalizer` must be one of 'raise', 'report'; got 'ignore'",
+    ),
+    (
+        "chunked-action",
+        lambda: A.chunked(PQ, PK, V, on_bad_normalizer=None),
+        InvalidArgument,
+        r"^`on_bad_normalizer` must be one of 'raise', 'report'; got None",
+    ),
+    (
+        "recurrent-return-state",
+        lambda: A.recurrent(PQ, PK, V, return_state="yes"),
+        InvalidArgument,
+        r"^`return_state` must be True or False, got str 'yes'",
+    ),
+    (
+        "chunked-size-zero",
+        lambda: A.chunked(PQ, PK, V, chunk_size=0),
+        InvalidArgument,
+        r"^`chunk_size` must be >= 1, got 0",
+    ),
+    (
+        "chunked-size-float",
+        lambda: A.chunked(PQ, PK, V, chunk_size=2.0),
+        InvalidArgument,
+        r"^`chunk_size` must be an integer \(got the float 2\.0",
+    ),
+    (
+        "chunked-size-bool",
+        lambda: A.chunked(PQ, PK, V, chunk_size=True),
+        InvalidArgument,
+        r"^`chunk_size` must be an integer",
+    ),
     # init
     ("init-D-zero", lambda: A.init(0, 2), InvalidArgument, r"^`D` must be >= 1, got 0"),
     ("init-D-float", lambda: A.init(2.5, 2), InvalidArgument, r"^`D` must be an integer"),
     ("init-dv-zero", lambda: A.init(2, 0), InvalidArgument, r"^`d_v` must be >= 1, got 0"),
     ("init-dv-str", lambda: A.init(2, "2"), InvalidArgument, r"^`d_v` must be an integer"),
-    ("init-batch-list", lambda: A.init(2, 2, batch_shape=[3]), InvalidArgument,
-     r"^`batch_shape` must be a tuple of ints, got list \[3\]"),
-    ("init-batch-zero", lambda: A.init(2, 2, batch_shape=(0,)), InvalidArgument,
-     r"^`batch_shape` must be >= 1, got 0"),
-    ("init-batch-float", lambda: A.init(2, 2, batch_shape=(2.0,)), InvalidArgument,
-     r"^`batch_shape` must be an integer"),
-    ("init-dtype-f16", lambda: A.init(2, 2, dtype=np.float16), InvalidArgument,
-     r"^`dtype` must be float64 or float32, got float16"),
-    ("init-dtype-int", lambda: A.init(2, 2, dtype=int), InvalidArgument,
-     r"^`dtype` must be float64 or float32, got int64"),
-    ("init-dtype-junk", lambda: A.init(2, 2, dtype="junk"), InvalidArgument,
-     r"^`dtype` must be float64 or float32, got 'junk'"),
+    (
+        "init-batch-list",
+        lambda: A.init(2, 2, batch_shape=[3]),
+        InvalidArgument,
+        r"^`batch_shape` must be a tuple of ints, got list \[3\]",
+    ),
+    (
+        "init-batch-zero",
+        lambda: A.init(2, 2, batch_shape=(0,)),
+        InvalidArgument,
+        r"^`batch_shape` must be >= 1, got 0",
+    ),
+    (
+        "init-batch-float",
+        lambda: A.init(2, 2, batch_shape=(2.0,)),
+        InvalidArgument,
+        r"^`batch_shape` must be an integer",
+    ),
+    (
+        "init-dtype-f16",
+        lambda: A.init(2, 2, dtype=np.float16),
+        InvalidArgument,
+        r"^`dtype` must be float64 or float32, got float16",
+    ),
+    (
+        "init-dtype-int",
+        lambda: A.init(2, 2, dtype=int),
+        InvalidArgument,
+        r"^`dtype` must be float64 or float32, got int64",
+    ),
+    (
+        "init-dtype-junk",
+        lambda: A.init(2, 2, dtype="junk"),
+        InvalidArgument,
+        r"^`dtype` must be float64 or float32, got 'junk'",
+    ),
     # step
-    ("step-state-tuple", lambda: A.step((1, 2), PQ[0], PK[0], V[0]), InvalidArgument,
-     r"^`state` must be a State from init\(\), got tuple \(1, 2\)"),
-    ("step-state-S-1d", lambda: A.step(A.State(np.zeros(4), np.zeros(4)), PQ[0], PK[0], V[0]),
-     InvalidArgument, r"^`state\.S` must have at least 2 dimensions"),
-    ("step-state-S-nan",
-     lambda: A.step(A.State(np.full((4, 2), np.nan), np.zeros(4)), PQ[0], PK[0], V[0]),
-     InvalidArgument, r"^`state\.S` must be finite"),
-    ("step-state-z-0d", lambda: A.step(A.State(np.zeros((4, 2)), 0.0), PQ[0], PK[0], V[0]),
-     InvalidArgument, r"^`state\.z` must have at least 1 dimensions"),
-    ("step-state-z-D", lambda: A.step(A.State(np.zeros((4, 2)), np.zeros(3)), PQ[0], PK[0], V[0]),
-     InvalidArgument, r"^`state\.z` must have last dimension D = 4, got array of shape \(3,\)"),
-    ("step-phi_q-D", lambda: A.step(S0, PQ[0, :3], PK[0], V[0]), InvalidArgument,
-     r"^`phi_q` must have last dimension D = 4 \(from the state\), got array of shape \(3,\)"),
-    ("step-phi_k-D", lambda: A.step(S0, PQ[0], PK[0, :3], V[0]), InvalidArgument,
-     r"^`phi_k` must have last dimension D = 4 \(from the state\), got array of shape \(3,\)"),
-    ("step-v-dv", lambda: A.step(S0, PQ[0], PK[0], V[0, :1]), InvalidArgument,
-     r"^`v` must have last dimension d_v = 2 \(from the state\), got array of shape \(1,\)"),
-    ("step-phi_q-0d", lambda: A.step(S0, 1.0, PK[0], V[0]), InvalidArgument,
-     r"^`phi_q` must have at least 1 dimensions"),
-    ("step-phi_k-0d", lambda: A.step(S0, PQ[0], 1.0, V[0]), InvalidArgument,
-     r"^`phi_k` must have at least 1 dimensions"),
-    ("step-v-0d", lambda: A.step(S0, PQ[0], PK[0], 1.0), InvalidArgument,
-     r"^`v` must have at least 1 dimensions"),
-    ("step-v-nan", lambda: A.step(S0, PQ[0], PK[0], [np.nan, 1.0]), InvalidArgument,
-     r"^`v` must be finite"),
-    ("step-broadcast", lambda: A.step(A.init(4, 2, batch_shape=(3,)), PQ[:2], PK[:2], V[:2]),
-     InvalidArgument,
-     r"^the leading \(batch/head\) dimensions of `state`, `phi_q`, `phi_k` and `v` do not "
-     r"broadcast: \(3,\), \(2,\), \(2,\), \(2,\)"),
-    ("step-action", lambda: A.step(S0, PQ[0], PK[0], V[0], on_bad_normalizer="skip"),
-     InvalidArgument, r"^`on_bad_normalizer` must be one of 'raise', 'report'; got 'skip'"),
+    (
+        "step-state-tuple",
+        lambda: A.step((1, 2), PQ[0], PK[0], V[0]),
+        InvalidArgument,
+        r"^`state` must be a State from init\(\), got tuple \(1, 2\)",
+    ),
+    (
+        "step-state-S-1d",
+        lambda: A.step(A.State(np.zeros(4), np.zeros(4)), PQ[0], PK[0], V[0]),
+        InvalidArgument,
+        r"^`state\.S` must have at least 2 dimensions",
+    ),
+    (
+        "step-state-S-nan",
+        lambda: A.step(A.State(np.full((4, 2), np.nan), np.zeros(4)), PQ[0], PK[0], V[0]),
+        InvalidArgument,
+        r"^`state\.S` must be finite",
+    ),
+    (
+        "step-state-z-0d",
+        lambda: A.step(A.State(np.zeros((4, 2)), 0.0), PQ[0], PK[0], V[0]),
+        InvalidArgument,
+        r"^`state\.z` must have at least 1 dimensions",
+    ),
+    (
+        "step-state-z-D",
+        lambda: A.step(A.State(np.zeros((4, 2)), np.zeros(3)), PQ[0], PK[0], V[0]),
+        InvalidArgument,
+        r"^`state\.z` must have last dimension D = 4, got array of shape \(3,\)",
+    ),
+    (
+        "step-phi_q-D",
+        lambda: A.step(S0, PQ[0, :3], PK[0], V[0]),
+        InvalidArgument,
+        r"^`phi_q` must have last dimension D = 4 \(from the state\), got array of shape \(3,\)",
+    ),
+    (
+        "step-phi_k-D",
+        lambda: A.step(S0, PQ[0], PK[0, :3], V[0]),
+        InvalidArgument,
+        r"^`phi_k` must have last dimension D = 4 \(from the state\), got array of shape \(3,\)",
+    ),
+    (
+        "step-v-dv",
+        lambda: A.step(S0, PQ[0], PK[0], V[0, :1]),
+        InvalidArgument,
+        r"^`v` must have last dimension d_v = 2 \(from the state\), got array of shape \(1,\)",
+    ),
+    (
+        "step-phi_q-0d",
+        lambda: A.step(S0, 1.0, PK[0], V[0]),
+        InvalidArgument,
+        r"^`phi_q` must have at least 1 dimensions",
+    ),
+    (
+        "step-phi_k-0d",
+        lambda: A.step(S0, PQ[0], 1.0, V[0]),
+        InvalidArgument,
+        r"^`phi_k` must have at least 1 dimensions",
+    ),
+    (
+        "step-v-0d",
+        lambda: A.step(S0, PQ[0], PK[0], 1.0),
+        InvalidArgument,
+        r"^`v` must have at least 1 dimensions",
+    ),
+    (
+        "step-v-nan",
+        lambda: A.step(S0, PQ[0], PK[0], [np.nan, 1.0]),
+        InvalidArgument,
+        r"^`v` must be finite",
+    ),
+    (
+        "step-broadcast",
+        lambda: A.step(A.init(4, 2, batch_shape=(3,)), PQ[:2], PK[:2], V[:2]),
+        InvalidArgument,
+        r"^the leading \(batch/head\) dimensions of `state`, `phi_q`, `phi_k` and `v` do not "
+        r"broadcast: \(3,\), \(2,\), \(2,\), \(2,\)",
+    ),
+    (
+        "step-action",
+        lambda: A.step(S0, PQ[0], PK[0], V[0], on_bad_normalizer="skip"),
+        InvalidArgument,
+        r"^`on_bad_normalizer` must be one of 'raise', 'report'; got 'skip'",
+    ),
     # error bounds: dtype, extra_ops, kernel
-    ("leb-dtype-f16", lambda: A.linear_error_bound(PQ, PK, V, dtype=np.float16), InvalidArgument,
-     r"^`dtype` must be float64 or float32, got float16"),
-    ("leb-dtype-junk", lambda: A.linear_error_bound(PQ, PK, V, dtype="junk"), InvalidArgument,
-     r"^`dtype` must be float64 or float32, got 'junk'"),
-    ("leb-extra-neg", lambda: A.linear_error_bound(PQ, PK, V, extra_ops=-1), InvalidArgument,
-     r"^`extra_ops` must be >= 0, got -1"),
-    ("seb-extra-float", lambda: A.softmax_error_bound(Q, K, V, extra_ops=1.5), InvalidArgument,
-     r"^`extra_ops` must be an integer"),
-    ("seb-dtype-int", lambda: A.softmax_error_bound(Q, K, V, dtype=np.int32), InvalidArgument,
-     r"^`dtype` must be float64 or float32, got int32"),
-    ("keb-extra-neg",
-     lambda: A.kernelized_error_bound(Q, K, V, Exponential(), extra_ops=-2), InvalidArgument,
-     r"^`extra_ops` must be >= 0, got -2"),
-    ("keb-dtype-f16",
-     lambda: A.kernelized_error_bound(Q, K, V, Exponential(), dtype="float16"), InvalidArgument,
-     r"^`dtype` must be float64 or float32, got float16"),
-    ("keb-no-error-bound", lambda: A.kernelized_error_bound(Q, K, V, lambda X, Y: X @ Y.T),
-     InvalidArgument, r"^`kernel` must provide error_bound\(X, Y\) for an error model, got function"),
-    ("keb-function-kernel",
-     lambda: A.kernelized_error_bound(Q, K, V, kernel_from_function(lambda x, y: 1.0)),
-     InvalidArgument, r"^`kernel` kernel_from_function\(<lambda>\) has no rounding-error model"),
-    ("keb-not-callable", lambda: A.kernelized_error_bound(Q, K, V, "exp"), InvalidArgument,
-     r"^`kernel` must be callable, got str 'exp'"),
+    (
+        "leb-dtype-f16",
+        lambda: A.linear_error_bound(PQ, PK, V, dtype=np.float16),
+        InvalidArgument,
+        r"^`dtype` must be float64 or float32, got float16",
+    ),
+    (
+        "leb-dtype-junk",
+        lambda: A.linear_error_bound(PQ, PK, V, dtype="junk"),
+        InvalidArgument,
+        r"^`dtype` must be float64 or float32, got 'junk'",
+    ),
+    (
+        "leb-extra-neg",
+        lambda: A.linear_error_bound(PQ, PK, V, extra_ops=-1),
+        InvalidArgument,
+        r"^`extra_ops` must be >= 0, got -1",
+    ),
+    (
+        "seb-extra-float",
+        lambda: A.softmax_error_bound(Q, K, V, extra_ops=1.5),
+        InvalidArgument,
+        r"^`extra_ops` must be an integer",
+    ),
+    (
+        "seb-dtype-int",
+        lambda: A.softmax_error_bound(Q, K, V, dtype=np.int32),
+        InvalidArgument,
+        r"^`dtype` must be float64 or float32, got int32",
+    ),
+    (
+        "keb-extra-neg",
+        lambda: A.kernelized_error_bound(Q, K, V, Exponential(), extra_ops=-2),
+        InvalidArgument,
+        r"^`extra_ops` must be >= 0, got -2",
+    ),
+    (
+        "keb-dtype-f16",
+        lambda: A.kernelized_error_bound(Q, K, V, Exponential(), dtype="float16"),
+        InvalidArgument,
+        r"^`dtype` must be float64 or float32, got float16",
+    ),
+    (
+        "keb-no-error-bound",
+        lambda: A.kernelized_error_bound(Q, K, V, lambda X, Y: X @ Y.T),
+        InvalidArgument,
+        r"^`kernel` must provide error_bound\(X, Y\) for an error model, got function",
+    ),
+    (
+        "keb-function-kernel",
+        lambda: A.kernelized_error_bound(Q, K, V, kernel_from_function(lambda x, y: 1.0)),
+        InvalidArgument,
+        r"^`kernel` kernel_from_function\(<lambda>\) has no rounding-error model",
+    ),
+    (
+        "keb-not-callable",
+        lambda: A.kernelized_error_bound(Q, K, V, "exp"),
+        InvalidArgument,
+        r"^`kernel` must be callable, got str 'exp'",
+    ),
     # cost_model
-    ("cost-form", lambda: A.cost_model("flash", 4, 2, 2, 2), InvalidArgument,
-     r"^`form` must be one of 'softmax', 'kernelized', 'parallel', 'recurrent', 'chunked'; "
-     r"got 'flash'"),
-    ("cost-n", lambda: A.cost_model("softmax", 0, 2, 2, 2), InvalidArgument,
-     r"^`n` must be >= 1, got 0"),
-    ("cost-d", lambda: A.cost_model("softmax", 4, 0, 2, 2), InvalidArgument,
-     r"^`d` must be >= 1, got 0"),
-    ("cost-D", lambda: A.cost_model("parallel", 4, 2, 0, 2), InvalidArgument,
-     r"^`D` must be >= 1, got 0"),
-    ("cost-d_v", lambda: A.cost_model("parallel", 4, 2, 2, 0), InvalidArgument,
-     r"^`d_v` must be >= 1, got 0"),
-    ("cost-chunk", lambda: A.cost_model("chunked", 4, 2, 2, 2, 0), InvalidArgument,
-     r"^`chunk_size` must be >= 1, got 0"),
-    ("cost-causal-int", lambda: A.cost_model("softmax", 4, 2, 2, 2, causal=0), InvalidArgument,
-     r"^`causal` must be True or False, got int 0"),
-    ("cost-recurrent-bidirectional",
-     lambda: A.cost_model("recurrent", 4, 2, 2, 2, causal=False), InvalidArgument,
-     r"^`causal` must be True for form 'recurrent' \(it is causal only\)"),
-    ("cost-chunked-bidirectional",
-     lambda: A.cost_model("chunked", 4, 2, 2, 2, causal=False), InvalidArgument,
-     r"^`causal` must be True for form 'chunked' \(it is causal only\)"),
+    (
+        "cost-form",
+        lambda: A.cost_model("flash", 4, 2, 2, 2),
+        InvalidArgument,
+        r"^`form` must be one of 'softmax', 'kernelized', 'parallel', 'recurrent', 'chunked'; "
+        r"got 'flash'",
+    ),
+    (
+        "cost-n",
+        lambda: A.cost_model("softmax", 0, 2, 2, 2),
+        InvalidArgument,
+        r"^`n` must be >= 1, got 0",
+    ),
+    (
+        "cost-d",
+        lambda: A.cost_model("softmax", 4, 0, 2, 2),
+        InvalidArgument,
+        r"^`d` must be >= 1, got 0",
+    ),
+    (
+        "cost-D",
+        lambda: A.cost_model("parallel", 4, 2, 0, 2),
+        InvalidArgument,
+        r"^`D` must be >= 1, got 0",
+    ),
+    (
+        "cost-d_v",
+        lambda: A.cost_model("parallel", 4, 2, 2, 0),
+        InvalidArgument,
+        r"^`d_v` must be >= 1, got 0",
+    ),
+    (
+        "cost-chunk",
+        lambda: A.cost_model("chunked", 4, 2, 2, 2, 0),
+        InvalidArgument,
+        r"^`chunk_size` must be >= 1, got 0",
+    ),
+    (
+        "cost-causal-int",
+        lambda: A.cost_model("softmax", 4, 2, 2, 2, causal=0),
+        InvalidArgument,
+        r"^`causal` must be True or False, got int 0",
+    ),
+    (
+        "cost-recurrent-bidirectional",
+        lambda: A.cost_model("recurrent", 4, 2, 2, 2, causal=False),
+        InvalidArgument,
+        r"^`causal` must be True for form 'recurrent' \(it is causal only\)",
+    ),
+    (
+        "cost-chunked-bidirectional",
+        lambda: A.cost_model("chunked", 4, 2, 2, 2, causal=False),
+        InvalidArgument,
+        r"^`causal` must be True for form 'chunked' \(it is causal only\)",
+    ),
     # verify.attention
-    ("verify-fn", lambda: verify.attention(3), InvalidArgument,
-     r"^`fn` must be callable, got int 3"),
-    ("verify-both", lambda: verify.attention(A.softmax, kernel=Linear(), feature_map=abs),
-     InvalidArgument, r"^pass at most one of `kernel` and `feature_map`, got both"),
-    ("verify-kernel", lambda: verify.attention(A.softmax, kernel="exp"), InvalidArgument,
-     r"^`kernel` must be callable, got str 'exp'"),
-    ("verify-feature-map", lambda: verify.attention(A.softmax, feature_map=1.0), InvalidArgument,
-     r"^`feature_map` must be callable, got float 1\.0"),
-    ("verify-scale-with-kernel",
-     lambda: verify.attention(A.softmax, kernel=Exponential(), scale=1.0), InvalidArgument,
-     r"^`scale` applies to the softmax reference only"),
-    ("verify-scale", lambda: verify.attention(A.softmax, scale=-1.0), InvalidArgument,
-     r"^`scale` must be a finite number > 0, got -1\.0"),
-    ("verify-causal", lambda: verify.attention(A.softmax, causal="no"), InvalidArgument,
-     r"^`causal` must be True or False, got str 'no'"),
-    ("verify-seed-none", lambda: verify.attention(A.softmax, seed=None), InvalidArgument,
-     r"^`seed` must be given"),
-    ("verify-seed-neg", lambda: verify.attention(A.softmax, seed=-1), InvalidArgument,
-     r"^`seed` must be a non-negative int"),
-    ("verify-n", lambda: verify.attention(A.softmax, n=1), InvalidArgument,
-     r"^`n` must be >= 2, got 1"),
-    ("verify-d", lambda: verify.attention(A.softmax, d=0), InvalidArgument,
-     r"^`d` must be >= 1, got 0"),
-    ("verify-d_v", lambda: verify.attention(A.softmax, d_v=0), InvalidArgument,
-     r"^`d_v` must be >= 1, got 0"),
-    ("verify-batch-list", lambda: verify.attention(A.softmax, batch_shape=[2]), InvalidArgument,
-     r"^`batch_shape` must be a tuple of ints, got list \[2\]"),
-    ("verify-batch-zero", lambda: verify.attention(A.softmax, batch_shape=(0,)), InvalidArgument,
-     r"^`batch_shape` must be >= 1, got 0"),
-    ("verify-dtype", lambda: verify.attention(A.softmax, dtype=np.float16), InvalidArgument,
-     r"^`dtype` must be float64 or float32, got float16"),
-    ("verify-feature-ops", lambda: verify.attention(A.softmax, feature_ops=-1), InvalidArgument,
-     r"^`feature_ops` must be >= 0, got -1"),
+    (
+        "verify-fn",
+        lambda: verify.attention(3),
+        InvalidArgument,
+        r"^`fn` must be callable, got int 3",
+    ),
+    (
+        "verify-both",
+        lambda: verify.attention(A.softmax, kernel=Linear(), feature_map=abs),
+        InvalidArgument,
+        r"^pass at most one of `kernel` and `feature_map`, got both",
+    ),
+    (
+        "verify-kernel",
+        lambda: verify.attention(A.softmax, kernel="exp"),
+        InvalidArgument,
+        r"^`kernel` must be callable, got str 'exp'",
+    ),
+    (
+        "verify-feature-map",
+        lambda: verify.attention(A.softmax, feature_map=1.0),
+        InvalidArgument,
+        r"^`feature_map` must be callable, got float 1\.0",
+    ),
+    (
+        "verify-scale-with-kernel",
+        lambda: verify.attention(A.softmax, kernel=Exponential(), scale=1.0),
+        InvalidArgument,
+        r"^`scale` applies to the softmax reference only",
+    ),
+    (
+        "verify-scale",
+        lambda: verify.attention(A.softmax, scale=-1.0),
+        InvalidArgument,
+        r"^`scale` must be a finite number > 0, got -1\.0",
+    ),
+    (
+        "verify-causal",
+        lambda: verify.attention(A.softmax, causal="no"),
+        InvalidArgument,
+        r"^`causal` must be True or False, got str 'no'",
+    ),
+    (
+        "verify-seed-none",
+        lambda: verify.attention(A.softmax, seed=None),
+        InvalidArgument,
+        r"^`seed` must be given",
+    ),
+    (
+        "verify-seed-neg",
+        lambda: verify.attention(A.softmax, seed=-1),
+        InvalidArgument,
+        r"^`seed` must be a non-negative int",
+    ),
+    (
+        "verify-n",
+        lambda: verify.attention(A.softmax, n=1),
+        InvalidArgument,
+        r"^`n` must be >= 2, got 1",
+    ),
+    (
+        "verify-d",
+        lambda: verify.attention(A.softmax, d=0),
+        InvalidArgument,
+        r"^`d` must be >= 1, got 0",
+    ),
+    (
+        "verify-d_v",
+        lambda: verify.attention(A.softmax, d_v=0),
+        InvalidArgument,
+        r"^`d_v` must be >= 1, got 0",
+    ),
+    (
+        "verify-batch-list",
+        lambda: verify.attention(A.softmax, batch_shape=[2]),
+        InvalidArgument,
+        r"^`batch_shape` must be a tuple of ints, got list \[2\]",
+    ),
+    (
+        "verify-batch-zero",
+        lambda: verify.attention(A.softmax, batch_shape=(0,)),
+        InvalidArgument,
+        r"^`batch_shape` must be >= 1, got 0",
+    ),
+    (
+        "verify-dtype",
+        lambda: verify.attention(A.softmax, dtype=np.float16),
+        InvalidArgument,
+        r"^`dtype` must be float64 or float32, got float16",
+    ),
+    (
+        "verify-feature-ops",
+        lambda: verify.attention(A.softmax, feature_ops=-1),
+        InvalidArgument,
+        r"^`feature_ops` must be >= 0, got -1",
+    ),
 ]
 
 
@@ -664,13 +1015,19 @@ def test_batch_and_last_dimension_messages_describe_every_argument(name):
     fn, (qn, kn, vn), what, A0, B0 = TRIPLE_FORMS[name]
     Bb = np.broadcast_to(B0, (2, 3) + B0.shape)
     Vb = np.broadcast_to(V, (2, 3) + V.shape)
-    with pytest.raises(InvalidArgument, match=re.escape(
-        f"the leading (batch/head) dimensions of `{qn}`, `{kn}` and `{vn}` must agree, got "
-        "(1,), (2, 3) and (2, 3)"
-    )):
+    with pytest.raises(
+        InvalidArgument,
+        match=re.escape(
+            f"the leading (batch/head) dimensions of `{qn}`, `{kn}` and `{vn}` must agree, got "
+            "(1,), (2, 3) and (2, 3)"
+        ),
+    ):
         fn(A0[None], Bb, Vb)
-    with pytest.raises(InvalidArgument, match=re.escape(
-        f"`{qn}` and `{kn}` must have the same last dimension {what}, got array of shape "
-        f"{A0.shape} and dtype float64 and array of shape {B0[:, :2].shape} and dtype float64"
-    )):
+    with pytest.raises(
+        InvalidArgument,
+        match=re.escape(
+            f"`{qn}` and `{kn}` must have the same last dimension {what}, got array of shape "
+            f"{A0.shape} and dtype float64 and array of shape {B0[:, :2].shape} and dtype float64"
+        ),
+    ):
         fn(A0, B0[:, :2], V)
