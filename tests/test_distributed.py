@@ -38,15 +38,23 @@ _rng = np.random.default_rng(20240917)
 X = 0.3 * _rng.standard_normal((3, D))
 Y = 0.3 * _rng.standard_normal((2, D))
 
+
 #: exp(-||x - y||^4) is not positive semi-definite (its Fourier transform
 #: changes sign): the search must find a counterexample.
+def _quartic(A, B):
+    return np.exp(-(((A - B) ** 2).sum(-1) ** 2))
+
+
+def _quartic_mp(x, y):
+    # mpmath is imported inside: the test module is not importable on the
+    # workers, so cloudpickle sends these functions by value, and mpmath >= 1.4
+    # exposes its top-level module as an object that does not pickle.
+
+    return mpmath.exp(-(mpmath.fsum((a - b) ** 2 for a, b in zip(x, y, strict=True)) ** 2))
+
+
 NON_KERNEL = kc.kernel_from_function(
-    lambda A, B: np.exp(-(((A - B) ** 2).sum(-1) ** 2)),
-    vectorized=True,
-    mp_function=lambda x, y: mpmath.exp(
-        -(mpmath.fsum((a - b) ** 2 for a, b in zip(x, y, strict=True)) ** 2)
-    ),
-    name="exp(-||x - y||^4)",
+    _quartic, vectorized=True, mp_function=_quartic_mp, name="exp(-||x - y||^4)"
 )
 
 
