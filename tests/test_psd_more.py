@@ -179,6 +179,7 @@ def test_symmetrize_uses_the_mean_and_records_the_asymmetry():
     ],
 )
 def test_argument_messages(kwargs, start):
+    kwargs = dict(kwargs)  # the parameter dict is shared between runs: do not mutate it
     K = kwargs.pop("K")
     with pytest.raises(InvalidArgument) as info:
         check_psd(K, **kwargs)
