@@ -115,7 +115,9 @@ def _kernel_block(kernel, A, B, what: str) -> np.ndarray:
     except (InvalidArgument, NumericalFailure, BadNormalizer):
         raise
     except Exception as exc:
-        raise InvalidArgument(f"`kernel`: the call {what} raised {type(exc).__name__}: {exc}") from exc
+        raise InvalidArgument(
+            f"`kernel`: the call {what} raised {type(exc).__name__}: {exc}"
+        ) from exc
     return np.asarray(as_array(out, what, ndim=2), dtype=np.float64)
 
 

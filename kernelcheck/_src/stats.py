@@ -47,7 +47,12 @@ from kernelcheck._src.validate import (
     check_callable,
     describe,
 )
-from kernelcheck.errors import BadNormalizer, InfiniteFeatureSpace, InvalidArgument, NumericalFailure
+from kernelcheck.errors import (
+    BadNormalizer,
+    InfiniteFeatureSpace,
+    InvalidArgument,
+    NumericalFailure,
+)
 
 __all__ = [
     "Moments",
@@ -404,9 +409,7 @@ def _as_real_array(value, name: str, *, min_ndim: int = 0) -> np.ndarray:
         raise InvalidArgument(f"`{name}` must be a real array, got {describe(value)}") from exc
     if arr.dtype.kind not in "biuf" or arr.ndim < min_ndim or arr.size == 0:
         dims = f" with at least {min_ndim} dimension" if min_ndim else ""
-        raise InvalidArgument(
-            f"`{name}` must be a non-empty real array{dims}, got {describe(arr)}"
-        )
+        raise InvalidArgument(f"`{name}` must be a non-empty real array{dims}, got {describe(arr)}")
     return arr.astype(np.float64, copy=False)
 
 
