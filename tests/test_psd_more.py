@@ -174,7 +174,10 @@ def test_symmetrize_uses_the_mean_and_records_the_asymmetry():
         ({"K": np.ones((2, 3))}, "`K` must be a square 2-d matrix"),
         ({"K": np.eye(2), "method": "lu"}, "`method` must be one of 'auto', 'cholesky'"),
         ({"K": np.eye(2), "max_exact_n": -1}, "`max_exact_n` must be >= 0, got -1"),
-        ({"K": np.eye(2), "symmetrize": "yes"}, "`symmetrize` must be True or False, got str 'yes'"),
+        (
+            {"K": np.eye(2), "symmetrize": "yes"},
+            "`symmetrize` must be True or False, got str 'yes'",
+        ),
         ({"K": np.eye(2), "tol": -1.0}, "`tol` must be >= 0, got -1.0"),
     ],
 )
@@ -235,16 +238,22 @@ def test_assert_psd_passes_psd_and_reports_witness_or_inconclusive():
 def test_exact_decision_and_quadratic_form_against_fractions(i):
     K = CORPUS[i]
     M, e = to_int_matrix(K)
-    assert all(Fraction(int(M[a, b])) * Fraction(2) ** e == Fraction(float(K[a, b]))
-               for a in range(K.shape[0]) for b in range(K.shape[0]))
+    assert all(
+        Fraction(int(M[a, b])) * Fraction(2) ** e == Fraction(float(K[a, b]))
+        for a in range(K.shape[0])
+        for b in range(K.shape[0])
+    )
     dec = exact_decision(M)
     pd, psd = _exact(K)
     assert dec.kind == ("pd" if pd else "psd" if psd else "not_psd")
     if dec.kind == "not_psd":
         assert _rayleigh(K, dec.vector) < 0
     v = np.linspace(-1.0, 1.0, K.shape[0]) + 0.125
-    q = sum(Fraction(float(v[a])) * Fraction(float(K[a, b])) * Fraction(float(v[b]))
-            for a in range(K.shape[0]) for b in range(K.shape[0]))
+    q = sum(
+        Fraction(float(v[a])) * Fraction(float(K[a, b])) * Fraction(float(v[b]))
+        for a in range(K.shape[0])
+        for b in range(K.shape[0])
+    )
     assert quadratic_form(K, v) == q
     assert quadratic_form(K, [Fraction(x) for x in v]) == q
 
@@ -252,8 +261,12 @@ def test_exact_decision_and_quadratic_form_against_fractions(i):
 def test_vector_to_ints_for_every_input_kind():
     import mpmath
 
-    for v in (np.array([0.5, -0.25, 3.0]), [Fraction(1, 2), Fraction(-1, 4), 3],
-              [mpmath.mpf(0.5), mpmath.mpf(-0.25), mpmath.mpf(3)], [1, -2, 3]):
+    for v in (
+        np.array([0.5, -0.25, 3.0]),
+        [Fraction(1, 2), Fraction(-1, 4), 3],
+        [mpmath.mpf(0.5), mpmath.mpf(-0.25), mpmath.mpf(3)],
+        [1, -2, 3],
+    ):
         w, s = vector_to_ints(v)
         got = [Fraction(int(x)) * s for x in w]
         ref = [Fraction(float(x)) if not isinstance(x, Fraction) else x for x in v]
@@ -263,8 +276,10 @@ def test_vector_to_ints_for_every_input_kind():
 def test_mpmath_rung_decides_what_float64_cannot():
     # 1 - 2**-50 off the diagonal: float64 Cholesky cannot certify it, the mpmath rung can
     eps = 2.0**-50
-    assert check_psd(np.array([[1.0, 1.0 - eps], [1.0 - eps, 1.0]]), tol=0,
-                     method="cholesky").verdict is Verdict.INCONCLUSIVE
+    assert (
+        check_psd(np.array([[1.0, 1.0 - eps], [1.0 - eps, 1.0]]), tol=0, method="cholesky").verdict
+        is Verdict.INCONCLUSIVE
+    )
     K = np.array([[1.0, 1.0 - eps], [1.0 - eps, 1.0]])
     r = check_psd(K, tol=0, method="mpmath")
     assert r.verdict is Verdict.POSITIVE_DEFINITE and r.certified and r.method == "mpmath"

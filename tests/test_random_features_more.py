@@ -63,8 +63,9 @@ def test_scale_is_a_rescaling_of_the_inputs(cls):
     assert a.scale == 4.0
 
 
-@pytest.mark.parametrize("cls", [PositiveRandomFeatures, HyperbolicRandomFeatures,
-                                 OptimalPositiveRandomFeatures])
+@pytest.mark.parametrize(
+    "cls", [PositiveRandomFeatures, HyperbolicRandomFeatures, OptimalPositiveRandomFeatures]
+)
 def test_positive_scaled_features_have_row_maximum_one(cls):
     phi = cls(3, 7, seed=0)
     F, ls = phi.scaled_features(_pts(4, 3, 2, norm=2.0))
@@ -72,16 +73,16 @@ def test_positive_scaled_features_have_row_maximum_one(cls):
     assert np.all(F > 0)
 
 
-@pytest.mark.parametrize("cls", [PositiveRandomFeatures, HyperbolicRandomFeatures,
-                                 OptimalPositiveRandomFeatures])
+@pytest.mark.parametrize(
+    "cls", [PositiveRandomFeatures, HyperbolicRandomFeatures, OptimalPositiveRandomFeatures]
+)
 def test_log_features_are_the_log_of_phi(cls):
     phi = cls(3, 8, seed=2, scale=0.7)
     X = _pts(4, 3, 5, norm=1.5)
     assert np.allclose(np.exp(phi.log_features(X)), phi(X), rtol=1e-13)
 
 
-LOG_SPACE = ("use scaled_features(X), log_features(X) or estimate(X, Y), which work in "
-             "log space")
+LOG_SPACE = "use scaled_features(X), log_features(X) or estimate(X, Y), which work in log space"
 
 
 @pytest.mark.parametrize("cls", CLASSES)
@@ -118,7 +119,9 @@ def test_optimal_theory_follows_its_closed_form_for_positive_A():
     phi = OptimalPositiveRandomFeatures(d, 1, seed=0, A=A)
     x = np.array([[0.2, -0.1, 0.3]])
     s2 = float(((2 * x) ** 2).sum())
-    ref = (1 - 4 * A) ** d * (1 - 8 * A) ** (-d / 2) * np.exp(2 * (1 - 4 * A) * s2 / (1 - 8 * A) - s2) - 1
+    ref = (1 - 4 * A) ** d * (1 - 8 * A) ** (-d / 2) * np.exp(
+        2 * (1 - 4 * A) * s2 / (1 - 8 * A) - s2
+    ) - 1
     assert np.isclose(phi.theory(x, order=2)["central"][2][0, 0], ref, rtol=1e-12)
     at_limit = OptimalPositiveRandomFeatures(d, 1, seed=0, A=0.125)
     assert np.isinf(at_limit.theory(np.zeros((1, d)), order=2)["central"][2][0, 0])
@@ -148,8 +151,9 @@ def test_samplers_carry_every_parameter_to_the_maps_they_draw():
         assert t.kernel.scale == 2.0 if hasattr(t.kernel, "scale") else True
     assert s.with_num_features(6).num_features == 6
     assert s.theory_kind == "bound" and PositiveRandomFeatures.sampler(2, 4).theory_kind == "exact"
-    fit = OptimalPositiveRandomFeatures.fit(_pts(3, 2, 0), _pts(2, 2, 1), 4, seed=0,
-                                            orthogonal=True, scale=2.0)
+    fit = OptimalPositiveRandomFeatures.fit(
+        _pts(3, 2, 0), _pts(2, 2, 1), 4, seed=0, orthogonal=True, scale=2.0
+    )
     assert fit.orthogonal and fit.scale == 2.0
     plain = RandomFeatureSampler(PositiveRandomFeatures, 2, 4, scale=3.0)
     assert plain(np.random.default_rng(0)).scale == 3.0

@@ -80,8 +80,12 @@ MATRICES_BAD = [
 @pytest.mark.parametrize("fn", [check_psd, mercer_features, assert_psd])
 @pytest.mark.parametrize("K, text", MATRICES_BAD)
 def test_matrix_functions_bad_input(fn, K, text):
-    if K is not None and isinstance(K, np.ndarray) and K.dtype == np.longdouble and \
-            np.finfo(np.longdouble).bits <= 64:
+    if (
+        K is not None
+        and isinstance(K, np.ndarray)
+        and K.dtype == np.longdouble
+        and np.finfo(np.longdouble).bits <= 64
+    ):
         pytest.skip("long double is float64 on this platform")
     with pytest.raises(InvalidArgument) as info:
         fn(K)
@@ -90,11 +94,20 @@ def test_matrix_functions_bad_input(fn, K, text):
 
 NYSTROM_BAD = [
     (lambda: Nystrom("lin", X), "`kernel` must be a kernel (callable), got str 'lin'"),
-    (lambda: Nystrom(_raises, X), "`kernel`: the call kernel(landmarks) raised ZeroDivisionError: boom"),
+    (
+        lambda: Nystrom(_raises, X),
+        "`kernel`: the call kernel(landmarks) raised ZeroDivisionError: boom",
+    ),
     (lambda: Nystrom(_nan, X), "`kernel(landmarks)` must be finite"),
     (lambda: Nystrom(_complex, X), "`kernel(landmarks)` must be real"),
-    (lambda: Nystrom(lambda A, B=None: np.ones((3, 5)), X), "`kernel(landmarks)` must be a (4, 4) Gram"),
-    (lambda: Nystrom(lambda A, B=None: np.ones(4), X), "`kernel(landmarks)` must have 2 dimensions"),
+    (
+        lambda: Nystrom(lambda A, B=None: np.ones((3, 5)), X),
+        "`kernel(landmarks)` must be a (4, 4) Gram",
+    ),
+    (
+        lambda: Nystrom(lambda A, B=None: np.ones(4), X),
+        "`kernel(landmarks)` must have 2 dimensions",
+    ),
     (lambda: Nystrom(Linear(), np.ones(3)), "`landmarks` must be a 2-d array"),
     (lambda: Nystrom(Linear(), X, tol=-1), "`tol` must be >= 0"),
     (lambda: Nystrom(lambda A, B=None: -np.eye(A.shape[0]), X), "`K` is not PSD within tol"),
@@ -104,9 +117,15 @@ NYSTROM_BAD = [
     (lambda: Nystrom(Linear(), X)(np.array([[np.nan, 0.0]])), "`Y` must be finite"),
     (lambda: Nystrom(Linear(), X).approximate_kernel(X, np.ones((1, 3))), "`Y` must have d = 2"),
     (lambda: mercer_features(Linear()(X)).extend(_raises, X), "raised ZeroDivisionError: boom"),
-    (lambda: mercer_features(Linear()(X)).extend(lambda A: np.ones((2, 2)), X), "must be a (4, 4) Gram"),
+    (
+        lambda: mercer_features(Linear()(X)).extend(lambda A: np.ones((2, 2)), X),
+        "must be a (4, 4) Gram",
+    ),
     (lambda: mercer_features(Linear()(X)).extend(_nan, X), "`kernel(landmarks)` must be finite"),
-    (lambda: mercer_features(Linear()(X)).extend(Linear(), X[:3]), "`landmarks` must have n = 4 rows"),
+    (
+        lambda: mercer_features(Linear()(X)).extend(Linear(), X[:3]),
+        "`landmarks` must have n = 4 rows",
+    ),
     (lambda: mercer_features(Linear()(X)).extend(Gaussian(), X), "differs from the decomposed K"),
 ]
 
@@ -123,15 +142,24 @@ KERNEL_BAD = [
     (lambda: verify_kernel(_nan, X), "must be finite"),
     (lambda: verify_kernel(lambda A, B=None: np.ones((4, 3)), X), "must be a square 2-d matrix"),
     (lambda: verify_kernel(kernel_from_function(lambda x, y: float("nan")), X), "non-finite value"),
-    (lambda: verify_kernel(kernel_from_function(lambda x, y: 1 / 0), X), "raised ZeroDivisionError"),
+    (
+        lambda: verify_kernel(kernel_from_function(lambda x, y: 1 / 0), X),
+        "raised ZeroDivisionError",
+    ),
     (lambda: verify_kernel(Linear(), np.ones(3)), "`X` must be a 2-d array"),
     (lambda: verify_kernel(Linear(), np.array([[np.inf, 0.0]])), "`X` must be finite"),
     (lambda: verify_kernel(Linear(), X, dim=3), "does not match `X`"),
     (lambda: verify_kernel(Linear()), "`dim` must be given"),
     (lambda: verify_kernel(Linear(), dim=0), "`dim` must be >= 1"),
     (lambda: verify_kernel(Linear(), dim=2, budget=0), "`budget` must be >= 1"),
-    (lambda: verify_kernel(Linear(), dim=2, seed=-1, budget=1), "`seed` must be a non-negative int"),
-    (lambda: verify_kernel(Linear(), dim=2, seed="a", budget=1), "`seed` must be a non-negative int"),
+    (
+        lambda: verify_kernel(Linear(), dim=2, seed=-1, budget=1),
+        "`seed` must be a non-negative int",
+    ),
+    (
+        lambda: verify_kernel(Linear(), dim=2, seed="a", budget=1),
+        "`seed` must be a non-negative int",
+    ),
 ]
 
 
@@ -152,13 +180,17 @@ def _sylvester_psd(K):
     def det(M):
         if len(M) == 1:
             return M[0][0]
-        return sum((-1) ** j * M[0][j] * det([r[:j] + r[j + 1:] for r in M[1:]])
-                   for j in range(len(M)))
+        return sum(
+            (-1) ** j * M[0][j] * det([r[:j] + r[j + 1 :] for r in M[1:]]) for j in range(len(M))
+        )
 
     n = K.shape[0]
     M = [[Fraction(float(K[i, j])) for j in range(n)] for i in range(n)]
-    return all(det([[M[i][j] for j in S] for i in S]) >= 0
-               for r in range(1, n + 1) for S in itertools.combinations(range(n), r))
+    return all(
+        det([[M[i][j] for j in S] for i in S]) >= 0
+        for r in range(1, n + 1)
+        for S in itertools.combinations(range(n), r)
+    )
 
 
 EXTREME = [
@@ -213,8 +245,9 @@ def test_verify_kernel_extremes():
     dup = verify_kernel(Gaussian(), np.ones((5, 1)) + np.arange(5)[:, None] * 1e-12)
     assert dup.passed and dup.verdict in ("psd", "rounding")
     with pytest.raises(InvalidArgument, match="raised OverflowError"):
-        verify_kernel(kernel_from_function(lambda x, y: math.exp(x @ y), name="e"),
-                      np.array([[1e3, 0.0]]))
+        verify_kernel(
+            kernel_from_function(lambda x, y: math.exp(x @ y), name="e"), np.array([[1e3, 0.0]])
+        )
     from kernelcheck import Exponential
 
     with pytest.raises(NumericalFailure, match="overflows float64"):
@@ -285,12 +318,20 @@ def test_mercer_features_answer_or_fail_cleanly(K):
 
 
 @settings(max_examples=15, deadline=None)
-@given(P=hnp.arrays(np.float64, st.tuples(st.integers(1, 4), st.just(1)),
-                    elements=st.floats(-1e3, 1e3)),
-       kind=st.sampled_from(["gauss", "linear", "nan", "raise", "shape"]))
+@given(
+    P=hnp.arrays(
+        np.float64, st.tuples(st.integers(1, 4), st.just(1)), elements=st.floats(-1e3, 1e3)
+    ),
+    kind=st.sampled_from(["gauss", "linear", "nan", "raise", "shape"]),
+)
 def test_nystrom_answers_or_fails_cleanly(P, kind):
-    k = {"gauss": Gaussian(), "linear": Linear(), "nan": _lin_then_nan,
-         "raise": _raises, "shape": _lin_then_wrong}[kind]
+    k = {
+        "gauss": Gaussian(),
+        "linear": Linear(),
+        "nan": _lin_then_nan,
+        "raise": _raises,
+        "shape": _lin_then_wrong,
+    }[kind]
     try:
         phi = Nystrom(k, P)
         out = phi(P)
@@ -301,8 +342,11 @@ def test_nystrom_answers_or_fails_cleanly(P, kind):
 
 
 @settings(max_examples=10, deadline=None)
-@given(P=hnp.arrays(np.float64, st.tuples(st.integers(1, 4), st.integers(1, 2)),
-                    elements=st.floats(-1e3, 1e3)))
+@given(
+    P=hnp.arrays(
+        np.float64, st.tuples(st.integers(1, 4), st.integers(1, 2)), elements=st.floats(-1e3, 1e3)
+    )
+)
 def test_verify_kernel_answers_or_fails_cleanly(P):
     try:
         rep = verify_kernel(Gaussian(), P)
@@ -352,6 +396,7 @@ def test_cli_kernel_and_unbiased_extremes(tmp_path, capsys):
     assert main(["unbiased", "--dim", "100000", "--num-features", "100000", "--trials", "10"]) == 2
     err = capsys.readouterr().err
     assert "would need 10000000000 entries" in err
-    code = main(["unbiased", "--points", "1", "--dim", "1", "--num-features", "2",
-                 "--trials", "300"])
+    code = main(
+        ["unbiased", "--points", "1", "--dim", "1", "--num-features", "2", "--trials", "300"]
+    )
     assert code in (0, 3)

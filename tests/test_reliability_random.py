@@ -122,7 +122,10 @@ OTHER_BAD = [
     (lambda: OptimalPositiveRandomFeatures(2, 4, seed=0, A=0.25), "`A` must be < 1/4"),
     (lambda: OptimalPositiveRandomFeatures(2, 4, seed=0, A=math.nan), "`A` must be finite"),
     (lambda: OptimalPositiveRandomFeatures(2, 4, seed=0, sq_norm=-1.0), "`sq_norm` must be >= 0"),
-    (lambda: OptimalPositiveRandomFeatures.fit(X, np.ones((2, 3)), 4, seed=0), "`Y` must have d = 2"),
+    (
+        lambda: OptimalPositiveRandomFeatures.fit(X, np.ones((2, 3)), 4, seed=0),
+        "`Y` must have d = 2",
+    ),
     (lambda: OptimalPositiveRandomFeatures.fit(np.ones(2), X, 4, seed=0), "`X` must be a 2-d"),
     (lambda: OptimalPositiveRandomFeatures.fit(X, X, 4, seed=0, scale=-1.0), "`scale` must be > 0"),
     (lambda: RandomFeatureSampler(int, 2, 4), "`cls` must be a random feature class, got type"),
@@ -145,9 +148,15 @@ def _raises(rng, n):
 
 STATS_BAD = [
     (lambda: run_trials(_raises, 10, seed=0), "`fn` raised ZeroDivisionError: boom"),
-    (lambda: run_trials(lambda r, n: np.full((n, 2), np.nan), 10, seed=0), "`values` must be finite"),
+    (
+        lambda: run_trials(lambda r, n: np.full((n, 2), np.nan), 10, seed=0),
+        "`values` must be finite",
+    ),
     (lambda: run_trials(lambda r, n: np.ones(n) + 1j, 10, seed=0), "`values` must be real"),
-    (lambda: run_trials(lambda r, n: np.array([object()] * n), 10, seed=0), "`values` must be a real"),
+    (
+        lambda: run_trials(lambda r, n: np.array([object()] * n), 10, seed=0),
+        "`values` must be a real",
+    ),
     (lambda: run_trials(lambda r, n: np.ones(n + 1), 10, seed=0), "with 10 rows"),
     (lambda: run_trials(lambda r, n: (np.ones(n), np.ones(3)), 10, seed=0), "`aux` must have"),
     (lambda: run_trials(lambda r, n: np.ones(n), 1, seed=0), "`trials` must be >= 2"),
@@ -179,26 +188,81 @@ def _sample_raises(rng):
 
 
 UNBIASED_BAD = [
-    (lambda: unbiased(_sample_raises, Exponential(), X, trials=10, seed=0), "raised RuntimeError: no map"),
-    (lambda: unbiased(lambda r: (lambda A: 1 / 0), Exponential(), X, trials=10, seed=0), "phi(X) raised ZeroDivisionError"),
-    (lambda: unbiased(lambda r: (lambda A: np.full((A.shape[0], 3), np.nan)), Exponential(), X, trials=10, seed=0), "holds NaN or Inf"),
-    (lambda: unbiased(lambda r: (lambda A: np.ones((A.shape[0], 3)) + 0j), Exponential(), X, trials=10, seed=0), "is not a real array"),
-    (lambda: unbiased(lambda r: (lambda A: np.ones(A.shape[0])), Exponential(), X, trials=10, seed=0), "must have shape (3, D)"),
-    (lambda: unbiased(lambda r: 3, Exponential(), X, trials=10, seed=0), "must return a feature map"),
-    (lambda: unbiased(S, lambda A, B: A @ B.T, X, trials=10, seed=0), "`target` must be a kernelcheck kernel"),
+    (
+        lambda: unbiased(_sample_raises, Exponential(), X, trials=10, seed=0),
+        "raised RuntimeError: no map",
+    ),
+    (
+        lambda: unbiased(lambda r: lambda A: 1 / 0, Exponential(), X, trials=10, seed=0),
+        "phi(X) raised ZeroDivisionError",
+    ),
+    (
+        lambda: unbiased(
+            lambda r: lambda A: np.full((A.shape[0], 3), np.nan),
+            Exponential(),
+            X,
+            trials=10,
+            seed=0,
+        ),
+        "holds NaN or Inf",
+    ),
+    (
+        lambda: unbiased(
+            lambda r: lambda A: np.ones((A.shape[0], 3)) + 0j, Exponential(), X, trials=10, seed=0
+        ),
+        "is not a real array",
+    ),
+    (
+        lambda: unbiased(
+            lambda r: lambda A: np.ones(A.shape[0]), Exponential(), X, trials=10, seed=0
+        ),
+        "must have shape (3, D)",
+    ),
+    (
+        lambda: unbiased(lambda r: 3, Exponential(), X, trials=10, seed=0),
+        "must return a feature map",
+    ),
+    (
+        lambda: unbiased(S, lambda A, B: A @ B.T, X, trials=10, seed=0),
+        "`target` must be a kernelcheck kernel",
+    ),
     (lambda: unbiased(S, Exponential(), np.ones((2, 3)), trials=10, seed=0), "`X` must have d = 2"),
-    (lambda: unbiased(S, Exponential(), X, np.ones((2, 3)), trials=10, seed=0), "`Y` must have d = 2"),
-    (lambda: unbiased(S, Exponential(), X, trials=10, seed=0, sweep=4), "`sweep` must be a sequence"),
-    (lambda: unbiased(S, Exponential(), X, trials=10, seed=0, sweep="ab"), "`sweep` must be a sequence"),
-    (lambda: unbiased(S, Exponential(), X, trials=10, seed=0, sweep=()), "`sweep` must list at least"),
+    (
+        lambda: unbiased(S, Exponential(), X, np.ones((2, 3)), trials=10, seed=0),
+        "`Y` must have d = 2",
+    ),
+    (
+        lambda: unbiased(S, Exponential(), X, trials=10, seed=0, sweep=4),
+        "`sweep` must be a sequence",
+    ),
+    (
+        lambda: unbiased(S, Exponential(), X, trials=10, seed=0, sweep="ab"),
+        "`sweep` must be a sequence",
+    ),
+    (
+        lambda: unbiased(S, Exponential(), X, trials=10, seed=0, sweep=()),
+        "`sweep` must list at least",
+    ),
     (lambda: unbiased(S, Exponential(), X, trials=10, seed=0, sweep=(0,)), "`sweep` must be >= 1"),
     (lambda: unbiased("s", Exponential(), X, trials=10, seed=0), "`sample` must be callable"),
     (lambda: ratio_bias(lambda r: r, X, X, X, seed=0), "`sampler` must be a RandomFeatureSampler"),
-    (lambda: ratio_bias(S, X, X, X[:2], seed=0, trials=10, num_features=(2, 4, 8)), "`V` must have one row per row of `K`"),
-    (lambda: ratio_bias(S, X, X, X * np.nan, seed=0, trials=10, num_features=(2, 4, 8)), "`V` must be finite"),
-    (lambda: ratio_bias(S, X, X, X, seed=0, trials=10, num_features=8), "`num_features` must be a sequence"),
+    (
+        lambda: ratio_bias(S, X, X, X[:2], seed=0, trials=10, num_features=(2, 4, 8)),
+        "`V` must have one row per row of `K`",
+    ),
+    (
+        lambda: ratio_bias(S, X, X, X * np.nan, seed=0, trials=10, num_features=(2, 4, 8)),
+        "`V` must be finite",
+    ),
+    (
+        lambda: ratio_bias(S, X, X, X, seed=0, trials=10, num_features=8),
+        "`num_features` must be a sequence",
+    ),
     (lambda: ratio_bias(S, X, X, X, seed=0, trials=10, num_features=(2, 2, 8)), "three distinct m"),
-    (lambda: ratio_bias(S, X, X, X, seed=None, trials=10, num_features=(2, 4, 8)), "`seed` must be given"),
+    (
+        lambda: ratio_bias(S, X, X, X, seed=None, trials=10, num_features=(2, 4, 8)),
+        "`seed` must be given",
+    ),
     (lambda: default_points(0, 2, seed=0), "`n` must be >= 1"),
     (lambda: default_points(2, 2, seed=0, max_norm=math.inf), "`max_norm` must be finite"),
     (lambda: default_points(2, 2, seed=None), "`seed` must be given"),
@@ -218,8 +282,9 @@ def test_write_report_refuses_a_non_path(tmp_path):
     with pytest.raises(InvalidArgument, match="`out_dir` must be a path"):
         write_report(rep, 3)
     with pytest.raises(AssertionError):
-        assert_unbiased(PositiveRandomFeatures.sampler(2, 8, scale=2.0), Exponential(), X,
-                        trials=2000, seed=0)
+        assert_unbiased(
+            PositiveRandomFeatures.sampler(2, 8, scale=2.0), Exponential(), X, trials=2000, seed=0
+        )
 
 
 # --- extreme values -------------------------------------------------------------
@@ -250,8 +315,11 @@ def test_tiny_norms_d1_n1_and_other_dtypes(cls):
     # at |x| ~ 0 every estimate is phi(0).phi(0), which is 1 for unbiased maps up to noise;
     # exactly the same as at x = 0
     assert np.array_equal(phi.estimate(x), phi.estimate(np.zeros((1, 1))))
-    for arr in (np.array([[1]], dtype=np.int64), np.array([[0.5]], dtype=np.float16),
-                np.array([[True]])):
+    for arr in (
+        np.array([[1]], dtype=np.int64),
+        np.array([[0.5]], dtype=np.float16),
+        np.array([[True]]),
+    ):
         ref = phi(np.asarray(arr, dtype=np.float64))
         assert np.array_equal(phi(arr), ref) and phi(arr).dtype == np.float64
     f32 = phi(np.array([[0.5]], dtype=np.float32))
@@ -273,14 +341,16 @@ def test_optimal_parameter_for_huge_sq_norm_is_finite_and_features_fail_cleanly(
 
 
 def test_unbiased_at_n1_d1_and_tiny_norms():
-    rep = unbiased(PositiveRandomFeatures.sampler(1, 4), Exponential(), np.array([[0.3]]),
-                   trials=4000, seed=0)
+    rep = unbiased(
+        PositiveRandomFeatures.sampler(1, 4), Exponential(), np.array([[0.3]]), trials=4000, seed=0
+    )
     assert rep.verdict == "pass" and len(rep.pairs) == 1
     # targets beyond the float range: a clean NumericalFailure, never a verdict on inf
     with pytest.raises(NumericalFailure, match="overflows float64"):
         unbiased(S, Exponential(), X * 1e3, trials=10, seed=0)
-    tiny = unbiased(TrigonometricRandomFeatures.sampler(2, 4), Exponential(), X * 1e-300,
-                    trials=200, seed=0)
+    tiny = unbiased(
+        TrigonometricRandomFeatures.sampler(2, 4), Exponential(), X * 1e-300, trials=200, seed=0
+    )
     # at |x| ~ 1e-300 the trigonometric estimate is exactly 1 in every trial
     assert all(p.verdict == "exact" for p in tiny.pairs)
 
@@ -312,7 +382,10 @@ def test_read_only_inputs_everywhere(tmp_path):
     berry_esseen_bound(_readonly([1.0, 2.0]), 10)
     trials_needed(_readonly([1.0, 2.0]), 0.1)
     unbiased(S, Exponential(), Xr, Yr, trials=100, seed=0)
-    ratio_bias(S, Xr, Yr, _readonly(np.ones((2, 1))), seed=0, trials=200, num_features=(2, 4, 8))
+    Vr = _readonly([[1.0], [-1.0]])
+    ratio_bias(S, Xr, Yr, Vr, seed=0, trials=200, num_features=(2, 4, 8))
+    with pytest.raises(InvalidArgument, match="do not vary between trials"):
+        ratio_bias(S, Xr, Yr, _readonly(np.ones((2, 1))), seed=0, trials=50, num_features=(2, 4, 8))
     assert np.array_equal(Xr, X)
 
 
@@ -342,7 +415,12 @@ def test_feature_maps_answer_or_fail_cleanly(X, cls, orth):
 
 
 @settings(max_examples=20, deadline=None)
-@given(d=st.integers(1, 6), m=st.integers(1, 9), orth=st.booleans(), batch=st.none() | st.integers(1, 3))
+@given(
+    d=st.integers(1, 6),
+    m=st.integers(1, 9),
+    orth=st.booleans(),
+    batch=st.none() | st.integers(1, 3),
+)
 def test_draw_projection_shapes(d, m, orth, batch):
     W = draw_projection(5, d, m, orthogonal=orth, batch=batch)
     assert W.shape == ((m, d) if batch is None else (batch, m, d)) and np.isfinite(W).all()
@@ -356,8 +434,13 @@ def test_optimal_positive_parameter_total(s, d):
 
 
 @settings(max_examples=20, deadline=None)
-@given(vals=hnp.arrays(np.float64, st.tuples(st.integers(1, 6), st.integers(1, 3)),
-                        elements=st.floats(-1e100, 1e100)))
+@given(
+    vals=hnp.arrays(
+        np.float64,
+        st.tuples(st.integers(1, 6), st.integers(1, 3)),
+        elements=st.floats(-1e100, 1e100),
+    )
+)
 def test_moments_answer_or_fail_cleanly(vals):
     with np.errstate(over="ignore", invalid="ignore"):
         mo = Moments.from_samples(vals)
@@ -380,8 +463,10 @@ def test_berry_esseen_and_trials_needed_total(r, n, tol):
 
 
 @settings(max_examples=20, deadline=None)
-@given(log_r=hnp.arrays(np.float64, st.integers(1, 7), elements=st.floats(-5, 800)),
-       m=st.integers(1, 50))
+@given(
+    log_r=hnp.arrays(np.float64, st.integers(1, 7), elements=st.floats(-5, 800)),
+    m=st.integers(1, 50),
+)
 def test_moment_helpers_total(log_r, m):
     c = central_from_raw_ratios(log_r)
     out = central_moments_of_mean(c, m)

@@ -58,10 +58,16 @@ def test_generator_seed_takes_two_63_bit_words_of_its_stream():
 @pytest.mark.parametrize(
     "seed, start",
     [
-        (None, "`seed` must be given (an int, a numpy.random.SeedSequence or a Generator); "
-         "kernelcheck never draws from unseeded randomness"),
-        (-1, "`seed` must be a non-negative int, a numpy.random.SeedSequence or a "
-         "numpy.random.Generator, got int -1"),
+        (
+            None,
+            "`seed` must be given (an int, a numpy.random.SeedSequence or a Generator); "
+            "kernelcheck never draws from unseeded randomness",
+        ),
+        (
+            -1,
+            "`seed` must be a non-negative int, a numpy.random.SeedSequence or a "
+            "numpy.random.Generator, got int -1",
+        ),
     ],
 )
 def test_seed_messages_are_exact(seed, start):
@@ -119,8 +125,10 @@ def test_executor_runs_equal_in_process_and_group_blocks_into_shards(shards):
 def test_one_dimensional_trials_and_aux_maximum():
     mo = run_trials(_with_aux, 300, seed=5, shard_size=64)
     x = np.concatenate(
-        [_with_aux(np.random.default_rng(shard_seed(root_seed_sequence(5), k)), c)[0]
-         for k, c in enumerate([64, 64, 64, 64, 44])]
+        [
+            _with_aux(np.random.default_rng(shard_seed(root_seed_sequence(5), k)), c)[0]
+            for k, c in enumerate([64, 64, 64, 64, 44])
+        ]
     )
     assert mo.mean.shape == () and np.isclose(mo.mean, x.mean(), rtol=1e-13)
     assert np.isclose(mo.maximum, (np.abs(x) + 1.0).max(), rtol=0)
@@ -129,7 +137,9 @@ def test_one_dimensional_trials_and_aux_maximum():
 
 
 def test_scalar_trial_value_is_refused_with_its_description():
-    with pytest.raises(InvalidArgument, match=r"with 5 rows \(one per trial\), got array of shape \(\)"):
+    with pytest.raises(
+        InvalidArgument, match=r"with 5 rows \(one per trial\), got array of shape \(\)"
+    ):
         run_trials(lambda rng, n: 1.0, 5, seed=0)
 
 
@@ -138,7 +148,10 @@ def test_scalar_trial_value_is_refused_with_its_description():
     [
         ({"shards": 0}, "`shards` must be >= 1, got 0"),
         ({"shards": 1.5}, "`shards` must be an integer"),
-        ({"executor": 3}, "`executor` must be a concurrent.futures.Executor (an object with submit), got int 3"),
+        (
+            {"executor": 3},
+            "`executor` must be a concurrent.futures.Executor (an object with submit), got int 3",
+        ),
         ({"shard_size": 0}, "`shard_size` must be >= 1, got 0"),
     ],
 )
@@ -178,8 +191,12 @@ def test_progress_bar_counts_every_trial(monkeypatch, executor):
     (bar,) = _Bar.made
     # documented: a tqdm bar on stderr, drawn only for runs longer than a second
     assert bar.kwargs == {
-        "total": 250, "desc": "trials", "unit": "trial", "delay": 1.0,
-        "file": sys.stderr, "leave": False,
+        "total": 250,
+        "desc": "trials",
+        "unit": "trial",
+        "delay": 1.0,
+        "file": sys.stderr,
+        "leave": False,
     }
     assert bar.updates == [100, 100, 50] and bar.closed
 
@@ -333,7 +350,10 @@ def test_berry_esseen_and_trials_needed_accept_integers_and_arrays():
         (lambda: Moments.from_samples(np.array([])), "`values` must not be empty"),
         (lambda: Moments.from_samples("abc"), "`values` must be a numeric array"),
         (lambda: Moments.from_samples(np.array([1.0, np.nan])), "`values` must be finite"),
-        (lambda: Moments.from_samples(np.ones(3), aux=np.ones(2)), "`aux` must have the shape (3,)"),
+        (
+            lambda: Moments.from_samples(np.ones(3), aux=np.ones(2)),
+            "`aux` must have the shape (3,)",
+        ),
     ],
 )
 def test_helper_argument_messages(call, start):

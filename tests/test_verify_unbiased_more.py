@@ -54,8 +54,18 @@ def _replay_user(seed, trials, shard_size):
 
 def test_user_sampler_pairs_follow_the_documented_formulas():
     N, size, alpha, power, be_tol = 600, 256, 0.05, 0.8, 0.5
-    rep = unbiased(_user_sampler, Exponential(), X, Y, trials=N, seed=4, shard_size=size,
-                   alpha=alpha, power=power, be_tolerance=be_tol)
+    rep = unbiased(
+        _user_sampler,
+        Exponential(),
+        X,
+        Y,
+        trials=N,
+        seed=4,
+        shard_size=size,
+        alpha=alpha,
+        power=power,
+        be_tolerance=be_tol,
+    )
     E, S = _replay_user(4, N, size)
     t = Exponential()(X, Y)
     terr = Exponential().error_bound(X, Y)
@@ -83,10 +93,14 @@ def test_user_sampler_pairs_follow_the_documented_formulas():
         kurt = N * m4 / m2**2
         be = BERRY_ESSEEN_C * math.sqrt(max(kurt, 1.0)) / math.sqrt(N)
         assert p.berry_esseen == pytest.approx(be, rel=1e-8)
-        assert p.trials_needed == math.ceil((BERRY_ESSEEN_C * math.sqrt(max(kurt, 1.0)) / be_tol) ** 2)
+        assert p.trials_needed == math.ceil(
+            (BERRY_ESSEEN_C * math.sqrt(max(kurt, 1.0)) / be_tol) ** 2
+        )
         assert p.detectable_relative_bias == pytest.approx((zc + zp) * se / abs(t[k]), rel=1e-9)
         assert p.mse == pytest.approx(((e - t[k]) ** 2).mean(), rel=1e-9)
-        assert p.mse_halfwidth == pytest.approx(zc * math.sqrt(max(m4 / N - (m2 / N) ** 2, 0) / N), rel=1e-8)
+        assert p.mse_halfwidth == pytest.approx(
+            zc * math.sqrt(max(m4 / N - (m2 / N) ** 2, 0) / N), rel=1e-8
+        )
         assert math.isnan(p.theory_variance) and math.isnan(p.theory_mse)
         assert math.isnan(p.variance_ratio) and math.isnan(p.variance_p)
         assert p.mse_agrees() is None
@@ -132,7 +146,9 @@ def test_closed_form_pairs_use_the_theoretical_variance():
         assert p.variance_ratio == pytest.approx(e.var(ddof=1) / var_th[k], rel=1e-9)
         assert p.theory_mse == pytest.approx(var_th[k] + (mu[k] - t[k]) ** 2, rel=1e-12)
         kurt = c[4][k] / c[2][k] ** 2
-        assert p.berry_esseen == pytest.approx(BERRY_ESSEEN_C * math.sqrt(max(kurt, 1)) / math.sqrt(N))
+        assert p.berry_esseen == pytest.approx(
+            BERRY_ESSEEN_C * math.sqrt(max(kurt, 1)) / math.sqrt(N)
+        )
         assert p.test in ("z", "chebyshev")
         if p.test == "z":
             assert p.ci_high - p.ci_low == pytest.approx(2 * zc * se, rel=1e-9)
