@@ -778,6 +778,8 @@ def test_float32_stays_float32_and_mixed_promotes(k):
     assert k(X32).dtype == np.float32
     assert k.error_bound(X32).dtype == np.float32
     assert k(X32, X).dtype == np.float64
+    assert k(X, X32).dtype == np.float64
+    assert k.error_bound(X, X32).dtype == np.float64
 
 
 @pytest.mark.parametrize("k", FINITE, ids=[repr(k) for k in FINITE])
