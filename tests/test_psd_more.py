@@ -18,7 +18,7 @@ import pytest
 from kernelcheck._src.psd import MPMATH_PRECISIONS, default_tolerance
 from kernelcheck._src.psd_exact import exact_decision, quadratic_form, to_int_matrix, vector_to_ints
 from kernelcheck.errors import InvalidArgument
-from kernelcheck.psd import Verdict, check_psd, mercer_features
+from kernelcheck.psd import Nystrom, Verdict, check_psd, mercer_features
 from kernelcheck.testing import assert_psd
 
 RUNGS = {"diagonal", "cholesky", "minor", "eigh", "cholesky+tol", "mpmath", "exact"}
@@ -308,3 +308,99 @@ def test_mercer_features_reproduce_psd_corpus_and_refuse_the_rest(i):
     assert np.allclose(F.gram(), K, atol=F.error_bound + F.residual)
     assert not F.phi.flags.writeable
     assert "Phi" in str(F) and ("PASSED" in str(F))
+
+
+# --- result text, assert_psd pass-through, exact helpers, Mercer details -------------
+
+
+def test_psd_result_str_reads_as_the_verdict():
+    pd = check_psd(np.eye(2))
+    text = str(pd)
+    assert text.startswith("POSITIVE_DEFINITE (certified by cholesky; n=2")
+    assert text.endswith(")") and pd.reason not in text
+    est = check_psd(np.eye(3), method="eigh")
+    assert not est.certified and "(estimated by eigh;" in str(est)
+    inc = check_psd(np.array([[1.0, 1.0], [1.0, 1.0]]), tol=0, method="exact", max_exact_n=0)
+    assert str(inc).endswith(": " + inc.reason) and (inc.method, inc.rungs) == ("none", ())
+    bad = check_psd(np.array([[1.0, 2.0], [2.0, 1.0]]))
+    assert f"witness v^T K v/v^T v={bad.witness_value:.3g}" in str(bad)
+
+
+def test_assert_psd_passes_tol_and_method_through():
+    K = np.array([[1.0, 0.0], [0.0, -0.25]])
+    with pytest.raises(AssertionError) as info:
+        assert_psd(K)
+    r = check_psd(K)
+    assert f"below -tol by {-(r.witness_value + r.tol.value):.3g}" in str(info.value)
+    assert assert_psd(K, tol=0.5).is_psd
+    assert assert_psd(np.eye(2), method="eigh").method == "eigh"
+
+
+def test_vector_to_ints_keeps_mpf_digits_beyond_float64():
+    import mpmath
+
+    with mpmath.workprec(200):
+        x = mpmath.mpf(1) / 3
+        w, s = vector_to_ints([x, mpmath.mpf(0)])
+        got = Fraction(int(w[0])) * s
+        assert got != Fraction(float(x))  # more than 53 bits survive
+        num, den = got.numerator, got.denominator
+        assert mpmath.mpf(num) / mpmath.mpf(den) == x
+    with pytest.raises(ValueError, match="non-finite mpf"):
+        vector_to_ints([mpmath.mpf("inf")])
+
+
+@pytest.mark.parametrize("c", [-5.0, 0.0, 1.0, 2.0, 100.0, 1e6])
+def test_zero_pivot_witnesses_are_exact(c):
+    # after eliminating the first pivot the Schur complement is [[0, 1], [1, c - 1]]:
+    # a zero pivot with a non-zero entry in its row, so K is not PSD for every c
+    K = np.array([[1.0, 1.0, 1.0], [1.0, 1.0, 2.0], [1.0, 2.0, c]])
+    M, _ = to_int_matrix(K)
+    dec = exact_decision(M)
+    assert dec.kind == "not_psd" and dec.positives == (0,)
+    assert _rayleigh(K, dec.vector) < 0
+    r = check_psd(K, tol=0, method="exact")
+    assert r.verdict is Verdict.NOT_PSD and _rayleigh(K, r.witness) < 0
+
+
+def test_mercer_threshold_dropping_and_bound():
+    from kernelcheck._src.psd import EIGH_P, frobenius
+    from kernelcheck._src.rounding import gamma
+
+    K = np.diag([1.0, 0.5, 0.25])
+    F = mercer_features(K, tol=0.5)
+    # "eigenvalues at or below the threshold are treated as zero"
+    assert F.rank == 1 and F.threshold.value == 0.5
+    assert F.error_bound == 0.5 + 3.0 * gamma(EIGH_P(3)) * frobenius(K)
+    assert F.threshold.source.endswith("given by the caller")
+    none = mercer_features(np.diag([0.1, 0.2]), tol=0.5)
+    assert none.rank == 0 and none.residual == 0.2 and none.phi.shape == (2, 0)
+    phi = Nystrom(lambda A, B=None: 0.1 * (A @ (A if B is None else B).T), np.eye(2), tol=0.5)
+    assert phi.rank == 0 and phi.projection.shape == (2, 0)
+    assert phi(np.ones((3, 2))).shape == (3, 0) and not phi.projection.flags.writeable
+
+
+def test_mercer_features_str_and_failed_verdict():
+    from kernelcheck._src.psd_mercer import MercerFeatures
+    from kernelcheck._src.rounding import Tolerance
+
+    F = mercer_features(np.diag([4.0, 1.0, 0.0]))
+    assert str(F).startswith("PASSED: Phi (3 x 2) reproduces K with max residual ")
+    assert " <= bound " in str(F)
+    failed = MercerFeatures(F.phi, F.rank, F.eigenvalues, Tolerance(0.0, "t"), 1.0, 0.5, False)
+    assert str(failed) == "FAILED: Phi (3 x 2) reproduces K with max residual 1 > bound 0.5"
+
+
+def test_extend_messages_name_landmarks_and_describe_values():
+    X = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+    F = mercer_features(X @ X.T)
+    with pytest.raises(InvalidArgument, match=r"^`landmarks` must be a 2-d array"):
+        F.extend(lambda A: A @ A.T, np.ones(3))
+    with pytest.raises(InvalidArgument) as info:
+        F.extend(lambda A: A @ A.T, X[:2])
+    assert str(info.value).endswith("got array of shape (2, 2) and dtype float64")
+    with pytest.raises(InvalidArgument) as info:
+        F.extend(lambda A: np.ones((2, 2)), X)
+    assert str(info.value).endswith("got array of shape (2, 2) and dtype float64")
+    phi = F.extend(lambda A, B=None: A @ (A if B is None else B).T, X)
+    assert np.allclose(phi(X) @ phi(X).T, X @ X.T)
