@@ -1298,13 +1298,6 @@ def ratio_bias(
         norm_se.append(se_B / (2.0 * root_B) if root_B > 0 else float("inf"))
         proj.append(float(mo.mean[P] - A @ u))
         proj_se.append(float(mo.std_error()[P]))
-    flat = [m for m, se in zip(ms, proj_se, strict=True) if not (se > 0 and math.isfinite(se))]
-    if flat:
-        raise InvalidArgument(
-            f"the attention outputs do not vary between trials at m = {flat[0]} (standard "
-            f"error {proj_se[ms.index(flat[0])]:.3g}): with one key, or `V` constant over the "
-            "keys, every output is an exact weighted average and has no bias to fit"
-        )
     m_arr = np.array(ms, dtype=float)
     y = np.array(proj)
     w = 1.0 / np.array(proj_se) ** 2
