@@ -691,3 +691,40 @@ def test_weighted_monomials_overflow_leaks_no_warning():
             Polynomial(2).features()([[1e200, 1.0]])
         with pytest.raises(NumericalFailure):
             Exponential()([[100.0]])
+
+
+# ---------------------------------------------------------------------------
+# ExactFeatureMap: construction, identity, float32 model, messages
+# ---------------------------------------------------------------------------
+
+
+def test_exact_feature_map_construction_identity_and_messages():
+    from kernelcheck.errors import NumericalFailure
+
+    with pytest.raises(InvalidArgument, match=r"^`form` must be one of 'symmetric', 'tensor'"):
+        ExactFeatureMap(Linear(), "dense")
+    with pytest.raises(InvalidArgument, match=r"^`d` must be >= 1, got 0"):
+        Linear().features().output_dim(0)
+    a, b = Polynomial(2).features(), Polynomial(2).features()
+    assert a == b and hash(a) == hash(b) and len({a, b}) == 1
+    assert a != Polynomial(2).features("tensor") != Polynomial(3).features("tensor")
+    assert a != Polynomial(3).features() and a != "features"
+    assert hash(a) != hash(Polynomial(2).features("tensor"))
+    assert repr(a) == "(Polynomial(2)).features(form='symmetric')"
+    with pytest.raises(NumericalFailure) as info:
+        Polynomial(2).features()([[1.0], [1e200]])
+    assert str(info.value) == (
+        "(Polynomial(2)).features(form='symmetric') overflows float64 at feature 0 of row 1 "
+        "(the exact value is beyond the floating-point range); scale the inputs down"
+    )
+
+
+def test_exact_feature_map_error_bound_in_float32():
+    k = (Linear() + 1.0) ** 2
+    phi = k.features()
+    X32 = X.astype(np.float32)
+    P = phi(X32)
+    D = P.shape[1]
+    g = gamma(D + 2 * phi.ops, np.float32) * (1 + gamma(D, np.float32))
+    expected = g * (np.abs(P) @ np.abs(P).T)
+    assert np.allclose(phi.error_bound(X32), expected, rtol=64 * unit_roundoff(np.float32))
