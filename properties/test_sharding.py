@@ -24,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from kernelcheck.features import PositiveRandomFeatures, TrigonometricRandomFeatures
@@ -95,13 +95,16 @@ def test_c13_c17_report_identical_on_1_2_8_shards(
 @settings(max_examples=8, deadline=None)
 @given(
     Q=point_sets(min_points=1, max_points=3, dim=3, max_norm=0.6),
-    K=point_sets(min_points=1, max_points=3, dim=3, max_norm=0.6),
+    # two or more keys: with one key the output is exactly v (no bias to fit)
+    K=point_sets(min_points=2, max_points=3, dim=3, max_norm=0.6),
     seed=st.integers(0, 2**63 - 1),
     trials=st.integers(500, 4000),
     shard_size=st.integers(64, 1000),
 )
 def test_c16_ratio_bias_report_identical_on_1_2_8_shards(pool, Q, K, seed, trials, shard_size):
     """C16: the ratio-bias report (biases, 1/m fit) on 1, 2, 8 shards and in-process."""
+    # identical keys make the output exact (no bias to fit; ratio_bias refuses it)
+    assume(len(np.unique(K, axis=0)) >= 2)
     V = np.random.default_rng(seed).standard_normal((K.shape[0], 2))
     sampler = PositiveRandomFeatures.sampler(3, 8)
 

@@ -1298,6 +1298,11 @@ def ratio_bias(
         norm_se.append(se_B / (2.0 * root_B) if root_B > 0 else float("inf"))
         proj.append(float(mo.mean[P] - A @ u))
         proj_se.append(float(mo.std_error()[P]))
+    if not all(se > 0 and math.isfinite(se) for se in proj_se):
+        raise InvalidArgument(
+            "the attention outputs do not vary between trials (one key, or `V` constant "
+            "over the keys): the ratio is then exact, so there is no bias to fit (C16)"
+        )
     m_arr = np.array(ms, dtype=float)
     y = np.array(proj)
     w = 1.0 / np.array(proj_se) ** 2
