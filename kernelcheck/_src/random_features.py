@@ -352,7 +352,15 @@ class _RandomFeatures(FeatureMap):
         with np.errstate(over="ignore", invalid="ignore"):
             # a zero relative variance (trigonometric maps at x = y) is a zero MSE even
             # where k(x, y)**2 overflows
-            return np.where(c2 == 0, 0.0, t["mean"] ** 2 * c2)
+            mse = np.where(c2 == 0, 0.0, t["mean"] ** 2 * c2)
+        if not np.isfinite(mse).all():
+            i, j = (int(v) for v in np.argwhere(~np.isfinite(mse))[0])
+            raise NumericalFailure(
+                f"{self!r}: the MSE of pair ({i}, {j}) is beyond the float64 range "
+                "(k(x, y)^2 times the relative variance over- or underflows); "
+                "scale the inputs down"
+            )
+        return mse
 
 
 def _exp_checked(fmap, L: np.ndarray) -> np.ndarray:
