@@ -201,3 +201,18 @@ def test_seeded_search_is_reproducible_across_processes():
 def test_unknown_exploration_is_refused():
     with pytest.raises(InvalidArgument, match="`explore` must be one of"):
         verify_kernel(kc.Gaussian(), dim=2, explore="random")
+
+
+def test_search_on_a_kernel_that_always_raises_is_inconclusive_not_a_pass():
+    bad = kc.kernel_from_function(lambda x, y: 1 / 0, name="raises")
+    rep = verify_kernel(bad, dim=2, budget=8)
+    assert rep.verdict == "inconclusive" and not rep.passed
+    assert "could not be evaluated" in rep.reason
+
+
+def test_a_plain_callable_that_raises_on_the_points_is_invalid_argument():
+    def broken(X, Y=None):
+        raise RuntimeError("boom")
+
+    with pytest.raises(InvalidArgument, match="`kernel` raised RuntimeError"):
+        verify_kernel(broken, np.ones((3, 2)))

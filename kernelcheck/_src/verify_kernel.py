@@ -212,7 +212,12 @@ def _ladder(k, X: np.ndarray, v, q64: float) -> tuple[tuple, str, float]:
 
 
 def _points_report(k, X: np.ndarray, *, mode="points", extra="") -> KernelReport:
-    G = np.asarray(k(X), dtype=np.float64)
+    try:
+        G = np.asarray(k(X), dtype=np.float64)
+    except (InvalidArgument, NumericalFailure):
+        raise
+    except Exception as exc:
+        raise InvalidArgument(f"`kernel` raised {type(exc).__name__} on the points: {exc}") from exc
     n = G.shape[0]
     tol, has_model = _kernel_tolerance(k, X, G)
     r = check_psd(G, tol=tol)
@@ -300,12 +305,13 @@ def _points_report(k, X: np.ndarray, *, mode="points", extra="") -> KernelReport
 
 
 def _normalized_min_eig(k, P: np.ndarray) -> float:
+    """``lambda_min / max |lambda|`` of the Gram on P; NaN where it cannot be evaluated."""
     try:
         G = np.asarray(k(P), dtype=np.float64)
-    except (NumericalFailure, FloatingPointError, OverflowError, ValueError):
-        return 1.0
-    if not np.isfinite(G).all():
-        return 1.0
+    except Exception:  # noqa: BLE001 - a point set the kernel cannot evaluate is skipped
+        return math.nan
+    if G.shape != (P.shape[0], P.shape[0]) or not np.isfinite(G).all():
+        return math.nan
     G = 0.5 * (G + G.T)
     w = np.linalg.eigvalsh(G)
     top = max(abs(w[0]), abs(w[-1]))
@@ -342,6 +348,8 @@ def _restart(
 
     def consider(P):
         val = _normalized_min_eig(k, P)
+        if math.isnan(val):
+            return 1.0  # not evaluable: the largest normalised value, so the optimiser moves on
         if val < best["value"]:
             best["value"], best["points"] = val, np.array(P, dtype=np.float64)
         return val
@@ -352,6 +360,8 @@ def _restart(
         _seeded_phase(consider, rng, n, dim, scale, examples)
     if best["points"] is None:
         consider(rng.normal(scale=scale, size=(n, dim)))
+    if best["points"] is None:  # the kernel could not be evaluated anywhere
+        return _Candidate(index, math.inf, np.empty((0, dim)))
     x0 = best["points"].ravel()
     bound = 8.0 * scale
 
@@ -471,6 +481,17 @@ def _search(k, dim: int, seed, budget: int, executor, explore: str = "seeded") -
                 )
     assert best is not None
     spent = _budget_text(budget, done, dim)
+    if best.points.shape[0] == 0:
+        return KernelReport(
+            False,
+            "inconclusive",
+            kernel=repr(k),
+            mode="search",
+            budget=spent,
+            restarts=done,
+            reason=f"the kernel could not be evaluated on any point set of the search ({spent}): "
+            "every call raised or returned non-finite or wrongly shaped values",
+        )
     return KernelReport(
         True,
         "no_counterexample",
