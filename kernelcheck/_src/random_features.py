@@ -126,10 +126,11 @@ def draw_projection(
     rng = as_rng(rng, "rng")
     dim = as_int(dim, "dim", minimum=1)
     m = as_int(num_features, "num_features", minimum=1)
-    lead = () if batch is None else (as_int(batch, "batch", minimum=1),)
+    count = 1 if batch is None else as_int(batch, "batch", minimum=1)
+    lead: tuple[int, ...] = () if batch is None else (count,)
     blocks = -(-m // dim)
     per = blocks * dim * dim if orthogonal else m * dim
-    check_size(per * (1 if batch is None else lead[0]), "the projection")
+    check_size(per * count, "the projection")
     if not orthogonal:
         return rng.standard_normal(lead + (m, dim))
     G = rng.standard_normal(lead + (blocks, dim, dim))
