@@ -803,16 +803,13 @@ def kernel_from_function(
 # ---------------------------------------------------------------------------
 
 
-class Sum(Kernel):
-    """``k1 + k2``: a kernel (C9's closure rule); features concatenate.
-
-    Error model: ``E = E1 + E2 + u |G|``.
-    """
+class _Binary(Kernel):
+    """Shared structure of the binary combinators: two children, printed infix."""
 
     __slots__ = ("left", "right")
     left: Kernel
     right: Kernel
-    _prec = 0
+    _symbol = "?"
 
     def __init__(self, left: Any, right: Any):
         self._set(left=_promote(left, "left"), right=_promote(right, "right"))
@@ -824,7 +821,19 @@ class Sum(Kernel):
         return (self.left, self.right)
 
     def __repr__(self) -> str:
-        return f"{self.left._wrap(0)} + {self.right._wrap(1)}"
+        # the right operand is bracketed at equal precedence: a * (b * c) prints as written
+        return f"{self.left._wrap(self._prec)} {self._symbol} {self.right._wrap(self._prec + 1)}"
+
+
+class Sum(_Binary):
+    """``k1 + k2``: a kernel (C9's closure rule); features concatenate.
+
+    Error model: ``E = E1 + E2 + u |G|``.
+    """
+
+    __slots__ = ()
+    _prec = 0
+    _symbol = "+"
 
     def _gram(self, X, Y):
         # a constant side is added as a scalar, without forming its block
@@ -931,28 +940,15 @@ def _kron_rows(A: np.ndarray, B: np.ndarray) -> np.ndarray:
     return (A[:, :, None] * B[:, None, :]).reshape(A.shape[0], -1)
 
 
-class Product(Kernel):
+class Product(_Binary):
     """``k1 * k2``: a kernel (Schur product theorem); features are row-wise Kronecker.
 
     Error model: ``E = |G1| E2 + |G2| E1 + E1 E2 + u |G|``.
     """
 
-    __slots__ = ("left", "right")
-    left: Kernel
-    right: Kernel
+    __slots__ = ()
     _prec = 1
-
-    def __init__(self, left: Any, right: Any):
-        self._set(left=_promote(left, "left"), right=_promote(right, "right"))
-
-    def _key(self) -> tuple:
-        return (self.left, self.right)
-
-    def _children(self):
-        return (self.left, self.right)
-
-    def __repr__(self) -> str:
-        return f"{self.left._wrap(1)} * {self.right._wrap(2)}"
+    _symbol = "*"
 
     def _gram(self, X, Y):
         G = self.left._gram(X, Y)
