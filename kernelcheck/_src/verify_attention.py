@@ -169,6 +169,11 @@ class AttentionReport(ResultMixin):
 # ---------------------------------------------------------------------------
 
 
+def _not_judged(name: str, shape: tuple, note: str) -> AttentionCase:
+    """A case left unjudged (the reference is undefined there), with the reason."""
+    return AttentionCase(name, shape, None, math.nan, math.nan, math.nan, None, math.nan, note)
+
+
 class _Reference:
     """The reference form chosen by the arguments, with its error model."""
 
@@ -300,30 +305,10 @@ def _run_case(fn, ref_form: _Reference, name, Q, K, V, dtype) -> AttentionCase:
         with np.errstate(all="ignore"):
             ref = ref_form.output(Q, K, V)
     except (BadNormalizer, NumericalFailure) as exc:
-        return AttentionCase(
-            name,
-            shape,
-            None,
-            math.nan,
-            math.nan,
-            math.nan,
-            None,
-            math.nan,
-            f"reference not defined here: {str(exc).split(';')[0]}",
-        )
+        return _not_judged(name, shape, f"reference not defined here: {str(exc).split(';')[0]}")
     except InvalidArgument as exc:
         if name == "d=1":
-            return AttentionCase(
-                name,
-                shape,
-                None,
-                math.nan,
-                math.nan,
-                math.nan,
-                None,
-                math.nan,
-                f"reference does not accept d=1: {exc}",
-            )
+            return _not_judged(name, shape, f"reference does not accept d=1: {exc}")
         raise
     try:
         raw = fn(Q.copy(), K.copy(), V.copy())
