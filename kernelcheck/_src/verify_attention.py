@@ -169,6 +169,11 @@ class AttentionReport(ResultMixin):
 # ---------------------------------------------------------------------------
 
 
+def _failed(name: str, shape: tuple, note: str) -> AttentionCase:
+    """A case the user's function failed outright (raised, or returned unusable output)."""
+    return AttentionCase(name, shape, False, math.inf, math.inf, math.inf, None, math.nan, note)
+
+
 def _not_judged(name: str, shape: tuple, note: str) -> AttentionCase:
     """A case left unjudged (the reference is undefined there), with the reason."""
     return AttentionCase(name, shape, None, math.nan, math.nan, math.nan, None, math.nan, note)
@@ -314,46 +319,16 @@ def _run_case(fn, ref_form: _Reference, name, Q, K, V, dtype) -> AttentionCase:
         raw = fn(Q.copy(), K.copy(), V.copy())
         out = _to_numpy(raw)
     except Exception as exc:  # the user's code failed on this input: a finding, not a crash
-        return AttentionCase(
-            name,
-            shape,
-            False,
-            math.inf,
-            math.inf,
-            math.inf,
-            None,
-            math.nan,
-            f"fn raised {type(exc).__name__}: {exc}",
-        )
+        return _failed(name, shape, f"fn raised {type(exc).__name__}: {exc}")
     if out.dtype.kind not in "biuf":
-        return AttentionCase(
-            name,
-            shape,
-            False,
-            math.inf,
-            math.inf,
-            math.inf,
-            None,
-            math.nan,
-            f"fn returned a non-real array ({out.dtype})",
-        )
+        return _failed(name, shape, f"fn returned a non-real array ({out.dtype})")
     user_dtype = dtype
     if user_dtype is None:
         user_dtype = np.dtype(np.float32) if out.dtype == np.float32 else np.dtype(np.float64)
     with np.errstate(all="ignore"):
         tol = ref_form.tolerance(Q, K, V, user_dtype)
     if out.shape != ref.shape:
-        return AttentionCase(
-            name,
-            shape,
-            False,
-            math.inf,
-            math.inf,
-            math.inf,
-            None,
-            math.nan,
-            f"fn returned shape {out.shape}, expected {ref.shape}",
-        )
+        return _failed(name, shape, f"fn returned shape {out.shape}, expected {ref.shape}")
     out = out.astype(np.float64)
     if not np.isfinite(out).all():
         where = tuple(int(i) for i in np.argwhere(~np.isfinite(out))[0])
