@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
+from kernelcheck._src.atomic import InterruptedAfterWrite
 from kernelcheck.errors import InvalidArgument, NumericalFailure
 
 __all__ = [
@@ -580,8 +581,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         message = " ".join(str(exc).split())
         print(f"{prog}: cannot decide: {message}", file=sys.stderr)
         return EXIT_INCONCLUSIVE
+    except InterruptedAfterWrite:
+        print(
+            f"{prog}: interrupted; the report in {args.out} was already complete", file=sys.stderr
+        )
+        return EXIT_INTERRUPTED
     except KeyboardInterrupt:
-        print(f"{prog}: interrupted", file=sys.stderr)
+        out = getattr(args, "out", None)
+        where = f"; nothing was written to {out}" if out is not None else ""
+        print(f"{prog}: interrupted{where}", file=sys.stderr)
         return EXIT_INTERRUPTED
     except BrokenPipeError:  # the reader went away, e.g. `kernelcheck essay | head`
         # Point stdout at /dev/null so the interpreter's final flush stays quiet.

@@ -454,6 +454,73 @@ def test_interrupt_before_writing_leaves_the_folder_untouched(tmp_path, monkeypa
     assert (tmp_path / "report.md").read_text() == "previous report\n"
 
 
+_UNBIASED_SMALL = ["unbiased", "--trials", "2000", "--num-features", "8", "--dim", "2"]
+_SCALING_SMALL = ["scaling", "--sizes", "32,64,128", "--repeats", "1", "--json"]
+
+
+def _interrupt_on_first_call(module, name, monkeypatch):
+    """Make ``module.name`` deliver a real SIGINT to this process on its first call."""
+    real = getattr(module, name)
+    calls = []
+
+    def wrapped(*args, **kwargs):
+        if not calls:
+            os.kill(os.getpid(), signal.SIGINT)
+        calls.append(args[0] if args else None)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, wrapped)
+    return calls
+
+
+@pytest.mark.parametrize("command", ["unbiased", "scaling"])
+def test_sigint_during_the_writes_completes_the_report(command, tmp_path, monkeypatch, capsys):
+    """SIGINT while ``--out`` files are written: every file lands whole, then exit 130."""
+    from kernelcheck._src import scaling, verify_unbiased
+
+    out = tmp_path / "out"
+    if command == "unbiased":
+        calls = _interrupt_on_first_call(verify_unbiased, "write_bytes_atomic", monkeypatch)
+        argv, expected = _UNBIASED_SMALL, {"report.json", "report.md"}
+    else:
+        calls = _interrupt_on_first_call(scaling, "atomic_write", monkeypatch)
+        argv, expected = _SCALING_SMALL, {"scaling.md", "scaling.json"}
+    code = cli.main([*argv, "--out", str(out)])
+    err = capsys.readouterr().err
+    assert code == cli.EXIT_INTERRUPTED, err
+    assert err.strip() == (
+        f"kernelcheck {command}: interrupted; the report in {out} was already complete"
+    )
+    assert calls, "the interrupt was never sent"
+    names = {p.name for p in out.iterdir()}
+    assert expected <= names
+    assert not any(n.endswith(".tmp") for n in names)
+    json.loads((out / next(n for n in expected if n.endswith(".json"))).read_text())
+
+
+@pytest.mark.parametrize("command", ["unbiased", "scaling"])
+def test_interrupt_before_the_writes_leaves_no_file(command, tmp_path, monkeypatch, capsys):
+    """KeyboardInterrupt during the run: exit 130, a message saying so, no file in ``--out``."""
+    from kernelcheck._src import scaling, verify_unbiased
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    out = tmp_path / "out"
+    if command == "unbiased":
+        monkeypatch.setattr(verify_unbiased, "render_plots", interrupted)
+        monkeypatch.setattr(verify_unbiased.UnbiasedReport, "to_markdown", interrupted)
+        argv = _UNBIASED_SMALL
+    else:
+        monkeypatch.setattr(scaling, "_measure_form", interrupted)
+        argv = _SCALING_SMALL
+    code = cli.main([*argv, "--out", str(out)])
+    err = capsys.readouterr().err
+    assert code == cli.EXIT_INTERRUPTED, err
+    assert err.strip() == f"kernelcheck {command}: interrupted; nothing was written to {out}"
+    assert not out.exists() or not any(out.iterdir())
+
+
 # ---------------------------------------------------------------------------
 # In-process: argument values and matrix files
 

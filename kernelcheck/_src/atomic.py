@@ -3,18 +3,31 @@
 Each writer writes to a temporary file in the destination folder, flushes and
 fsyncs it, then ``os.replace``-s it onto the final name (atomic on POSIX).  An
 interrupted run (SIGINT, an exception) removes the temporary file.
+
+A report made of several files is written under :func:`sigint_deferred`:
+SIGINT is held until the last file is in place and then raised as
+:class:`InterruptedAfterWrite`, so an interrupt leaves either the whole new
+set or (when it comes before the writes) none of it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import tempfile
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
-__all__ = ["atomic_write", "write_text_atomic", "write_bytes_atomic"]
+__all__ = [
+    "atomic_write",
+    "write_text_atomic",
+    "write_bytes_atomic",
+    "sigint_deferred",
+    "InterruptedAfterWrite",
+]
 
 
 @contextlib.contextmanager
@@ -56,3 +69,32 @@ def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> Path:
     with atomic_write(path, "wb") as fh:
         fh.write(data)
     return Path(path)
+
+
+class InterruptedAfterWrite(KeyboardInterrupt):
+    """SIGINT arrived while report files were moved into place; they are all complete."""
+
+
+@contextlib.contextmanager
+def sigint_deferred() -> Iterator[None]:
+    """Hold SIGINT until the block ends, then raise :class:`InterruptedAfterWrite`.
+
+    Outside the main thread (where Python cannot install signal handlers) the
+    block runs as is.  An exception raised inside the block propagates
+    unchanged; a held SIGINT is then dropped with it.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    received: list[int] = []
+
+    def handler(signum, frame):
+        received.append(signum)
+
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if received:
+        raise InterruptedAfterWrite

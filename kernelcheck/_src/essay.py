@@ -15,17 +15,15 @@ import contextlib
 import io
 import json
 import platform
-import signal
 import sys
-import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TextIO
 
-from kernelcheck._src.atomic import write_bytes_atomic
+from kernelcheck._src.atomic import InterruptedAfterWrite, sigint_deferred, write_bytes_atomic
 from kernelcheck._src.claims import (
     GROUPS,
     LEVELS,
@@ -370,30 +368,6 @@ def render_plots(report: EssayReport) -> dict[str, bytes]:
     return out
 
 
-class InterruptedAfterWrite(KeyboardInterrupt):
-    """SIGINT arrived while the report files were moved into place; they are all complete."""
-
-
-@contextlib.contextmanager
-def _sigint_deferred() -> Iterator[None]:
-    """Hold SIGINT until the block ends, then raise :class:`InterruptedAfterWrite`."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    received: list[int] = []
-
-    def handler(signum, frame):
-        received.append(signum)
-
-    previous = signal.signal(signal.SIGINT, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-    if received:
-        raise InterruptedAfterWrite
-
-
 def write_report(report: EssayReport, out_dir: str | Path) -> list[Path]:
     """Write ``report.md``, ``report.json`` and the plots into ``out_dir``.
 
@@ -421,7 +395,7 @@ def write_report(report: EssayReport, out_dir: str | Path) -> list[Path]:
     files.update(plots)
     written = []
     out_dir.mkdir(parents=True, exist_ok=True)
-    with _sigint_deferred():
+    with sigint_deferred():
         for name in [*plots, "report.json", "report.md"]:
             written.append(write_bytes_atomic(out_dir / name, files[name]))
     return written
@@ -429,7 +403,6 @@ def write_report(report: EssayReport, out_dir: str | Path) -> list[Path]:
 
 def _maybe_dask(workers: int | None, scheduler: str | None):
     """A Dask executor when ``workers`` or ``scheduler`` is given, else a null context."""
-    import contextlib
 
     if workers is None and scheduler is None:
         return contextlib.nullcontext(None)

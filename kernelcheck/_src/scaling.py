@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from kernelcheck._src.atomic import atomic_write
+from kernelcheck._src.atomic import atomic_write, sigint_deferred
 from kernelcheck._src.results import ResultMixin
 from kernelcheck._src.validate import (
     as_array,
@@ -1297,17 +1297,19 @@ def run_scaling(
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
         plot_path = out / "scaling.png"
-        try:
-            report.plot(plot_path)
-        except ImportError:
-            plot_path = None
-        report = dataclasses.replace(
-            report, plot_path=None if plot_path is None else str(plot_path)
-        )
-        with atomic_write(out / "scaling.md", "w") as fh:
-            fh.write(report.to_markdown())
-        with atomic_write(out / "scaling.json", "w") as fh:
-            fh.write(report.to_json(indent=2))
+        # SIGINT is held until the three files are in place (all or none of the new set)
+        with sigint_deferred():
+            try:
+                report.plot(plot_path)
+            except ImportError:
+                plot_path = None
+            report = dataclasses.replace(
+                report, plot_path=None if plot_path is None else str(plot_path)
+            )
+            with atomic_write(out / "scaling.md", "w") as fh:
+                fh.write(report.to_markdown())
+            with atomic_write(out / "scaling.json", "w") as fh:
+                fh.write(report.to_json(indent=2))
     return report
 
 

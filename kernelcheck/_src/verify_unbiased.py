@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 from scipy.special import ndtr, ndtri
 
-from kernelcheck._src.atomic import write_bytes_atomic
+from kernelcheck._src.atomic import sigint_deferred, write_bytes_atomic
 from kernelcheck._src.results import ResultMixin
 from kernelcheck._src.rounding import Tolerance, gamma
 from kernelcheck._src.stats import (
@@ -957,7 +957,9 @@ def write_report(report: UnbiasedReport, out_dir, *, plots: bool = True) -> list
 
     Everything is rendered in memory first; each file is then written to a
     temporary name and renamed (:func:`kernelcheck._src.atomic.write_bytes_atomic`),
-    so no file is ever half written.  Returns the written paths.
+    so no file is ever half written, with SIGINT held until the last one is in
+    place (:func:`kernelcheck._src.atomic.sigint_deferred`: an interrupt then
+    raises ``InterruptedAfterWrite``).  Returns the written paths.
     """
     if not isinstance(report, UnbiasedReport):
         raise InvalidArgument(f"`report` must be an UnbiasedReport, got {describe(report)}")
@@ -971,8 +973,9 @@ def write_report(report: UnbiasedReport, out_dir, *, plots: bool = True) -> list
     if plots:
         files.update(render_plots(report))
     written = []
-    for name, data in files.items():
-        written.append(write_bytes_atomic(out_dir / name, data))
+    with sigint_deferred():
+        for name, data in files.items():
+            written.append(write_bytes_atomic(out_dir / name, data))
     return written
 
 
