@@ -19,7 +19,7 @@ import pytest
 from scipy.special import comb, ndtri
 
 from kernelcheck._src import stats as _stats
-from kernelcheck.errors import InvalidArgument
+from kernelcheck.errors import InvalidArgument, NumericalFailure
 from kernelcheck.stats import (
     Moments,
     berry_esseen_bound,
@@ -360,3 +360,50 @@ def test_helper_argument_messages(call, start):
     with pytest.raises(InvalidArgument) as info:
         call()
     assert str(info.value).startswith(start)
+
+
+# ---------------------------------------------------------------------------
+# Moments beyond the float64 range: a clean error, never inf or NaN moments
+
+
+@pytest.mark.parametrize("scale", [1e80, 1e160, 1e300])
+def test_moments_that_overflow_raise_numerical_failure(scale):
+    """Deviations ~``scale``: ``sum d^4`` (~N scale^4) leaves the range for scale >= 1e80."""
+    x = scale * np.random.default_rng(0).standard_normal((64, 2))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no RuntimeWarning leaks before the error
+        with pytest.raises(NumericalFailure, match="`values`.*float64 range"):
+            Moments.from_samples(x)
+
+
+def test_run_trials_with_an_overflowing_estimator_raises():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(NumericalFailure, match="float64 range"):
+            run_trials(lambda rng, n: 1e200 * rng.standard_normal((n, 3)), 300, seed=0)
+
+
+def test_merge_that_overflows_raises():
+    """Two finite halves whose means differ by 1e160: the merged ``m4`` ~ delta^4 N overflows."""
+    a = Moments.from_samples(np.zeros((4, 1)))
+    b = Moments.from_samples(np.full((4, 1), 1e160))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(NumericalFailure, match="merged trials"):
+            a.merge(b)
+
+
+def test_skewness_and_kurtosis_of_large_but_finite_moments():
+    """Deviations ~1e70: ``M2^2`` and ``M2^1.5`` overflow, the ratios must not.
+
+    Compared with the same statistics of the data divided by 1e70 (scale
+    invariant), within ``gamma_(4N)``-sized relative error: each moment sum
+    has ~N roundings and each ratio a few more.
+    """
+    x = np.random.default_rng(1).standard_normal(2000) ** 2  # skewed, kurtosis ~ 15
+    big = Moments.from_samples(1e70 * x)
+    ref = Moments.from_samples(x)
+    tol = 4 * len(x) * 2.0**-53 * 8
+    assert np.isfinite(big.skewness()) and np.isfinite(big.kurtosis())
+    np.testing.assert_allclose(big.skewness(), ref.skewness(), rtol=tol)
+    np.testing.assert_allclose(big.kurtosis(), ref.kurtosis(), rtol=tol)

@@ -80,6 +80,23 @@ BERRY_ESSEEN_C = 0.4748
 _MAX_IN_FLIGHT = 64
 
 
+def _require_finite_moments(mean, m2, m3, m4, what: str) -> None:
+    """Raise :class:`NumericalFailure` when a central sum left the float64 range.
+
+    ``m4 = sum (x - mean)^4`` overflows once deviations reach about
+    ``(1.8e308 / N)^(1/4)`` (~1e75 for N = 2048), long before the values
+    themselves do; a moment that is ``inf`` (or NaN, from ``inf - inf``) is
+    no statistic, so no verdict is built on it.
+    """
+    if all(np.isfinite(a).all() for a in (mean, m2, m3, m4)):
+        return
+    raise NumericalFailure(
+        f"the central moments of {what} exceed the float64 range (the fourth needs "
+        "|x - mean|^4 summed over the trials to stay below 1.8e308); scale the "
+        "estimator down, e.g. estimate k(x, y) / c for a known c"
+    )
+
+
 @dataclass(frozen=True)
 class Moments(ResultMixin):
     """Running moments of Monte Carlo trials, entrywise over an array shape.
@@ -124,12 +141,14 @@ class Moments(ResultMixin):
         # rounding error scales with the spread, not the size (exact for a
         # constant estimate)
         shift = x[0]
-        mean = shift + (x - shift).mean(axis=0)
-        d = x - mean
-        d2 = d * d
-        m2 = d2.sum(axis=0)
-        m3 = (d2 * d).sum(axis=0)
-        m4 = (d2 * d2).sum(axis=0)
+        with np.errstate(over="ignore", invalid="ignore"):
+            mean = shift + (x - shift).mean(axis=0)
+            d = x - mean
+            d2 = d * d
+            m2 = d2.sum(axis=0)
+            m3 = (d2 * d).sum(axis=0)
+            m4 = (d2 * d2).sum(axis=0)
+        _require_finite_moments(mean, m2, m3, m4, "`values`")
         mx = None
         if aux is not None:
             a = as_array(aux, "aux", dtype=np.float64)
@@ -144,6 +163,10 @@ class Moments(ResultMixin):
         """Exact pairwise merge (Chan et al. 1979; Pebay 2008), ``self`` first."""
         na, nb = float(self.count), float(other.count)
         n = na + nb
+        with np.errstate(over="ignore", invalid="ignore"):
+            return self._merge(other, na, nb, n)
+
+    def _merge(self, other: Moments, na: float, nb: float, n: float) -> Moments:
         delta = other.mean - self.mean
         d_n = delta / n
         mean = self.mean + d_n * nb
@@ -165,6 +188,7 @@ class Moments(ResultMixin):
             mx = self.maximum if other.maximum is None else other.maximum
         else:
             mx = np.maximum(self.maximum, other.maximum)
+        _require_finite_moments(mean, m2, m3, m4, "the merged trials")
         return Moments(self.count + other.count, mean, m2, m3, m4, mx)
 
     def variance(self, ddof: int = 1) -> np.ndarray:
@@ -176,14 +200,22 @@ class Moments(ResultMixin):
         return np.sqrt(self.variance() / self.count)
 
     def skewness(self) -> np.ndarray:
-        """Sample skewness ``sqrt(N) M3 / M2^1.5`` (NaN where M2 = 0)."""
+        """Sample skewness ``sqrt(N) M3 / M2^1.5`` (NaN where M2 = 0).
+
+        Evaluated as ``sqrt(N) (M3 / M2) / sqrt(M2)``: ``|M3 / M2| <= max |x - mean|``,
+        so no intermediate overflows while the moments are finite.
+        """
         with np.errstate(divide="ignore", invalid="ignore"):
-            return math.sqrt(self.count) * self.m3 / self.m2**1.5
+            return math.sqrt(self.count) * (self.m3 / self.m2) / np.sqrt(self.m2)
 
     def kurtosis(self) -> np.ndarray:
-        """Sample kurtosis ``N M4 / M2^2`` (3 for a normal; NaN where M2 = 0)."""
+        """Sample kurtosis ``N M4 / M2^2`` (3 for a normal; NaN where M2 = 0).
+
+        Evaluated as ``N (M4 / M2) / M2``: ``M4 / M2 <= max (x - mean)^2``, so
+        no intermediate overflows while the moments are finite.
+        """
         with np.errstate(divide="ignore", invalid="ignore"):
-            return self.count * self.m4 / (self.m2 * self.m2)
+            return self.count * (self.m4 / self.m2) / self.m2
 
     def confidence_interval(self, alpha: float = 0.05) -> tuple[np.ndarray, np.ndarray]:
         """Normal-approximation interval ``mean -/+ z_(1-alpha/2) SE``."""
