@@ -53,6 +53,7 @@ from kernelcheck._src.psd_exact import (
     min_exponent,
     quadratic_form,
     to_int_matrix,
+    vector_to_ints,
 )
 from kernelcheck._src.results import ResultMixin
 from kernelcheck._src.rounding import Tolerance, gamma, unit_roundoff
@@ -381,7 +382,9 @@ def _as_witness(K: np.ndarray, v, t: float, e: int | None) -> _Witness | None:
             return None
         candidates.append(v.astype(np.float64))
     else:
-        ints = np.array([int(x) for x in v], dtype=object)
+        # exact: Python ints, Fractions or mpf (the mpmath rung's pivot vector), times
+        # a common positive scale, which the Rayleigh quotient does not see
+        ints, _ = vector_to_ints(v)
         if not any(ints):
             return None
         big = max(abs(int(x)) for x in ints)
