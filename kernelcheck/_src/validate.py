@@ -286,7 +286,11 @@ def as_rng(seed: Any, name: str = "seed") -> np.random.Generator:
 
 def check_choice(value: Any, name: str, choices) -> Any:
     """``value`` must be one of ``choices``."""
-    if value not in choices:
+    try:
+        known = value in choices
+    except (TypeError, ValueError):  # an array compares elementwise: not a choice
+        known = False
+    if not known:
         listed = ", ".join(repr(c) for c in choices)
         raise InvalidArgument(f"`{name}` must be one of {listed}; got {value!r}")
     return value
