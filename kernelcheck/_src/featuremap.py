@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from kernelcheck._src.rounding import gamma
-from kernelcheck._src.validate import as_int, as_points, check_choice, check_size
-from kernelcheck.errors import NumericalFailure
+from kernelcheck._src.validate import as_int, as_points, check_choice, check_size, describe
+from kernelcheck.errors import InvalidArgument, NumericalFailure
 
 if TYPE_CHECKING:  # pragma: no cover
     from kernelcheck._src.kernels import Kernel
@@ -86,7 +86,12 @@ class ExactFeatureMap(FeatureMap):
     exact = True
 
     def __init__(self, kernel: Kernel, form: str = "symmetric"):
+        from kernelcheck._src.kernels import Kernel  # the kernels module imports this one
+
+        if not isinstance(kernel, Kernel):
+            raise InvalidArgument(f"`kernel` must be a kernelcheck Kernel, got {describe(kernel)}")
         check_choice(form, "form", FORMS)
+        kernel._require_finite()
         self._kernel = kernel
         self.form = form
 
