@@ -689,6 +689,8 @@ class FunctionKernel(Kernel):
             name = getattr(function, "__name__", None) or "f"
         if not isinstance(name, str):
             raise InvalidArgument(f"`name` must be a string, got {describe(name)}")
+        if not isinstance(vectorized, (bool, np.bool_)):
+            raise InvalidArgument(f"`vectorized` must be True or False, got {describe(vectorized)}")
         self._set(
             function=function, vectorized=bool(vectorized), mp_function=mp_function, name=name
         )
@@ -743,15 +745,21 @@ class FunctionKernel(Kernel):
 
     def _mp(self, X, Y):
         out = []
-        for x in X:
+        for i, x in enumerate(X):
             row = []
-            for y in Y:
+            for j, y in enumerate(Y):
                 try:
-                    row.append(mpmath.mpf(self.mp_function(x, y)))
+                    value = mpmath.mpf(self.mp_function(x, y))
                 except Exception as exc:
                     raise InvalidArgument(
                         f"`mp_function` of {self!r} raised {type(exc).__name__}: {exc}"
                     ) from exc
+                if not mpmath.isfinite(value):
+                    raise InvalidArgument(
+                        f"`mp_function` of {self!r} returned a non-finite value {value} at "
+                        f"entry ({i}, {j})"
+                    )
+                row.append(value)
             out.append(row)
         return out
 
