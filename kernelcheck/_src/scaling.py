@@ -50,9 +50,10 @@ from kernelcheck._src.validate import (
     as_rng,
     check_callable,
     check_choice,
+    check_size,
     describe,
 )
-from kernelcheck.errors import InvalidArgument
+from kernelcheck.errors import BadNormalizer, InvalidArgument, NumericalFailure
 
 __all__ = [
     "STATISTICS",
@@ -83,6 +84,26 @@ CLOCKS = ("wall", "cpu")
 _CLOCK_FUNCTIONS = {"wall": time.perf_counter, "cpu": time.process_time}
 
 _MAX_LOOPS = 1_000_000
+#: Largest size n accepted: integers up to 2**53 are exact in float64, where the fits work.
+_MAX_SIZE = 2**53
+#: kernelcheck's own errors pass through a user callable unchanged.
+_OWN_ERRORS = (InvalidArgument, NumericalFailure, BadNormalizer)
+
+
+def _call_user(name: str, f: Callable, *args: Any) -> Any:
+    """``f(*args)``; an exception other than kernelcheck's own becomes InvalidArgument."""
+    try:
+        return f(*args)
+    except _OWN_ERRORS:
+        raise
+    except Exception as exc:
+        raise InvalidArgument(f"`{name}` raised {type(exc).__name__}: {exc}") from exc
+
+
+def _check_bool(value: Any, name: str) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise InvalidArgument(f"`{name}` must be True or False, got {describe(value)}")
+    return bool(value)
 
 
 # ---------------------------------------------------------------------------
@@ -96,10 +117,11 @@ def geometric_sizes(start: int, stop: int, *, num: int | None = None) -> tuple[i
     Parameters
     ----------
     start, stop : int
-        First and last size, ``1 <= start < stop``.
+        First and last size, ``1 <= start < stop <= 2**53``.
     num : int, optional
-        Number of sizes (``>= 2``), spaced evenly in ``log n`` and rounded to
-        integers (duplicates after rounding are dropped).  Default: the
+        Number of sizes (``>= 2``, at most ``stop - start + 1``), spaced evenly
+        in ``log n`` and rounded to integers (duplicates after rounding are
+        dropped).  Default: the
         doubling grid ``start, 2 start, 4 start, ...`` up to ``stop``
         (``stop`` itself is included only when it is on the grid).
 
@@ -115,8 +137,8 @@ def geometric_sizes(start: int, stop: int, *, num: int | None = None) -> tuple[i
     >>> geometric_sizes(10, 1000, num=3)
     (10, 100, 1000)
     """
-    start = as_int(start, "start", minimum=1)
-    stop = as_int(stop, "stop", minimum=1)
+    start = as_int(start, "start", minimum=1, maximum=_MAX_SIZE)
+    stop = as_int(stop, "stop", minimum=1, maximum=_MAX_SIZE)
     if stop <= start:
         raise InvalidArgument(f"`stop` must be larger than `start` = {start}, got {stop}")
     if num is None:
@@ -129,6 +151,11 @@ def geometric_sizes(start: int, stop: int, *, num: int | None = None) -> tuple[i
             out.append(stop)
         return tuple(out)
     num = as_int(num, "num", minimum=2)
+    if num > stop - start + 1:
+        raise InvalidArgument(
+            f"`num` must be at most the {stop - start + 1} integers from `start` = {start} to "
+            f"`stop` = {stop}, got {num}"
+        )
     grid = np.rint(np.geomspace(start, stop, num)).astype(np.int64)
     return tuple(int(v) for v in np.unique(grid))
 
@@ -142,7 +169,7 @@ def _sizes_iv(sizes: Any, name: str = "sizes", *, minimum_count: int = 2) -> tup
     for i, s in enumerate(sizes):
         if isinstance(s, (np.integer,)):
             s = int(s)
-        out.append(as_int(s, f"{name}[{i}]", minimum=1))
+        out.append(as_int(s, f"{name}[{i}]", minimum=1, maximum=_MAX_SIZE))
     if len(out) < minimum_count:
         raise InvalidArgument(
             f"`{name}` must hold at least {minimum_count} sizes to fit an exponent, got {len(out)}"
@@ -293,6 +320,7 @@ def _fit_exponent_iv(sizes, values, confidence, method, statistic, n_resamples, 
                 f"have shape ({len(sizes)}, repeats) with repeats >= 2, got {describe(values)}"
             )
         rng = as_rng(seed)
+        check_size(n_resamples * values.size, f"the {n_resamples} bootstrap resamples")
     else:
         rng = None
     return sizes, values, confidence, n_resamples, rng, _expected_iv(expected)
@@ -569,7 +597,7 @@ def _measure_iv(fn, sizes, make_input, repeats, warmup, statistic, min_time, cos
     min_time = as_real(min_time, "min_time", nonnegative=True)
     if cost is not None:
         if callable(cost):
-            flops = [cost(n) for n in sizes]
+            flops = [_call_user("cost", cost, n) for n in sizes]
         else:
             flops = cost
         flops = as_array(flops, "cost", ndim=1, dtype=np.float64)
@@ -676,6 +704,13 @@ def measure(
     -------
     Measurement
 
+    Raises
+    ------
+    InvalidArgument
+        For bad arguments, and when ``fn``, ``make_input`` or ``cost`` raises
+        (the message names it, the size and the original exception;
+        kernelcheck's own errors pass through unchanged).
+
     Examples
     --------
     >>> import numpy as np
@@ -688,45 +723,52 @@ def measure(
         fn, sizes, make_input, repeats, warmup, statistic, min_time, cost, label
     )
     check_choice(clock, "clock", CLOCKS)
+    memory = _check_bool(memory, "memory")
     if not isinstance(cost_unit, str) or not cost_unit:
         raise InvalidArgument(f"`cost_unit` must be a non-empty string, got {describe(cost_unit)}")
+    check_size(len(sizes) * repeats, f"the table of {repeats} timed repeats per size")
     raw = np.empty((len(sizes), repeats))
     loops = []
     peaks = np.empty(len(sizes), dtype=np.int64) if memory else None
     perf = _CLOCK_FUNCTIONS[clock]
     for i, n in enumerate(sizes):
-        args = make_input(n)
+        args = _call_user("make_input", make_input, n)
         if not isinstance(args, tuple):
             args = (args,)
-        last = None
-        plain_warmup = warmup
-        if memory:
-            # The traced call is untimed; it is the first warm-up call.
-            t0 = perf()
-            peaks[i] = _peak_bytes(fn, args)  # type: ignore[index]
-            if warmup:
-                last = perf() - t0
-                plain_warmup = warmup - 1
-        for _ in range(plain_warmup):
-            t0 = perf()
-            fn(*args)
-            last = perf() - t0
-        if last is None or min_time == 0:
-            number = 1
-        else:
-            number = int(min(_MAX_LOOPS, max(1, math.ceil(min_time / max(last, 1e-9)))))
-        loops.append(number)
-        gc_was_enabled = gc.isenabled()
-        gc.disable()
         try:
-            for r in range(repeats):
+            last = None
+            plain_warmup = warmup
+            if memory:
+                # The traced call is untimed; it is the first warm-up call.
                 t0 = perf()
-                for _ in range(number):
-                    fn(*args)
-                raw[i, r] = (perf() - t0) / number
-        finally:
-            if gc_was_enabled:
-                gc.enable()
+                peaks[i] = _peak_bytes(fn, args)  # type: ignore[index]
+                if warmup:
+                    last = perf() - t0
+                    plain_warmup = warmup - 1
+            for _ in range(plain_warmup):
+                t0 = perf()
+                fn(*args)
+                last = perf() - t0
+            if last is None or min_time == 0:
+                number = 1
+            else:
+                number = int(min(_MAX_LOOPS, max(1, math.ceil(min_time / max(last, 1e-9)))))
+            gc_was_enabled = gc.isenabled()
+            gc.disable()
+            try:
+                for r in range(repeats):
+                    t0 = perf()
+                    for _ in range(number):
+                        fn(*args)
+                    raw[i, r] = (perf() - t0) / number
+            finally:
+                if gc_was_enabled:
+                    gc.enable()
+        except _OWN_ERRORS:
+            raise
+        except Exception as exc:  # the user's function: named, with the size it failed at
+            raise InvalidArgument(f"`fn` raised {type(exc).__name__} at n = {n}: {exc}") from exc
+        loops.append(number)
         del args
     if not (raw > 0).all():  # pragma: no cover - perf_counter has sub-microsecond resolution
         raise InvalidArgument(
@@ -774,6 +816,46 @@ def _null_locator():
     return NullLocator()
 
 
+def _plot_iv(measurements: Any, path: Any, title: Any) -> list[Measurement]:
+    if isinstance(measurements, Measurement):
+        raise InvalidArgument(
+            "`measurements` must be a sequence of Measurement objects; pass one as [m], "
+            "or call m.plot(path)"
+        )
+    if isinstance(measurements, (str, bytes)) or not hasattr(measurements, "__iter__"):
+        raise InvalidArgument(
+            "`measurements` must be a sequence of Measurement objects, got "
+            f"{describe(measurements)}"
+        )
+    out = list(measurements)
+    if not out:
+        raise InvalidArgument("`measurements` must hold at least one Measurement, got none")
+    for i, m in enumerate(out):
+        if not isinstance(m, Measurement):
+            raise InvalidArgument(f"`measurements[{i}]` must be a Measurement, got {describe(m)}")
+    if not isinstance(path, (str, os.PathLike)):
+        raise InvalidArgument(f"`path` must be a file path, got {describe(path)}")
+    if title is not None and not isinstance(title, str):
+        raise InvalidArgument(f"`title` must be a string, got {describe(title)}")
+    return out
+
+
+def _plot_path_iv(path: Any) -> Path:
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    path = Path(path)
+    if path.is_dir():
+        raise InvalidArgument(f"`path` must be a file, but {str(path)!r} is a folder")
+    fmt = path.suffix.lstrip(".").lower() or "png"
+    supported = FigureCanvasBase.get_supported_filetypes()
+    if fmt not in supported:
+        raise InvalidArgument(
+            f"`path` must end in a suffix matplotlib can write ({', '.join(sorted(supported))}), "
+            f"got {path.suffix!r}"
+        )
+    return path
+
+
 def plot_measurements(
     measurements: Sequence[Measurement], path, *, title: str | None = None
 ) -> Path:
@@ -784,8 +866,9 @@ def plot_measurements(
     fitted power law drawn dashed, the slope in the legend.  The PNG (or any
     format matplotlib infers from the suffix) is written atomically.
     """
+    measurements = _plot_iv(measurements, path, title)
     plt = _pyplot()
-    path = Path(path)
+    path = _plot_path_iv(path)
     has_mem = any(m.peak_memory is not None and (m.peak_memory > 0).all() for m in measurements)
     has_model = any(m.model_flops is not None for m in measurements)
     panels = 1 + has_mem + has_model
@@ -1075,6 +1158,7 @@ def _run_scaling_iv(
     forms,
     threads,
     clock,
+    progress,
 ):
     if threads is not None:
         threads = as_int(threads, "threads", minimum=1)
@@ -1100,6 +1184,11 @@ def _run_scaling_iv(
     check_choice(statistic, "statistic", STATISTICS)
     confidence = as_probability(confidence, "confidence")
     rng = as_rng(seed)
+    _check_bool(quick, "quick")
+    if progress is not None:
+        check_callable(progress, "progress")
+    # the inputs Q, K, V (3 n d) and the feature matrices (n D) of the largest size
+    check_size(max(sizes) * max(3 * d, 2 * num_features), f"the inputs at n = {max(sizes)}")
     if out is not None:
         if not isinstance(out, (str, os.PathLike)):
             raise InvalidArgument(f"`out` must be a directory path, got {describe(out)}")
@@ -1218,6 +1307,7 @@ def run_scaling(
         forms,
         threads,
         clock,
+        progress,
     )
     from kernelcheck._src import attention as att
 
@@ -1255,7 +1345,7 @@ def run_scaling(
                 )
             )
             if progress is not None:
-                progress(str(entries[-1]))
+                _call_user("progress", progress, str(entries[-1]))
     load_after = _load_average()
     notes: tuple[str, ...] = (
         "Time exponents are Theil-Sen slopes of log time against log n with Sen's "
