@@ -103,7 +103,10 @@ def _promote(value: Any, name: str) -> Kernel:
     if isinstance(value, Kernel):
         return value
     if isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_)):
-        return Constant(float(value))
+        value = float(value)
+        if not math.isfinite(value):  # named here: Constant would call it `c`
+            raise InvalidArgument(f"`{name}` must be finite, got {value}")
+        return Constant(value)
     raise InvalidArgument(f"`{name}` must be a Kernel or a real number, got {describe(value)}")
 
 
