@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelcheck._src.results import ResultMixin, to_jsonable
-from kernelcheck._src.validate import check_choice
+from kernelcheck._src.validate import check_callable, check_choice, describe
 from kernelcheck.errors import InvalidArgument
 
 __all__ = [
@@ -422,6 +422,30 @@ def get_claim(claim_id: str) -> Claim:
     return claims[cid]
 
 
+def _claim_ids_iv(claim_ids: Any) -> list[str] | None:
+    """Check a list of claim ids up front; the canonical ids (``"c5"`` -> ``"C5"``), or None.
+
+    A string is refused (it would be read letter by letter), as is an empty
+    list (a verdict on no claim); None means every registered claim.
+    """
+    if claim_ids is None:
+        return None
+    if isinstance(claim_ids, (str, bytes)) or not hasattr(claim_ids, "__iter__"):
+        raise InvalidArgument(
+            f"`claim_ids` must be a list of claim ids such as ['C1', 'C5'], got "
+            f"{describe(claim_ids)}"
+        )
+    ids = []
+    for i, cid in enumerate(claim_ids):
+        try:
+            ids.append(get_claim(cid).id)
+        except InvalidArgument as exc:
+            raise InvalidArgument(str(exc).replace("`claim_id`", f"`claim_ids[{i}]`", 1)) from None
+    if not ids:
+        raise InvalidArgument("`claim_ids` must name at least one claim (None runs every claim)")
+    return ids
+
+
 def run_claims(
     claim_ids: Iterable[str] | None = None,
     level: str = "default",
@@ -438,10 +462,12 @@ def run_claims(
     Parameters
     ----------
     claim_ids : iterable of str, optional
-        Ids such as ``["C1", "C5"]``.
+        Ids such as ``["C1", "C5"]`` (at least one; checked before any check
+        runs).  A bare string is refused: it would be read letter by letter.
     level : {"quick", "default", "thorough"}
     on_result : callable, optional
-        Called with each :class:`ClaimResult` as soon as it is known (progress).
+        Called with each :class:`ClaimResult` as soon as it is known
+        (progress); an exception it raises becomes :class:`InvalidArgument`.
     executor : concurrent.futures.Executor, optional
         Runs the Monte Carlo trials (C13, C16, C17, C18) and the counterexample
         search (C5) on it, e.g. ``kernelcheck.distributed.dask_executor()``.
@@ -453,6 +479,9 @@ def run_claims(
         In claim order.
     """
     check_choice(level, "level", LEVELS)
+    claim_ids = _claim_ids_iv(claim_ids)
+    if on_result is not None:
+        check_callable(on_result, "on_result")
     if executor is not None and not callable(getattr(executor, "submit", None)):
         raise InvalidArgument(
             "`executor` must be a concurrent.futures.Executor (an object with submit)"
@@ -488,7 +517,12 @@ def _run_claims(claim_ids, level, on_result) -> list[ClaimResult]:
             )
         results.append(result)
         if on_result is not None:
-            on_result(result)
+            try:
+                on_result(result)
+            except (KeyboardInterrupt, SystemExit, InvalidArgument):
+                raise
+            except Exception as exc:
+                raise InvalidArgument(f"`on_result` raised {type(exc).__name__}: {exc}") from exc
     return results
 
 

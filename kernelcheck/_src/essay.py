@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 import platform
 import sys
 import time
@@ -30,11 +31,13 @@ from kernelcheck._src.claims import (
     STATEMENTS,
     ClaimResult,
     ClaimVerdict,
+    _claim_ids_iv,
     registry,
     run_claims,
 )
 from kernelcheck._src.results import ResultMixin
-from kernelcheck._src.validate import check_choice
+from kernelcheck._src.validate import check_callable, check_choice, describe
+from kernelcheck.errors import InvalidArgument
 
 __all__ = ["EssayReport", "run_essay", "write_report", "exit_code_for"]
 
@@ -45,7 +48,9 @@ def exit_code_for(verdicts: Iterable[ClaimVerdict | str]) -> int:
     """The command-line exit code of a set of verdicts.
 
     0 when all are verified, 1 when any is refuted, else 3 when any is
-    inconclusive (an empty set is 0).
+    inconclusive (an empty set is 0).  ``verdicts`` is a list of
+    :class:`ClaimVerdict` or their values; anything else (a bare string, an
+    unknown verdict) raises :class:`~kernelcheck.errors.InvalidArgument`.
 
     Examples
     --------
@@ -54,7 +59,19 @@ def exit_code_for(verdicts: Iterable[ClaimVerdict | str]) -> int:
     >>> exit_code_for(["inconclusive", "refuted"])
     1
     """
-    codes = {_EXIT[ClaimVerdict(v)] for v in verdicts}
+    if isinstance(verdicts, (str, bytes)) or not hasattr(verdicts, "__iter__"):
+        raise InvalidArgument(
+            f"`verdicts` must be a list of claim verdicts, got {describe(verdicts)}"
+        )
+    codes = set()
+    for i, v in enumerate(verdicts):
+        try:
+            codes.add(_EXIT[ClaimVerdict(v)])
+        except ValueError:
+            known = ", ".join(repr(c.value) for c in ClaimVerdict)
+            raise InvalidArgument(
+                f"`verdicts[{i}]` must be a ClaimVerdict or one of {known}; got {v!r}"
+            ) from None
     if 1 in codes:
         return 1
     if 3 in codes:
@@ -293,9 +310,15 @@ def run_essay(
     1 of 1 claims verified, 0 refuted, 0 inconclusive (quick, 0.0 s)
     """
     check_choice(level, "level", LEVELS)
+    ids = _claim_ids_iv(claim_ids) or list(registry())
+    if stream is not None and not callable(getattr(stream, "write", None)):
+        raise InvalidArgument(
+            f"`stream` must be a text stream (with write), got {describe(stream)}"
+        )
+    if on_result is not None:
+        check_callable(on_result, "on_result")
     env = _environment()
-    ids = list(claim_ids) if claim_ids is not None else list(registry())
-    printer = _TablePrinter(stream, [c.strip().upper() for c in ids]) if stream else None
+    printer = _TablePrinter(stream, ids) if stream else None
 
     def progress(result: ClaimResult) -> None:
         if printer is not None:
@@ -381,11 +404,13 @@ def write_report(report: EssayReport, out_dir: str | Path) -> list[Path]:
     list of pathlib.Path
         The files written.
     """
+    if not isinstance(report, EssayReport):
+        raise InvalidArgument(f"`report` must be an EssayReport, got {describe(report)}")
+    if not isinstance(out_dir, (str, os.PathLike)):
+        raise InvalidArgument(f"`out_dir` must be a folder path, got {describe(out_dir)}")
     out_dir = Path(out_dir)
     if out_dir.exists() and not out_dir.is_dir():
-        from kernelcheck.errors import InvalidArgument
-
-        raise InvalidArgument(f"`out` must be a folder, but {str(out_dir)!r} is a file")
+        raise InvalidArgument(f"`out_dir` must be a folder, but {str(out_dir)!r} is a file")
     plots = render_plots(report)
     plot_names = {name[: -len(".png")]: name for name in plots}
     files: dict[str, bytes] = {
