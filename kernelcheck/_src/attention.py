@@ -1035,14 +1035,25 @@ def _blas_controller():
 
 
 def _split(fn, k: int, workers: _Workers) -> None:
-    """Run ``fn(lo, hi)`` over ``[0, k)``, cut into one contiguous range per worker."""
+    """Run ``fn(lo, hi)`` over ``[0, k)``, cut into one contiguous range per worker.
+
+    The workers run under the caller's floating-point error state
+    (``np.errstate`` is per thread: without this, warnings the caller
+    silenced would leak from the worker threads).
+    """
     if workers.pool is None or k < 2:
         fn(0, k)
         return
     parts = min(workers.size, k)
     edges = [round(i * k / parts) for i in range(parts + 1)]
+    err = np.geterr()
+
+    def run(lo: int, hi: int) -> None:
+        with np.errstate(**err):
+            fn(lo, hi)
+
     futures = [
-        workers.pool.submit(fn, lo, hi) for lo, hi in zip(edges[:-1], edges[1:], strict=True)
+        workers.pool.submit(run, lo, hi) for lo, hi in zip(edges[:-1], edges[1:], strict=True)
     ]
     for f in futures:
         f.result()
@@ -1082,9 +1093,9 @@ def _quotient_bound(absH, E, den_hat, u):
     E_num, E_den = E[..., :-1], E[..., -1:]
     absnum = absH[..., :-1]
     den = den_hat[..., None]
-    lo1 = den - E_den
-    lo2 = den - 2.0 * E_den
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        lo1 = den - E_den  # NaN from inf - inf fails lo2 > 0 below: bound inf
+        lo2 = den - 2.0 * E_den
         R = (absnum + E_num) / lo2
         bound = (E_num + R * E_den) / lo1 + u * R * (1.0 + u)
     bound = np.where(lo2 > 0, bound, np.inf)
@@ -1175,6 +1186,14 @@ def linear_error_bound(
     phi_q, phi_k, V, causal, _ = _features_iv(phi_q, phi_k, V, causal, "raise")
     dt = _dtype_iv(dtype, V.dtype)
     extra_ops = as_int(extra_ops, "extra_ops", minimum=0)
+    # An overflowing product makes the bound inf ("no bound in float64"), not a
+    # warning; inf - inf in the signed products gives a NaN normaliser, which
+    # _quotient_bound also turns into inf.
+    with np.errstate(over="ignore", invalid="ignore"):
+        return _linear_error_bound(phi_q, phi_k, V, causal, dt, extra_ops)
+
+
+def _linear_error_bound(phi_q, phi_k, V, causal, dt, extra_ops):
     n, D = phi_q.shape[-2], phi_q.shape[-1]
     W = _with_ones(V).astype(np.float64)
     aq, ak = np.abs(phi_q).astype(np.float64), np.abs(phi_k).astype(np.float64)
@@ -1270,12 +1289,13 @@ def softmax_error_bound(
     else:
         kmax = np.broadcast_to(absK.max(axis=-2, keepdims=True), absK.shape)
         vmax = np.broadcast_to(absV.max(axis=-2, keepdims=True), absV.shape)
-    r = (
-        scale
-        * np.sum(np.abs(Q).astype(np.float64) * kmax, axis=-1)
-        * (1.0 + gamma(d + 2, np.float64))
-    )
-    theta = gamma(d + 2 + extra_ops, dt) * r + 2.0 * u * r + (_EXP_ULPS + 1) * u
+    with np.errstate(over="ignore"):  # |q| |k| beyond the range: r = inf, the bound inf
+        r = (
+            scale
+            * np.sum(np.abs(Q).astype(np.float64) * kmax, axis=-1)
+            * (1.0 + gamma(d + 2, np.float64))
+        )
+        theta = gamma(d + 2 + extra_ops, dt) * r + 2.0 * u * r + (_EXP_ULPS + 1) * u
     gn = gamma(n + extra_ops, dt)
     with np.errstate(over="ignore"):
         factor = np.expm1(2.0 * theta) * (1.0 + u) + 2.0 * gn / (1.0 - gn) + u
@@ -1284,9 +1304,9 @@ def softmax_error_bound(
     under = (3 * n + 2) * _eta(dt) * (1.0 + vmax)
     # Where every value is 0 the output is exactly 0 whatever the weights:
     # the weight term is 0 there (an infinite factor must not make it NaN).
-    with np.errstate(invalid="ignore"):
+    with np.errstate(invalid="ignore", over="ignore"):
         weighted = np.where(vmax > 0, factor[..., None] * vmax, 0.0)
-    return (weighted + under) * (1.0 + gamma(6, np.float64))
+        return (weighted + under) * (1.0 + gamma(6, np.float64))
 
 
 def kernelized_error_bound(
