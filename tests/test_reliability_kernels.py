@@ -929,7 +929,7 @@ def test_gram_mp_is_finite_and_matches_float_where_float_answers(k, Z):
     except NumericalFailure:
         return
     M = np.array(k.gram_mp(Z, dps=30).tolist(), dtype=float)
-    assert np.all(np.abs(G - M) <= k.error_bound(Z) + np.abs(M) * 2 * np.finfo(float).eps)
+    assert np.all(np.abs(G - M) <= k.error_bound(Z) + np.abs(M) * (2 * np.finfo(float).eps))
 
 
 @settings(max_examples=40, deadline=None)
