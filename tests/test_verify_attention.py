@@ -353,3 +353,17 @@ def test_public_surface():
     assert verify.attention is va.attention
     for obj in (va.attention, va.assert_attention_matches, va.AttentionReport, va.AttentionCase):
         assert obj.__doc__
+
+
+def test_report_of_a_layer_that_gives_no_output_names_no_entry_or_tolerance():
+    """A layer that raises has no entry to compare: the line says so, with no 'nan'."""
+
+    def broken(Q, K, V, **kwargs):
+        raise RuntimeError("boom")
+
+    report = verify.attention(broken)
+    text = str(report)
+    assert not report.passed and report.where is None
+    assert f"case '{report.worst_case}' has no output to compare" in text
+    assert "nan" not in text and "None" not in text
+    assert "fn raised RuntimeError: boom" in text

@@ -143,12 +143,14 @@ class AttentionReport(ResultMixin):
         judged = sum(c.passed is not None for c in self.cases)
         head = "PASS" if self.passed else "FAIL"
         text = f"{head}: fn vs {self.reference} ({kind}) on {judged} cases"
-        if self.worst_case is not None:
+        if self.worst_case is not None and self.where is not None:
             text += (
                 f"; worst error {self.worst_error:.3g} in case '{self.worst_case}' "
                 f"at {self.where}, "
                 f"tolerance {self.tolerance.value:.3g}"
             )
+        elif self.worst_case is not None:  # fn gave no output to compare entrywise
+            text += f"; case '{self.worst_case}' has no output to compare"
         failed = self.failures()
         if failed:
             text += "; failing: " + ", ".join(f"'{c.name}'" for c in failed)
