@@ -94,7 +94,16 @@ def _extreme_high():
     return K
 
 
+def _subnormal_product():
+    """Scaling would put ``d_1 d_2 K_12 = (1 + 2**-52) 2**-1040`` in the subnormal range."""
+    K = np.diag([2.0**340, 2.0**340, 1.0])
+    K[0, 1] = K[1, 0] = (1 + 2.0**-52) * 2.0**-700
+    return K
+
+
 PRECONDITION_CORPUS = {
+    "subnormal product": _subnormal_product(),
+    "exponent 500": np.diag([2.0**-1000, 2.0**-900]),
     "2x2": np.array([[2.0, 1.0], [1.0, 2.0]]),
     "scaled 2x2": np.array([[1.0, 0.5 * 2.0**-40], [0.5 * 2.0**-40, 2.0**-80]]),
     "spread 5": _spread(5, -30, 30, 1),
@@ -308,3 +317,52 @@ def test_mpmath_certificate_with_tolerance_and_its_witnesses():
     assert rayleigh(K, r2.witness) < -Fraction(-low / 4)
     prec = int(re.search(r"(\d+)-bit", r2.reason).group(1))
     assert prec in MPMATH_PRECISIONS
+
+
+@pytest.mark.parametrize(
+    "K",
+    [
+        np.diag([2.0**-1000, 2.0**-900]),  # d = (2**500, 2**450): products stay normal
+        np.array(
+            [[1.0, 2.0**-41, 0.0], [2.0**-41, 2.0**-80, 0.0], [0.0, 0.0, 1.0]]
+        ),  # a zero entry: only non-zero products matter
+        np.diag([1.0, 2.0**-80]),
+    ],
+)
+def test_scaling_is_applied_whenever_the_products_stay_normal(K):
+    """C5: when every product ``d_i K_ij d_j`` of the van der Sluis scaling is a
+    normal float (checked here) the certificate is scaled, and a PD matrix whose
+    ``lambda_min`` is far below the unscaled shift ``c ~ u max K_jj`` is proven on
+    the fast path."""
+    n = K.shape[0]
+    e = -np.ceil(0.5 * np.log2(np.diagonal(K)))
+    prods = [
+        abs(F(K[i, j])) * Fraction(2) ** int(e[i] + e[j])
+        for i in range(n)
+        for j in range(n)
+        if K[i, j] != 0
+    ]
+    assert min(prods) >= Fraction(2) ** -900 and max(prods) <= 4
+    assert float(rump_shift([F(x) for x in np.diagonal(K)])) > np.linalg.eigvalsh(K)[0]
+    r = check_psd(K, tol=0)
+    assert (r.verdict, r.method, r.rungs) == FAST_PD
+
+
+def test_certificate_of_k_plus_tol_with_a_diagonal_entry_below_tol():
+    """C5: ``K = [[0.1, 0.6], [0.6, 1]]`` has ``lambda_min = -0.2``; at ``tol = 0.5``
+    it is PSD within tol, proven by the certified Cholesky of ``K + tol I`` (whose
+    diagonal ``0.6, 1.5`` is positive) although ``K_11 = 0.1 < tol``; at
+    ``tol = 0.05`` it is NOT_PSD with the failed pivot's witness."""
+    K = np.array([[0.1, 0.6], [0.6, 1.0]])
+    r = check_psd(K, tol=0.5)
+    assert (r.verdict, r.method, r.certified) == (Verdict.POSITIVE_SEMIDEFINITE, "cholesky", True)
+    assert r.rungs[-1] == "cholesky+tol"
+    ch = _certified_cholesky(K, 0.5)
+    T = [F(ch.d[j]) ** 2 * (F(K[j, j]) + F(0.5)) for j in range(2)]
+    assert ch.ok and F(ch.c) >= rump_shift(T)
+    # the pivot vector [-6, 1] has Rayleigh quotient -2.6 / 37 ~ -0.07
+    r = check_psd(K, tol=0.05, method="cholesky")
+    assert r.verdict is Verdict.NOT_PSD and rayleigh(K, r.witness) < -Fraction(0.05)
+    # a diagonal entry below -shift: refused without factorising
+    assert not _certified_cholesky(np.diag([1.0, -0.5]), 0.25).ok
+    assert _certified_cholesky(np.diag([1.0, -0.5]), 0.75).ok

@@ -268,3 +268,51 @@ def test_inconclusive_auto_reason_names_the_limits():
     assert f"n = {n} > max_exact_n = 10" in r.reason and f"n > {MPMATH_MAX_N}" in r.reason
     lam, err = re.search(r"lambda_min ~ " + NUM + r" \+- " + NUM, r.reason).groups()
     assert close3(lam, r.min_eigenvalue) and close3(err, r.min_eigenvalue_error)
+
+
+@pytest.mark.parametrize("k,n,seed", [(2, 3, 0), (3, 5, 1), (4, 4, 2), (5, 7, 3)])
+def test_mpmath_pivot_vector_is_the_witness_on_the_leading_coordinates(k, n, seed):
+    """C5: the mpmath rung on a matrix whose Schur complement at pivot ``k`` is
+    exactly ``-1`` fails at that pivot at the first precision; its pivot vector
+    ``[-A11^{-1} a; 1; 0]`` (solved with the computed factor) is the witness:
+    zero after coordinate ``k``, non-zero at ``k``, Rayleigh quotient exactly
+    negative, and ``v^T K v / v_k^2`` equal to the Schur complement ``-1`` to the
+    accuracy of a 113-bit solve."""
+    K = failing_at(k, n, seed)
+    r = check_psd(K, tol=0, method="mpmath")
+    assert (r.verdict, r.method, r.rungs) == (Verdict.NOT_PSD, "mpmath", ("mpmath",))
+    assert int(re.search(r"(\d+)-bit", r.reason).group(1)) == 113
+    w = [Fraction(int(x)) if not isinstance(x, float) else F(x) for x in r.witness]
+    assert all(x == 0 for x in w[k:]) and w[k - 1] != 0
+    q = sum(w[i] * F(K[i, j]) * w[j] for i in range(n) for j in range(n))
+    assert q < 0
+    assert abs(q / (w[k - 1] ** 2) + 1) < Fraction(1, 10**9)
+
+
+@pytest.mark.parametrize(
+    "K,tol,expected",
+    [
+        (np.diag([1.0, -2.0, 3.0]), 0.0, Verdict.NOT_PSD),  # negative diagonal entry
+        (np.array([[1.0, 1.0], [1.0, 0.0]]), 0.0, Verdict.NOT_PSD),  # zero diagonal, coupled
+        (np.array([[2.0, 1.0], [1.0, 0.0]]), 0.0, Verdict.NOT_PSD),
+        (np.array([[0.1, 0.6], [0.6, 1.0]]), 0.5, Verdict.POSITIVE_SEMIDEFINITE),  # lmin = -0.2
+        (np.array([[0.1, 0.6], [0.6, 1.0]]), 0.1, Verdict.NOT_PSD),
+    ],
+)
+def test_mpmath_rung_on_small_diagonals(K, tol, expected):
+    """C5: the mpmath rung with a diagonal entry that is negative, zero, or below
+    ``tol`` (where only ``K + tol I`` can be certified): the verdict agrees with
+    Sylvester's criterion on ``K + tol I`` (``lambda_min = -0.2`` for the last two),
+    the witness is exact, and the reason says which matrix was certified."""
+    r = check_psd(K, tol=tol, method="mpmath")
+    assert (r.verdict, r.method, r.certified) == (expected, "mpmath", True)
+    if expected is Verdict.NOT_PSD:
+        n = K.shape[0]
+        w = [F(x) for x in r.witness]
+        q = sum(w[i] * F(K[i, j]) * w[j] for i in range(n) for j in range(n))
+        assert q / sum(x * x for x in w) < -Fraction(tol)
+        assert int(np.argmin(np.diagonal(K))) in np.flatnonzero(np.asarray(r.witness, float))
+    else:
+        assert "tol I" in r.reason  # the certificate was for K + tol I, not K
+    pd = check_psd(np.array([[2.0, 1.0], [1.0, 2.0]]), tol=tol, method="mpmath")
+    assert pd.verdict is Verdict.POSITIVE_DEFINITE and "tol" not in pd.reason
