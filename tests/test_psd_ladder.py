@@ -114,25 +114,29 @@ def _separated(n: int, lam_min: float, seed: int, scale_bits: int = 0) -> np.nda
 @pytest.mark.parametrize("n", [1, 2, 5, 12])
 @pytest.mark.parametrize("lam_min", [1e-4, 0.1])
 @pytest.mark.parametrize("bits", [0, 8])
-def test_cholesky_estimate_is_an_upper_bound_close_to_lambda_min(n, lam_min, bits):
+@pytest.mark.parametrize("order", ["C", "F", "strided"])
+def test_cholesky_estimate_is_an_upper_bound_close_to_lambda_min(n, lam_min, bits, order):
     """C5: after a successful certificate, ``min_eigenvalue`` is the Rayleigh quotient
     after one inverse iteration: an upper bound of ``lambda_min`` (up to its own
-    rounding, ``n u ||K||_F``), and for a separated spectrum within a factor 2 of it:
+    rounding, ``n u ||K||_F``), and for a separated spectrum within 5% of it:
     from a start vector ``x = sum c_i q_i`` the quotient is ``lambda_1 (1 + sum_i
-    (c_i / c_1)^2 lambda_1 / lambda_i) / (1 + ...)``, below ``2 lambda_1`` when
-    ``lambda_2 / lambda_1 >= 10^4`` unless ``|cos(x, q_1)| < 10^-2`` (chance about
-    ``10^-2 sqrt(2n / pi) < 3%`` for a random ``Q``; the seeds here are fixed).
+    (c_i / c_1)^2 lambda_1 / lambda_i) / (1 + ...)``, below ``1.05 lambda_1`` when
+    ``lambda_2 / lambda_1 >= 10^4`` unless ``|cos(x, q_1)| < 0.05`` (chance about
+    ``0.05 sqrt(2n / pi) < 15%`` for a random ``Q``; the seeds here are fixed).
+    The same holds whatever the memory order of ``K`` (C, Fortran, strided view).
     ``eigenvalue_interval`` contains ``lambda_min``.  The reference is LAPACK's
     ``eigvalsh`` with its backward-error bound ``gamma_{p(n)} ||K||_F``."""
     K = _separated(n, lam_min, 3 + n, bits) if n > 1 else np.array([[lam_min * 4.0**bits]])
-    r = check_psd(K)
+    r = check_psd(
+        {"C": K, "F": np.asfortranarray(K), "strided": np.kron(K, np.ones((2, 2)))[::2, ::2]}[order]
+    )
     assert (r.verdict, r.method) == (Verdict.POSITIVE_DEFINITE, "cholesky")
     ref = float(scipy.linalg.eigvalsh(K)[0])
     err = gamma(EIGH_P(n)) * frobenius(K)
     rnd = 4 * n * 2.0**-53 * frobenius(K)
     assert r.min_eigenvalue >= ref - err - rnd
-    if n > 1 and bits == 0 and lam_min < 1e-3:
-        assert r.min_eigenvalue <= 2 * (ref + err)
+    if n > 1 and lam_min < 1e-3:
+        assert r.min_eigenvalue <= 1.05 * (ref + err)
     if n == 1:
         assert r.min_eigenvalue == K[0, 0]
     low, high = r.eigenvalue_interval()
