@@ -94,6 +94,13 @@ def _extreme_high():
     return K
 
 
+def _extreme_high_2():
+    """Not PD; ``d = (2**150, 2**150, 1)`` would overflow ``d_1 d_2 K_12 = 2**1100``."""
+    K = np.diag([2.0**-300, 2.0**-300, 1.0])
+    K[0, 1] = K[1, 0] = 2.0**800
+    return K
+
+
 def _subnormal_product():
     """Scaling would put ``d_1 d_2 K_12 = (1 + 2**-52) 2**-1040`` in the subnormal range."""
     K = np.diag([2.0**340, 2.0**340, 1.0])
@@ -103,6 +110,7 @@ def _subnormal_product():
 
 PRECONDITION_CORPUS = {
     "subnormal product": _subnormal_product(),
+    "extreme high 2": _extreme_high_2(),
     "exponent 500": np.diag([2.0**-1000, 2.0**-900]),
     "2x2": np.array([[2.0, 1.0], [1.0, 2.0]]),
     "scaled 2x2": np.array([[1.0, 0.5 * 2.0**-40], [0.5 * 2.0**-40, 2.0**-80]]),
