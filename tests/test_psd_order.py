@@ -1,0 +1,98 @@
+"""The order of the rungs of check_psd and the forced methods (claim C5).
+
+``docs/psd.md`` fixes the order: with ``tol = 0`` exact elimination comes
+before mpmath (it settles the question outright), with ``tol > 0`` mpmath comes
+first; a forced method runs one rung (the Cholesky one includes the
+certificate of ``K + tol I``).  The matrices are ``[[1, b], [b, 1]]`` with
+eigenvalues ``1 +- b`` exactly, so every verdict has an exact reference.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from kernelcheck._src.psd import MPMATH_PRECISIONS
+from kernelcheck.psd import Verdict, check_psd
+
+FLOAT_RUNGS = ("diagonal", "cholesky", "minor", "eigh")
+
+
+def pair(b: float) -> np.ndarray:
+    """``[[1, b], [b, 1]]``: ``lambda_min = 1 - |b|`` exactly."""
+    return np.array([[1.0, b], [b, 1.0]])
+
+
+def test_tol0_decides_by_exact_elimination_before_mpmath():
+    """C5: ``lambda_min = 2**-50`` is below the float64 certificate's resolution
+    (``c ~ 7u``): at ``tol = 0`` the exact rung decides PD, mpmath is not tried;
+    with the exact rung out of reach (``max_exact_n = 1``) mpmath decides it."""
+    K = pair(1 - 2.0**-50)
+    r = check_psd(K, tol=0)
+    assert (r.verdict, r.method, r.rungs) == (
+        Verdict.POSITIVE_DEFINITE,
+        "exact",
+        FLOAT_RUNGS + ("exact",),
+    )
+    r = check_psd(K, tol=0, max_exact_n=1)
+    assert (r.verdict, r.method, r.rungs) == (
+        Verdict.POSITIVE_DEFINITE,
+        "mpmath",
+        FLOAT_RUNGS + ("mpmath",),
+    )
+
+
+def test_positive_tol_tries_mpmath_before_exact():
+    """C5: ``lambda_min = -(t - 2**-52)`` with ``t = 2**-40``: ``K + t I`` has
+    ``lambda_min = 2**-52``, too small for the float64 certificate of ``K + tol I``
+    but not for mpmath, which decides before the exact rung.  At ``b = 1 + t``
+    exactly, ``K + t I`` is singular: no certificate at any precision, and the exact
+    rung decides PSD within tol."""
+    t = 2.0**-40
+    r = check_psd(pair(1 + (t - 2.0**-52)), tol=t)
+    assert (r.verdict, r.method, r.certified) == (Verdict.POSITIVE_SEMIDEFINITE, "mpmath", True)
+    assert r.rungs == FLOAT_RUNGS + ("cholesky+tol", "mpmath")
+    assert "tol I" in r.reason
+    r = check_psd(pair(1 + t), tol=t)
+    assert (r.verdict, r.method, r.certified) == (Verdict.POSITIVE_SEMIDEFINITE, "exact", True)
+    assert r.rungs == FLOAT_RUNGS + ("cholesky+tol", "mpmath", "exact")
+    # a hair below: NOT_PSD, with an exact witness below -tol
+    r = check_psd(pair(1 + t + 2.0**-52), tol=t)
+    assert r.verdict is Verdict.NOT_PSD and r.witness_value < -t
+
+
+def test_forced_cholesky_includes_the_certificate_of_k_plus_tol():
+    """C5: the singular ``[[1, 1], [1, 1]]`` cannot be proven PD, but ``K + tol I``
+    can (default tol): the forced Cholesky rung certifies PSD within tol."""
+    r = check_psd(pair(1.0), method="cholesky")
+    assert (r.verdict, r.method, r.certified) == (Verdict.POSITIVE_SEMIDEFINITE, "cholesky", True)
+    assert r.rungs == ("cholesky", "cholesky+tol")
+    r = check_psd(pair(1.0), tol=0, method="cholesky")
+    assert r.verdict is Verdict.INCONCLUSIVE and r.rungs == ("cholesky",)
+
+
+@pytest.mark.parametrize(
+    "lam,tol,expected", [(0.1, 0.5, True), (-0.2, 0.5, True), (-0.7, 0.5, False)]
+)
+def test_forced_eigh_reads_psd_off_the_estimate_uncertified(lam, tol, expected):
+    """C5: the forced eigh rung says PSD (``certified is False``) when
+    ``lambda_min - error >= -tol``; below ``-tol`` it returns the eigenvector witness."""
+    K = np.diag([lam, 1.0])
+    r = check_psd(K, tol=tol, method="eigh")
+    assert r.method == "eigh"
+    if expected:
+        assert (r.verdict, r.certified) == (Verdict.POSITIVE_SEMIDEFINITE, False)
+        assert r.min_eigenvalue - r.min_eigenvalue_error >= -tol
+    else:
+        assert r.verdict is Verdict.NOT_PSD and r.witness_value < -tol
+
+
+def test_forced_mpmath_names_its_last_precision_when_it_cannot_decide():
+    """C5: an exactly singular PSD matrix at ``tol = 0``: no certificate and no
+    witness at any precision; the reason names the last precision tried."""
+    r = check_psd(pair(1.0), tol=0, method="mpmath")
+    assert r.verdict is Verdict.INCONCLUSIVE and r.certified is False
+    bits = int(re.search(r"at (\d+) bits", r.reason).group(1))
+    assert bits == MPMATH_PRECISIONS[-1] == max(MPMATH_PRECISIONS)
