@@ -320,3 +320,65 @@ def test_mpmath_rung_on_small_diagonals(K, tol, expected):
         assert "tol I" in r.reason  # the certificate was for K + tol I, not K
     pd = check_psd(np.array([[2.0, 1.0], [1.0, 2.0]]), tol=tol, method="mpmath")
     assert pd.verdict is Verdict.POSITIVE_DEFINITE and "tol" not in pd.reason
+
+
+def _after_a_mild_failure(blocks: list[np.ndarray]) -> np.ndarray:
+    """``[[1, 1], [1, 1 - 1e-10]]`` first (its Cholesky fails at pivot 2 by ``-1e-10``,
+    no witness below a tolerance of ``1e-3``), then the given 2 x 2 blocks."""
+    n = 2 + 2 * len(blocks)
+    K = np.zeros((n, n))
+    K[:2, :2] = [[1.0, 1.0], [1.0, 1.0 - 1e-10]]
+    for m, blk in enumerate(blocks):
+        K[2 + 2 * m : 4 + 2 * m, 2 + 2 * m : 4 + 2 * m] = blk
+    return K
+
+
+def _gap(K, i, j, t) -> Fraction:
+    return F(K[i, j]) ** 2 - (F(K[i, i]) + F(t)) * (F(K[j, j]) + F(t))
+
+
+@pytest.mark.parametrize(
+    "blocks",
+    [
+        # gaps at t = 0.1: 4 - 1.21 = 2.79 and 103.8 - 102.01 = 1.79; without the
+        # tolerance (or with -t) the second pair would be the larger
+        [np.array([[1.0, 2.0], [2.0, 1.0]]), np.array([[10.0, 103.8**0.5], [103.8**0.5, 10.0]])],
+        [np.array([[10.0, 103.8**0.5], [103.8**0.5, 10.0]]), np.array([[1.0, 2.0], [2.0, 1.0]])],
+        # a single violated minor with gap 0.5 (below 1)
+        [np.array([[1.0, 1.71**0.5], [1.71**0.5, 1.0]]), np.eye(2)],
+    ],
+)
+def test_minor_rung_ranks_minors_by_their_gap_at_tol(blocks):
+    """C5: with ``tol = t`` the 2 x 2 rung reports the pair maximising
+    ``K_ij^2 - (K_ii + t)(K_jj + t)`` (computed here in fractions), whenever that
+    gap is positive, and its witness is the eigenvector of that 2 x 2 block: the
+    witness value is the block's smallest eigenvalue (to rounding)."""
+    t = 0.1
+    K = _after_a_mild_failure(blocks)
+    n = K.shape[0]
+    r = check_psd(K, tol=t)
+    assert (r.verdict, r.method) == (Verdict.NOT_PSD, "minor")
+    i, j = map(int, re.search(r"at \((\d+), (\d+)\)", r.reason).groups())
+    best = max(((p, q) for p in range(n) for q in range(p + 1, n)), key=lambda pq: _gap(K, *pq, t))
+    assert (i, j) == best and _gap(K, i, j, t) > 0
+    sub = K[np.ix_([i, j], [i, j])]
+    lam = np.linalg.eigvalsh(sub)[0]
+    assert abs(r.witness_value - lam) <= 1e-12 * abs(lam)
+    assert rayleigh(K, r.witness) < -Fraction(t)
+
+
+def test_minor_rung_with_entries_near_the_float_limit():
+    """C5: squares of entries near 1e200 overflow; the 2 x 2 rung must still give
+    a verified witness (no floating-point warning escapes)."""
+    K = _after_a_mild_failure([np.array([[1e200, 2e200], [2e200, 1e200]])])
+    r = check_psd(K, tol=1e-3)
+    assert r.verdict is Verdict.NOT_PSD and rayleigh(K, r.witness) < -Fraction(1e-3)
+
+
+def test_exact_rung_witness_is_float_when_a_float_vector_does_it():
+    """C5: the exact rung's integer witness of a small integer matrix is returned as a
+    float64 vector (documented: float64 when a float vector does it), still exact."""
+    K = np.array([[1.0, 2.0, 0.0], [2.0, 1.0, 0.0], [0.0, 0.0, 3.0]])
+    r = check_psd(K, tol=0, method="exact")
+    assert r.verdict is Verdict.NOT_PSD and r.witness.dtype == np.float64
+    assert rayleigh(K, r.witness) < 0
