@@ -142,6 +142,8 @@ def test_cholesky_estimate_is_an_upper_bound_close_to_lambda_min(n, lam_min, bit
     low, high = r.eigenvalue_interval()
     assert low <= ref + err and ref - err <= high and low >= 0
     assert r.min_eigenvalue_error >= r.min_eigenvalue - (ref - err) - rnd
+    # lambda_min in (0, estimate]: the reported error is the estimate itself
+    assert r.min_eigenvalue_error <= r.min_eigenvalue
 
 
 def test_minor_rung_decides_when_the_failed_pivot_is_within_tol():
