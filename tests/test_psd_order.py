@@ -96,3 +96,24 @@ def test_forced_mpmath_names_its_last_precision_when_it_cannot_decide():
     assert r.verdict is Verdict.INCONCLUSIVE and r.certified is False
     bits = int(re.search(r"at (\d+) bits", r.reason).group(1))
     assert bits == MPMATH_PRECISIONS[-1] == max(MPMATH_PRECISIONS)
+
+
+def test_exact_rung_decides_k_plus_tol_on_a_finer_binary_grid():
+    """C5: ``[[1, b], [b, 1]]`` with ``b = 1 + 2**-10`` has ``lambda_min = -2**-10``;
+    with ``tol = 2**-10 - 2**-22`` (finer than the entries) it is NOT_PSD within tol,
+    but the exact witness of ``K`` itself, ``[-b, 1]`` (Rayleigh quotient
+    ``(1 - b^2) / (1 + b^2) > -tol``), is no witness below ``-tol``: the exact rung
+    must decide ``K + tol I`` on the common grid of ``K`` and ``tol`` and return
+    its witness.  At ``max_exact_n = n`` the exact rung runs."""
+    b = 1 + 2.0**-10
+    t = 2.0**-10 - 2.0**-22
+    K = pair(b)
+    assert (1 - b * b) / (1 + b * b) > -t  # the witness of K alone does not do it
+    r = check_psd(K, tol=t, method="exact", max_exact_n=2)
+    assert (r.verdict, r.method, r.certified) == (Verdict.NOT_PSD, "exact", True)
+    w = [float(x) for x in r.witness]
+    q = (w[0] ** 2 + w[1] ** 2 + 2 * b * w[0] * w[1]) / (w[0] ** 2 + w[1] ** 2)
+    assert q < -t and r.witness_value < -t
+    # and with tol above |lambda_min| it is PSD within tol, decided on the same grid
+    r = check_psd(K, tol=2.0**-10 + 2.0**-22, method="exact")
+    assert (r.verdict, r.method, r.certified) == (Verdict.POSITIVE_SEMIDEFINITE, "exact", True)
