@@ -374,3 +374,53 @@ def test_certificate_of_k_plus_tol_with_a_diagonal_entry_below_tol():
     # a diagonal entry below -shift: refused without factorising
     assert not _certified_cholesky(np.diag([1.0, -0.5]), 0.25).ok
     assert _certified_cholesky(np.diag([1.0, -0.5]), 0.75).ok
+
+
+MP_CORPUS = {
+    "2x2": (np.array([[2.0, 1.0], [1.0, 2.0]]), 0.0),
+    "near singular": (np.array([[1.0, 2.0**-32], [2.0**-32, 2.0**-64 + 2.0**-110]]), 0.0),
+    "shifted": (np.array([[0.1, 0.6], [0.6, 1.0]]), 0.5),
+    "hilbert 5": (1.0 / (np.arange(5)[:, None] + np.arange(5)[None, :] + 1.0), 0.0),
+    "hilbert 5 shifted": (1.0 / (np.arange(5)[:, None] + np.arange(5)[None, :] + 1.0), 1e-3),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MP_CORPUS))
+@pytest.mark.parametrize("prec", MPMATH_PRECISIONS)
+def test_mpmath_certificate_preconditions_hold_exactly(name, prec, monkeypatch):
+    """C5, the mpmath rung's certificate at ``p`` bits (``u = 2**-p``, no underflow):
+    the shift subtracted from every diagonal entry is at least Rump's
+    ``c_min = sum_j (j + 2) u (K_jj + shift)`` and at most
+    ``(1 + (3n + 16) u_53) c_min`` (its float64 evaluation, inflated by
+    ``1 + 4 u_53`` and ``1 + 2 (n + 2) u_53``); the shifted diagonal handed to the
+    factorisation is ``<= K_jj + shift - c`` exactly (rounded down), and within one
+    ``p``-bit rounding of it."""
+    import mpmath.libmp as libmp
+
+    K, shift = MP_CORPUS[name]
+    n = K.shape[0]
+    seen = []
+    real = libmp.mpf_sub
+
+    def spy(s, t, prec_=0, rnd="d"):
+        out = real(s, t, prec_, rnd)
+        seen.append((s, t, out))
+        return out
+
+    monkeypatch.setattr(libmp, "mpf_sub", spy)
+    P._mp_certified_cholesky(K, shift, prec)
+    assert len(seen) == n
+
+    def frac(m) -> Fraction:
+        sign, man, exp, _ = m
+        v = Fraction(int(man)) * Fraction(2) ** int(exp)
+        return -v if sign else v
+
+    u = Fraction(1, 2**prec)
+    T = [F(K[j, j]) + F(shift) for j in range(n)]
+    cmin = sum((j + 3) * u * T[j] for j in range(n))
+    for j, (s, c, out) in enumerate(seen):
+        assert frac(s) == T[j]
+        assert cmin <= frac(c) <= (1 + (3 * n + 16) * U) * cmin
+        assert frac(out) <= T[j] - frac(c)
+        assert T[j] - frac(c) - frac(out) <= 2 * u * abs(T[j] - frac(c))

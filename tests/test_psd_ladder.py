@@ -144,6 +144,8 @@ def test_cholesky_estimate_is_an_upper_bound_close_to_lambda_min(n, lam_min, bit
     assert r.min_eigenvalue_error >= r.min_eigenvalue - (ref - err) - rnd
     # lambda_min in (0, estimate]: the reported error is the estimate itself
     assert r.min_eigenvalue_error <= r.min_eigenvalue
+    # no global or fresh randomness: the same matrix gives the same bytes
+    assert check_psd(K).to_json() == check_psd(K).to_json()
 
 
 def test_minor_rung_decides_when_the_failed_pivot_is_within_tol():
