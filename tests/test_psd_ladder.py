@@ -265,15 +265,18 @@ def test_exact_rung_counts_the_zero_pivots_of_a_singular_psd_matrix(rank):
         assert zeros == 4 - rank
 
 
-def test_inconclusive_auto_reason_names_the_limits():
-    """C5: a large exactly singular PSD matrix with exact and mpmath out of reach by size
-    is INCONCLUSIVE at ``tol = 0``; the reason quotes ``n``, both limits, and the estimate."""
-    n = MPMATH_MAX_N + 2
+@pytest.mark.parametrize("n", [MPMATH_MAX_N, MPMATH_MAX_N + 2])
+def test_inconclusive_auto_reason_names_the_limits(n):
+    """C5: a large exactly singular PSD matrix with exact arithmetic out of reach by
+    size is INCONCLUSIVE at ``tol = 0``; the reason quotes ``n``, exactly the limits
+    that were exceeded (mpmath still runs at ``n = MPMATH_MAX_N``), and the estimate."""
     X = np.random.default_rng(0).integers(-3, 4, size=(n, 3)).astype(float)
     K = X @ X.T  # exactly PSD of rank 3: no witness exists, no certificate can succeed
     r = check_psd(K, tol=0, max_exact_n=10)
     assert r.verdict is Verdict.INCONCLUSIVE and not r.certified
-    assert f"n = {n} > max_exact_n = 10" in r.reason and f"n > {MPMATH_MAX_N}" in r.reason
+    assert f"n = {n} > max_exact_n = 10" in r.reason
+    assert (f"n > {MPMATH_MAX_N}" in r.reason) == (n > MPMATH_MAX_N)
+    assert ("mpmath" in r.rungs) == (n <= MPMATH_MAX_N)
     lam, err = re.search(r"lambda_min ~ " + NUM + r" \+- " + NUM, r.reason).groups()
     assert close3(lam, r.min_eigenvalue) and close3(err, r.min_eigenvalue_error)
 

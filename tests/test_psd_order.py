@@ -117,3 +117,52 @@ def test_exact_rung_decides_k_plus_tol_on_a_finer_binary_grid():
     # and with tol above |lambda_min| it is PSD within tol, decided on the same grid
     r = check_psd(K, tol=2.0**-10 + 2.0**-22, method="exact")
     assert (r.verdict, r.method, r.certified) == (Verdict.POSITIVE_SEMIDEFINITE, "exact", True)
+
+
+#: The words by which a reason names the rung that produced it (the rung names of
+#: ``docs/psd.md``): a user reading ``reason`` learns which evidence was used.
+RUNG_WORDS = {
+    "diagonal": "K[",
+    "cholesky": "Cholesky",
+    "cholesky+tol": "Cholesky",
+    "minor": "minor",
+    "eigh": "eigen",
+    "mpmath": "-bit",
+    "exact": "exact elimination",
+}
+
+REASON_CASES = [
+    (np.diag([1.0, -1.0]), {"tol": 0}),
+    (pair(0.5), {}),
+    (pair(2.0), {"tol": 0}),
+    (pair(1.0), {"method": "cholesky"}),
+    (pair(1.0), {"tol": 0, "method": "cholesky"}),
+    (np.diag([0.1, 1.0]), {"tol": 0.5, "method": "eigh"}),
+    (pair(1 - 2.0**-50), {"tol": 0}),
+    (pair(1 - 2.0**-50), {"tol": 0, "method": "mpmath"}),
+    (pair(1 + 2.0**-40 - 2.0**-52), {"tol": 2.0**-40}),
+    (pair(1 + 2.0**-40), {"tol": 2.0**-40}),
+    (pair(1 + 2.0**-10), {"tol": 2.0**-10 - 2.0**-22, "method": "exact"}),
+    (pair(2.0), {"tol": 0, "method": "exact"}),
+    (pair(1.0), {"tol": 0, "method": "exact"}),
+    (np.eye(3), {"tol": 0, "method": "exact", "max_exact_n": 2}),
+]
+
+
+@pytest.mark.parametrize("i", range(len(REASON_CASES)))
+def test_reason_names_the_rung_and_the_matrix_certified(i):
+    """C5: every ``reason`` names the rung that decided (for INCONCLUSIVE, the last one
+    tried, or the forced one when it could not run); a verdict certified through
+    ``K + tol I`` says so (``tol I``), a certificate of ``K`` itself does not
+    mention the tolerance."""
+    K, kwargs = REASON_CASES[i]
+    r = check_psd(K, **kwargs)
+    # the rung that decided, else the last one tried, else the one asked for
+    rung = r.method if r.rungs else kwargs["method"]
+    assert RUNG_WORDS[rung] in r.reason, r.reason
+    if r.verdict is Verdict.POSITIVE_SEMIDEFINITE and r.certified and r.method != "exact":
+        assert "tol I" in r.reason
+    if r.verdict is Verdict.POSITIVE_DEFINITE:
+        assert "tol" not in r.reason
+    if r.verdict is Verdict.POSITIVE_SEMIDEFINITE and r.method == "exact":
+        assert ("tol I" in r.reason) == bool(kwargs.get("tol"))
