@@ -389,3 +389,20 @@ def test_exact_rung_witness_is_float_when_a_float_vector_does_it():
     r = check_psd(K, tol=0, method="exact")
     assert r.verdict is Verdict.NOT_PSD and r.witness.dtype == np.float64
     assert rayleigh(K, r.witness) < 0
+
+
+@pytest.mark.parametrize("e", [600, 1000, 1022])
+@pytest.mark.parametrize("n", [2, 5])
+def test_estimate_is_scale_invariant_down_to_the_bottom_of_the_range(e, n):
+    """C5: ``K = 2**-e (I + J / 2)`` (``lambda_min = 2**-e`` exactly) is certified on the
+    fast path with an estimate that is ``2**-e`` times the estimate for ``e = 0``
+    (multiplying by a power of two commutes with every rounding, up to the
+    underflow terms of Rump's shift, relative ``< 1e-10`` here), still an upper
+    bound of ``lambda_min``; ``B^-1 x`` is near the top of the float range there,
+    and no overflow may leak (floating-point warnings are errors in this suite)."""
+    A = np.eye(n) + 0.5 * np.ones((n, n))
+    r0 = check_psd(A)
+    r = check_psd(np.ldexp(A, -e))
+    assert (r.verdict, r.method) == (Verdict.POSITIVE_DEFINITE, "cholesky")
+    assert abs(np.ldexp(r.min_eigenvalue, e) - r0.min_eigenvalue) <= 1e-10 * r0.min_eigenvalue
+    assert np.ldexp(r.min_eigenvalue, e) >= 1.0 - 1e-12

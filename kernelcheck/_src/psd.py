@@ -535,10 +535,11 @@ def _cholesky_estimate(K: np.ndarray, ch: _Chol, steps: int = 1) -> float:
     for _ in range(steps):
         y, _ = lapack.dtrtrs(ch.R, x, lower=0, trans=1)
         x, _ = lapack.dtrtrs(ch.R, y, lower=0, trans=0)
-        nrm = np.linalg.norm(x)
-        if not np.isfinite(nrm) or nrm == 0:
+        top = float(np.max(np.abs(x)))
+        if not math.isfinite(top) or top == 0:
             return math.nan
-        x = x / nrm
+        x = x / top  # into [-1, 1] first: the norm of B^-1 x may exceed the float range
+        x = x / np.linalg.norm(x)
     u = ch.d * x
     return float(u @ _symv(K, u) / (u @ u))
 
