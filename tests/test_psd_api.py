@@ -43,6 +43,7 @@ TOL_CASES = {
     "subnormal": (np.diag([3e-322, 5e-323]), np.float64),
     "float32 subnormal": (np.diag([1e-45, 3e-45, 0.0]).astype(np.float32), np.float32),
     "float32": (np.arange(9.0).reshape(3, 3).astype(np.float32), np.float32),
+    "float32 diagonal": (np.diag(np.arange(1.0, 8.0) / 3).astype(np.float32), np.float32),
     "near overflow": (np.diag([1.5e308, 1.5e308, 1e308]), np.float64),
 }
 
@@ -203,3 +204,53 @@ def test_mpmath_rung_runs_at_its_size_limit():
     K = np.diag(np.arange(1.0, MPMATH_MAX_N + 1))
     r = check_psd(K, tol=0, method="mpmath")
     assert (r.verdict, r.method, r.rungs) == (Verdict.POSITIVE_DEFINITE, "mpmath", ("mpmath",))
+
+
+def test_nystrom_shape_messages_name_the_expected_and_the_returned_shape():
+    """C6: a kernel returning a block of the wrong shape is refused with a message that
+    states the shape expected (``(m, n)`` for ``m`` new points and ``n`` landmarks,
+    ``(n, n)`` at construction) and describes the shape returned."""
+    X = np.array([[1.0, 0.0], [0.0, 2.0], [1.0, 1.0], [2.0, 1.0]])  # n = 4 landmarks, d = 2
+    Y = np.array([[3.0, -1.0], [0.5, 0.5], [1.0, 2.0]])  # m = 3
+
+    def wrong_cross(A, B=None):
+        if B is None:
+            return A @ A.T
+        return np.ones((A.shape[0], B.shape[0] + 1))
+
+    with pytest.raises(InvalidArgument) as info:
+        Nystrom(wrong_cross, X)(Y)
+    msg = str(info.value)
+    assert "must have shape (3, 4)" in msg and "(3, 5)" in msg.split("got", 1)[1]
+
+    def wrong_gram(A, B=None):
+        return np.ones((A.shape[0], A.shape[0] + 1))
+
+    with pytest.raises(InvalidArgument) as info:
+        Nystrom(wrong_gram, X)
+    msg = str(info.value)
+    assert "(4, 4)" in msg and "(4, 5)" in msg.split("got", 1)[1]
+
+
+def test_extend_accepts_the_landmarks_the_features_came_from_after_truncation():
+    """C6: with ``tol = 0.5`` the eigenvalue 0.3 of ``diag(1, 0.3)`` is dropped, so
+    ``Phi Phi^T`` differs from ``K`` by 0.3 (within the bound); ``extend`` on the same
+    landmarks must still accept them (their Gram matrix is the decomposed ``K``)."""
+    X = np.array([[1.0, 0.0], [0.0, 0.3**0.5]])
+    F = mercer_features(Linear()(X), tol=0.5)
+    assert F.rank == 1 and F.residual > F.error_bound / 2
+    phi = F.extend(Linear(), X)
+    assert phi.rank == 1 and np.allclose(phi(X), F.phi)
+
+
+@pytest.mark.parametrize("tol", [0, 0.0, 1e-3, 2])
+def test_tolerance_source_says_where_the_value_came_from(tol):
+    """C5: a numeric ``tol`` is recorded with its source: the exact question for 0,
+    the caller otherwise (the default's source states its formula)."""
+    r = check_psd(np.eye(2), tol=tol)
+    assert r.tol.value == tol
+    if tol == 0:
+        assert "tol = 0" in r.tol.source and "caller" not in r.tol.source
+    else:
+        assert "caller" in r.tol.source
+    assert "gamma" in check_psd(np.eye(2)).tol.source

@@ -80,7 +80,7 @@ def corpus():
     out.append(np.array([[0, 0, 2], [0, 1, 0], [2, 0, 1]]))  # zero pivot coupled further on
     out.append(np.array([[4, 2, 2], [2, 1, 1], [2, 1, 1]]))  # rank 1
     # common factors: the integer witness must still come back primitive
-    out += [4 * M for M in out[-5:-1]] + [6 * out[-2]]
+    out += [4 * M for M in out[-5:-1]] + [2 * out[-2], 6 * out[-2], 2 * out[30]]
     return [np.array([[int(x) for x in row] for row in M], dtype=object) for M in out]
 
 
