@@ -77,14 +77,17 @@ def test_forced_cholesky_includes_the_certificate_of_k_plus_tol():
     "lam,tol,expected", [(0.1, 0.5, True), (-0.2, 0.5, True), (-0.7, 0.5, False)]
 )
 def test_forced_eigh_reads_psd_off_the_estimate_uncertified(lam, tol, expected):
-    """C5: the forced eigh rung says PSD (``certified is False``) when
-    ``lambda_min - error >= -tol``; below ``-tol`` it returns the eigenvector witness."""
+    """C5: the forced eigh rung says PSD (``certified is False``, the reason naming the
+    Cholesky rung as the one that certifies) when ``lambda_min - error >= -tol``;
+    below ``-tol`` it returns the eigenvector witness."""
     K = np.diag([lam, 1.0])
     r = check_psd(K, tol=tol, method="eigh")
     assert r.method == "eigh"
     if expected:
         assert (r.verdict, r.certified) == (Verdict.POSITIVE_SEMIDEFINITE, False)
         assert r.min_eigenvalue - r.min_eigenvalue_error >= -tol
+        # uncertified: the reason points to the rung that can certify
+        assert RUNG_WORDS["cholesky"] in r.reason
     else:
         assert r.verdict is Verdict.NOT_PSD and r.witness_value < -tol
 
@@ -114,6 +117,7 @@ def test_exact_rung_decides_k_plus_tol_on_a_finer_binary_grid():
     w = [float(x) for x in r.witness]
     q = (w[0] ** 2 + w[1] ** 2 + 2 * b * w[0] * w[1]) / (w[0] ** 2 + w[1] ** 2)
     assert q < -t and r.witness_value < -t
+    assert "tol I" in r.reason  # the verdict was reached on K + tol I, and says so
     # and with tol above |lambda_min| it is PSD within tol, decided on the same grid
     r = check_psd(K, tol=2.0**-10 + 2.0**-22, method="exact")
     assert (r.verdict, r.method, r.certified) == (Verdict.POSITIVE_SEMIDEFINITE, "exact", True)
