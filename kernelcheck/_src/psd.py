@@ -550,7 +550,7 @@ def _cholesky_estimate(K: np.ndarray, ch: _Chol, steps: int = 1) -> float:
 
 
 class _Ladder:
-    def __init__(self, K, tolerance, max_exact_n, symmetrized, asym, dtype):
+    def __init__(self, K, tolerance, max_exact_n, symmetrized, asym):
         self.K = K
         self.n = K.shape[0]
         self.tolerance = tolerance
@@ -563,7 +563,6 @@ class _Ladder:
         self.lam_err = math.inf
         self._e = None
         self._e_done = False
-        self.dtype = dtype
 
     # -- helpers ------------------------------------------------------------
     @property
@@ -938,8 +937,7 @@ def check_psd(
     A, tolerance, method, _, max_exact_n, symmetrized, asym = _check_psd_iv(
         K, tol, method, symmetrize, max_exact_n
     )
-    dtype = np.asarray(K).dtype if isinstance(K, np.ndarray) else np.float64
-    lad = _Ladder(A, tolerance, max_exact_n, symmetrized, asym, dtype)
+    lad = _Ladder(A, tolerance, max_exact_n, symmetrized, asym)
     t = lad.t
     n = lad.n
 
