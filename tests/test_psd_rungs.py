@@ -1,0 +1,63 @@
+"""The eigenvalue-estimate rung of the PSD ladder, and Nystrom's repr.
+
+``_Ladder.eigh_estimate`` gives an *uncertified* POSITIVE_SEMIDEFINITE when
+the eigensolver's estimate clears ``-tol`` by more than its error bound.  In
+``check_psd`` it runs only after the certified Cholesky of ``K + tol I``
+failed and mpmath (n <= 100) and exact elimination (n <= max_exact_n) were
+out of reach.  Rump's shift ``c ~ n^2 u / 2`` (scaled units) then has to
+exceed the eigensolver bound ``gamma_(64 (n + 2)) ||K||_F >= 64 n u
+tr(K) / sqrt(n)``, which needs n beyond about 16000: the rule is tested here
+directly on a ladder whose estimate is set, against its statement in the
+docstring ("lambda_min - error >= -tol and tol > 0").
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from kernelcheck import Gaussian
+from kernelcheck._src.psd import _Ladder
+from kernelcheck._src.rounding import Tolerance
+from kernelcheck.psd import Nystrom, Verdict
+
+
+def _ladder(t: float, lam: float, err: float) -> _Ladder:
+    lad = _Ladder(np.eye(3), Tolerance(t, "test"), 0, False, 0.0)
+    lad.lam, lad.lam_err = lam, err
+    return lad
+
+
+@pytest.mark.parametrize(
+    ("t", "lam", "err", "decides"),
+    [
+        (1e-3, 0.0, 1e-4, True),  # -1e-4 >= -1e-3
+        # binary values, exact differences: the boundary itself is accepted
+        (2.0**-10, -(2.0**-11), 2.0**-11, True),  # -2^-10 >= -2^-10
+        (2.0**-10, -(2.0**-11), 2.0**-11 + 2.0**-40, False),  # just below -tol
+        (1e-3, 5.0, 0.0, True),
+        (0.0, 1.0, 0.0, False),  # tol = 0 asks the exact question: no estimate answers it
+        (1e-3, math.nan, 0.0, False),  # no estimate
+        (1e-3, math.inf, 0.0, False),
+    ],
+)
+def test_eigh_estimate_rule(t, lam, err, decides):
+    r = _ladder(t, lam, err).eigh_estimate()
+    if not decides:
+        assert r is None
+        return
+    assert r.verdict is Verdict.POSITIVE_SEMIDEFINITE and r.is_psd
+    assert not r.certified and r.method == "eigh"
+    assert r.min_eigenvalue == lam and r.min_eigenvalue_error == err
+    assert "not certified" in r.reason and "error bound" in r.reason
+
+
+def test_nystrom_repr_names_kernel_landmarks_and_rank():
+    X = np.random.default_rng(0).standard_normal((7, 3))
+    ny = Nystrom(Gaussian(1.5), X)
+    text = repr(ny)
+    assert text.startswith(f"Nystrom({Gaussian(1.5)!r}, ")
+    assert f"7 landmarks in R^3, rank {ny.rank})" in text
+    assert 1 <= ny.rank <= 7
