@@ -194,3 +194,15 @@ def test_batch_estimates_overflow_is_inf_without_warnings():
         warnings.simplefilter("error")
         est, bound = s.batch_estimates(np.random.default_rng(0), 2, np.array([[30.0, 0.0]]))
     assert np.isinf(bound).all()
+
+
+@pytest.mark.parametrize("cls", CLASSES)
+def test_sampler_theoretical_mse_is_the_maps(cls):
+    """The sampler's closed-form MSE is that of any map it draws (same d, m, scale):
+    the formula depends on the law, not on the draw; ``Y=None`` means ``Y = X``."""
+    s = cls.sampler(3, 5, scale=0.7)
+    phi = s(np.random.default_rng(0))
+    X, Y = _pts(4, 3, 2), _pts(3, 3, 3)
+    np.testing.assert_array_equal(s.theoretical_mse(X, Y), phi.theoretical_mse(X, Y))
+    np.testing.assert_array_equal(s.theoretical_mse(X), phi.theoretical_mse(X, X))
+    assert s.theoretical_mse(X, Y).shape == (4, 3)
