@@ -402,8 +402,9 @@ def test_estimate_is_scale_invariant_down_to_the_bottom_of_the_range(e, n):
     (multiplying by a power of two commutes with every rounding, up to the
     underflow terms of Rump's shift, relative ``< 1e-10`` here), still an upper
     bound of ``lambda_min`` up to the rounding of the Rayleigh quotient (relative
-    ``gamma_(2n+2)``, taken as ``4 (n + 1) u``); ``B^-1 x`` is near the top of the float range there,
-    and no overflow may leak (floating-point warnings are errors in this suite)."""
+    ``gamma_(2n+2)``, taken as ``4 (n + 1) u``); ``B^-1 x`` is near the top of the
+    float range there, and no overflow may leak (floating-point warnings are errors
+    in this suite)."""
     A = np.eye(n) + 0.5 * np.ones((n, n))
     r0 = check_psd(A)
     r = check_psd(np.ldexp(A, -e))
