@@ -21,7 +21,7 @@ import pytest
 from kernelcheck import Gaussian
 from kernelcheck._src.psd import _Ladder
 from kernelcheck._src.rounding import Tolerance
-from kernelcheck.psd import Nystrom, Verdict
+from kernelcheck.psd import Nystrom, Verdict, check_psd
 
 
 def _ladder(t: float, lam: float, err: float) -> _Ladder:
@@ -61,3 +61,20 @@ def test_nystrom_repr_names_kernel_landmarks_and_rank():
     assert text.startswith(f"Nystrom({Gaussian(1.5)!r}, ")
     assert f"7 landmarks in R^3, rank {ny.rank})" in text
     assert 1 <= ny.rank <= 7
+
+
+def test_graded_matrix_spanning_hundreds_of_binades_is_certified_on_the_fast_path():
+    """``K = D A D`` with ``A`` well conditioned and ``D = diag(2^e_i)``, ``e_i`` from
+    -300 to 300: every scaled product ``K_ij d_i d_j`` is ``A_ij`` exactly (powers of
+    two), so the van der Sluis scaling must be applied and Rump's certificate on
+    ``A`` succeeds (n = 120 is beyond the mpmath and exact rungs: only the fast path
+    can certify).  D A D is PD exactly when A is; A = I + J / (2n) has
+    ``lambda_min = 1``."""
+    n = 120
+    e = np.linspace(-300, 300, n).round().astype(int)
+    A = np.eye(n) + np.ones((n, n)) / (2 * n)
+    K = np.ldexp(np.ldexp(A, e[:, None]), e[None, :])
+    r = check_psd(K)
+    assert (r.verdict, r.method, r.certified) == (Verdict.POSITIVE_DEFINITE, "cholesky", True)
+    r0 = check_psd(K, tol=0)
+    assert (r0.verdict, r0.method, r0.certified) == (Verdict.POSITIVE_DEFINITE, "cholesky", True)

@@ -426,8 +426,14 @@ class _Chol:
 def _scaling(diag: np.ndarray, K: np.ndarray) -> np.ndarray:
     """Powers of two ``d_i ~ diag_i^(-1/2)`` (van der Sluis), or ones if unsafe.
 
-    Applied only when it cannot lose bits: no product ``d_i K_ij d_j`` may
-    leave the normal float64 range.
+    Applied only when it cannot lose bits: for every nonzero ``K_ij`` the
+    products ``K_ij d_i`` and ``K_ij d_i d_j`` (the order in which the scaled
+    matrix is formed) must stay within ``[2^-969, 2^1022)``, normal with 53
+    bits to spare below, a factor 4 below overflow above.  The global bound
+    ``min |K| min d^2``, ``max |K| max d^2`` decides the common case in two
+    passes; where it fails, the condition is checked entrywise on exponents
+    (``frexp``), so a matrix ``D A D`` with ``D`` spanning hundreds of
+    binades is still scaled back to ``A``.
     """
     n = diag.shape[0]
     if n == 1 or not np.all(diag > 0):
@@ -437,13 +443,23 @@ def _scaling(diag: np.ndarray, K: np.ndarray) -> np.ndarray:
     e = -np.ceil(0.5 * np.log2(diag))
     if np.abs(e).max() > 500:
         return np.ones(n)
-    d = np.ldexp(1.0, e.astype(np.int64))
+    ei = e.astype(np.int64)
+    d = np.ldexp(1.0, ei)
     absK = np.abs(K)
-    nz = absK[absK > 0]
-    lo = float(nz.min()) * float(d.min()) ** 2
+    nzabs = absK[absK > 0]  # not empty: the diagonal is positive
+    lo = float(nzabs.min()) * float(d.min()) ** 2
     hi = float(absK.max()) * float(d.max()) ** 2
-    if lo < np.finfo(np.float64).tiny * 2**53 or hi > np.finfo(np.float64).max / 4:
-        return np.ones(n)
+    if lo >= np.finfo(np.float64).tiny * 2**53 and hi <= np.finfo(np.float64).max / 4:
+        return d  # the global bound holds: every product is safe (the common case)
+    # graded matrices whose extremes never meet in one entry: check entrywise
+    mant, ex = np.frexp(K)  # |K_ij| in [2^(ex - 1), 2^ex) where K_ij != 0
+    nz = mant != 0
+    first = ex + ei[:, None]  # exponent of K_ij d_i
+    both = first + ei[None, :]  # exponent of K_ij d_i d_j
+    for p in (first, both):
+        vals = p[nz]
+        if vals.min() - 1 < -969 or vals.max() > 1022:
+            return np.ones(n)
     return d
 
 
