@@ -78,3 +78,40 @@ def test_graded_matrix_spanning_hundreds_of_binades_is_certified_on_the_fast_pat
     assert (r.verdict, r.method, r.certified) == (Verdict.POSITIVE_DEFINITE, "cholesky", True)
     r0 = check_psd(K, tol=0)
     assert (r0.verdict, r0.method, r0.certified) == (Verdict.POSITIVE_DEFINITE, "cholesky", True)
+
+
+def _graded(off: tuple[int, int, float]) -> np.ndarray:
+    """diag(2^600, 1, 2^-600) (scaling d = (2^-300, 1, 2^300), and the global bound
+    min|K| min(d)^2 = 2^-1200 fails) with one symmetric off-diagonal pair."""
+    K = np.diag([2.0**600, 1.0, 2.0**-600])
+    i, j, v = off
+    K[i, j] = K[j, i] = v
+    return K
+
+
+@pytest.mark.parametrize(
+    ("off", "applied"),
+    [
+        # K_01 d_0 d_1 = v 2^-300 (and K_01 d_0 = v 2^-300 first): the lower limit is 2^-969
+        ((0, 1, 2.0**-669), True),  # exactly 2^-969
+        ((0, 1, 2.0**-670), False),  # 2^-970
+        ((0, 1, 1.5 * 2.0**-670), False),  # 1.5 2^-970, still below
+        # K_12 d_1 d_2 = v 2^300: the upper limit is 2^1022 (exclusive)
+        ((1, 2, 1.5 * 2.0**721), True),  # 1.5 2^1021
+        ((1, 2, 2.0**722), False),  # 2^1022
+    ],
+)
+def test_entrywise_scaling_limits(off, applied):
+    """The documented condition of ``_scaling`` for graded matrices: every product
+    ``K_ij d_i`` and ``K_ij d_i d_j`` of a nonzero entry within ``[2^-969, 2^1022)``.
+    The products here are computed in exact binary arithmetic by hand (powers of
+    two), so the test states the limits independently of the code's exponent
+    bookkeeping."""
+    from kernelcheck._src.psd import _scaling
+
+    K = _graded(off)
+    d = _scaling(np.diagonal(K).copy(), K)
+    if applied:
+        np.testing.assert_array_equal(d, [2.0**-300, 1.0, 2.0**300])
+    else:
+        np.testing.assert_array_equal(d, np.ones(3))
