@@ -247,23 +247,20 @@ def test_blocked_paths_match_unblocked(monkeypatch):
     pk = RNG.random((2, 9, 3)) + 0.05
     Q, K = RNG.normal(size=(2, 2, 9, 3))
     V = RNG.normal(size=(2, 9, 2))
-    expected = {
-        "softmax": A.softmax(Q, K, V),
-        "softmax-causal": A.softmax(Q, K, V, causal=True),
-        "kernelized-causal": A.kernelized(Q, K, V, Exponential(0.5), causal=True),
-        "parallel-causal": A.parallel(pq, pk, V, causal=True),
-        "chunked": A.chunked(pq, pk, V, chunk_size=2),
-        "keb": A.kernelized_error_bound(Q, K, V, Exponential(0.5), causal=True),
-    }
+
+    def forms():
+        return {
+            "softmax": A.softmax(Q, K, V),
+            "softmax-causal": A.softmax(Q, K, V, causal=True),
+            "kernelized-causal": A.kernelized(Q, K, V, Exponential(0.5), causal=True),
+            "parallel-causal": A.parallel(pq, pk, V, causal=True),
+            "chunked": A.chunked(pq, pk, V, chunk_size=2),
+            "keb": A.kernelized_error_bound(Q, K, V, Exponential(0.5), causal=True),
+        }
+
+    expected = forms()
     monkeypatch.setattr(_att, "_BLOCK_ELEMENTS", 20)
-    got = {
-        "softmax": A.softmax(Q, K, V),
-        "softmax-causal": A.softmax(Q, K, V, causal=True),
-        "kernelized-causal": A.kernelized(Q, K, V, Exponential(0.5), causal=True),
-        "parallel-causal": A.parallel(pq, pk, V, causal=True),
-        "chunked": A.chunked(pq, pk, V, chunk_size=2),
-        "keb": A.kernelized_error_bound(Q, K, V, Exponential(0.5), causal=True),
-    }
+    got = forms()
     for key in expected:
         assert np.allclose(got[key], expected[key], rtol=64 * U, atol=0), key
 

@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 
 from kernelcheck import cli
+from kernelcheck._src.atomic import InterruptedAfterWrite
 
 TIMEOUT = 240
 
@@ -430,7 +431,7 @@ def test_sigint_while_writing_completes_the_report_then_exits(tmp_path, monkeypa
         return real_write(path, data)
 
     monkeypatch.setattr(essay, "write_bytes_atomic", write_and_interrupt)
-    with pytest.raises(essay.InterruptedAfterWrite):
+    with pytest.raises(InterruptedAfterWrite):
         essay.write_report(report, tmp_path)
     names = sorted(p.name for p in tmp_path.iterdir())
     assert names == sorted(calls)

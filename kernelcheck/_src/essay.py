@@ -24,7 +24,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TextIO
 
-from kernelcheck._src.atomic import InterruptedAfterWrite, sigint_deferred, write_bytes_atomic
+from kernelcheck._src.atomic import sigint_deferred, write_bytes_atomic
 from kernelcheck._src.claims import (
     GROUPS,
     LEVELS,
@@ -443,7 +443,6 @@ def main_essay(
     as_json: bool,
     claim_ids: list[str] | None,
     stdout: TextIO | None = None,
-    stderr: TextIO | None = None,
     workers: int | None = None,
     scheduler: str | None = None,
 ) -> int:
@@ -453,23 +452,11 @@ def main_essay(
     Monte Carlo and search checks run on Dask; the report is identical.
     """
     stdout = stdout or sys.stdout
-    stderr = stderr or sys.stderr
-    try:
-        with _maybe_dask(workers, scheduler) as executor:
-            report = run_essay(
-                claim_ids, level, stream=None if as_json else stdout, executor=executor
-            )
-        written = write_report(report, out) if out is not None else []
-    except InterruptedAfterWrite:
-        print(
-            f"kernelcheck essay: interrupted; the report in {out} was already complete",
-            file=stderr,
-        )
-        return 130
-    except KeyboardInterrupt:
-        where = f"; nothing was written to {out}" if out is not None else ""
-        print(f"kernelcheck essay: interrupted{where}", file=stderr)
-        return 130
+    # Ctrl-C (KeyboardInterrupt, or InterruptedAfterWrite once the files are in
+    # place) is reported by kernelcheck.cli.main, as for the other commands.
+    with _maybe_dask(workers, scheduler) as executor:
+        report = run_essay(claim_ids, level, stream=None if as_json else stdout, executor=executor)
+    written = write_report(report, out) if out is not None else []
     if out is not None:
         if not as_json:
             names = ", ".join(p.name for p in written)
