@@ -403,9 +403,12 @@ def test_merge_that_overflows_raises():
 def test_skewness_and_kurtosis_of_large_but_finite_moments():
     """Deviations ~1e70: ``M2^2`` and ``M2^1.5`` overflow, the ratios must not.
 
-    Compared with the same statistics of the data divided by 1e70 (scale
-    invariant), within ``gamma_(4N)``-sized relative error: each moment sum
-    has ~N roundings and each ratio a few more.
+    Compared with the same statistics of the unscaled data (skewness and
+    kurtosis are scale invariant).  Error model: each central sum carries up to
+    ``N`` roundings per term plus the powers (relative ``gamma_(N+4) <= 4 N u``
+    here); skewness combines two sums, a square root and three quotients,
+    kurtosis two sums and two quotients, so the relative difference is below
+    ``8 * 4 N u`` (both sides computed with the same model).
     """
     x = np.random.default_rng(1).standard_normal(2000) ** 2  # skewed, kurtosis ~ 15
     big = Moments.from_samples(1e70 * x)
