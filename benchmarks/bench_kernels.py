@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kernelcheck._src.rounding import matmul_error_bound
+from kernelcheck._src.core.rounding import matmul_error_bound
 from kernelcheck.kernels import Linear, Polynomial, exp
 
 sklearn_pairwise = pytest.importorskip("sklearn.metrics.pairwise")

@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kernelcheck._src.random_features import PositiveRandomFeatures
+from kernelcheck._src.features.random import PositiveRandomFeatures
 from kernelcheck.attention import chunked, linear_error_bound, parallel
 
 D_MODEL, D_FEATURES = 64, 64

@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kernelcheck._src.random_features import (
+from kernelcheck._src.features.random import (
     OptimalPositiveRandomFeatures,
     PositiveRandomFeatures,
     TrigonometricRandomFeatures,

@@ -25,7 +25,7 @@ Examples
 True
 """
 
-from kernelcheck._src.attention import (
+from kernelcheck._src.attention.forms import (
     AttentionCost,
     AttentionOutput,
     State,

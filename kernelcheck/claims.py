@@ -18,7 +18,8 @@ Examples
 'verified'
 """
 
-from kernelcheck._src.claims import (
+from kernelcheck._src.claims.essay import EssayReport, exit_code_for, run_essay, write_report
+from kernelcheck._src.claims.registry import (
     GROUPS,
     LEVELS,
     STATEMENTS,
@@ -29,7 +30,6 @@ from kernelcheck._src.claims import (
     registry,
     run_claims,
 )
-from kernelcheck._src.essay import EssayReport, exit_code_for, run_essay, write_report
 
 __all__ = [
     "LEVELS",

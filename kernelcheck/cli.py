@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
-from kernelcheck._src.atomic import InterruptedAfterWrite
+from kernelcheck._src.core.atomic import InterruptedAfterWrite
 from kernelcheck.errors import InvalidArgument, NumericalFailure
 
 __all__ = [
@@ -154,19 +154,19 @@ def load_matrix(path: str | Path, key: str | None = None):
 
 
 def _print_json(obj: Any, stream: TextIO) -> None:
-    from kernelcheck._src.results import to_jsonable
+    from kernelcheck._src.core.results import to_jsonable
 
     stream.write(json.dumps(to_jsonable(obj), indent=2) + "\n")
 
 
 def _cmd_essay(args: argparse.Namespace) -> int:
-    from kernelcheck._src.essay import main_essay
+    from kernelcheck._src.claims.essay import main_essay
 
     level = "quick" if args.quick else ("thorough" if args.thorough else "default")
     claim_ids = None
     if args.claims:
         claim_ids = [c.strip() for c in args.claims.split(",") if c.strip()]
-        from kernelcheck._src.claims import get_claim
+        from kernelcheck._src.claims.registry import get_claim
 
         for cid in claim_ids:
             get_claim(cid)  # bad ids are usage errors, before any work
@@ -215,8 +215,8 @@ def _cmd_kernel(args: argparse.Namespace) -> int:
     import numpy as np
 
     from kernelcheck import verify
-    from kernelcheck._src.expr import parse_kernel
-    from kernelcheck._src.validate import as_points
+    from kernelcheck._src.core.validate import as_points
+    from kernelcheck._src.kernels.expr import parse_kernel
 
     kernel = parse_kernel(args.expr)
     X = None
@@ -261,8 +261,8 @@ def _verdict_exit(report: Any) -> int:
 
 
 def _cmd_unbiased(args: argparse.Namespace) -> int:
-    from kernelcheck._src.distributed import suggested_shards
-    from kernelcheck._src.verify_unbiased import run_unbiased_cli
+    from kernelcheck._src.mc.distributed import suggested_shards
+    from kernelcheck._src.verify.unbiased import run_unbiased_cli
 
     if args.out is not None and Path(args.out).exists() and not Path(args.out).is_dir():
         raise UsageError(f"--out {args.out!r} is a file, not a folder")

@@ -21,6 +21,6 @@ Examples
 True
 """
 
-from kernelcheck._src.distributed import dask_executor, suggested_shards
+from kernelcheck._src.mc.distributed import dask_executor, suggested_shards
 
 __all__ = ["dask_executor", "suggested_shards"]

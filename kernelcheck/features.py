@@ -12,9 +12,7 @@ Examples
 153
 """
 
-from kernelcheck._src.featuremap import FORMS, ExactFeatureMap, FeatureMap
-from kernelcheck._src.kernels import monomial_dim, unweighted_monomials, weighted_monomials
-from kernelcheck._src.random_features import (
+from kernelcheck._src.features.random import (
     ESTIMATORS,
     HyperbolicRandomFeatures,
     OptimalPositiveRandomFeatures,
@@ -24,6 +22,8 @@ from kernelcheck._src.random_features import (
     draw_projection,
     optimal_positive_parameter,
 )
+from kernelcheck._src.kernels.algebra import monomial_dim, unweighted_monomials, weighted_monomials
+from kernelcheck._src.kernels.featuremap import FORMS, ExactFeatureMap, FeatureMap
 
 __all__ = [
     "FeatureMap",

@@ -1,6 +1,6 @@
 """Kernels as immutable values with an algebra (claims C4, C7, C8, C9, C12).
 
-See :mod:`kernelcheck._src.kernels` for the error model of each node.
+See :mod:`kernelcheck._src.kernels.algebra` for the error model of each node.
 
 Examples
 --------
@@ -15,7 +15,7 @@ exp(Linear(), order=3) + 0.5 * Polynomial(2)
 True
 """
 
-from kernelcheck._src.kernels import (
+from kernelcheck._src.kernels.algebra import (
     Constant,
     Exp,
     Exponential,

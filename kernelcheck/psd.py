@@ -9,7 +9,7 @@
 See ``docs/psd.md`` for the ladder and the tolerance model.
 """
 
-from kernelcheck._src.psd import PSDResult, Verdict, check_psd
-from kernelcheck._src.psd_mercer import MercerFeatures, Nystrom, mercer_features
+from kernelcheck._src.psd.ladder import PSDResult, Verdict, check_psd
+from kernelcheck._src.psd.mercer import MercerFeatures, Nystrom, mercer_features
 
 __all__ = ["check_psd", "PSDResult", "Verdict", "mercer_features", "MercerFeatures", "Nystrom"]

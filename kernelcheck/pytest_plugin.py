@@ -5,7 +5,7 @@ project that depends on kernelcheck gets, with no configuration:
 
 * the Hypothesis settings profiles ``ci`` (derandomized, no deadline, no
   example database), ``dev`` and ``thorough`` (see
-  :mod:`kernelcheck._src.profiles`), selectable with pytest's
+  :mod:`kernelcheck._src.testing.profiles`), selectable with pytest's
   ``--hypothesis-profile=NAME``.  A profile of the same name registered by the
   project's own ``conftest.py`` wins, because conftest files load after plugins;
 * the fixtures :func:`kernelcheck_seed` (an ``int``) and :func:`kernelcheck_rng`
@@ -34,7 +34,7 @@ import hashlib
 import numpy as np
 import pytest
 
-from kernelcheck._src.profiles import register_profiles
+from kernelcheck._src.testing.profiles import register_profiles
 
 __all__ = ["kernelcheck_seed", "kernelcheck_rng", "seed_for"]
 

@@ -5,7 +5,7 @@ robust per-size statistic) and records its peak memory in a separate
 :mod:`tracemalloc` pass; :func:`fit_exponent` fits ``value ~ c n^p`` on the
 log-log scale with Theil-Sen and gives a confidence interval for p;
 :func:`run_scaling` measures softmax against linear attention and puts the
-clock next to each form's cost model.  See :mod:`kernelcheck._src.scaling`.
+clock next to each form's cost model.  See :mod:`kernelcheck._src.scaling.experiment`.
 
 Examples
 --------
@@ -17,7 +17,7 @@ Examples
 'pass'
 """
 
-from kernelcheck._src.scaling import (
+from kernelcheck._src.scaling.experiment import (
     CLOCKS,
     DEFAULT_FORMS,
     DEFAULT_SIZES,

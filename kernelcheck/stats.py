@@ -14,7 +14,7 @@ Examples
 (10000, (3,))
 """
 
-from kernelcheck._src.stats import (
+from kernelcheck._src.mc.engine import (
     BERRY_ESSEEN_C,
     DEFAULT_SHARD_SIZE,
     Moments,

@@ -10,6 +10,6 @@ Examples
 ...     assert (G == G.T).all() or abs(G - G.T).max() <= 1e-12 * abs(G).max()
 """
 
-from kernelcheck._src.strategies import feature_maps, kernels, point_set_pairs, point_sets
+from kernelcheck._src.testing.strategies import feature_maps, kernels, point_set_pairs, point_sets
 
 __all__ = ["point_sets", "point_set_pairs", "kernels", "feature_maps"]

@@ -10,11 +10,11 @@ The message says what failed, where, by how much and against what tolerance
 * :func:`assert_attention_matches` -- :func:`kernelcheck.verify.attention` (C1, C10, C14).
 """
 
-from kernelcheck._src.psd import assert_psd
-from kernelcheck._src.verify_attention import assert_attention_matches
-from kernelcheck._src.verify_features import assert_feature_map
-from kernelcheck._src.verify_kernel import assert_kernel
-from kernelcheck._src.verify_unbiased import assert_unbiased
+from kernelcheck._src.psd.ladder import assert_psd
+from kernelcheck._src.verify.attention import assert_attention_matches
+from kernelcheck._src.verify.feature_map import assert_feature_map
+from kernelcheck._src.verify.kernel import assert_kernel
+from kernelcheck._src.verify.unbiased import assert_unbiased
 
 __all__ = [
     "assert_psd",

@@ -107,7 +107,7 @@ from unittest import mock  # noqa: E402
 import pytest  # noqa: E402
 from hypothesis import settings  # noqa: E402
 
-from kernelcheck._src import attention as att_src  # noqa: E402
+from kernelcheck._src.attention import forms as att_src  # noqa: E402
 from kernelcheck.attention import cost_model, init, recurrent, step  # noqa: E402
 
 _ELEMENTWISE = {"add", "subtract", "multiply", "divide", "exp", "maximum"}

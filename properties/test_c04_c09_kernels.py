@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kernelcheck import verify
-from kernelcheck._src.rounding import gamma
+from kernelcheck._src.core.rounding import gamma
 from kernelcheck.kernels import Linear, Polynomial, exp, monomial_dim, unweighted_monomials
 from kernelcheck.strategies import kernels, point_set_pairs, point_sets
 

@@ -33,7 +33,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from kernelcheck import attention as att
-from kernelcheck._src.rounding import gamma
+from kernelcheck._src.core.rounding import gamma
 from kernelcheck.errors import BadNormalizer
 from kernelcheck.kernels import Linear, exp
 

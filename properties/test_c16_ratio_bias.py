@@ -24,7 +24,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kernelcheck._src.random_features import PositiveRandomFeatures
+from kernelcheck._src.features.random import PositiveRandomFeatures
 from kernelcheck.verify import ratio_bias
 
 

@@ -26,7 +26,7 @@ import numpy as np
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from kernelcheck._src.random_features import ESTIMATORS
+from kernelcheck._src.features.random import ESTIMATORS
 from kernelcheck.kernels import Exponential
 from kernelcheck.verify import unbiased
 

@@ -26,7 +26,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats as sps
 
-from kernelcheck._src.random_features import ESTIMATORS, draw_projection
+from kernelcheck._src.features.random import ESTIMATORS, draw_projection
 from kernelcheck.kernels import Exponential
 from kernelcheck.verify import unbiased
 

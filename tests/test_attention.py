@@ -16,8 +16,8 @@ import pytest
 
 import kernelcheck
 from kernelcheck import attention as att
-from kernelcheck._src import attention as _att
-from kernelcheck._src.rounding import gamma
+from kernelcheck._src.attention import forms as _att
+from kernelcheck._src.core.rounding import gamma
 from kernelcheck.errors import BadNormalizer, InvalidArgument, NumericalFailure
 from kernelcheck.kernels import Exponential, Linear, Polynomial, exp
 

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 from kernelcheck import attention as A
-from kernelcheck._src import attention as _att
-from kernelcheck._src.rounding import gamma, unit_roundoff
+from kernelcheck._src.attention import forms as _att
+from kernelcheck._src.core.rounding import gamma, unit_roundoff
 from kernelcheck.errors import BadNormalizer, InvalidArgument, NumericalFailure
 from kernelcheck.kernels import Exponential, Linear, Polynomial
 

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from kernelcheck import claims as C
-from kernelcheck._src import claims as claims_src
-from kernelcheck._src import essay
+from kernelcheck._src.claims import essay
+from kernelcheck._src.claims import registry as claims_src
 from kernelcheck.errors import InvalidArgument
 
 ROOT = Path(__file__).resolve().parents[1]

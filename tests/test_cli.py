@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 from kernelcheck import cli
-from kernelcheck._src.atomic import InterruptedAfterWrite
+from kernelcheck._src.core.atomic import InterruptedAfterWrite
 
 TIMEOUT = 240
 
@@ -353,7 +353,7 @@ def test_kernel_with_points_in_process(files, capsys):
 def test_kernel_json_reports_features(runs):
     proc, _ = runs["kernel_ok"]
     payload = json.loads(proc.stdout)
-    from kernelcheck._src.expr import parse_kernel
+    from kernelcheck._src.kernels.expr import parse_kernel
 
     k = parse_kernel(payload["expression"])
     assert payload["kernel"] == repr(k)
@@ -418,7 +418,7 @@ def test_sigint_during_essay_leaves_no_file(tmp_path):
 
 def test_sigint_while_writing_completes_the_report_then_exits(tmp_path, monkeypatch):
     """SIGINT arriving during the writes is held until every file is in place."""
-    from kernelcheck._src import essay
+    from kernelcheck._src.claims import essay
 
     report = essay.run_essay(["C7", "C12"], "quick")
     real_write = essay.write_bytes_atomic
@@ -440,7 +440,7 @@ def test_sigint_while_writing_completes_the_report_then_exits(tmp_path, monkeypa
 
 
 def test_interrupt_before_writing_leaves_the_folder_untouched(tmp_path, monkeypatch):
-    from kernelcheck._src import essay
+    from kernelcheck._src.claims import essay
 
     report = essay.run_essay(["C12"], "quick")
     (tmp_path / "report.md").write_text("previous report\n")
@@ -477,7 +477,8 @@ def _interrupt_on_first_call(module, name, monkeypatch):
 @pytest.mark.parametrize("command", ["unbiased", "scaling"])
 def test_sigint_during_the_writes_completes_the_report(command, tmp_path, monkeypatch, capsys):
     """SIGINT while ``--out`` files are written: every file lands whole, then exit 130."""
-    from kernelcheck._src import scaling, verify_unbiased
+    from kernelcheck._src.scaling import experiment as scaling
+    from kernelcheck._src.verify import unbiased as verify_unbiased
 
     out = tmp_path / "out"
     if command == "unbiased":
@@ -502,7 +503,8 @@ def test_sigint_during_the_writes_completes_the_report(command, tmp_path, monkey
 @pytest.mark.parametrize("command", ["unbiased", "scaling"])
 def test_interrupt_before_the_writes_leaves_no_file(command, tmp_path, monkeypatch, capsys):
     """KeyboardInterrupt during the run: exit 130, a message saying so, no file in ``--out``."""
-    from kernelcheck._src import scaling, verify_unbiased
+    from kernelcheck._src.scaling import experiment as scaling
+    from kernelcheck._src.verify import unbiased as verify_unbiased
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt

@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from kernelcheck._src.claims import run_claims
+from kernelcheck._src.claims.registry import run_claims
 
 
 def _run(*args: str) -> subprocess.CompletedProcess:

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 
 from kernelcheck import kernels as K
-from kernelcheck._src.expr import MAX_DEPTH, ExprError, parse_kernel, tokenize
+from kernelcheck._src.kernels.expr import MAX_DEPTH, ExprError, parse_kernel, tokenize
 from kernelcheck.errors import InvalidArgument
 from kernelcheck.strategies import kernels as kernel_trees
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 
 from kernelcheck import verify
-from kernelcheck._src.rounding import gamma
+from kernelcheck._src.core.rounding import gamma
 from kernelcheck.errors import InfiniteFeatureSpace, InvalidArgument, NumericalFailure
 from kernelcheck.features import ExactFeatureMap, weighted_monomials
 from kernelcheck.kernels import (

@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 from kernelcheck import verify
-from kernelcheck._src import kernels as _k
-from kernelcheck._src.rounding import gamma, unit_roundoff
+from kernelcheck._src.core.rounding import gamma, unit_roundoff
+from kernelcheck._src.kernels import algebra as _k
 from kernelcheck.errors import InvalidArgument
 from kernelcheck.features import ExactFeatureMap, weighted_monomials
 from kernelcheck.kernels import (

@@ -2,7 +2,7 @@
 
 References are independent of the code under test: an exact rational LDL^T
 written here with ``fractions.Fraction`` (no shared code with
-``kernelcheck._src.psd_exact``), and witnesses re-verified with Fractions.
+``kernelcheck._src.psd.exact``), and witnesses re-verified with Fractions.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from kernelcheck import Gaussian, InvalidArgument, Linear
-from kernelcheck._src.psd import MPMATH_MAX_N, assert_psd, default_tolerance
+from kernelcheck._src.psd.ladder import MPMATH_MAX_N, assert_psd, default_tolerance
 from kernelcheck.psd import Nystrom, PSDResult, Verdict, check_psd, mercer_features
 
 # ---------------------------------------------------------------------------

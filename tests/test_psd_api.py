@@ -16,8 +16,8 @@ import mpmath
 import numpy as np
 import pytest
 
-from kernelcheck._src.psd import MPMATH_MAX_N, default_tolerance
-from kernelcheck._src.psd_exact import quadratic_form, vector_to_ints
+from kernelcheck._src.psd.exact import quadratic_form, vector_to_ints
+from kernelcheck._src.psd.ladder import MPMATH_MAX_N, default_tolerance
 from kernelcheck.errors import InvalidArgument, NumericalFailure
 from kernelcheck.kernels import Linear
 from kernelcheck.psd import Nystrom, Verdict, check_psd, mercer_features

@@ -23,8 +23,8 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from kernelcheck._src import psd as P
-from kernelcheck._src.psd import MPMATH_PRECISIONS, _certified_cholesky, default_tolerance
+from kernelcheck._src.psd import ladder as P
+from kernelcheck._src.psd.ladder import MPMATH_PRECISIONS, _certified_cholesky, default_tolerance
 from kernelcheck.psd import Verdict, check_psd
 
 U = Fraction(1, 2**53)

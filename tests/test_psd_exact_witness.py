@@ -1,4 +1,4 @@
-"""Exact elimination (``kernelcheck._src.psd_exact``) against rational references (claim C5).
+"""Exact elimination (``kernelcheck._src.psd.exact``) against rational references (claim C5).
 
 For small integer matrices the reference is independent of Bareiss
 elimination: Sylvester's criterion on all principal minors (fractions, by
@@ -15,7 +15,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from kernelcheck._src.psd_exact import exact_decision
+from kernelcheck._src.psd.exact import exact_decision
 from kernelcheck.psd import Verdict, check_psd
 
 

@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 import scipy.linalg
 
-from kernelcheck._src.psd import EIGH_P, MPMATH_MAX_N, default_tolerance, frobenius
-from kernelcheck._src.rounding import gamma
+from kernelcheck._src.core.rounding import gamma
+from kernelcheck._src.psd.ladder import EIGH_P, MPMATH_MAX_N, default_tolerance, frobenius
 from kernelcheck.psd import Verdict, check_psd
 
 NUM = r"(-?[0-9.]+(?:e[+-]?[0-9]+)?|nan|inf)"

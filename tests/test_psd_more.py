@@ -15,8 +15,8 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from kernelcheck._src.psd import MPMATH_PRECISIONS, default_tolerance
-from kernelcheck._src.psd_exact import exact_decision, quadratic_form, to_int_matrix, vector_to_ints
+from kernelcheck._src.psd.exact import exact_decision, quadratic_form, to_int_matrix, vector_to_ints
+from kernelcheck._src.psd.ladder import MPMATH_PRECISIONS, default_tolerance
 from kernelcheck.errors import InvalidArgument
 from kernelcheck.psd import Nystrom, Verdict, check_psd, mercer_features
 from kernelcheck.testing import assert_psd
@@ -190,7 +190,7 @@ def test_argument_messages(kwargs, start):
 
 
 def test_tolerance_objects_are_validated_and_kept():
-    from kernelcheck._src.rounding import Tolerance
+    from kernelcheck._src.core.rounding import Tolerance
 
     t = Tolerance(0.5, "from my error model")
     r = check_psd(np.eye(2), tol=t)
@@ -364,8 +364,8 @@ def test_zero_pivot_witnesses_are_exact(c):
 
 
 def test_mercer_threshold_dropping_and_bound():
-    from kernelcheck._src.psd import EIGH_P, frobenius
-    from kernelcheck._src.rounding import gamma
+    from kernelcheck._src.core.rounding import gamma
+    from kernelcheck._src.psd.ladder import EIGH_P, frobenius
 
     K = np.diag([1.0, 0.5, 0.25])
     F = mercer_features(K, tol=0.5)
@@ -381,8 +381,8 @@ def test_mercer_threshold_dropping_and_bound():
 
 
 def test_mercer_features_str_and_failed_verdict():
-    from kernelcheck._src.psd_mercer import MercerFeatures
-    from kernelcheck._src.rounding import Tolerance
+    from kernelcheck._src.core.rounding import Tolerance
+    from kernelcheck._src.psd.mercer import MercerFeatures
 
     F = mercer_features(np.diag([4.0, 1.0, 0.0]))
     assert str(F).startswith("PASSED: Phi (3 x 2) reproduces K with max residual ")

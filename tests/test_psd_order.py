@@ -14,7 +14,7 @@ import re
 import numpy as np
 import pytest
 
-from kernelcheck._src.psd import MPMATH_PRECISIONS
+from kernelcheck._src.psd.ladder import MPMATH_PRECISIONS
 from kernelcheck.psd import Verdict, check_psd
 
 FLOAT_RUNGS = ("diagonal", "cholesky", "minor", "eigh")

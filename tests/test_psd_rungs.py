@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 
 from kernelcheck import Gaussian
-from kernelcheck._src.psd import _Ladder
-from kernelcheck._src.rounding import Tolerance
+from kernelcheck._src.core.rounding import Tolerance
+from kernelcheck._src.psd.ladder import _Ladder
 from kernelcheck.psd import Nystrom, Verdict, check_psd
 
 
@@ -107,7 +107,7 @@ def test_entrywise_scaling_limits(off, applied):
     The products here are computed in exact binary arithmetic by hand (powers of
     two), so the test states the limits independently of the code's exponent
     bookkeeping."""
-    from kernelcheck._src.psd import _scaling
+    from kernelcheck._src.psd.ladder import _scaling
 
     K = _graded(off)
     d = _scaling(np.diagonal(K).copy(), K)

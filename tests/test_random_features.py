@@ -8,8 +8,7 @@ import numpy as np
 import pytest
 from scipy.optimize import minimize_scalar
 
-from kernelcheck._src.featuremap import FeatureMap
-from kernelcheck._src.random_features import (
+from kernelcheck._src.features.random import (
     ESTIMATORS,
     HyperbolicRandomFeatures,
     OptimalPositiveRandomFeatures,
@@ -19,6 +18,7 @@ from kernelcheck._src.random_features import (
     draw_projection,
     optimal_positive_parameter,
 )
+from kernelcheck._src.kernels.featuremap import FeatureMap
 from kernelcheck.errors import InvalidArgument, NumericalFailure
 from kernelcheck.kernels import Exponential
 

@@ -13,7 +13,7 @@ import warnings
 import numpy as np
 import pytest
 
-from kernelcheck._src.random_features import (
+from kernelcheck._src.features.random import (
     ESTIMATORS,
     HyperbolicRandomFeatures,
     OptimalPositiveRandomFeatures,

@@ -1,4 +1,4 @@
-"""The error-model helpers of kernelcheck._src.rounding against Higham's formulas.
+"""The error-model helpers of kernelcheck._src.core.rounding against Higham's formulas.
 
 Reference: Higham, *Accuracy and Stability of Numerical Algorithms*, 2nd ed.,
 sec. 3.1 (gamma_k = k u / (1 - k u)) and Lemma 3.4 / eq. (3.13) for the
@@ -12,7 +12,7 @@ import json
 import numpy as np
 import pytest
 
-from kernelcheck._src.rounding import Tolerance, gamma, matmul_error_bound, unit_roundoff
+from kernelcheck._src.core.rounding import Tolerance, gamma, matmul_error_bound, unit_roundoff
 from kernelcheck.errors import InvalidArgument
 
 RNG = np.random.default_rng(5)

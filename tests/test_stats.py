@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from scipy import stats as sps
 
-from kernelcheck._src.random_features import PositiveRandomFeatures
+from kernelcheck._src.features.random import PositiveRandomFeatures
 from kernelcheck.errors import InvalidArgument
 from kernelcheck.stats import (
     Moments,

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from scipy.special import comb, ndtri
 
-from kernelcheck._src import stats as _stats
+from kernelcheck._src.mc import engine as _stats
 from kernelcheck.errors import InvalidArgument, NumericalFailure
 from kernelcheck.stats import (
     Moments,

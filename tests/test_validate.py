@@ -10,10 +10,10 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from kernelcheck._src.atomic import atomic_write, write_bytes_atomic, write_text_atomic
-from kernelcheck._src.results import ResultMixin, to_jsonable
-from kernelcheck._src.rounding import Tolerance, gamma, matmul_error_bound, unit_roundoff
-from kernelcheck._src.validate import (
+from kernelcheck._src.core.atomic import atomic_write, write_bytes_atomic, write_text_atomic
+from kernelcheck._src.core.results import ResultMixin, to_jsonable
+from kernelcheck._src.core.rounding import Tolerance, gamma, matmul_error_bound, unit_roundoff
+from kernelcheck._src.core.validate import (
     as_array,
     as_int,
     as_points,

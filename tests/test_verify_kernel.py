@@ -15,7 +15,7 @@ import pytest
 
 import kernelcheck as kc
 from kernelcheck import InvalidArgument
-from kernelcheck._src.verify_kernel import KernelReport, assert_kernel
+from kernelcheck._src.verify.kernel import KernelReport, assert_kernel
 from kernelcheck.verify import kernel as verify_kernel
 
 

@@ -17,8 +17,8 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
-from kernelcheck._src.random_features import ESTIMATORS, PositiveRandomFeatures
-from kernelcheck._src.verify_unbiased import (
+from kernelcheck._src.features.random import ESTIMATORS, PositiveRandomFeatures
+from kernelcheck._src.verify.unbiased import (
     UnbiasedReport,
     assert_unbiased,
     default_points,
@@ -182,7 +182,7 @@ def test_report_contents_and_files(tmp_path):
 
 def test_write_report_never_leaves_half_files(tmp_path, monkeypatch):
     rep = run_unbiased_cli(trials=500, seed=0, sweep=None, points=2)
-    import kernelcheck._src.verify_unbiased as vu
+    import kernelcheck._src.verify.unbiased as vu
 
     def boom(report):
         raise RuntimeError("plotting failed")

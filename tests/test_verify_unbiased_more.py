@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 from scipy.special import ndtr, ndtri
 
-from kernelcheck._src.random_features import PositiveRandomFeatures
-from kernelcheck._src.rounding import gamma
-from kernelcheck._src.verify_unbiased import _holm, default_points
+from kernelcheck._src.core.rounding import gamma
+from kernelcheck._src.features.random import PositiveRandomFeatures
+from kernelcheck._src.verify.unbiased import _holm, default_points
 from kernelcheck.kernels import Exponential
 from kernelcheck.stats import BERRY_ESSEEN_C, root_seed_sequence, shard_seed
 from kernelcheck.verify import unbiased

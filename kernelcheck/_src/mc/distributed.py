@@ -33,7 +33,7 @@ from collections.abc import Iterator
 from concurrent.futures import Executor
 from typing import Any
 
-from kernelcheck._src.validate import as_int, as_real, describe
+from kernelcheck._src.core.validate import as_int, as_real, describe
 from kernelcheck.errors import InvalidArgument
 
 __all__ = ["dask_executor", "suggested_shards"]

@@ -11,7 +11,7 @@ kernelcheck's reference forms:
   (:func:`kernelcheck.attention.parallel`, causal by prefix sums).
 
 The tolerance of every entry comes from the reference's error model (see
-:mod:`kernelcheck._src.attention`) evaluated twice: once in float64 for the
+:mod:`kernelcheck._src.attention.forms`) evaluated twice: once in float64 for the
 reference itself and once in the precision of ``fn``'s output for ``fn`` (a
 correct implementation in that precision is within the same a-priori bound,
 plus the rounding of its inputs).  A wrong causal mask, a missing normaliser,
@@ -27,10 +27,10 @@ from typing import Any
 
 import numpy as np
 
-from kernelcheck._src import attention as _att
-from kernelcheck._src.results import ResultMixin
-from kernelcheck._src.rounding import Tolerance
-from kernelcheck._src.validate import as_int, as_rng, check_callable, describe
+from kernelcheck._src.attention import forms as _att
+from kernelcheck._src.core.results import ResultMixin
+from kernelcheck._src.core.rounding import Tolerance
+from kernelcheck._src.core.validate import as_int, as_rng, check_callable, describe
 from kernelcheck.errors import BadNormalizer, InvalidArgument, NumericalFailure
 
 __all__ = ["attention", "AttentionReport", "AttentionCase"]
@@ -534,7 +534,7 @@ def assert_attention_matches(fn: Any, **kwargs: Any) -> AttentionReport:
     Examples
     --------
     >>> import numpy as np
-    >>> from kernelcheck._src.verify_attention import assert_attention_matches
+    >>> from kernelcheck._src.verify.attention import assert_attention_matches
     >>> from kernelcheck.attention import softmax
     >>> layer = lambda Q, K, V: softmax(Q, K, V, causal=True)
     >>> report = assert_attention_matches(layer, causal=True)

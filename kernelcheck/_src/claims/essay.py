@@ -24,8 +24,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TextIO
 
-from kernelcheck._src.atomic import sigint_deferred, write_bytes_atomic
-from kernelcheck._src.claims import (
+from kernelcheck._src.claims.registry import (
     GROUPS,
     LEVELS,
     STATEMENTS,
@@ -35,8 +34,9 @@ from kernelcheck._src.claims import (
     registry,
     run_claims,
 )
-from kernelcheck._src.results import ResultMixin
-from kernelcheck._src.validate import check_callable, check_choice, describe
+from kernelcheck._src.core.atomic import sigint_deferred, write_bytes_atomic
+from kernelcheck._src.core.results import ResultMixin
+from kernelcheck._src.core.validate import check_callable, check_choice, describe
 from kernelcheck.errors import InvalidArgument
 
 __all__ = ["EssayReport", "run_essay", "write_report", "exit_code_for"]
@@ -395,7 +395,7 @@ def write_report(report: EssayReport, out_dir: str | Path) -> list[Path]:
     """Write ``report.md``, ``report.json`` and the plots into ``out_dir``.
 
     Every file is rendered in memory first and written with
-    :func:`kernelcheck._src.atomic.write_bytes_atomic`; the writes run with
+    :func:`kernelcheck._src.core.atomic.write_bytes_atomic`; the writes run with
     SIGINT deferred, so an interrupt leaves either all the new files or, when
     it comes before the writes, none of them.
 
@@ -431,7 +431,7 @@ def _maybe_dask(workers: int | None, scheduler: str | None):
 
     if workers is None and scheduler is None:
         return contextlib.nullcontext(None)
-    from kernelcheck._src.distributed import dask_executor
+    from kernelcheck._src.mc.distributed import dask_executor
 
     return dask_executor(scheduler=scheduler, workers=workers)
 

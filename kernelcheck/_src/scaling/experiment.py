@@ -40,9 +40,9 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from kernelcheck._src.atomic import atomic_write, sigint_deferred
-from kernelcheck._src.results import ResultMixin
-from kernelcheck._src.validate import (
+from kernelcheck._src.core.atomic import atomic_write, sigint_deferred
+from kernelcheck._src.core.results import ResultMixin
+from kernelcheck._src.core.validate import (
     as_array,
     as_int,
     as_probability,
@@ -1309,7 +1309,7 @@ def run_scaling(
         clock,
         progress,
     )
-    from kernelcheck._src import attention as att
+    from kernelcheck._src.attention import forms as att
 
     t_start = time.perf_counter()
     seeds = rng.integers(0, 2**63 - 1, size=2)
@@ -1496,7 +1496,7 @@ def _busy_note(before, after, clock: str = "wall") -> str | None:
 
 def _feature_map(d: int, D: int, seed: int):
     """Positive random features of exp(q.k / sqrt d), the softmax kernel (C13)."""
-    from kernelcheck._src.random_features import PositiveRandomFeatures
+    from kernelcheck._src.features.random import PositiveRandomFeatures
 
     return PositiveRandomFeatures(d, D, seed=seed, scale=1.0 / math.sqrt(d))
 

@@ -48,9 +48,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from kernelcheck._src.results import ResultMixin
-from kernelcheck._src.rounding import gamma, unit_roundoff
-from kernelcheck._src.validate import (
+from kernelcheck._src.core.results import ResultMixin
+from kernelcheck._src.core.rounding import gamma, unit_roundoff
+from kernelcheck._src.core.validate import (
     as_array,
     as_int,
     check_callable,

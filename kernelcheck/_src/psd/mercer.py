@@ -19,12 +19,12 @@ from typing import Any
 import numpy as np
 import scipy.linalg
 
-from kernelcheck._src.featuremap import FeatureMap
-from kernelcheck._src.psd import EIGH_P, _check_psd_iv, frobenius
-from kernelcheck._src.psd_exact import EXACT_MAX_N
-from kernelcheck._src.results import ResultMixin
-from kernelcheck._src.rounding import Tolerance, gamma
-from kernelcheck._src.validate import as_array, as_points, describe
+from kernelcheck._src.core.results import ResultMixin
+from kernelcheck._src.core.rounding import Tolerance, gamma
+from kernelcheck._src.core.validate import as_array, as_points, describe
+from kernelcheck._src.kernels.featuremap import FeatureMap
+from kernelcheck._src.psd.exact import EXACT_MAX_N
+from kernelcheck._src.psd.ladder import EIGH_P, _check_psd_iv, frobenius
 from kernelcheck.errors import BadNormalizer, InvalidArgument, NumericalFailure
 
 __all__ = ["MercerFeatures", "mercer_features", "Nystrom"]
@@ -160,7 +160,7 @@ def mercer_features(K, *, tol=None, symmetrize: bool = False) -> MercerFeatures:
     for ``K + E`` with ``||E||_2 <= p(n) u ||K||_2`` and ``U`` orthonormal to
     ``p(n) u`` ("a modestly growing function of n", LAPACK Users' Guide
     section 4.7; taken here as ``p(n) = 64 (n + 2)``, the
-    ``kernelcheck._src.psd.EIGH_P`` constant shared with ``check_psd``);
+    ``kernelcheck._src.psd.ladder.EIGH_P`` constant shared with ``check_psd``);
     dropping eigenvalues ``<= tol`` adds at most ``tol``; forming
     ``Phi Phi^T`` adds ``gamma_r ||Phi||^2 <= gamma_r tr K``.  Hence
     ``||Phi Phi^T - K||_2 <= max_dropped |lambda| + 3 gamma_{p(n)} ||K||_F``.

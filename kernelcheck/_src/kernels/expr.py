@@ -39,7 +39,7 @@ weight).  Arithmetic between plain numbers is done at parse time
 
 Examples
 --------
->>> from kernelcheck._src.expr import ExprError, parse_kernel
+>>> from kernelcheck._src.kernels.expr import ExprError, parse_kernel
 >>> parse_kernel("exp(linear, order=3) + 0.5*poly(2)")
 exp(Linear(), order=3) + 0.5 * Polynomial(2)
 >>> try:

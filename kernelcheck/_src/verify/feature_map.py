@@ -12,17 +12,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kernelcheck._src.featuremap import ExactFeatureMap, FeatureMap
-from kernelcheck._src.kernels import Kernel
-from kernelcheck._src.results import ResultMixin
-from kernelcheck._src.rounding import Tolerance, gamma
-from kernelcheck._src.validate import (
+from kernelcheck._src.core.results import ResultMixin
+from kernelcheck._src.core.rounding import Tolerance, gamma
+from kernelcheck._src.core.validate import (
     as_array,
     as_int,
     as_points,
     check_callable,
     describe,
 )
+from kernelcheck._src.kernels.algebra import Kernel
+from kernelcheck._src.kernels.featuremap import ExactFeatureMap, FeatureMap
 from kernelcheck.errors import InvalidArgument, NumericalFailure
 
 __all__ = ["feature_map", "FeatureMapReport"]

@@ -11,8 +11,8 @@ import numpy as np
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from kernelcheck._src.featuremap import FORMS
-from kernelcheck._src.kernels import (
+from kernelcheck._src.core.validate import as_int, as_real
+from kernelcheck._src.kernels.algebra import (
     Constant,
     Exp,
     Exponential,
@@ -26,7 +26,7 @@ from kernelcheck._src.kernels import (
     Scaled,
     Sum,
 )
-from kernelcheck._src.validate import as_int, as_real
+from kernelcheck._src.kernels.featuremap import FORMS
 from kernelcheck.errors import InvalidArgument
 
 __all__ = ["point_sets", "point_set_pairs", "kernels", "feature_maps"]

@@ -35,10 +35,10 @@ import numpy as np
 import scipy.linalg
 import scipy.optimize
 
-from kernelcheck._src.psd import PSDResult, Verdict, check_psd, default_tolerance, frobenius
-from kernelcheck._src.results import ResultMixin
-from kernelcheck._src.rounding import Tolerance
-from kernelcheck._src.validate import as_int, as_points, check_choice, describe
+from kernelcheck._src.core.results import ResultMixin
+from kernelcheck._src.core.rounding import Tolerance
+from kernelcheck._src.core.validate import as_int, as_points, check_choice, describe
+from kernelcheck._src.psd.ladder import PSDResult, Verdict, check_psd, default_tolerance, frobenius
 from kernelcheck.errors import InvalidArgument, NumericalFailure
 
 __all__ = ["kernel", "KernelReport"]
@@ -419,7 +419,7 @@ def _hypothesis_phase(consider, n, dim, scale, hseed, examples):
         from hypothesis import HealthCheck, Phase, given, seed, settings, target
         from hypothesis import strategies as st
 
-        from kernelcheck._src.strategies import point_sets
+        from kernelcheck._src.testing.strategies import point_sets
     except ImportError:  # pragma: no cover
         return
     strategy = point_sets(min_points=n, max_points=n, dim=dim, max_norm=3.0 * scale)
@@ -635,7 +635,7 @@ def assert_kernel(kernel_, X=None, **kwargs) -> KernelReport:
     --------
     >>> import numpy as np
     >>> from kernelcheck import Linear
-    >>> from kernelcheck._src.verify_kernel import assert_kernel
+    >>> from kernelcheck._src.verify.kernel import assert_kernel
     >>> assert_kernel(Linear(), np.eye(3)).passed
     True
     """

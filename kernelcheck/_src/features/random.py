@@ -63,8 +63,7 @@ from typing import Any
 import numpy as np
 from scipy.special import gammaln, logsumexp
 
-from kernelcheck._src.featuremap import FeatureMap
-from kernelcheck._src.validate import (
+from kernelcheck._src.core.validate import (
     as_int,
     as_points,
     as_real,
@@ -72,6 +71,7 @@ from kernelcheck._src.validate import (
     check_size,
     describe,
 )
+from kernelcheck._src.kernels.featuremap import FeatureMap
 from kernelcheck.errors import InvalidArgument, NumericalFailure
 
 __all__ = [
@@ -219,7 +219,7 @@ class _RandomFeatures(FeatureMap):
     @property
     def kernel(self):
         """``Exponential(scale)``, the kernel this map estimates."""
-        from kernelcheck._src.kernels import Exponential
+        from kernelcheck._src.kernels.algebra import Exponential
 
         return Exponential(self._scale)
 
@@ -381,7 +381,7 @@ def _exp_checked(fmap, L: np.ndarray) -> np.ndarray:
 
 
 def _theory(fmap: _RandomFeatures, X, Y, order: int) -> dict:
-    from kernelcheck._src.stats import central_from_raw_ratios, central_moments_of_mean
+    from kernelcheck._src.mc.engine import central_from_raw_ratios, central_moments_of_mean
 
     order = as_int(order, "order", minimum=2, maximum=8)
     Xs = fmap._prepare(X, "X")

@@ -23,10 +23,19 @@ from typing import Any
 import numpy as np
 from scipy.special import ndtr, ndtri
 
-from kernelcheck._src.atomic import sigint_deferred, write_bytes_atomic
-from kernelcheck._src.results import ResultMixin
-from kernelcheck._src.rounding import Tolerance, gamma
-from kernelcheck._src.stats import (
+from kernelcheck._src.core.atomic import sigint_deferred, write_bytes_atomic
+from kernelcheck._src.core.results import ResultMixin
+from kernelcheck._src.core.rounding import Tolerance, gamma
+from kernelcheck._src.core.validate import (
+    as_int,
+    as_points,
+    as_probability,
+    as_real,
+    check_callable,
+    check_choice,
+    describe,
+)
+from kernelcheck._src.mc.engine import (
     BERRY_ESSEEN_C,
     DEFAULT_SHARD_SIZE,
     Moments,
@@ -35,15 +44,6 @@ from kernelcheck._src.stats import (
     run_trials,
     shard_seed,
     trials_needed,
-)
-from kernelcheck._src.validate import (
-    as_int,
-    as_points,
-    as_probability,
-    as_real,
-    check_callable,
-    check_choice,
-    describe,
 )
 from kernelcheck.errors import InvalidArgument
 
@@ -454,7 +454,7 @@ def _holm(p: np.ndarray, alpha: float) -> np.ndarray:
 
 
 def _unbiased_iv(sample, target, X, Y, trials, seed, alpha, power, be_tolerance, shard_size, sweep):
-    from kernelcheck._src.kernels import Kernel
+    from kernelcheck._src.kernels.algebra import Kernel
 
     check_callable(sample, "sample")
     if not isinstance(target, Kernel):
@@ -956,9 +956,9 @@ def write_report(report: UnbiasedReport, out_dir, *, plots: bool = True) -> list
     """Write ``report.json``, ``report.md`` and the plots into ``out_dir``.
 
     Everything is rendered in memory first; each file is then written to a
-    temporary name and renamed (:func:`kernelcheck._src.atomic.write_bytes_atomic`),
+    temporary name and renamed (:func:`kernelcheck._src.core.atomic.write_bytes_atomic`),
     so no file is ever half written, with SIGINT held until the last one is in
-    place (:func:`kernelcheck._src.atomic.sigint_deferred`: an interrupt then
+    place (:func:`kernelcheck._src.core.atomic.sigint_deferred`: an interrupt then
     raises ``InterruptedAfterWrite``).  Returns the written paths.
     """
     if not isinstance(report, UnbiasedReport):
@@ -990,7 +990,7 @@ def default_points(n: int, dim: int, *, seed: Any, max_norm: float = 0.5) -> np.
     >>> np.round(np.linalg.norm(P, axis=1), 12).tolist()
     [0.125, 0.25, 0.375, 0.5]
     """
-    from kernelcheck._src.validate import as_rng
+    from kernelcheck._src.core.validate import as_rng
 
     n = as_int(n, "n", minimum=1)
     dim = as_int(dim, "dim", minimum=1)
@@ -1034,8 +1034,8 @@ def run_unbiased_cli(
     >>> rep.verdict in ("pass", "inconclusive")
     True
     """
-    from kernelcheck._src.kernels import Exponential
-    from kernelcheck._src.random_features import ESTIMATORS
+    from kernelcheck._src.features.random import ESTIMATORS
+    from kernelcheck._src.kernels.algebra import Exponential
 
     check_choice(estimator, "estimator", tuple(ESTIMATORS))
     sampler = ESTIMATORS[estimator].sampler(dim, num_features, orthogonal=orthogonal, scale=scale)

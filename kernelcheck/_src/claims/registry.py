@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kernelcheck._src.results import ResultMixin, to_jsonable
-from kernelcheck._src.validate import check_callable, check_choice, describe
+from kernelcheck._src.core.results import ResultMixin, to_jsonable
+from kernelcheck._src.core.validate import check_callable, check_choice, describe
 from kernelcheck.errors import InvalidArgument
 
 __all__ = [
@@ -59,7 +59,7 @@ def _executor_kwargs() -> dict:
     ex = _EXECUTOR.get()
     if ex is None:
         return {}
-    from kernelcheck._src.distributed import suggested_shards
+    from kernelcheck._src.mc.distributed import suggested_shards
 
     return {"executor": ex, "shards": suggested_shards(ex)}
 
@@ -353,7 +353,7 @@ def property_tests(root: str | Path | None = None) -> dict[str, tuple[str, ...]]
     ``{"C9": ("properties/test_x.py::test_c09_c12_...", ...), ...}``.  An
     installed package without the folder gives an empty dict.
     """
-    base = Path(root) if root is not None else Path(__file__).resolve().parents[2]
+    base = Path(root) if root is not None else Path(__file__).resolve().parents[3]
     folder = base / "properties"
     found: dict[str, list[str]] = {}
     if not folder.is_dir():
@@ -913,7 +913,7 @@ def _check_c1(level: str):
     import numpy as np
 
     from kernelcheck import attention as att
-    from kernelcheck._src.rounding import matmul_error_bound
+    from kernelcheck._src.core.rounding import matmul_error_bound
 
     n, d, d_v = _pick(level, (24, 4, 3), (96, 16, 8), (256, 32, 16))
     rows = []
@@ -1093,7 +1093,7 @@ def _check_c11(level: str):
         "kernelcheck.attention:recurrent",
         "kernelcheck.attention:chunked",
         "kernelcheck.attention:linear_error_bound",
-        "kernelcheck._src.random_features:PositiveRandomFeatures",
+        "kernelcheck._src.features.random:PositiveRandomFeatures",
     ),
     checked_by=(
         "kernelcheck.attention.recurrent",
@@ -1112,7 +1112,7 @@ def _check_c14(level: str):
     n, d, d_v = _pick(level, (37, 3, 2), (301, 4, 8), (1500, 6, 16))
     Q, K_, V = _qkv(14, n, d, d_v, 0.5)
     rows, worst = [], 0.0
-    from kernelcheck._src.random_features import PositiveRandomFeatures
+    from kernelcheck._src.features.random import PositiveRandomFeatures
 
     maps: list[tuple[str, Any]] = [
         ("Taylor order 2", K.exp(K.Linear(), order=2).features()),
@@ -1288,7 +1288,7 @@ def _check_c3(level: str):
         "kernelcheck.attention:parallel",
         "kernelcheck.attention:softmax",
         "kernelcheck.kernels:exp",
-        "kernelcheck._src.random_features:PositiveRandomFeatures",
+        "kernelcheck._src.features.random:PositiveRandomFeatures",
         "kernelcheck.scaling:fit_exponent",
     ),
     checked_by=(
@@ -1317,8 +1317,8 @@ def _check_c15(level: str):
 
     from kernelcheck import attention as att
     from kernelcheck import kernels as K
-    from kernelcheck._src.random_features import PositiveRandomFeatures
-    from kernelcheck._src.rounding import gamma
+    from kernelcheck._src.core.rounding import gamma
+    from kernelcheck._src.features.random import PositiveRandomFeatures
     from kernelcheck.scaling import fit_exponent
 
     n, d, d_v = _pick(level, (24, 3, 2), (64, 4, 4), (128, 4, 8))
@@ -1616,8 +1616,8 @@ _UNBIASED_VERDICT = {"pass": ClaimVerdict.VERIFIED, "fail": ClaimVerdict.REFUTED
 def _unbiased_run(
     cls_name: str, *, d: int, m: int, X, Y, trials: int, seed: int, orthogonal: bool = False
 ):
-    from kernelcheck._src import random_features as rf
-    from kernelcheck._src.verify_unbiased import unbiased
+    from kernelcheck._src.features import random as rf
+    from kernelcheck._src.verify.unbiased import unbiased
     from kernelcheck.kernels import Exponential
 
     sampler = getattr(rf, cls_name).sampler(d, m, orthogonal=orthogonal)
@@ -1636,8 +1636,8 @@ def _relative_ci(report) -> tuple[float, float]:
 @_register(
     "C13",
     requires=(
-        "kernelcheck._src.verify_unbiased:unbiased",
-        "kernelcheck._src.random_features:PositiveRandomFeatures",
+        "kernelcheck._src.verify.unbiased:unbiased",
+        "kernelcheck._src.features.random:PositiveRandomFeatures",
     ),
     checked_by=("kernelcheck.verify.unbiased", "kernelcheck.features.PositiveRandomFeatures"),
 )
@@ -1672,8 +1672,8 @@ def _check_c13(level: str):
 @_register(
     "C16",
     requires=(
-        "kernelcheck._src.verify_unbiased:ratio_bias",
-        "kernelcheck._src.random_features:PositiveRandomFeatures",
+        "kernelcheck._src.verify.unbiased:ratio_bias",
+        "kernelcheck._src.features.random:PositiveRandomFeatures",
     ),
     checked_by=("kernelcheck.verify.ratio_bias", "kernelcheck.features.PositiveRandomFeatures"),
 )
@@ -1681,8 +1681,8 @@ def _check_c16(level: str):
     """Performer attention outputs are biased, with bias ~ beta / m (ratio_bias)."""
     import numpy as np
 
-    from kernelcheck._src.random_features import PositiveRandomFeatures
-    from kernelcheck._src.verify_unbiased import ratio_bias
+    from kernelcheck._src.features.random import PositiveRandomFeatures
+    from kernelcheck._src.verify.unbiased import ratio_bias
 
     d = 2
     ms, trials = _pick(
@@ -1751,8 +1751,8 @@ def _check_c16(level: str):
 @_register(
     "C17",
     requires=(
-        "kernelcheck._src.verify_unbiased:unbiased",
-        "kernelcheck._src.random_features:TrigonometricRandomFeatures",
+        "kernelcheck._src.verify.unbiased:unbiased",
+        "kernelcheck._src.features.random:TrigonometricRandomFeatures",
     ),
     checked_by=(
         "kernelcheck.verify.unbiased",
@@ -1825,8 +1825,8 @@ def _check_c17(level: str):
 @_register(
     "C18",
     requires=(
-        "kernelcheck._src.verify_unbiased:unbiased",
-        "kernelcheck._src.random_features:PositiveRandomFeatures",
+        "kernelcheck._src.verify.unbiased:unbiased",
+        "kernelcheck._src.features.random:PositiveRandomFeatures",
     ),
     checked_by=(
         "kernelcheck.verify.unbiased",

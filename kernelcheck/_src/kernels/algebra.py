@@ -37,9 +37,8 @@ from typing import Any
 import mpmath
 import numpy as np
 
-from kernelcheck._src.featuremap import FORMS, ExactFeatureMap
-from kernelcheck._src.rounding import gamma, unit_roundoff
-from kernelcheck._src.validate import (
+from kernelcheck._src.core.rounding import gamma, unit_roundoff
+from kernelcheck._src.core.validate import (
     as_int,
     as_points,
     as_real,
@@ -49,6 +48,7 @@ from kernelcheck._src.validate import (
     describe,
     result_dtype,
 )
+from kernelcheck._src.kernels.featuremap import FORMS, ExactFeatureMap
 from kernelcheck.errors import InfiniteFeatureSpace, InvalidArgument, NumericalFailure
 
 __all__ = [

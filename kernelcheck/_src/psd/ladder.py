@@ -27,7 +27,7 @@ or hands over:
    certified Cholesky in ``p``-bit arithmetic (``u = 2**-p``, no underflow),
    and witnesses from its failed pivots, checked exactly;
 7. **exact arithmetic** (n <= ``max_exact_n``, default
-   :data:`~kernelcheck._src.psd_exact.EXACT_MAX_N`): fraction-free
+   :data:`~kernelcheck._src.psd.exact.EXACT_MAX_N`): fraction-free
    elimination on the integer-scaled matrix decides PD / PSD / not PSD
    exactly and produces an exact witness.
 
@@ -47,7 +47,10 @@ import numpy as np
 import scipy.linalg
 from scipy.linalg import blas, lapack
 
-from kernelcheck._src.psd_exact import (
+from kernelcheck._src.core.results import ResultMixin
+from kernelcheck._src.core.rounding import Tolerance, gamma, unit_roundoff
+from kernelcheck._src.core.validate import as_int, as_real, as_square_matrix, check_choice, describe
+from kernelcheck._src.psd.exact import (
     EXACT_MAX_N,
     exact_decision,
     min_exponent,
@@ -55,9 +58,6 @@ from kernelcheck._src.psd_exact import (
     to_int_matrix,
     vector_to_ints,
 )
-from kernelcheck._src.results import ResultMixin
-from kernelcheck._src.rounding import Tolerance, gamma, unit_roundoff
-from kernelcheck._src.validate import as_int, as_real, as_square_matrix, check_choice, describe
 from kernelcheck.errors import InvalidArgument
 
 __all__ = [
@@ -1042,7 +1042,7 @@ def assert_psd(
     Examples
     --------
     >>> import numpy as np
-    >>> from kernelcheck._src.psd import assert_psd
+    >>> from kernelcheck._src.psd.ladder import assert_psd
     >>> assert_psd(np.eye(3)).verdict.name
     'POSITIVE_DEFINITE'
     """

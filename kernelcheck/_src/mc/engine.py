@@ -38,8 +38,8 @@ from typing import Any
 import numpy as np
 from scipy.special import comb, ndtri
 
-from kernelcheck._src.results import ResultMixin
-from kernelcheck._src.validate import (
+from kernelcheck._src.core.results import ResultMixin
+from kernelcheck._src.core.validate import (
     as_array,
     as_int,
     as_probability,

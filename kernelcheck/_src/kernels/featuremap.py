@@ -12,12 +12,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from kernelcheck._src.rounding import gamma
-from kernelcheck._src.validate import as_int, as_points, check_choice, check_size, describe
+from kernelcheck._src.core.rounding import gamma
+from kernelcheck._src.core.validate import as_int, as_points, check_choice, check_size, describe
 from kernelcheck.errors import InvalidArgument, NumericalFailure
 
 if TYPE_CHECKING:  # pragma: no cover
-    from kernelcheck._src.kernels import Kernel
+    from kernelcheck._src.kernels.algebra import Kernel
 
 __all__ = ["FeatureMap", "ExactFeatureMap", "FORMS"]
 
@@ -86,7 +86,7 @@ class ExactFeatureMap(FeatureMap):
     exact = True
 
     def __init__(self, kernel: Kernel, form: str = "symmetric"):
-        from kernelcheck._src.kernels import Kernel  # the kernels module imports this one
+        from kernelcheck._src.kernels.algebra import Kernel  # the kernels module imports this one
 
         if not isinstance(kernel, Kernel):
             raise InvalidArgument(f"`kernel` must be a kernelcheck Kernel, got {describe(kernel)}")
