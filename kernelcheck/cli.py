@@ -25,6 +25,14 @@ from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
 from kernelcheck._src.core.atomic import InterruptedAfterWrite
+from kernelcheck._src.core.outcome import (
+    EXIT_INCONCLUSIVE,
+    EXIT_INTERRUPTED,
+    EXIT_REFUTED,
+    EXIT_USAGE,
+    EXIT_VERIFIED,
+    exit_code,
+)
 from kernelcheck.errors import InvalidArgument, NumericalFailure
 
 __all__ = [
@@ -40,18 +48,6 @@ __all__ = [
     "EXIT_INCONCLUSIVE",
     "EXIT_INTERRUPTED",
 ]
-
-#: Exit code: every check verified.
-EXIT_VERIFIED = 0
-#: Exit code: a check was refuted (a counterexample or a significant deviation).
-EXIT_REFUTED = 1
-#: Exit code: bad usage (arguments, files, expressions).
-EXIT_USAGE = 2
-#: Exit code: the evidence could not decide.
-EXIT_INCONCLUSIVE = 3
-#: Exit code: interrupted by SIGINT (Ctrl-C).
-EXIT_INTERRUPTED = 130
-
 
 #: The subcommands, in the order ``--help`` lists them.
 COMMANDS = ("essay", "psd", "kernel", "unbiased", "scaling")
@@ -159,6 +155,14 @@ def _print_json(obj: Any, stream: TextIO) -> None:
     stream.write(json.dumps(to_jsonable(obj), indent=2) + "\n")
 
 
+def _check_out(args: argparse.Namespace) -> None:
+    """``--out DIR``: a folder that can be written into, checked before any work."""
+    if args.out is not None:
+        from kernelcheck._src.core.validate import as_output_folder
+
+        as_output_folder(args.out, "--out")
+
+
 def _cmd_essay(args: argparse.Namespace) -> int:
     from kernelcheck._src.claims.essay import main_essay
 
@@ -170,8 +174,7 @@ def _cmd_essay(args: argparse.Namespace) -> int:
 
         for cid in claim_ids:
             get_claim(cid)  # bad ids are usage errors, before any work
-    if args.out is not None and Path(args.out).exists() and not Path(args.out).is_dir():
-        raise UsageError(f"--out {args.out!r} is a file, not a folder")
+    _check_out(args)
     return main_essay(
         level=level,
         out=args.out,
@@ -180,15 +183,6 @@ def _cmd_essay(args: argparse.Namespace) -> int:
         workers=args.workers,
         scheduler=args.scheduler,
     )
-
-
-def _psd_exit(verdict: Any) -> int:
-    name = getattr(verdict, "name", str(verdict)).upper()
-    if name in ("POSITIVE_DEFINITE", "POSITIVE_SEMIDEFINITE"):
-        return EXIT_VERIFIED
-    if name == "NOT_PSD":
-        return EXIT_REFUTED
-    return EXIT_INCONCLUSIVE
 
 
 def _cmd_psd(args: argparse.Namespace) -> int:
@@ -208,7 +202,7 @@ def _cmd_psd(args: argparse.Namespace) -> int:
         _print_json(payload, sys.stdout)
     else:
         print(str(result))
-    return _psd_exit(result.verdict)
+    return result.outcome.exit_code
 
 
 def _cmd_kernel(args: argparse.Namespace) -> int:
@@ -226,7 +220,7 @@ def _cmd_kernel(args: argparse.Namespace) -> int:
     if args.budget is not None:
         kwargs["budget"] = args.budget
     report = verify.kernel(kernel, X, **kwargs)
-    code = _verdict_exit(report)
+    reports: list[Any] = [report]
     out: dict[str, Any] = {
         "expression": args.expr,
         "kernel": repr(kernel),
@@ -242,30 +236,19 @@ def _cmd_kernel(args: argparse.Namespace) -> int:
         out["feature_map_report"] = fm.to_dict()
         out["feature_dim"] = kernel.feature_dim(args.dim, args.form)
         lines.append(f"features ({args.form}, D = {out['feature_dim']}): {fm}")
-        if not fm.passed:
-            code = EXIT_REFUTED
+        reports.append(fm)
     if args.json:
         _print_json(out, sys.stdout)
     else:
         print("\n".join(lines))
-    return code
-
-
-def _verdict_exit(report: Any) -> int:
-    """Exit code of a report with ``passed`` and an optional verdict naming inconclusive."""
-    verdict = getattr(report, "verdict", None)
-    text = str(getattr(verdict, "value", verdict) or "").lower()
-    if "inconclusive" in text:
-        return EXIT_INCONCLUSIVE
-    return EXIT_VERIFIED if getattr(report, "passed", False) else EXIT_REFUTED
+    return exit_code(reports)
 
 
 def _cmd_unbiased(args: argparse.Namespace) -> int:
     from kernelcheck._src.mc.distributed import suggested_shards
     from kernelcheck._src.verify.unbiased import run_unbiased_cli
 
-    if args.out is not None and Path(args.out).exists() and not Path(args.out).is_dir():
-        raise UsageError(f"--out {args.out!r} is a file, not a folder")
+    _check_out(args)
     with _executor(args) as executor:
         report = run_unbiased_cli(
             estimator=args.features,
@@ -288,14 +271,13 @@ def _cmd_unbiased(args: argparse.Namespace) -> int:
         print(str(report))
         if args.out is not None:
             print(f"wrote the report to {args.out}")
-    return _verdict_exit(report)
+    return report.outcome.exit_code
 
 
 def _cmd_scaling(args: argparse.Namespace) -> int:
     from kernelcheck.scaling import run_scaling
 
-    if args.out is not None and Path(args.out).exists() and not Path(args.out).is_dir():
-        raise UsageError(f"--out {args.out!r} is a file, not a folder")
+    _check_out(args)
 
     def progress(line: str) -> None:
         if not args.json:
@@ -316,12 +298,7 @@ def _cmd_scaling(args: argparse.Namespace) -> int:
         print(str(report))
         if args.out is not None:
             print(f"wrote scaling.md, scaling.json and the plot to {args.out}")
-    verdicts = [f.verdict for f in report.forms]
-    if all(v == "pass" for v in verdicts):
-        return EXIT_VERIFIED
-    if any(v == "fail" for v in verdicts):
-        return EXIT_REFUTED
-    return EXIT_INCONCLUSIVE
+    return report.outcome.exit_code
 
 
 # ---------------------------------------------------------------------------

@@ -49,10 +49,13 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from kernelcheck._src.core.results import ResultMixin
-from kernelcheck._src.core.rounding import gamma, unit_roundoff
+from kernelcheck._src.core.rounding import eta, gamma, unit_roundoff
 from kernelcheck._src.core.validate import (
     as_array,
+    as_bool,
+    as_float_dtype,
     as_int,
+    as_int_tuple,
     check_callable,
     check_choice,
     describe,
@@ -275,12 +278,6 @@ def _triple_iv(A: Any, B: Any, V: Any, names: tuple[str, str, str], what: str):
     return A.astype(dtype, copy=False), B.astype(dtype, copy=False), V.astype(dtype, copy=False)
 
 
-def _bool_iv(value: Any, name: str) -> bool:
-    if not isinstance(value, (bool, np.bool_)):
-        raise InvalidArgument(f"`{name}` must be True or False, got {describe(value)}")
-    return bool(value)
-
-
 def _action_iv(value: Any) -> str:
     return check_choice(value, "on_bad_normalizer", BAD_NORMALIZER_ACTIONS)
 
@@ -360,7 +357,7 @@ def _finish(num: np.ndarray, den: np.ndarray, action: str, form: str):
 
 def _softmax_iv(Q, K, V, causal, scale):
     Q, K, V = _triple_iv(Q, K, V, ("Q", "K", "V"), "d")
-    causal = _bool_iv(causal, "causal")
+    causal = as_bool(causal, "causal")
     scale = _scale_iv(scale, Q.shape[-1])
     return Q, K, V, causal, scale
 
@@ -470,7 +467,7 @@ def softmax(Q: Any, K: Any, V: Any, *, causal: bool = False, scale: float | None
 def _kernelized_iv(Q, K, V, kernel, causal, action):
     Q, K, V = _triple_iv(Q, K, V, ("Q", "K", "V"), "d")
     check_callable(kernel, "kernel")
-    causal = _bool_iv(causal, "causal")
+    causal = as_bool(causal, "causal")
     action = _action_iv(action)
     return Q, K, V, causal, action
 
@@ -577,7 +574,7 @@ def kernelized(
 
 def _features_iv(phi_q, phi_k, V, causal, action):
     phi_q, phi_k, V = _triple_iv(phi_q, phi_k, V, ("phi_q", "phi_k", "V"), "D")
-    causal = _bool_iv(causal, "causal")
+    causal = as_bool(causal, "causal")
     action = _action_iv(action)
     return phi_q, phi_k, V, causal, action
 
@@ -699,15 +696,8 @@ def init(D: int, d_v: int, *, batch_shape: tuple[int, ...] = (), dtype: Any = np
     """
     D = as_int(D, "D", minimum=1)
     d_v = as_int(d_v, "d_v", minimum=1)
-    if not isinstance(batch_shape, tuple):
-        raise InvalidArgument(f"`batch_shape` must be a tuple of ints, got {describe(batch_shape)}")
-    batch_shape = tuple(as_int(b, "batch_shape", minimum=1) for b in batch_shape)
-    try:
-        dtype = np.dtype(dtype)
-    except TypeError:
-        raise InvalidArgument(f"`dtype` must be float64 or float32, got {dtype!r}") from None
-    if dtype not in (np.dtype(np.float64), np.dtype(np.float32)):
-        raise InvalidArgument(f"`dtype` must be float64 or float32, got {dtype}")
+    batch_shape = as_int_tuple(batch_shape, "batch_shape", minimum=1)
+    dtype = as_float_dtype(dtype, "dtype")
     return State(
         S=np.zeros(batch_shape + (D, d_v), dtype=dtype), z=np.zeros(batch_shape + (D,), dtype=dtype)
     )
@@ -844,7 +834,7 @@ def recurrent(
     True
     """
     phi_q, phi_k, V, _, action = _features_iv(phi_q, phi_k, V, True, on_bad_normalizer)
-    return_state = _bool_iv(return_state, "return_state")
+    return_state = as_bool(return_state, "return_state")
     batch, n, D, dv = phi_q.shape[:-2], phi_q.shape[-2], phi_q.shape[-1], V.shape[-1]
     state = init(D, dv, batch_shape=batch, dtype=V.dtype)
     num = np.empty(V.shape, dtype=V.dtype)
@@ -1065,15 +1055,7 @@ def _split(fn, k: int, workers: _Workers) -> None:
 
 
 def _dtype_iv(dtype: Any, default: np.dtype) -> np.dtype:
-    if dtype is None:
-        return default
-    try:
-        dt = np.dtype(dtype)
-    except TypeError:
-        raise InvalidArgument(f"`dtype` must be float64 or float32, got {dtype!r}") from None
-    if dt not in (np.dtype(np.float64), np.dtype(np.float32)):
-        raise InvalidArgument(f"`dtype` must be float64 or float32, got {dt}")
-    return dt
+    return default if dtype is None else as_float_dtype(dtype, "dtype")
 
 
 def _quotient_bound(absH, E, den_hat, u):
@@ -1103,15 +1085,6 @@ def _quotient_bound(absH, E, den_hat, u):
     return bound * (1.0 + gamma(8, np.float64))
 
 
-def _eta(dtype) -> float:
-    """Bound on the absolute underflow error of one operation.
-
-    Half the smallest subnormal in exact arithmetic, which is not itself a
-    float; the smallest subnormal is used (twice as large).
-    """
-    return float(np.finfo(np.dtype(dtype)).smallest_subnormal)
-
-
 def _underflow_term(terms: int, dtype, *factors: np.ndarray) -> float:
     """Absolute error from gradual underflow in sums of ``terms`` triple products.
 
@@ -1121,7 +1094,7 @@ def _underflow_term(terms: int, dtype, *factors: np.ndarray) -> float:
     factor: ``3 terms eta prod_f (1 + max |f|)``.  Negligible unless results
     are themselves near the underflow threshold.
     """
-    value = 3.0 * terms * _eta(dtype)
+    value = 3.0 * terms * eta(dtype)
     for f in factors:
         value *= 1.0 + float(np.max(f)) if f.size else 1.0
     return value
@@ -1301,7 +1274,7 @@ def softmax_error_bound(
         factor = np.expm1(2.0 * theta) * (1.0 + u) + 2.0 * gn / (1.0 - gn) + u
     # Gradual underflow: weights and products below the normal range carry an
     # absolute error of at most 2 eta each (at most 3 n + 2 of them per entry).
-    under = (3 * n + 2) * _eta(dt) * (1.0 + vmax)
+    under = (3 * n + 2) * eta(dt) * (1.0 + vmax)
     # Where every value is 0 the output is exactly 0 whatever the weights:
     # the weight term is 0 there (an infinite factor must not make it NaN).
     with np.errstate(invalid="ignore", over="ignore"):
@@ -1455,7 +1428,7 @@ def cost_model(
     C = as_int(chunk_size, "chunk_size", minimum=1)
     if causal is None:
         causal = form in ("recurrent", "chunked")
-    causal = _bool_iv(causal, "causal")
+    causal = as_bool(causal, "causal")
     if form in ("recurrent", "chunked") and not causal:
         raise InvalidArgument(f"`causal` must be True for form {form!r} (it is causal only)")
     pairs = _formed_pairs(n, causal)

@@ -14,13 +14,10 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-import os
-import platform
 import sys
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -34,23 +31,24 @@ from kernelcheck._src.claims.registry import (
     registry,
     run_claims,
 )
-from kernelcheck._src.core.atomic import sigint_deferred, write_bytes_atomic
+from kernelcheck._src.core import report as bundle
+from kernelcheck._src.core.outcome import Outcome, exit_code
+from kernelcheck._src.core.report import new_figure, png_bytes
 from kernelcheck._src.core.results import ResultMixin
-from kernelcheck._src.core.validate import check_callable, check_choice, describe
+from kernelcheck._src.core.validate import as_output_folder, check_callable, check_choice, describe
 from kernelcheck.errors import InvalidArgument
 
 __all__ = ["EssayReport", "run_essay", "write_report", "exit_code_for"]
 
-_EXIT = {ClaimVerdict.VERIFIED: 0, ClaimVerdict.REFUTED: 1, ClaimVerdict.INCONCLUSIVE: 3}
-
 
 def exit_code_for(verdicts: Iterable[ClaimVerdict | str]) -> int:
-    """The command-line exit code of a set of verdicts.
+    """The command-line exit code of a set of verdicts (the one ``exit_code`` of the core).
 
     0 when all are verified, 1 when any is refuted, else 3 when any is
     inconclusive (an empty set is 0).  ``verdicts`` is a list of
-    :class:`ClaimVerdict` or their values; anything else (a bare string, an
-    unknown verdict) raises :class:`~kernelcheck.errors.InvalidArgument`.
+    :class:`ClaimVerdict` (the one :class:`~kernelcheck._src.core.results.Outcome`
+    vocabulary) or their values; anything else (a bare string, an unknown
+    verdict) raises :class:`~kernelcheck.errors.InvalidArgument`.
 
     Examples
     --------
@@ -59,24 +57,7 @@ def exit_code_for(verdicts: Iterable[ClaimVerdict | str]) -> int:
     >>> exit_code_for(["inconclusive", "refuted"])
     1
     """
-    if isinstance(verdicts, (str, bytes)) or not hasattr(verdicts, "__iter__"):
-        raise InvalidArgument(
-            f"`verdicts` must be a list of claim verdicts, got {describe(verdicts)}"
-        )
-    codes = set()
-    for i, v in enumerate(verdicts):
-        try:
-            codes.add(_EXIT[ClaimVerdict(v)])
-        except ValueError:
-            known = ", ".join(repr(c.value) for c in ClaimVerdict)
-            raise InvalidArgument(
-                f"`verdicts[{i}]` must be a ClaimVerdict or one of {known}; got {v!r}"
-            ) from None
-    if 1 in codes:
-        return 1
-    if 3 in codes:
-        return 3
-    return 0
+    return exit_code(verdicts, name="verdicts")
 
 
 @dataclass(frozen=True)
@@ -115,6 +96,11 @@ class EssayReport(ResultMixin):
     def exit_code(self) -> int:
         """0 all verified, 1 some refuted, 3 some inconclusive (see :func:`exit_code_for`)."""
         return exit_code_for(r.verdict for r in self.results)
+
+    @property
+    def outcome(self) -> Outcome:
+        """Refuted when a claim is refuted, verified when all are, else inconclusive."""
+        return {0: Outcome.VERIFIED, 1: Outcome.REFUTED}.get(self.exit_code, Outcome.INCONCLUSIVE)
 
     def summary(self) -> dict[str, int]:
         """Counts of each verdict and the total."""
@@ -261,20 +247,6 @@ class _TablePrinter:
         self.stream.flush()
 
 
-def _environment() -> dict[str, Any]:
-    import numpy
-
-    import kernelcheck
-
-    return {
-        "kernelcheck": getattr(kernelcheck, "__version__", "?"),
-        "python": platform.python_version(),
-        "numpy": numpy.__version__,
-        "platform": platform.platform(terse=True),
-        "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-    }
-
-
 def run_essay(
     claim_ids: Iterable[str] | None = None,
     level: str = "default",
@@ -317,7 +289,7 @@ def run_essay(
         )
     if on_result is not None:
         check_callable(on_result, "on_result")
-    env = _environment()
+    env = bundle.environment()
     printer = _TablePrinter(stream, ids) if stream else None
 
     def progress(result: ClaimResult) -> None:
@@ -345,59 +317,45 @@ def run_essay(
 def render_plots(report: EssayReport) -> dict[str, bytes]:
     """PNG bytes of each claim's plot (``details["plot"]``), keyed by file name.
 
-    Returns an empty dict when matplotlib is not installed (the report then
-    says so).  Plot data format: ``{"title", "xlabel", "ylabel", "xscale",
-    "yscale", "series": [{"label", "x", "y"}, ...]}``; a series with
-    ``"style": "dashed"`` draws a reference line.
+    Raises :class:`~kernelcheck._src.core.report.PlotsUnavailable` when
+    matplotlib is not installed (:func:`write_report` then writes the report
+    without plots and says so).  Plot data format: ``{"title", "xlabel",
+    "ylabel", "xscale", "yscale", "series": [{"label", "x", "y"}, ...]}``; a
+    series with ``"style": "dashed"`` draws a reference line.
     """
     specs: list[tuple[str, dict]] = [
         (r.claim, r.details["plot"])
         for r in report.results
         if isinstance(r.details.get("plot"), dict)
     ]
-    if not specs:
-        return {}
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return {}
     out: dict[str, bytes] = {}
     for cid, spec in specs:
-        fig, ax = plt.subplots(figsize=(5.5, 3.8), dpi=110)
-        try:
-            for series in spec.get("series", []):
-                ls = "--" if series.get("style") == "dashed" else "-"
-                marker = "" if series.get("style") == "dashed" else "o"
-                ax.plot(
-                    series["x"], series["y"], ls, marker=marker, ms=4, label=series.get("label")
-                )
-            ax.set_xscale(spec.get("xscale", "linear"))
-            ax.set_yscale(spec.get("yscale", "linear"))
-            ax.set_xlabel(spec.get("xlabel", ""))
-            ax.set_ylabel(spec.get("ylabel", ""))
-            ax.set_title(f"{cid}: {spec.get('title', '')}", fontsize=10)
-            ax.grid(True, which="both", alpha=0.3)
-            if any(s.get("label") for s in spec.get("series", [])):
-                ax.legend(fontsize=8)
-            fig.tight_layout()
-            buf = io.BytesIO()
-            fig.savefig(buf, format="png")
-            out[f"{cid}.png"] = buf.getvalue()
-        finally:
-            plt.close(fig)
+        fig = new_figure((5.5, 3.8))
+        ax = fig.add_subplot()
+        for series in spec.get("series", []):
+            ls = "--" if series.get("style") == "dashed" else "-"
+            marker = "" if series.get("style") == "dashed" else "o"
+            ax.plot(series["x"], series["y"], ls, marker=marker, ms=4, label=series.get("label"))
+        ax.set_xscale(spec.get("xscale", "linear"))
+        ax.set_yscale(spec.get("yscale", "linear"))
+        ax.set_xlabel(spec.get("xlabel", ""))
+        ax.set_ylabel(spec.get("ylabel", ""))
+        ax.set_title(f"{cid}: {spec.get('title', '')}", fontsize=10)
+        ax.grid(True, which="both", alpha=0.3)
+        if any(s.get("label") for s in spec.get("series", [])):
+            ax.legend(fontsize=8)
+        fig.tight_layout()
+        out[f"{cid}.png"] = png_bytes(fig)
     return out
 
 
 def write_report(report: EssayReport, out_dir: str | Path) -> list[Path]:
     """Write ``report.md``, ``report.json`` and the plots into ``out_dir``.
 
-    Every file is rendered in memory first and written with
-    :func:`kernelcheck._src.core.atomic.write_bytes_atomic`; the writes run with
-    SIGINT deferred, so an interrupt leaves either all the new files or, when
-    it comes before the writes, none of them.
+    Every file is rendered in memory first and the set is written by
+    :func:`kernelcheck._src.core.report.write_bundle`: all new files or (on
+    an error or an interrupt before the renames) none of them.  Without
+    matplotlib the report has no plots and ``report.md`` says so.
 
     Returns
     -------
@@ -406,24 +364,16 @@ def write_report(report: EssayReport, out_dir: str | Path) -> list[Path]:
     """
     if not isinstance(report, EssayReport):
         raise InvalidArgument(f"`report` must be an EssayReport, got {describe(report)}")
-    if not isinstance(out_dir, (str, os.PathLike)):
-        raise InvalidArgument(f"`out_dir` must be a folder path, got {describe(out_dir)}")
-    out_dir = Path(out_dir)
-    if out_dir.exists() and not out_dir.is_dir():
-        raise InvalidArgument(f"`out_dir` must be a folder, but {str(out_dir)!r} is a file")
-    plots = render_plots(report)
+    as_output_folder(out_dir, "out_dir")
+    plots, note = bundle.render_plots(lambda: render_plots(report))
     plot_names = {name[: -len(".png")]: name for name in plots}
-    files: dict[str, bytes] = {
-        "report.json": (json.dumps(report.to_dict(), indent=2) + "\n").encode(),
-        "report.md": (report.to_markdown(plot_names) + "\n").encode(),
-    }
-    files.update(plots)
-    written = []
-    out_dir.mkdir(parents=True, exist_ok=True)
-    with sigint_deferred():
-        for name in [*plots, "report.json", "report.md"]:
-            written.append(write_bytes_atomic(out_dir / name, files[name]))
-    return written
+    markdown = report.to_markdown(plot_names)
+    if note:
+        markdown += f"\n{note}\n"
+    files: dict[str, bytes | str] = dict(plots)
+    files["report.json"] = bundle.json_text(report)
+    files["report.md"] = markdown + "\n"
+    return bundle.write_bundle(out_dir, files, name="out_dir")
 
 
 def _maybe_dask(workers: int | None, scheduler: str | None):

@@ -22,7 +22,6 @@ runs at the same level give the same verdicts and numbers (timings aside).
 from __future__ import annotations
 
 import contextvars
-import enum
 import math
 import re
 import time
@@ -31,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kernelcheck._src.core.outcome import Outcome
 from kernelcheck._src.core.results import ResultMixin, to_jsonable
 from kernelcheck._src.core.validate import check_callable, check_choice, describe
 from kernelcheck.errors import InvalidArgument
@@ -77,21 +77,10 @@ GROUPS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
 )
 
 
-class ClaimVerdict(str, enum.Enum):
-    """Outcome of a claim check.
-
-    ``VERIFIED``: the evidence supports the claim within the stated error model
-    or statistical test; ``REFUTED``: a counterexample or a significant
-    deviation was found; ``INCONCLUSIVE``: the evidence at this level cannot
-    decide (for example, too few Monte Carlo trials for the test to have power).
-    """
-
-    VERIFIED = "verified"
-    REFUTED = "refuted"
-    INCONCLUSIVE = "inconclusive"
-
-    def __str__(self) -> str:
-        return self.value
+#: The verdict of a claim check: the one outcome vocabulary of kernelcheck
+#: (``verified``, ``refuted``, ``inconclusive``; see
+#: :class:`~kernelcheck._src.core.results.Outcome`).
+ClaimVerdict = Outcome
 
 
 @dataclass(frozen=True)
@@ -137,6 +126,11 @@ class ClaimResult(ResultMixin):
     def passed(self) -> bool:
         """True when the verdict is ``verified``."""
         return self.verdict is ClaimVerdict.VERIFIED
+
+    @property
+    def outcome(self) -> Outcome:
+        """The verdict (already in the one outcome vocabulary)."""
+        return self.verdict
 
     def __str__(self) -> str:
         return f"{self.claim} {self.verdict.value}: {self.key_number} ({self.duration:.2g} s)"

@@ -4,10 +4,12 @@ Each writer writes to a temporary file in the destination folder, flushes and
 fsyncs it, then ``os.replace``-s it onto the final name (atomic on POSIX).  An
 interrupted run (SIGINT, an exception) removes the temporary file.
 
-A report made of several files is written under :func:`sigint_deferred`:
-SIGINT is held until the last file is in place and then raised as
-:class:`InterruptedAfterWrite`, so an interrupt leaves either the whole new
-set or (when it comes before the writes) none of it.
+A report made of several files is written by
+:func:`kernelcheck._src.core.report.write_bundle`, which renames its files into
+place under :func:`signals_deferred`: SIGINT and SIGTERM are held until the
+last file is in place and then raised as :class:`InterruptedAfterWrite`, so an
+interrupt leaves either the whole new set or (when it comes before the
+writes) none of it.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ __all__ = [
     "atomic_write",
     "write_text_atomic",
     "write_bytes_atomic",
+    "signals_deferred",
     "sigint_deferred",
     "InterruptedAfterWrite",
 ]
@@ -72,16 +75,21 @@ def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> Path:
 
 
 class InterruptedAfterWrite(KeyboardInterrupt):
-    """SIGINT arrived while report files were moved into place; they are all complete."""
+    """SIGINT or SIGTERM arrived while report files were moved into place; they are all complete."""
+
+
+#: The signals held while a bundle's files are moved into place.
+DEFERRED_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 @contextlib.contextmanager
-def sigint_deferred() -> Iterator[None]:
-    """Hold SIGINT until the block ends, then raise :class:`InterruptedAfterWrite`.
+def signals_deferred(signals=DEFERRED_SIGNALS) -> Iterator[None]:
+    """Hold ``signals`` (SIGINT, SIGTERM) until the block ends, then raise if one came.
 
-    Outside the main thread (where Python cannot install signal handlers) the
+    A held signal is raised as :class:`InterruptedAfterWrite` when the block
+    has completed.  Outside the main thread (where Python cannot install signal handlers) the
     block runs as is.  An exception raised inside the block propagates
-    unchanged; a held SIGINT is then dropped with it.
+    unchanged; a held signal is then dropped with it.
     """
     if threading.current_thread() is not threading.main_thread():
         yield
@@ -91,10 +99,16 @@ def sigint_deferred() -> Iterator[None]:
     def handler(signum, frame):
         received.append(signum)
 
-    previous = signal.signal(signal.SIGINT, handler)
+    previous = {sig: signal.signal(sig, handler) for sig in signals}
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for sig, old in previous.items():
+            signal.signal(sig, old)
     if received:
         raise InterruptedAfterWrite
+
+
+def sigint_deferred() -> contextlib.AbstractContextManager[None]:
+    """:func:`signals_deferred` for SIGINT and SIGTERM (the name kept for callers)."""
+    return signals_deferred()

@@ -1,6 +1,7 @@
 """Common behaviour of result objects: JSON-ready ``to_dict``.
 
-Results are frozen dataclasses.  ``to_dict`` turns NumPy arrays into nested
+Results are frozen dataclasses with an ``outcome`` property in the one
+vocabulary of :mod:`kernelcheck._src.core.outcome`.  ``to_dict`` turns NumPy arrays into nested
 lists, enums into their values, non-finite floats into the strings ``"nan"``,
 ``"inf"``, ``"-inf"`` (strict JSON has no NaN), and nested results into dicts.
 """
@@ -47,8 +48,12 @@ class ResultMixin:
     """Mixin for frozen-dataclass results: ``to_dict()`` and ``to_json()``."""
 
     def to_dict(self) -> dict:
-        """A JSON-ready dict of every field (arrays as lists)."""
-        return {f.name: to_jsonable(getattr(self, f.name)) for f in dataclasses.fields(self)}  # type: ignore[arg-type]
+        """A JSON-ready dict of every field (arrays as lists), and the ``outcome`` if any."""
+        out = {f.name: to_jsonable(getattr(self, f.name)) for f in dataclasses.fields(self)}  # type: ignore[arg-type]
+        outcome = getattr(type(self), "outcome", None)
+        if isinstance(outcome, property) and "outcome" not in out:
+            out["outcome"] = to_jsonable(self.outcome)  # type: ignore[attr-defined]
+        return out
 
     def to_json(self, **kwargs) -> str:
         """``json.dumps(self.to_dict())``; keyword arguments go to :func:`json.dumps`."""

@@ -21,22 +21,129 @@ summation only do better than the bound.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from kernelcheck.errors import InvalidArgument
 
-__all__ = ["unit_roundoff", "gamma", "matmul_error_bound", "Tolerance"]
+__all__ = [
+    "Precision",
+    "PRECISIONS",
+    "precision",
+    "unit_roundoff",
+    "eta",
+    "gamma",
+    "inner_product_factor",
+    "matmul_error_bound",
+    "feature_product_bound",
+    "default_feature_ops",
+    "Tolerance",
+]
 
-from dataclasses import dataclass
+
+@dataclass(frozen=True)
+class Precision:
+    """A binary floating-point format as the error model sees it.
+
+    Attributes
+    ----------
+    name : str
+        ``"float64"``, ``"float32"``, ``"float16"`` or ``"bfloat16"``.
+    u : float
+        Unit roundoff ``2**-p`` for ``p`` significand bits (with the hidden bit).
+    eta : float
+        The smallest positive subnormal: with gradual underflow
+        ``fl(a op b) = (a op b)(1 + delta) + eta'``, ``|eta'| <= eta``
+        (Higham, sec. 2.1; half of it in exact arithmetic, which is not a float).
+    tiny : float
+        The smallest positive normal number.
+    max : float
+        The largest finite number.
+    """
+
+    name: str
+    u: float
+    eta: float
+    tiny: float
+    max: float
 
 
-def unit_roundoff(dtype=np.float64) -> float:
-    """Unit roundoff ``u = eps / 2`` of a floating dtype (2**-53 for float64)."""
-    return float(np.finfo(np.dtype(dtype)).eps) / 2.0
+def _ieee(name: str, p: int, emin: int, emax: int) -> Precision:
+    # p significand bits (hidden bit included), normal exponents emin..emax
+    return Precision(
+        name=name,
+        u=2.0**-p,
+        eta=2.0 ** (emin - p + 1),
+        tiny=2.0**emin,
+        max=(2.0 - 2.0 ** (1 - p)) * 2.0**emax,
+    )
 
 
-def gamma(k: float, dtype=np.float64) -> float:
+#: The formats kernelcheck's error models know, by name (IEEE 754 binary64,
+#: binary32, binary16, and bfloat16: binary32's exponent with 8 significand bits).
+PRECISIONS: dict[str, Precision] = {
+    "float64": _ieee("float64", 53, -1022, 1023),
+    "float32": _ieee("float32", 24, -126, 127),
+    "float16": _ieee("float16", 11, -14, 15),
+    "bfloat16": _ieee("bfloat16", 8, -126, 127),
+}
+
+
+def precision(dtype: Any = np.float64) -> Precision:
+    """The :class:`Precision` of a dtype: a NumPy dtype or type, its name, or a
+    PyTorch / JAX dtype object (read by its name, e.g. ``torch.bfloat16``).
+
+    Raises
+    ------
+    InvalidArgument
+        For anything that is not one of the four formats of :data:`PRECISIONS`.
+
+    Examples
+    --------
+    >>> precision("bfloat16").u == 2.0**-8
+    True
+    >>> precision(np.float32).eta == float(np.finfo(np.float32).smallest_subnormal)
+    True
+    """
+    if isinstance(dtype, Precision):
+        return dtype
+    name = None
+    if isinstance(dtype, str):
+        name = dtype.lower()
+    else:
+        try:
+            name = np.dtype(dtype).name
+        except TypeError:
+            # torch.float32 prints as "torch.float32", jnp.bfloat16 has __name__
+            text = getattr(dtype, "__name__", None) or str(dtype)
+            name = text.rsplit(".", 1)[-1].lower()
+    found = PRECISIONS.get(name)
+    if found is None:
+        listed = ", ".join(PRECISIONS)
+        raise InvalidArgument(
+            f"`dtype` must be one of {listed} (or their dtype objects), got {dtype!r}"
+        )
+    return found
+
+
+def unit_roundoff(dtype: Any = np.float64) -> float:
+    """Unit roundoff ``u`` of a floating format (2**-53 for float64, 2**-8 for bfloat16)."""
+    return precision(dtype).u
+
+
+def eta(dtype: Any = np.float64) -> float:
+    """Bound on the absolute underflow error of one operation: the smallest subnormal.
+
+    The standard model with gradual underflow is ``fl(a op b) = (a op b)(1 + delta) + eta'``
+    with ``|eta'|`` at most half the smallest subnormal for multiplication and division
+    (Higham, sec. 2.1); half of it is not a float, so the smallest subnormal is used.
+    """
+    return precision(dtype).eta
+
+
+def gamma(k: float, dtype: Any = np.float64) -> float:
     """Higham's ``gamma_k = k u / (1 - k u)`` for ``k`` rounding errors.
 
     Raises
@@ -44,14 +151,30 @@ def gamma(k: float, dtype=np.float64) -> float:
     InvalidArgument
         When ``k u >= 1/2``: the model gives no useful bound that far out.
     """
-    u = unit_roundoff(dtype)
-    ku = float(k) * u
+    p = precision(dtype)
+    ku = float(k) * p.u
     if not ku < 0.5:
         raise InvalidArgument(
-            f"gamma_k is not a useful bound for k = {k} operations in {np.dtype(dtype)} "
+            f"gamma_k is not a useful bound for k = {k} operations in {p.name} "
             f"(k u = {ku:.3g} >= 1/2)"
         )
     return ku / (1.0 - ku)
+
+
+def inner_product_factor(k: int, extra_ops: int = 0, dtype: Any = np.float64) -> float:
+    """``gamma_(k + extra_ops) (1 + gamma_k)``: the relative factor of every inner-product bound.
+
+    An inner product of length ``k``, computed in any order, of terms that
+    each carry ``extra_ops`` further roundings (e.g. ``2 ops`` for two
+    factors with ``ops`` roundings behind each) is accurate to
+    ``gamma_(k + extra_ops) |x| . |y|`` (Higham, Lemmas 3.1 and 3.3); the
+    non-negative ``|x| . |y|`` is itself evaluated in floating point with a
+    relative error of at most ``gamma_k``, absorbed by the factor
+    ``(1 + gamma_k)``.  Every inner-product tolerance of kernelcheck (exact
+    feature maps, user feature maps, Monte Carlo rounding scales) is this
+    factor times ``|x| . |y|``.
+    """
+    return gamma(k + extra_ops, dtype) * (1.0 + gamma(k, dtype))
 
 
 def matmul_error_bound(
@@ -59,15 +182,35 @@ def matmul_error_bound(
 ) -> np.ndarray:
     """Entrywise bound on ``|fl(A @ B) - A @ B|`` for float inputs taken as exact.
 
-    Returns ``gamma_{k + extra_ops} * (|A| @ |B|)`` with ``k = A.shape[-1]``,
-    the inner dimension.  The product ``|A| @ |B|`` is itself computed in
-    floating point; it is non-negative, so its relative error is at most
-    ``gamma_k``, which is absorbed by inflating the factor by ``(1 + gamma_k)``.
+    ``inner_product_factor(k, extra_ops) (|A| @ |B|)`` with ``k = A.shape[-1]``,
+    the inner dimension, in the unit roundoff of ``dtype`` (default: the
+    inputs' result type).
     """
     dtype = np.result_type(A, B) if dtype is None else dtype
-    k = A.shape[-1]
-    g = gamma(k + extra_ops, dtype)
-    return (g * (1.0 + gamma(k, dtype))) * (np.abs(A) @ np.abs(B))
+    return inner_product_factor(A.shape[-1], extra_ops, dtype) * (np.abs(A) @ np.abs(B))
+
+
+def feature_product_bound(PX: np.ndarray, PY: np.ndarray, ops: int) -> np.ndarray:
+    """Entrywise bound on ``|fl(PX @ PY.T) - phi(X) phi(Y)^T|`` for feature matrices.
+
+    ``PX, PY`` (shape (n, D), (m, D)) are feature matrices whose entries each
+    carry at most ``ops`` roundings (relative error ``gamma_ops``):
+    ``inner_product_factor(D, 2 ops) (|PX| @ |PY|.T)`` in the unit roundoff of
+    their dtype (claims C4, C7-C9: the bound of every feature-map check).
+    """
+    return matmul_error_bound(PX, PY.T, extra_ops=2 * int(ops))
+
+
+def default_feature_ops(d: int) -> int:
+    """Rounded operations assumed behind one entry of a user's feature map on R^d: ``2 d + 8``.
+
+    The model of a map with no error model of its own: a projection ``w . x``
+    (d roundings), a squared norm ``|x|^2`` (d), and up to 8 elementwise
+    operations (a subtraction, ``exp`` to within 4 ulp, a scale, a
+    normalisation).  The positive, trigonometric and hyperbolic random
+    features of the essay fit it; a map that does more passes its own count.
+    """
+    return 2 * int(d) + 8
 
 
 @dataclass(frozen=True)

@@ -19,14 +19,25 @@ from __future__ import annotations
 import math
 import numbers
 import operator
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from kernelcheck.errors import InvalidArgument
+from kernelcheck.errors import (
+    BadNormalizer,
+    InfiniteFeatureSpace,
+    InvalidArgument,
+    NumericalFailure,
+)
 
 __all__ = [
     "describe",
+    "OWN_ERRORS",
+    "to_numpy",
     "as_array",
     "as_points",
     "as_square_matrix",
@@ -37,6 +48,12 @@ __all__ = [
     "as_rng",
     "check_choice",
     "check_callable",
+    "call_user",
+    "as_bool",
+    "as_float_dtype",
+    "as_int_tuple",
+    "as_seed_sequence",
+    "as_output_folder",
     "result_dtype",
     "MAX_ELEMENTS",
     "check_size",
@@ -61,14 +78,30 @@ def describe(value: Any) -> str:
     return f"{type(value).__name__} {text}"
 
 
-def _to_numpy(value: Any, name: str) -> np.ndarray:
+#: kernelcheck's own errors: raised inside a user's callable (which may call
+#: kernelcheck), they pass through :func:`call_user` unchanged.
+OWN_ERRORS = (InvalidArgument, InfiniteFeatureSpace, NumericalFailure, BadNormalizer)
+
+
+def to_numpy(value: Any, name: str) -> np.ndarray:
+    """``value`` as a NumPy array: the one converter of arrays and tensors.
+
+    NumPy arrays are returned as they are; a PyTorch tensor is detached and
+    moved to host memory (a bfloat16 tensor is widened to float32 first, which
+    is exact: NumPy has no bfloat16); anything else goes through
+    :func:`numpy.asarray`.  Raises :class:`InvalidArgument` naming ``name``
+    for strings and for what NumPy cannot read.
+    """
     if isinstance(value, np.ndarray):
         return value
     # PyTorch tensors: detach from the graph and move to host memory first.
     detach = getattr(value, "detach", None)
     if callable(detach) and hasattr(value, "cpu"):
         try:
-            value = detach().cpu().numpy()
+            tensor = detach().cpu()
+            if str(getattr(tensor, "dtype", "")) == "torch.bfloat16":
+                tensor = tensor.float()
+            value = tensor.numpy()
         except Exception as exc:  # pragma: no cover - depends on torch
             raise InvalidArgument(
                 f"`{name}` could not be converted to a NumPy array: {exc}"
@@ -121,7 +154,7 @@ def as_array(
         A floating array.  It may share memory with ``value``; callers must
         not write into it.
     """
-    arr = _to_numpy(value, name)
+    arr = to_numpy(value, name)
     kind = arr.dtype.kind
     if kind == "c":
         raise InvalidArgument(
@@ -271,17 +304,7 @@ def as_rng(seed: Any, name: str = "seed") -> np.random.Generator:
         return seed
     if isinstance(seed, np.random.SeedSequence):
         return np.random.default_rng(seed)
-    if seed is None:
-        raise InvalidArgument(
-            f"`{name}` must be given (an int, a numpy.random.SeedSequence or a Generator); "
-            "kernelcheck never draws from unseeded randomness"
-        )
-    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, numbers.Integral) or seed < 0:
-        raise InvalidArgument(
-            f"`{name}` must be a non-negative int, a numpy.random.SeedSequence or a "
-            f"numpy.random.Generator, got {describe(seed)}"
-        )
-    return np.random.default_rng(int(seed))
+    return np.random.default_rng(_seed_int(seed, name))
 
 
 def check_choice(value: Any, name: str, choices) -> Any:
@@ -311,3 +334,116 @@ def check_size(elements: int, what: str, *, itemsize: int = 8) -> None:
             f"{what} would need {elements} entries ({gib:.1f} GiB); the limit is "
             f"{MAX_ELEMENTS} entries. Use smaller inputs, a truncated order or fewer features"
         )
+
+
+def call_user(fn: Callable, label: str, *args: Any, **kwargs: Any) -> Any:
+    """Call a user's callable ``fn(*args, **kwargs)``: the one wrapper of user code.
+
+    * NumPy array arguments are passed as copies, so a callable that writes
+      into its argument never changes the caller's data (nor the verdict);
+    * kernelcheck's own errors (:data:`OWN_ERRORS`) pass through unchanged;
+    * any other exception becomes :class:`InvalidArgument` whose message is
+      ``f"{label} raised {type}: {message}"``, chained to the original.
+      ``label`` names the argument and the call the way the caller knows it,
+      e.g. ``"`phi` on `X`"`` or ``"`fn` at n = 64"``.
+    """
+    args = tuple(a.copy() if isinstance(a, np.ndarray) else a for a in args)
+    try:
+        return fn(*args, **kwargs)
+    except OWN_ERRORS:
+        raise
+    except Exception as exc:
+        raise InvalidArgument(f"{label} raised {type(exc).__name__}: {exc}") from exc
+
+
+def as_bool(value: Any, name: str) -> bool:
+    """``True`` or ``False`` (NumPy booleans too); anything else (``1``, ``"yes"``) is refused."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise InvalidArgument(f"`{name}` must be True or False, got {describe(value)}")
+    return bool(value)
+
+
+def as_float_dtype(value: Any, name: str = "dtype", *, allowed=("float64", "float32")) -> np.dtype:
+    """A floating dtype among ``allowed`` (names in ``rounding.PRECISIONS``).
+
+    Accepts NumPy dtypes and types and their names; returns the NumPy dtype.
+    """
+    try:
+        dt = np.dtype(value)
+    except TypeError:
+        dt = None
+    if dt is None or dt.name not in allowed:
+        listed = " or ".join(allowed)
+        got = repr(value) if dt is None else dt.name
+        raise InvalidArgument(f"`{name}` must be {listed}, got {got}")
+    return dt
+
+
+def as_int_tuple(value: Any, name: str, *, minimum: int | None = None) -> tuple[int, ...]:
+    """A tuple of integers (e.g. a ``batch_shape``), each at least ``minimum``."""
+    if not isinstance(value, tuple):
+        raise InvalidArgument(f"`{name}` must be a tuple of ints, got {describe(value)}")
+    return tuple(as_int(v, name, minimum=minimum) for v in value)
+
+
+def as_seed_sequence(seed: Any, name: str = "seed") -> np.random.SeedSequence:
+    """The root :class:`numpy.random.SeedSequence` of a seeded computation.
+
+    An int or a SeedSequence is used as is; a Generator gives up 128 bits of
+    its stream as entropy (deterministic, and it advances the Generator).
+    ``None`` is refused, as by :func:`as_rng`.
+    """
+    if isinstance(seed, np.random.SeedSequence):
+        return seed
+    if isinstance(seed, np.random.Generator):
+        return np.random.SeedSequence([int(v) for v in seed.integers(0, 2**63, size=2)])
+    return np.random.SeedSequence(_seed_int(seed, name))
+
+
+def _seed_int(seed: Any, name: str) -> int:
+    if seed is None:
+        raise InvalidArgument(
+            f"`{name}` must be given (an int, a numpy.random.SeedSequence or a Generator); "
+            "kernelcheck never draws from unseeded randomness"
+        )
+    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, numbers.Integral) or seed < 0:
+        raise InvalidArgument(
+            f"`{name}` must be a non-negative int, a numpy.random.SeedSequence or a "
+            f"numpy.random.Generator, got {describe(seed)}"
+        )
+    return int(seed)
+
+
+def as_output_folder(value: Any, name: str = "out") -> Path:
+    """A folder a report can be written into, checked before any work.
+
+    The path must be a non-empty string or path-like; if it exists it must be
+    a folder this process can write into; if not, its nearest existing parent
+    must be such a folder (the report writer creates the rest).  Writability
+    is probed by creating (and removing) an empty file, so read-only mounts
+    and special file systems are refused as well as permissions.
+    """
+    if not isinstance(value, (str, os.PathLike)) or not os.fspath(value):
+        raise InvalidArgument(f"`{name}` must be a folder path, got {describe(value)}")
+    path = Path(value)
+    if path.exists() and not path.is_dir():
+        raise InvalidArgument(f"`{name}` must be a folder, but {str(path)!r} is a file")
+    probe = path
+    while not probe.exists():
+        if probe.is_symlink():
+            raise InvalidArgument(f"`{name}` {str(path)!r}: {str(probe)!r} is a dangling link")
+        probe = probe.parent
+    if not probe.is_dir():
+        raise InvalidArgument(
+            f"`{name}` {str(path)!r} cannot be created: {str(probe)!r} is not a folder"
+        )
+    try:  # a real probe: permissions, read-only mounts and /proc all refuse a file
+        fd, tmp = tempfile.mkstemp(prefix=".kernelcheck-probe.", dir=probe)
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise InvalidArgument(
+            f"`{name}` {str(path)!r}: cannot write into {str(probe)!r} ({reason})"
+        ) from None
+    os.close(fd)
+    os.unlink(tmp)
+    return path

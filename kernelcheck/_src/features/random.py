@@ -64,6 +64,7 @@ import numpy as np
 from scipy.special import gammaln, logsumexp
 
 from kernelcheck._src.core.validate import (
+    as_bool,
     as_int,
     as_points,
     as_real,
@@ -181,9 +182,7 @@ class _RandomFeatures(FeatureMap):
     def __init__(self, dim, num_features, *, seed, orthogonal=False, scale=1.0):
         self._dim = as_int(dim, "dim", minimum=1)
         self._m = as_int(num_features, "num_features", minimum=1)
-        if not isinstance(orthogonal, (bool, np.bool_)):
-            raise InvalidArgument(f"`orthogonal` must be a bool, got {describe(orthogonal)}")
-        self._orthogonal = bool(orthogonal)
+        self._orthogonal = as_bool(orthogonal, "orthogonal")
         self._scale = as_real(scale, "scale", positive=True)
         check_size(self._m * self._dim, "the projection")
         W = draw_projection(as_rng(seed), self._dim, self._m, orthogonal=self._orthogonal)

@@ -37,8 +37,9 @@ from typing import Any
 import mpmath
 import numpy as np
 
-from kernelcheck._src.core.rounding import gamma, unit_roundoff
+from kernelcheck._src.core.rounding import eta, gamma, unit_roundoff
 from kernelcheck._src.core.validate import (
+    as_bool,
     as_int,
     as_points,
     as_real,
@@ -75,15 +76,6 @@ __all__ = [
 #: Largest order accepted by ``exp(k, order=M)`` and degree by powers: beyond
 #: it the feature dimension and the factorials leave any useful range.
 MAX_ORDER = 64
-
-
-def _eta(dtype) -> float:
-    """Absolute error of one underflowing operation: the smallest subnormal of ``dtype``.
-
-    The standard model with gradual underflow is ``fl(a op b) = (a op b)(1 + delta) + eta``
-    with ``|eta| <= smallest subnormal`` for multiplication and division (Higham, sec. 2.1).
-    """
-    return float(np.finfo(np.dtype(dtype)).smallest_subnormal)
 
 
 def monomial_dim(d: int, m: int) -> int:
@@ -365,7 +357,7 @@ class Linear(Kernel):
     def _gram_err(self, X, Y):
         d = X.shape[1]
         g = gamma(d, X.dtype)
-        return X @ Y.T, (g * (1 + g)) * (np.abs(X) @ np.abs(Y).T) + d * _eta(X.dtype)
+        return X @ Y.T, (g * (1 + g)) * (np.abs(X) @ np.abs(Y).T) + d * eta(X.dtype)
 
     def _mp(self, X, Y):
         return [[mpmath.fdot(x, y) for y in Y] for x in X]
@@ -594,7 +586,7 @@ class _DistanceKernel(Kernel):
         absxy = np.abs(X) @ np.abs(Y).T
         g = gamma(d + 3, X.dtype)
         err = (g * (1 + gamma(d, X.dtype))) * (nx[:, None] + ny[None, :] + 2.0 * absxy)
-        err += 3 * d * _eta(X.dtype)
+        err += 3 * d * eta(X.dtype)
         d2 = nx[:, None] + ny[None, :] - 2.0 * (X @ Y.T)
         np.maximum(d2, 0.0, out=d2)
         return d2, err
@@ -629,7 +621,7 @@ class Gaussian(_DistanceKernel):
         G = np.exp(-a * d2)
         lo = np.maximum(d2 - e, 0.0)
         u = unit_roundoff(X.dtype)
-        return G, np.exp(-a * lo) * (a * e) * (1 + 4 * u) + 4 * u * G + 2 * _eta(G.dtype)
+        return G, np.exp(-a * lo) * (a * e) * (1 + 4 * u) + 4 * u * G + 2 * eta(G.dtype)
 
     def _mp(self, X, Y):
         a = mpmath.mpf(0.5) / mpmath.mpf(self.lengthscale) ** 2
@@ -662,7 +654,7 @@ class Laplacian(_DistanceKernel):
         return G, (
             np.exp(-lo / self.lengthscale) * er / self.lengthscale * (1 + 4 * u)
             + 4 * u * G
-            + 2 * _eta(G.dtype)
+            + 2 * eta(G.dtype)
         )
 
     def _mp(self, X, Y):
@@ -692,11 +684,8 @@ class FunctionKernel(Kernel):
             name = getattr(function, "__name__", None) or "f"
         if not isinstance(name, str):
             raise InvalidArgument(f"`name` must be a string, got {describe(name)}")
-        if not isinstance(vectorized, (bool, np.bool_)):
-            raise InvalidArgument(f"`vectorized` must be True or False, got {describe(vectorized)}")
-        self._set(
-            function=function, vectorized=bool(vectorized), mp_function=mp_function, name=name
-        )
+        vectorized = as_bool(vectorized, "vectorized")
+        self._set(function=function, vectorized=vectorized, mp_function=mp_function, name=name)
 
     def _key(self) -> tuple:
         return (self.function, self.vectorized, self.mp_function, self.name)
@@ -918,7 +907,7 @@ class Scaled(Kernel):
         G1, E1 = self.kernel._gram_err(X, Y)
         G = self.c * G1
         u = unit_roundoff(G.dtype)
-        return G, abs(self.c) * E1 * (1 + 2 * u) + u * np.abs(G) + _eta(G.dtype)
+        return G, abs(self.c) * E1 * (1 + 2 * u) + u * np.abs(G) + eta(G.dtype)
 
     def _mp(self, X, Y):
         c = mpmath.mpf(self.c)
@@ -974,7 +963,7 @@ class Product(_Binary):
         return G, (
             (np.abs(G1) * E2 + np.abs(G2) * E1 + E1 * E2) * (1 + 4 * u)
             + u * np.abs(G)
-            + _eta(G.dtype)
+            + eta(G.dtype)
         )
 
     def _mp(self, X, Y):
@@ -1141,7 +1130,7 @@ class Power(Kernel):
         return G, (
             prop * (1 + gamma(ops + 3, G.dtype))
             + gamma(ops + 1, G.dtype) * np.abs(G)
-            + (ops + 1) * _eta(G.dtype)
+            + (ops + 1) * eta(G.dtype)
         )
 
     def _mp(self, X, Y):
@@ -1226,7 +1215,7 @@ class Exp(Kernel):
         u = unit_roundoff(G1.dtype)
         if self.order is None:
             G = np.exp(G1)
-            return G, np.exp(G1 + E1) * (np.expm1(E1) + 2 * u) * (1 + 4 * u) + _eta(G.dtype)
+            return G, np.exp(G1 + E1) * (np.expm1(E1) + 2 * u) * (1 + 4 * u) + eta(G.dtype)
         M = self.order
         G = self._taylor(G1, M)
         if M == 0:
@@ -1236,7 +1225,7 @@ class Exp(Kernel):
         return G, (
             prop * (1 + gamma(3 * M + 2, G.dtype))
             + gamma(3 * M + 1, G.dtype) * self._taylor(A, M)
-            + 3 * M * _eta(G.dtype)
+            + 3 * M * eta(G.dtype)
         )
 
     def _mp(self, X, Y):

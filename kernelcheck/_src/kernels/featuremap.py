@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from kernelcheck._src.core.rounding import gamma
+from kernelcheck._src.core.rounding import feature_product_bound
 from kernelcheck._src.core.validate import as_int, as_points, check_choice, check_size, describe
 from kernelcheck.errors import InvalidArgument, NumericalFailure
 
@@ -127,14 +127,12 @@ class ExactFeatureMap(FeatureMap):
 
         ``gamma_(D + 2 ops) (1 + gamma_D) (|phi(X)| @ |phi(Y)|.T)``, the
         feature entries' relative errors (``ops`` each) and the length-D inner
-        product's rounding, in the unit roundoff of the result dtype.
+        product's rounding, in the unit roundoff of the result dtype
+        (:func:`~kernelcheck._src.core.rounding.feature_product_bound`).
         """
         PX = self(X)
         PY = PX if Y is None else self(Y)
-        D = PX.shape[1]
-        dtype = PX.dtype
-        g = gamma(D + 2 * self.ops, dtype) * (1.0 + gamma(D, dtype))
-        return g * (np.abs(PX) @ np.abs(PY).T)
+        return feature_product_bound(PX, PY, self.ops)
 
     def __repr__(self) -> str:
         return f"({self._kernel!r}).features(form={self.form!r})"

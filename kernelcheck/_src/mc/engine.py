@@ -40,16 +40,16 @@ from scipy.special import comb, ndtri
 
 from kernelcheck._src.core.results import ResultMixin
 from kernelcheck._src.core.validate import (
+    OWN_ERRORS,
     as_array,
     as_int,
     as_probability,
     as_real,
+    as_seed_sequence,
     check_callable,
     describe,
 )
 from kernelcheck.errors import (
-    BadNormalizer,
-    InfiniteFeatureSpace,
     InvalidArgument,
     NumericalFailure,
 )
@@ -58,6 +58,7 @@ __all__ = [
     "Moments",
     "run_trials",
     "shard_seed",
+    "child_seed",
     "root_seed_sequence",
     "DEFAULT_SHARD_SIZE",
     "BERRY_ESSEEN_C",
@@ -229,45 +230,46 @@ def root_seed_sequence(seed: Any) -> np.random.SeedSequence:
 
     An int or a SeedSequence is used as is; a Generator gives up 128 bits of
     its stream as entropy (deterministic, and it advances the Generator).
+    See :func:`kernelcheck._src.core.validate.as_seed_sequence`.
     """
-    if isinstance(seed, np.random.SeedSequence):
-        return seed
-    if isinstance(seed, np.random.Generator):
-        return np.random.SeedSequence([int(v) for v in seed.integers(0, 2**63, size=2)])
-    if seed is None:
-        raise InvalidArgument(
-            "`seed` must be given (an int, a numpy.random.SeedSequence or a Generator); "
-            "kernelcheck never draws from unseeded randomness"
-        )
-    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise InvalidArgument(
-            "`seed` must be a non-negative int, a numpy.random.SeedSequence or a "
-            f"numpy.random.Generator, got {describe(seed)}"
-        )
-    return np.random.SeedSequence(int(seed))
+    return as_seed_sequence(seed, "seed")
 
 
-def shard_seed(root: np.random.SeedSequence, k: int) -> np.random.SeedSequence:
-    """The seed of shard ``k``: the k-th child ``root.spawn`` would give."""
+def child_seed(root: np.random.SeedSequence, *path: int) -> np.random.SeedSequence:
+    """The one rule for deriving seeds: the child of ``root`` at ``path``.
+
+    ``child_seed(root, k)`` is the k-th child ``root.spawn`` would give, and
+    ``child_seed(root, k, j)`` the j-th child of that one: the spawn key of
+    ``root`` extended by ``path``.  Every seeded part of a run (the shards of
+    :func:`run_trials`, a sampler's probe trial, a sweep's points) takes its
+    seed from here, at a path no other part uses, so the parts are
+    independent and each depends only on the root seed and its path.
+    """
     if not isinstance(root, np.random.SeedSequence):
         raise InvalidArgument(
             f"`root` must be a numpy.random.SeedSequence (see root_seed_sequence), "
             f"got {describe(root)}"
         )
-    k = as_int(k, "k", minimum=0)
+    keys = tuple(as_int(k, "path", minimum=0) for k in path)
     return np.random.SeedSequence(
-        root.entropy, spawn_key=tuple(root.spawn_key) + (int(k),), pool_size=root.pool_size
+        root.entropy, spawn_key=tuple(root.spawn_key) + keys, pool_size=root.pool_size
     )
 
 
-#: kernelcheck's own errors pass through a trial function unchanged.
-_OWN_ERRORS = (InvalidArgument, InfiniteFeatureSpace, NumericalFailure, BadNormalizer)
+def shard_seed(root: np.random.SeedSequence, k: int) -> np.random.SeedSequence:
+    """The seed of shard ``k``: ``child_seed(root, k)``, the k-th child of ``root.spawn``."""
+    if not isinstance(root, np.random.SeedSequence):
+        raise InvalidArgument(
+            f"`root` must be a numpy.random.SeedSequence (see root_seed_sequence), "
+            f"got {describe(root)}"
+        )
+    return child_seed(root, as_int(k, "k", minimum=0))
 
 
 def _run_shard(fn: Callable, seed: np.random.SeedSequence, count: int) -> Moments:
     try:
         out = fn(np.random.default_rng(seed), count)
-    except _OWN_ERRORS:
+    except OWN_ERRORS:
         raise
     except Exception as exc:
         raise InvalidArgument(

@@ -47,9 +47,16 @@ import numpy as np
 import scipy.linalg
 from scipy.linalg import blas, lapack
 
+from kernelcheck._src.core.outcome import Outcome
 from kernelcheck._src.core.results import ResultMixin
-from kernelcheck._src.core.rounding import Tolerance, gamma, unit_roundoff
-from kernelcheck._src.core.validate import as_int, as_real, as_square_matrix, check_choice, describe
+from kernelcheck._src.core.rounding import Tolerance, eta, gamma, unit_roundoff
+from kernelcheck._src.core.validate import (
+    as_bool,
+    as_int,
+    as_real,
+    as_square_matrix,
+    check_choice,
+)
 from kernelcheck._src.psd.exact import (
     EXACT_MAX_N,
     exact_decision,
@@ -95,7 +102,7 @@ def EIGH_P(n: int) -> int:
 MPMATH_PRECISIONS = (113, 226, 452)
 
 _U = unit_roundoff(np.float64)
-_ETA = 2.0**-1074  # smallest subnormal float64: Rump's underflow unit
+_ETA = eta(np.float64)  # smallest subnormal float64: Rump's underflow unit
 
 
 class Verdict(enum.Enum):
@@ -120,6 +127,13 @@ class Verdict(enum.Enum):
     POSITIVE_SEMIDEFINITE = "positive_semidefinite"
     NOT_PSD = "not_psd"
     INCONCLUSIVE = "inconclusive"
+
+    @property
+    def outcome(self) -> Outcome:
+        """The verdict in the one outcome vocabulary: PSD verified, not PSD refuted."""
+        if self in (Verdict.POSITIVE_DEFINITE, Verdict.POSITIVE_SEMIDEFINITE):
+            return Outcome.VERIFIED
+        return Outcome.REFUTED if self is Verdict.NOT_PSD else Outcome.INCONCLUSIVE
 
 
 @dataclass(frozen=True)
@@ -190,6 +204,11 @@ class PSDResult(ResultMixin):
         """Same as :attr:`is_psd` (the verifier convention)."""
         return self.is_psd
 
+    @property
+    def outcome(self) -> Outcome:
+        """The verdict in the one outcome vocabulary (see :attr:`Verdict.outcome`)."""
+        return self.verdict.outcome
+
     def __bool__(self) -> bool:
         return self.is_psd
 
@@ -229,8 +248,7 @@ def _check_psd_iv(K, tol, method, symmetrize, max_exact_n):
     in_dtype = A.dtype
     A = np.asarray(A, dtype=np.float64)  # float32 -> float64 is exact
     method = check_choice(method, "method", METHODS)
-    if not isinstance(symmetrize, (bool, np.bool_)):
-        raise InvalidArgument(f"`symmetrize` must be True or False, got {describe(symmetrize)}")
+    symmetrize = as_bool(symmetrize, "symmetrize")
     max_exact_n = as_int(max_exact_n, "max_exact_n", minimum=0)
     asym = 0.0
     symmetrized = False
@@ -343,13 +361,13 @@ def default_tolerance(K, *, dtype=np.float64) -> Tolerance:
     fro = frobenius(A)
     with np.errstate(over="ignore"):
         tr = float(np.abs(np.diagonal(A)).sum())
-    eta = float(np.finfo(np.dtype(dtype)).smallest_subnormal)
-    value = 2.0 * g * max(fro, tr) + n * (n + 2) * eta
+    e = eta(dtype)
+    value = 2.0 * g * max(fro, tr) + n * (n + 2) * e
     if not math.isfinite(value):  # ||K|| beyond the float range: the same bound, scaled
         top = float(np.max(np.abs(A)))
         fro_s = float(np.linalg.norm(A / top))
         tr_s = float((np.abs(np.diagonal(A)) / top).sum())
-        value = 2.0 * g * max(fro_s, tr_s) * top + n * (n + 2) * eta
+        value = 2.0 * g * max(fro_s, tr_s) * top + n * (n + 2) * e
     u = unit_roundoff(dtype)
     return Tolerance(
         value,

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import scipy.linalg
 
+from kernelcheck._src.core.outcome import Outcome, outcome_of
 from kernelcheck._src.core.results import ResultMixin
 from kernelcheck._src.core.rounding import Tolerance, gamma
 from kernelcheck._src.core.validate import as_array, as_points, describe
@@ -62,6 +63,11 @@ class MercerFeatures(ResultMixin):
     residual: float
     error_bound: float
     passed: bool
+
+    @property
+    def outcome(self) -> Outcome:
+        """Verified when ``Phi Phi^T`` reproduces ``K`` within the tolerance, else refuted."""
+        return outcome_of(self.passed)
 
     def __str__(self) -> str:
         n = self.phi.shape[0]

@@ -41,19 +41,23 @@ import numpy as np
 from scipy import stats
 
 from kernelcheck._src.core.atomic import atomic_write, sigint_deferred
+from kernelcheck._src.core.outcome import Outcome, exit_code
 from kernelcheck._src.core.results import ResultMixin
 from kernelcheck._src.core.validate import (
+    OWN_ERRORS,
     as_array,
+    as_bool,
     as_int,
     as_probability,
     as_real,
     as_rng,
+    call_user,
     check_callable,
     check_choice,
     check_size,
     describe,
 )
-from kernelcheck.errors import BadNormalizer, InvalidArgument, NumericalFailure
+from kernelcheck.errors import InvalidArgument
 
 __all__ = [
     "STATISTICS",
@@ -86,26 +90,6 @@ _CLOCK_FUNCTIONS = {"wall": time.perf_counter, "cpu": time.process_time}
 _MAX_LOOPS = 1_000_000
 #: Largest size n accepted: integers up to 2**53 are exact in float64, where the fits work.
 _MAX_SIZE = 2**53
-#: kernelcheck's own errors pass through a user callable unchanged.
-_OWN_ERRORS = (InvalidArgument, NumericalFailure, BadNormalizer)
-
-
-def _call_user(name: str, f: Callable, *args: Any) -> Any:
-    """``f(*args)``; an exception other than kernelcheck's own becomes InvalidArgument."""
-    try:
-        return f(*args)
-    except _OWN_ERRORS:
-        raise
-    except Exception as exc:
-        raise InvalidArgument(f"`{name}` raised {type(exc).__name__}: {exc}") from exc
-
-
-def _check_bool(value: Any, name: str) -> bool:
-    if not isinstance(value, (bool, np.bool_)):
-        raise InvalidArgument(f"`{name}` must be True or False, got {describe(value)}")
-    return bool(value)
-
-
 # ---------------------------------------------------------------------------
 # Grid of sizes
 # ---------------------------------------------------------------------------
@@ -233,6 +217,11 @@ class ExponentFit(ResultMixin):
     verdict: str = "not judged"
     passed: bool | None = None
 
+    @property
+    def outcome(self) -> Outcome:
+        """``pass`` verified, ``fail`` refuted; ``inconclusive`` and ``not judged`` inconclusive."""
+        return _OUTCOMES.get(self.verdict, Outcome.INCONCLUSIVE)
+
     def predict(self, n) -> np.ndarray:
         """The fitted law ``exp(intercept) * n**slope`` at sizes ``n``."""
         n = np.asarray(n, dtype=np.float64)
@@ -264,6 +253,9 @@ def _pairwise_slopes(x: np.ndarray, Y: np.ndarray) -> np.ndarray:
     dx = x[j] - x[i]
     keep = dx != 0
     return (Y[..., j[keep]] - Y[..., i[keep]]) / dx[keep]
+
+
+_OUTCOMES = {"pass": Outcome.VERIFIED, "fail": Outcome.REFUTED}
 
 
 def _judge(low: float, high: float, expected) -> tuple[str, bool | None]:
@@ -597,7 +589,7 @@ def _measure_iv(fn, sizes, make_input, repeats, warmup, statistic, min_time, cos
     min_time = as_real(min_time, "min_time", nonnegative=True)
     if cost is not None:
         if callable(cost):
-            flops = [_call_user("cost", cost, n) for n in sizes]
+            flops = [call_user(cost, "`cost`", n) for n in sizes]
         else:
             flops = cost
         flops = as_array(flops, "cost", ndim=1, dtype=np.float64)
@@ -723,7 +715,7 @@ def measure(
         fn, sizes, make_input, repeats, warmup, statistic, min_time, cost, label
     )
     check_choice(clock, "clock", CLOCKS)
-    memory = _check_bool(memory, "memory")
+    memory = as_bool(memory, "memory")
     if not isinstance(cost_unit, str) or not cost_unit:
         raise InvalidArgument(f"`cost_unit` must be a non-empty string, got {describe(cost_unit)}")
     check_size(len(sizes) * repeats, f"the table of {repeats} timed repeats per size")
@@ -732,7 +724,7 @@ def measure(
     peaks = np.empty(len(sizes), dtype=np.int64) if memory else None
     perf = _CLOCK_FUNCTIONS[clock]
     for i, n in enumerate(sizes):
-        args = _call_user("make_input", make_input, n)
+        args = call_user(make_input, "`make_input`", n)
         if not isinstance(args, tuple):
             args = (args,)
         try:
@@ -764,10 +756,10 @@ def measure(
             finally:
                 if gc_was_enabled:
                     gc.enable()
-        except _OWN_ERRORS:
+        except OWN_ERRORS:
             raise
-        except Exception as exc:  # the user's function: named, with the size it failed at
-            raise InvalidArgument(f"`fn` raised {type(exc).__name__} at n = {n}: {exc}") from exc
+        except Exception as exc:  # the user's function, timed in a loop: not wrapped per call
+            raise InvalidArgument(f"`fn` at n = {n} raised {type(exc).__name__}: {exc}") from exc
         loops.append(number)
         del args
     if not (raw > 0).all():  # pragma: no cover - perf_counter has sub-microsecond resolution
@@ -995,6 +987,11 @@ class FormScaling(ResultMixin):
     verdict: str
     passed: bool
 
+    @property
+    def outcome(self) -> Outcome:
+        """The time fit's verdict as an outcome (see :attr:`ExponentFit.outcome`)."""
+        return _OUTCOMES.get(self.verdict, Outcome.INCONCLUSIVE)
+
     def __str__(self) -> str:
         return f"{self.name} ({self.claim}): time {self.time_fit}"
 
@@ -1041,6 +1038,13 @@ class ScalingReport(ResultMixin):
     plot_path: str | None
     passed: bool
     notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def outcome(self) -> Outcome:
+        """Refuted when a form's fit fails, verified when all pass, else inconclusive."""
+        return {0: Outcome.VERIFIED, 1: Outcome.REFUTED}.get(
+            exit_code(self.forms, name="forms"), Outcome.INCONCLUSIVE
+        )
 
     def __str__(self) -> str:
         head = "PASS" if self.passed else "NOT PASSED"
@@ -1184,7 +1188,7 @@ def _run_scaling_iv(
     check_choice(statistic, "statistic", STATISTICS)
     confidence = as_probability(confidence, "confidence")
     rng = as_rng(seed)
-    _check_bool(quick, "quick")
+    as_bool(quick, "quick")
     if progress is not None:
         check_callable(progress, "progress")
     # the inputs Q, K, V (3 n d) and the feature matrices (n D) of the largest size
@@ -1345,7 +1349,7 @@ def run_scaling(
                 )
             )
             if progress is not None:
-                _call_user("progress", progress, str(entries[-1]))
+                call_user(progress, "`progress`", str(entries[-1]))
     load_after = _load_average()
     notes: tuple[str, ...] = (
         "Time exponents are Theil-Sen slopes of log time against log n with Sen's "

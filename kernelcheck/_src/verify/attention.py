@@ -28,9 +28,18 @@ from typing import Any
 import numpy as np
 
 from kernelcheck._src.attention import forms as _att
+from kernelcheck._src.core.outcome import Outcome
 from kernelcheck._src.core.results import ResultMixin
 from kernelcheck._src.core.rounding import Tolerance
-from kernelcheck._src.core.validate import as_int, as_rng, check_callable, describe
+from kernelcheck._src.core.validate import (
+    as_bool,
+    as_float_dtype,
+    as_int,
+    as_int_tuple,
+    as_rng,
+    check_callable,
+    describe,
+)
 from kernelcheck.errors import BadNormalizer, InvalidArgument, NumericalFailure
 
 __all__ = ["attention", "AttentionReport", "AttentionCase"]
@@ -129,6 +138,13 @@ class AttentionReport(ResultMixin):
     tolerance: Tolerance
     cases: tuple
     seed: int | None
+
+    @property
+    def outcome(self) -> Outcome:
+        """Verified when every judged case passed, refuted when one failed, else inconclusive."""
+        if self.failures():
+            return Outcome.REFUTED
+        return Outcome.VERIFIED if self.passed else Outcome.INCONCLUSIVE
 
     def failures(self) -> tuple:
         """The cases that failed."""
@@ -388,16 +404,14 @@ def _attention_iv(
         )
     if scale is not None:
         scale = _att._scale_iv(scale, 1)
-    causal = _att._bool_iv(causal, "causal")
+    causal = as_bool(causal, "causal")
     rng = as_rng(seed)
     n = as_int(n, "n", minimum=2)
     d = as_int(d, "d", minimum=1)
     d_v = d if d_v is None else as_int(d_v, "d_v", minimum=1)
-    if not isinstance(batch_shape, tuple):
-        raise InvalidArgument(f"`batch_shape` must be a tuple of ints, got {describe(batch_shape)}")
-    batch_shape = tuple(as_int(b, "batch_shape", minimum=1) for b in batch_shape)
+    batch_shape = as_int_tuple(batch_shape, "batch_shape", minimum=1)
     if dtype is not None:
-        dtype = _att._dtype_iv(dtype, np.dtype(np.float64))
+        dtype = as_float_dtype(dtype, "dtype")
     if feature_ops is not None:
         feature_ops = as_int(feature_ops, "feature_ops", minimum=0)
     seed_value = (

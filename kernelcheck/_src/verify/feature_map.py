@@ -12,24 +12,23 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from kernelcheck._src.core.outcome import Outcome, outcome_of
 from kernelcheck._src.core.results import ResultMixin
-from kernelcheck._src.core.rounding import Tolerance, gamma
+from kernelcheck._src.core.rounding import Tolerance, default_feature_ops, feature_product_bound
 from kernelcheck._src.core.validate import (
     as_array,
     as_int,
     as_points,
+    call_user,
     check_callable,
     describe,
 )
 from kernelcheck._src.kernels.algebra import Kernel
 from kernelcheck._src.kernels.featuremap import ExactFeatureMap, FeatureMap
-from kernelcheck.errors import InvalidArgument, NumericalFailure
+from kernelcheck.errors import InvalidArgument
 
 __all__ = ["feature_map", "FeatureMapReport"]
 __testing__ = ["assert_feature_map"]
-
-#: Default rounding count per feature entry for a user map with no error model.
-DEFAULT_FEATURE_OPS = 16
 
 
 @dataclass(frozen=True)
@@ -68,6 +67,11 @@ class FeatureMapReport(ResultMixin):
     feature_value: float
     tolerance: Tolerance
 
+    @property
+    def outcome(self) -> Outcome:
+        """Verified when every entry is within its tolerance, else refuted."""
+        return outcome_of(self.passed)
+
     def __str__(self) -> str:
         verdict = "reproduces" if self.passed else "does NOT reproduce"
         i, j = self.worst_index
@@ -80,13 +84,7 @@ class FeatureMapReport(ResultMixin):
 
 
 def _apply(phi, X: np.ndarray, name: str) -> np.ndarray:
-    try:
-        out = phi(X)
-    except (InvalidArgument, NumericalFailure):
-        raise
-    except Exception as exc:
-        raise InvalidArgument(f"`phi` raised {type(exc).__name__} on `{name}`: {exc}") from exc
-    out = as_array(out, f"phi({name})")
+    out = as_array(call_user(phi, f"`phi` on `{name}`", X), f"phi({name})")
     if out.ndim != 2 or out.shape[0] != X.shape[0]:
         raise InvalidArgument(
             f"`phi({name})` must have shape ({X.shape[0]}, D), got {describe(out)}"
@@ -115,7 +113,8 @@ def feature_map(
         The kernel to reproduce; defaults to ``phi.kernel``.
     feature_ops : int, optional
         Rounded operations behind one feature entry, for the error model of a
-        user map (default: the map's own model for kernelcheck maps, else 16).
+        user map (default: the map's own model for kernelcheck maps, else
+        ``2 d + 8``, :func:`~kernelcheck._src.core.rounding.default_feature_ops`).
 
     Returns
     -------
@@ -153,7 +152,7 @@ def feature_map(
     Xa = as_points(X, "X")
     Ya = Xa if Y is None else as_points(Y, "Y", dim=Xa.shape[1])
     if feature_ops is None:
-        ops = phi.ops if isinstance(phi, ExactFeatureMap) else DEFAULT_FEATURE_OPS
+        ops = phi.ops if isinstance(phi, ExactFeatureMap) else default_feature_ops(Xa.shape[1])
     else:
         ops = as_int(feature_ops, "feature_ops", minimum=0)
 
@@ -166,8 +165,7 @@ def feature_map(
     Ek = kernel.error_bound(Xa, Ya)
     F = PX @ PY.T
     dtype = F.dtype
-    g = gamma(D + 2 * ops, dtype) * (1.0 + gamma(D, dtype))
-    tol = Ek + g * (np.abs(PX) @ np.abs(PY).T)
+    tol = Ek + feature_product_bound(PX, PY, ops)
     err = np.abs(F - G)
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.where(tol > 0, err / np.where(tol > 0, tol, 1.0), np.where(err > 0, np.inf, 0.0))

@@ -35,6 +35,7 @@ import numpy as np
 import scipy.linalg
 import scipy.optimize
 
+from kernelcheck._src.core.outcome import Outcome, outcome_of
 from kernelcheck._src.core.results import ResultMixin
 from kernelcheck._src.core.rounding import Tolerance
 from kernelcheck._src.core.validate import as_int, as_points, check_choice, describe
@@ -121,6 +122,13 @@ class KernelReport(ResultMixin):
 
     def __bool__(self) -> bool:
         return self.passed
+
+    @property
+    def outcome(self) -> Outcome:
+        """``violation`` refuted, ``inconclusive`` inconclusive, every other verdict verified."""
+        if self.verdict == "inconclusive":
+            return Outcome.INCONCLUSIVE
+        return outcome_of(self.passed)
 
     def __str__(self) -> str:
         head = "PASSED" if self.passed else "FAILED"

@@ -12,9 +12,7 @@ The statistics are described in ``docs/statistics.md``.
 
 from __future__ import annotations
 
-import io
 import math
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,14 +21,22 @@ from typing import Any
 import numpy as np
 from scipy.special import ndtr, ndtri
 
-from kernelcheck._src.core.atomic import sigint_deferred, write_bytes_atomic
+from kernelcheck._src.core import report as bundle
+from kernelcheck._src.core.outcome import Outcome, outcome_of
+from kernelcheck._src.core.report import new_figure, png_bytes
 from kernelcheck._src.core.results import ResultMixin
-from kernelcheck._src.core.rounding import Tolerance, gamma
+from kernelcheck._src.core.rounding import (
+    Tolerance,
+    default_feature_ops,
+    inner_product_factor,
+)
 from kernelcheck._src.core.validate import (
     as_int,
+    as_output_folder,
     as_points,
     as_probability,
     as_real,
+    call_user,
     check_callable,
     check_choice,
     describe,
@@ -40,6 +46,7 @@ from kernelcheck._src.mc.engine import (
     DEFAULT_SHARD_SIZE,
     Moments,
     berry_esseen_bound,
+    child_seed,
     root_seed_sequence,
     run_trials,
     shard_seed,
@@ -64,6 +71,11 @@ __testing__ = ["assert_unbiased"]
 DEFAULT_BE_TOLERANCE = 0.02
 
 VERDICTS = ("pass", "exact", "fail", "untestable")
+
+#: Seed paths (:func:`kernelcheck._src.mc.engine.child_seed`) beyond any shard
+#: index: the probe trial that checks the sampler, then one per sweep point.
+_PROBE_PATH = 2**32
+_SWEEP_PATH = 2**32 + 1
 
 
 # ---------------------------------------------------------------------------
@@ -94,23 +106,12 @@ def _check_features(F: Any, X: np.ndarray, name: str, D: int | None) -> np.ndarr
     return arr
 
 
-def _call_user(fn: Callable, what: str, arg):
-    """``fn(arg)``; an exception other than kernelcheck's own becomes InvalidArgument."""
-    from kernelcheck.errors import BadNormalizer, NumericalFailure
-
-    try:
-        return fn(arg)
-    except (InvalidArgument, NumericalFailure, BadNormalizer):
-        raise
-    except Exception as exc:
-        raise InvalidArgument(
-            f"`sample`: the call {what} raised {type(exc).__name__}: {exc}"
-        ) from exc
-
-
-def _rounding_scale(D: int) -> float:
-    """gamma_(D+8) (1 + gamma_D): inner product of length D of entries with <= 4 roundings each."""
-    return gamma(D + 8) * (1.0 + gamma(D))
+def _rounding_scale(D: int, d: int) -> float:
+    """``gamma_(D + 2 ops)(1 + gamma_D)``, ``ops = 2 d + 8``: a length-D inner product of
+    feature entries computed with the user-map model of
+    :func:`~kernelcheck._src.core.rounding.default_feature_ops` (the built-in
+    random features fit it)."""
+    return inner_product_factor(D, 2 * default_feature_ops(d))
 
 
 class _SamplerTrials:
@@ -122,14 +123,18 @@ class _SamplerTrials:
     def __call__(self, rng, n):
         FXs, FYs = [], []
         for _ in range(n):
-            phi = _call_user(self.sample, "sample(rng)", rng)
+            phi = call_user(self.sample, "`sample`: the call sample(rng)", rng)
             if not callable(phi):
                 raise InvalidArgument(
                     f"`sample(rng)` must return a feature map (a callable X -> (n, D)), "
                     f"got {describe(phi)}"
                 )
-            FX = _check_features(_call_user(phi, "phi(X)", self.X), self.X, "X", None)
-            FY = _check_features(_call_user(phi, "phi(Y)", self.Y), self.Y, "Y", FX.shape[1])
+            FX = _check_features(
+                call_user(phi, "`sample`: the call phi(X)", self.X), self.X, "X", None
+            )
+            FY = _check_features(
+                call_user(phi, "`sample`: the call phi(Y)", self.Y), self.Y, "Y", FX.shape[1]
+            )
             FXs.append(FX)
             FYs.append(FY)
         dims = {F.shape[1] for F in FXs}
@@ -138,12 +143,12 @@ class _SamplerTrials:
             est = FX @ np.swapaxes(FY, -1, -2)
             nx = np.sqrt(np.einsum("tij,tij->ti", FX, FX))
             ny = np.sqrt(np.einsum("tij,tij->ti", FY, FY))
-            bound = _rounding_scale(FX.shape[2]) * nx[:, :, None] * ny[:, None, :]
+            bound = _rounding_scale(FX.shape[2], self.X.shape[1]) * nx[:, :, None] * ny[:, None, :]
         else:
             est = np.stack([a @ b.T for a, b in zip(FXs, FYs, strict=True)])
             bound = np.stack(
                 [
-                    _rounding_scale(a.shape[1])
+                    _rounding_scale(a.shape[1], self.X.shape[1])
                     * np.outer(np.linalg.norm(a, axis=1), np.linalg.norm(b, axis=1))
                     for a, b in zip(FXs, FYs, strict=True)
                 ]
@@ -162,7 +167,7 @@ class _BatchTrials:
         D = self.sampler.num_features * getattr(self.sampler._proto, "_per_row", 1)
         if not np.isfinite(est).all():
             raise InvalidArgument("`sample` produced a non-finite kernel estimate (overflow)")
-        return est, _rounding_scale(D) * bound
+        return est, _rounding_scale(D, self.X.shape[1]) * bound
 
 
 # ---------------------------------------------------------------------------
@@ -335,6 +340,13 @@ class UnbiasedReport(ResultMixin):
         if c.get("untestable", 0):
             text += f"; all pairs testable after about {_fmt_trials(self.trials_for_all)} trials"
         return text
+
+    @property
+    def outcome(self) -> Outcome:
+        """``pass`` verified, ``fail`` refuted, ``inconclusive`` inconclusive."""
+        return {"pass": Outcome.VERIFIED, "fail": Outcome.REFUTED}.get(
+            self.verdict, Outcome.INCONCLUSIVE
+        )
 
     def failures(self) -> list[PairResult]:
         """The failing pairs."""
@@ -598,7 +610,7 @@ def unbiased(
     )
     fn = _trial_function(sample, X, Y)
     # one trial up front: a broken sampler fails here with a clear message
-    fn(np.random.default_rng(shard_seed(root, 2**32)), 1)
+    fn(np.random.default_rng(child_seed(root, _PROBE_PATH)), 1)
     moments = run_trials(
         fn,
         trials,
@@ -641,7 +653,8 @@ def unbiased(
         f"rho/(sigma^3 sqrt(N)) <= {be_tol:g}, with rho/sigma^3 <= sqrt(kurtosis) "
         f"({'closed-form kurtosis' if kind == 'exact' else 'sample kurtosis'}).",
         "Zero-variance pairs are judged against the rounding tolerance "
-        "2 |error bound of the target| + gamma_(D+8) (1 + gamma_D) max_t |phi(x)| |phi(y)|.",
+        "2 |error bound of the target| + gamma_(D+2 ops) (1 + gamma_D) max_t |phi(x)| |phi(y)| "
+        "with ops = 2 d + 8 roundings per feature entry.",
     ]
     if kind == "exact":
         notes.append(
@@ -681,7 +694,7 @@ def unbiased(
         sweep=tuple(sweep_points),
         tolerance=Tolerance(
             float(tol_max),
-            "2 |target error bound| + gamma_(D+8) (1 + gamma_D) "
+            "2 |target error bound| + gamma_(D+2 ops) (1 + gamma_D), ops = 2 d + 8, "
             "max_t |phi(x)|_2 |phi(y)|_2 (largest over pairs)",
         ),
         notes=tuple(notes),
@@ -830,9 +843,7 @@ def _sweep(sample, X, Y, t, ms, trials, root, shard_size, executor, progress, al
     for q, m in enumerate(ms):
         s = sample.with_num_features(m)
         fn = _trial_function(s, X, Y)
-        child = np.random.SeedSequence(
-            root.entropy, spawn_key=tuple(root.spawn_key) + (2**32 + 1 + q,)
-        )
+        child = child_seed(root, _SWEEP_PATH + q)  # past the shards and the probe
         mo = run_trials(
             fn,
             trials,
@@ -868,31 +879,14 @@ def _sweep(sample, X, Y, t, ms, trials, root, shard_size, executor, progress, al
 # ---------------------------------------------------------------------------
 
 
-def _require_matplotlib():
-    try:
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError(
-            "plots need matplotlib: pip install 'kernelcheck[plots]' "
-            "(or call write_report(..., plots=False))"
-        ) from exc
-    return Figure, FigureCanvasAgg
-
-
-def _png(fig, canvas_cls) -> bytes:
-    canvas_cls(fig)
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
-    return buf.getvalue()
-
-
 def render_plots(report: UnbiasedReport) -> dict[str, bytes]:
-    """PNG plots of a report, by file name (nothing is written)."""
-    Figure, Canvas = _require_matplotlib()
+    """PNG plots of a report, by file name (nothing is written).
+
+    Raises :class:`~kernelcheck._src.core.report.PlotsUnavailable` without matplotlib.
+    """
     out = {}
     if report.sweep:
-        fig = Figure(figsize=(5, 4))
+        fig = new_figure((5, 4))
         ax = fig.add_subplot()
         m = np.array([s.num_features for s in report.sweep], dtype=float)
         r = np.array([s.relative_rmse for s in report.sweep])
@@ -909,13 +903,13 @@ def render_plots(report: UnbiasedReport) -> dict[str, bytes]:
         ax.set_ylabel("relative RMSE")
         ax.set_title("Error against number of features")
         ax.legend()
-        out["error_vs_m.png"] = _png(fig, Canvas)
+        out["error_vs_m.png"] = png_bytes(fig)
     th = np.array([p.theory_mse for p in report.pairs])
     mse = np.array([p.mse for p in report.pairs])
     h = np.array([p.mse_halfwidth for p in report.pairs])
     ok = np.isfinite(th) & (th > 0) & (mse > 0)
     if ok.any():
-        fig = Figure(figsize=(5, 4))
+        fig = new_figure((5, 4))
         ax = fig.add_subplot()
         lo = np.minimum(h[ok], mse[ok] * 0.999)
         ax.errorbar(th[ok], mse[ok], yerr=[lo, h[ok]], fmt="o", capsize=2, label="pairs")
@@ -927,8 +921,8 @@ def render_plots(report: UnbiasedReport) -> dict[str, bytes]:
         ax.set_ylabel("empirical MSE")
         ax.set_title("Empirical against theoretical MSE")
         ax.legend()
-        out["mse.png"] = _png(fig, Canvas)
-    fig = Figure(figsize=(5, 4))
+        out["mse.png"] = png_bytes(fig)
+    fig = new_figure((5, 4))
     ax = fig.add_subplot()
     tv = np.array([p.target for p in report.pairs])
     rel = np.array([(p.mean - p.target) / p.target for p in report.pairs])
@@ -948,35 +942,30 @@ def render_plots(report: UnbiasedReport) -> dict[str, bytes]:
     ax.set_ylabel("relative bias (simultaneous CI)")
     ax.set_title("Relative bias per pair")
     ax.legend()
-    out["bias.png"] = _png(fig, Canvas)
+    out["bias.png"] = png_bytes(fig)
     return out
 
 
 def write_report(report: UnbiasedReport, out_dir, *, plots: bool = True) -> list[Path]:
     """Write ``report.json``, ``report.md`` and the plots into ``out_dir``.
 
-    Everything is rendered in memory first; each file is then written to a
-    temporary name and renamed (:func:`kernelcheck._src.core.atomic.write_bytes_atomic`),
-    so no file is ever half written, with SIGINT held until the last one is in
-    place (:func:`kernelcheck._src.core.atomic.sigint_deferred`: an interrupt then
-    raises ``InterruptedAfterWrite``).  Returns the written paths.
+    Everything is rendered in memory first and the set is written by
+    :func:`kernelcheck._src.core.report.write_bundle` (all new files or none;
+    SIGINT and SIGTERM held while they are moved into place, then raised as
+    ``InterruptedAfterWrite``).  Without matplotlib (or with ``plots=False``)
+    there are no plots, and ``report.md`` says why.  Returns the written paths.
     """
     if not isinstance(report, UnbiasedReport):
         raise InvalidArgument(f"`report` must be an UnbiasedReport, got {describe(report)}")
-    if not isinstance(out_dir, (str, os.PathLike)):
-        raise InvalidArgument(f"`out_dir` must be a path, got {describe(out_dir)}")
-    out_dir = Path(out_dir)
-    files: dict[str, bytes] = {
-        "report.json": (report.to_json(indent=2) + "\n").encode("utf-8"),
-        "report.md": report.to_markdown().encode("utf-8"),
-    }
-    if plots:
-        files.update(render_plots(report))
-    written = []
-    with sigint_deferred():
-        for name, data in files.items():
-            written.append(write_bytes_atomic(out_dir / name, data))
-    return written
+    as_output_folder(out_dir, "out_dir")
+    pngs, note = bundle.render_plots(lambda: render_plots(report)) if plots else ({}, None)
+    markdown = report.to_markdown()
+    if note:
+        markdown += f"\n{note}\n"
+    files: dict[str, bytes | str] = dict(pngs)
+    files["report.json"] = report.to_json(indent=2) + "\n"
+    files["report.md"] = markdown
+    return bundle.write_bundle(out_dir, files, name="out_dir")
 
 
 def default_points(n: int, dim: int, *, seed: Any, max_norm: float = 0.5) -> np.ndarray:
@@ -1160,6 +1149,11 @@ class RatioBiasResult(ResultMixin):
     trials: int
     alpha: float
     sampler: str
+
+    @property
+    def outcome(self) -> Outcome:
+        """Verified when the 1/m bias is found and its model fits, else refuted."""
+        return outcome_of(self.passed)
 
     def __str__(self) -> str:
         return (
