@@ -26,10 +26,9 @@ from __future__ import annotations
 
 import dataclasses
 import gc
+import io
 import math
 import os
-import platform
-import sys
 import time
 import tracemalloc
 from collections.abc import Callable, Sequence
@@ -40,8 +39,15 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from kernelcheck._src.core.atomic import atomic_write, sigint_deferred
 from kernelcheck._src.core.outcome import Outcome, exit_code
+from kernelcheck._src.core.report import (
+    PLOTS_SKIPPED,
+    PlotsUnavailable,
+    environment,
+    new_figure,
+    render_plots,
+    write_bundle,
+)
 from kernelcheck._src.core.results import ResultMixin
 from kernelcheck._src.core.validate import (
     OWN_ERRORS,
@@ -788,26 +794,6 @@ def measure(
 # ---------------------------------------------------------------------------
 
 
-def _pyplot():
-    try:
-        import matplotlib
-    except ImportError as exc:
-        raise ImportError(
-            "plotting needs matplotlib; install it with `pip install matplotlib` "
-            "(or the `plots` extra: `pip install kernelcheck[plots]`)"
-        ) from exc
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def _null_locator():
-    from matplotlib.ticker import NullLocator
-
-    return NullLocator()
-
-
 def _plot_iv(measurements: Any, path: Any, title: Any) -> list[Measurement]:
     if isinstance(measurements, Measurement):
         raise InvalidArgument(
@@ -833,7 +819,10 @@ def _plot_iv(measurements: Any, path: Any, title: Any) -> list[Measurement]:
 
 
 def _plot_path_iv(path: Any) -> Path:
-    from matplotlib.backend_bases import FigureCanvasBase
+    try:
+        from matplotlib.backend_bases import FigureCanvasBase
+    except ImportError as exc:
+        raise PlotsUnavailable(PLOTS_SKIPPED) from exc
 
     path = Path(path)
     if path.is_dir():
@@ -859,14 +848,24 @@ def plot_measurements(
     format matplotlib infers from the suffix) is written atomically.
     """
     measurements = _plot_iv(measurements, path, title)
-    plt = _pyplot()
     path = _plot_path_iv(path)
+    fmt = path.suffix.lstrip(".").lower() or "png"
+    data = _render(measurements, title, fmt)
+    write_bundle(path.parent, {path.name: data}, name="path")
+    return path
+
+
+def _render(measurements: list[Measurement], title: str | None, fmt: str = "png") -> bytes:
+    """The plot of :func:`plot_measurements` as bytes in format ``fmt``."""
+    from matplotlib.ticker import NullLocator
+
     has_mem = any(m.peak_memory is not None and (m.peak_memory > 0).all() for m in measurements)
     has_model = any(m.model_flops is not None for m in measurements)
     panels = 1 + has_mem + has_model
-    fig, axes = plt.subplots(1, panels, figsize=(5.2 * panels, 4.2), squeeze=False)
+    fig = new_figure((5.2 * panels, 4.2))
+    axes = fig.subplots(1, panels, squeeze=False)
     axes = axes[0]
-    colors = plt.rcParams["axes.prop_cycle"].by_key().get("color", ["C0"])
+    colors = [f"C{i}" for i in range(10)]
     for j, m in enumerate(measurements):
         c = colors[j % len(colors)]
         n = np.asarray(m.sizes, dtype=float)
@@ -914,20 +913,16 @@ def plot_measurements(
         if len(ticks) <= 12:
             ax.set_xticks(ticks)
             ax.set_xticklabels([str(n) for n in ticks], rotation=30, fontsize=8)
-            ax.xaxis.set_minor_locator(_null_locator())
+            ax.xaxis.set_minor_locator(NullLocator())
         ax.grid(True, which="both", alpha=0.3)
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=7)
     if title:
         fig.suptitle(title)
     fig.tight_layout()
-    fmt = path.suffix.lstrip(".") or "png"
-    try:
-        with atomic_write(path, "wb") as fh:
-            fig.savefig(fh, format=fmt, dpi=110)
-    finally:
-        plt.close(fig)
-    return path
+    buf = io.BytesIO()
+    fig.savefig(buf, format=fmt, dpi=110)
+    return buf.getvalue()
 
 
 # ---------------------------------------------------------------------------
@@ -1101,20 +1096,11 @@ class ScalingReport(ResultMixin):
 
     def plot(self, path) -> Path:
         """Write the log-log plot of every form (time, memory, model throughput)."""
-        return plot_measurements(
-            [f.measurement for f in self.forms], path, title="softmax against linear attention"
-        )
+        return plot_measurements([f.measurement for f in self.forms], path, title=_TITLE)
 
 
-def _environment() -> dict:
-    return {
-        "python": platform.python_version(),
-        "numpy": np.__version__,
-        "machine": platform.machine(),
-        "system": platform.system(),
-        "cpu_count": os.cpu_count(),
-        "executable": Path(sys.executable).name,
-    }
+#: Title of the plot of a :class:`ScalingReport`.
+_TITLE = "softmax against linear attention"
 
 
 #: The forms :func:`run_scaling` can measure: key -> (name, form, causal, claim, expected).
@@ -1377,33 +1363,28 @@ def run_scaling(
         statistic=statistic,
         confidence=confidence,
         quick=bool(quick),
-        environment={
-            **_environment(),
-            "load_average": [load_before, load_after],
-            "blas_threads": threads,
-            "clock": clock,
-        },
+        environment=environment(
+            load_average=[load_before, load_after],
+            blas_threads=threads,
+            clock=clock,
+        ),
         seconds=time.perf_counter() - t_start,
         plot_path=None,
         passed=all(e.passed for e in entries),
         notes=notes,
     )
     if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
-        plot_path = out / "scaling.png"
-        # SIGINT is held until the three files are in place (all or none of the new set)
-        with sigint_deferred():
-            try:
-                report.plot(plot_path)
-            except ImportError:
-                plot_path = None
-            report = dataclasses.replace(
-                report, plot_path=None if plot_path is None else str(plot_path)
-            )
-            with atomic_write(out / "scaling.md", "w") as fh:
-                fh.write(report.to_markdown())
-            with atomic_write(out / "scaling.json", "w") as fh:
-                fh.write(report.to_json(indent=2))
+        pngs, note = render_plots(
+            lambda: {"scaling.png": _render([f.measurement for f in entries], _TITLE)}
+        )
+        plot_path = str(out / "scaling.png") if pngs else None
+        report = dataclasses.replace(
+            report, plot_path=plot_path, notes=report.notes + ((note,) if note else ())
+        )
+        files: dict[str, bytes | str] = dict(pngs)
+        files["scaling.json"] = report.to_json(indent=2)
+        files["scaling.md"] = report.to_markdown()
+        write_bundle(out, files, name="out")
     return report
 
 
