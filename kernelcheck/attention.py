@@ -8,7 +8,9 @@
 * :func:`chunked` -- causal, quadratic within chunks and recurrent across (C14);
 * :func:`linear_error_bound`, :func:`softmax_error_bound`,
   :func:`kernelized_error_bound` -- a-priori rounding-error bounds of the forms;
-* :func:`cost_model` -- operation counts and state sizes (C2, C3, C11).
+* :func:`cost_model` -- operation counts and state sizes (C2, C3, C11);
+* :data:`FORMS` -- the registry: every form with its error bound, cost
+  model and whether it is causal only (:class:`Form`, :func:`get_form`).
 
 Normalisers ``<= 0`` (C12) raise :class:`~kernelcheck.errors.BadNormalizer`, or
 with ``on_bad_normalizer="report"`` come back in an :class:`AttentionOutput`.
@@ -25,22 +27,15 @@ Examples
 True
 """
 
-from kernelcheck._src.attention.forms import (
-    AttentionCost,
-    AttentionOutput,
-    State,
-    chunked,
-    cost_model,
-    init,
-    kernelized,
+from kernelcheck._src.attention.bounds import (
     kernelized_error_bound,
     linear_error_bound,
-    parallel,
-    recurrent,
-    softmax,
     softmax_error_bound,
-    step,
 )
+from kernelcheck._src.attention.exact import kernelized, softmax
+from kernelcheck._src.attention.linear import chunked, init, parallel, recurrent, step
+from kernelcheck._src.attention.registry import FORMS, Form, cost_model, get_form
+from kernelcheck._src.attention.types import AttentionCost, AttentionOutput, State
 
 __all__ = [
     "softmax",
@@ -57,4 +52,7 @@ __all__ = [
     "softmax_error_bound",
     "kernelized_error_bound",
     "cost_model",
+    "FORMS",
+    "Form",
+    "get_form",
 ]

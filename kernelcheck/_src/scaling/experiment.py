@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
+from kernelcheck._src.attention.registry import cost_model, get_form
 from kernelcheck._src.core.outcome import Outcome, exit_code
 from kernelcheck._src.core.report import (
     PLOTS_SKIPPED,
@@ -1103,33 +1104,31 @@ class ScalingReport(ResultMixin):
 _TITLE = "softmax against linear attention"
 
 
-#: The forms :func:`run_scaling` can measure: key -> (name, form, causal, claim, expected).
-SCALING_FORMS = {
-    "softmax": ("softmax, bidirectional", "softmax", False, "C2", EXPECTED_EXPONENTS["quadratic"]),
-    "softmax-causal": ("softmax, causal", "softmax", True, "C2", EXPECTED_EXPONENTS["quadratic"]),
-    "parallel": (
-        "linear parallel, bidirectional",
-        "parallel",
-        False,
-        "C3",
-        EXPECTED_EXPONENTS["linear"],
-    ),
-    "chunked": ("linear chunked, causal", "chunked", True, "C3", EXPECTED_EXPONENTS["linear"]),
-    "parallel-causal": (
-        "linear parallel (prefix sums), causal",
-        "parallel",
-        True,
-        "C3",
-        EXPECTED_EXPONENTS["linear"],
-    ),
-    "recurrent": (
-        "linear recurrent, causal",
-        "recurrent",
-        True,
-        "C3",
-        EXPECTED_EXPONENTS["linear"],
-    ),
-}
+#: What :func:`run_scaling` measures: key -> (label, registered form, causal).
+_PRESETS = (
+    ("softmax", "softmax, bidirectional", "softmax", False),
+    ("softmax-causal", "softmax, causal", "softmax", True),
+    ("parallel", "linear parallel, bidirectional", "parallel", False),
+    ("chunked", "linear chunked, causal", "chunked", True),
+    ("parallel-causal", "linear parallel (prefix sums), causal", "parallel", True),
+    ("recurrent", "linear recurrent, causal", "recurrent", True),
+)
+
+
+def _scaling_forms() -> dict[str, tuple[str, str, bool, str, tuple[float, float]]]:
+    # The claim and the expected exponent follow from the form: exact forms
+    # (queries and keys) are quadratic in n (C2), linear ones linear (C3).
+    out = {}
+    for key, label, name, causal in _PRESETS:
+        exact = get_form(name).inputs == "queries"
+        claim, kind = ("C2", "quadratic") if exact else ("C3", "linear")
+        out[key] = (label, name, causal, claim, EXPECTED_EXPONENTS[kind])
+    return out
+
+
+#: The forms :func:`run_scaling` can measure: key -> (label, form, causal, claim, expected),
+#: each form one of :data:`kernelcheck.attention.FORMS`.
+SCALING_FORMS = _scaling_forms()
 #: The forms measured by default: softmax both ways, linear parallel and chunked.
 DEFAULT_FORMS = ("softmax", "softmax-causal", "parallel", "chunked")
 
@@ -1299,8 +1298,6 @@ def run_scaling(
         clock,
         progress,
     )
-    from kernelcheck._src.attention import forms as att
-
     t_start = time.perf_counter()
     seeds = rng.integers(0, 2**63 - 1, size=2)
     phi = _feature_map(d, D, int(seeds[0]))
@@ -1320,7 +1317,6 @@ def run_scaling(
         for key in forms:
             entries.append(
                 _measure_form(
-                    att,
                     key,
                     sizes,
                     d,
@@ -1389,7 +1385,6 @@ def run_scaling(
 
 
 def _measure_form(
-    att,
     key,
     sizes,
     d,
@@ -1403,15 +1398,19 @@ def _measure_form(
     clock,
 ) -> FormScaling:
     name, form, causal, claim, expected = SCALING_FORMS[key]
-    fn = _form_callable(att, form, causal, chunk_size)
+    entry = get_form(form)
+    kwargs = {"chunk_size": chunk_size} if "chunk_size" in entry.options else {}
+
+    def fn(a, b, V):
+        return entry.call(a, b, V, causal=causal, **kwargs)
 
     def model(n):
-        return att.cost_model(form, n, d, D, d, chunk_size, causal=causal)
+        return cost_model(form, n, d, D, d, chunk_size, causal=causal)
 
     m = measure(
         fn,
         sizes,
-        make_input=make_exact if form == "softmax" else make_linear,
+        make_input=make_exact if entry.inputs == "queries" else make_linear,
         repeats=repeats,
         warmup=2,
         statistic=statistic,
@@ -1484,15 +1483,3 @@ def _feature_map(d: int, D: int, seed: int):
     from kernelcheck._src.features.random import PositiveRandomFeatures
 
     return PositiveRandomFeatures(d, D, seed=seed, scale=1.0 / math.sqrt(d))
-
-
-def _form_callable(att, form: str, causal: bool, chunk_size: int):
-    if form == "softmax":
-        return lambda Q, K, V: att.softmax(Q, K, V, causal=causal)
-    if form == "parallel":
-        return lambda pq, pk, V: att.parallel(pq, pk, V, causal=causal)
-    if form == "chunked":
-        return lambda pq, pk, V: att.chunked(pq, pk, V, chunk_size=chunk_size)
-    if form == "recurrent":
-        return lambda pq, pk, V: att.recurrent(pq, pk, V)
-    raise InvalidArgument(f"`form` {form!r} is not measured by run_scaling")  # pragma: no cover

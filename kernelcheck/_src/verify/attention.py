@@ -11,7 +11,7 @@ kernelcheck's reference forms:
   (:func:`kernelcheck.attention.parallel`, causal by prefix sums).
 
 The tolerance of every entry comes from the reference's error model (see
-:mod:`kernelcheck._src.attention.forms`) evaluated twice: once in float64 for the
+:data:`kernelcheck.attention.FORMS`) evaluated twice: once in float64 for the
 reference itself and once in the precision of ``fn``'s output for ``fn`` (a
 correct implementation in that precision is within the same a-priori bound,
 plus the rounding of its inputs).  A wrong causal mask, a missing normaliser,
@@ -27,10 +27,14 @@ from typing import Any
 
 import numpy as np
 
-from kernelcheck._src.attention import forms as _att
+from kernelcheck._src.attention.inputs import scale_iv
+from kernelcheck._src.attention.registry import get_form
 from kernelcheck._src.core.outcome import Outcome
 from kernelcheck._src.core.results import ResultMixin
-from kernelcheck._src.core.rounding import Tolerance
+from kernelcheck._src.core.rounding import (
+    Tolerance,
+    default_feature_ops,
+)
 from kernelcheck._src.core.validate import (
     as_bool,
     as_float_dtype,
@@ -198,7 +202,7 @@ def _not_judged(name: str, shape: tuple, note: str) -> AttentionCase:
 
 
 class _Reference:
-    """The reference form chosen by the arguments, with its error model."""
+    """The reference form chosen by the arguments (a :class:`Form` of the registry)."""
 
     def __init__(self, kernel, feature_map, causal, scale, feature_ops):
         self.kernel = kernel
@@ -207,24 +211,18 @@ class _Reference:
         self.scale = scale
         self.feature_ops = feature_ops
         if feature_map is not None:
+            self.form = get_form("parallel")
             self.name = f"parallel linear attention with {feature_map!r}"
         elif kernel is not None:
+            self.form = get_form("kernelized")
             self.name = f"kernelized attention with {kernel!r}"
         else:
+            self.form = get_form("softmax")
             self.name = "softmax" + ("(scale=1/sqrt(d))" if scale is None else f"(scale={scale!r})")
 
     @property
     def model(self) -> str:
-        if self.feature_map is not None:
-            return (
-                "linear_error_bound (gamma_(2n+2D+4) |phi_q| |phi_k|^T |V| with the quotient bound)"
-            )
-        if self.kernel is not None:
-            return (
-                "kernelized_error_bound (kernel.error_bound |V| + gamma_(n+1) |G| |V| "
-                "with the quotient bound)"
-            )
-        return "softmax_error_bound ([expm1(2 theta) + 2 gamma_n + u] max_j |v_j|)"
+        return self.form.model
 
     def _phi(self, X):
         shape = X.shape
@@ -243,35 +241,35 @@ class _Reference:
         ops = getattr(self.feature_map, "ops", None)
         if isinstance(ops, (int, np.integer)) and not isinstance(ops, bool):
             return 2 * int(ops)
-        return 2 * (2 * d + 8)
+        return 2 * default_feature_ops(d)
+
+    def _args(self, Q, K, V):
+        """The form's leading arguments and keyword options for this reference."""
+        if self.feature_map is not None:
+            return (self._phi(Q), self._phi(K), V), {}
+        if self.kernel is not None:
+            return (Q, K, V, self.kernel), {}
+        return (Q, K, V), {"scale": self.scale}
 
     def output(self, Q, K, V):
         """The reference output (raises BadNormalizer / NumericalFailure where undefined)."""
-        if self.feature_map is not None:
-            return _att.parallel(self._phi(Q), self._phi(K), V, causal=self.causal)
-        if self.kernel is not None:
-            return _att.kernelized(Q, K, V, self.kernel, causal=self.causal)
-        return _att.softmax(Q, K, V, causal=self.causal, scale=self.scale)
+        args, kw = self._args(Q, K, V)
+        return self.form.function(*args, causal=self.causal, **kw)
 
     def tolerance(self, Q, K, V, user_dtype):
-        """Entrywise tolerance: the error model in float64 plus in ``fn``'s precision."""
-        lower = user_dtype != np.dtype(np.float64)
-        cast_ops = 2 if lower else 0
-        if self.feature_map is not None:
-            pq, pk = self._phi(Q), self._phi(K)
-            extra = self._feature_extra(Q.shape[-1])
-            tol = _att.linear_error_bound(pq, pk, V, causal=self.causal, extra_ops=extra)
-            return tol + _att.linear_error_bound(
-                pq, pk, V, causal=self.causal, dtype=user_dtype, extra_ops=extra + cast_ops
-            )
-        if self.kernel is not None:
-            tol = _att.kernelized_error_bound(Q, K, V, self.kernel, causal=self.causal)
-            return tol + _att.kernelized_error_bound(
-                Q, K, V, self.kernel, causal=self.causal, dtype=user_dtype, extra_ops=cast_ops
-            )
-        tol = _att.softmax_error_bound(Q, K, V, causal=self.causal, scale=self.scale)
-        return tol + _att.softmax_error_bound(
-            Q, K, V, causal=self.causal, scale=self.scale, dtype=user_dtype, extra_ops=cast_ops
+        """Entrywise tolerance: the error model in float64 plus in ``fn``'s precision.
+
+        ``fn``'s inputs were rounded from float64 when it computes in a lower
+        precision: two more roundings per term (``cast_ops``); a feature map's
+        own roundings add ``2 ops`` per term (:meth:`_feature_extra`).
+        """
+        args, kw = self._args(Q, K, V)
+        extra = self._feature_extra(Q.shape[-1]) if self.feature_map is not None else 0
+        cast_ops = 2 if user_dtype != np.dtype(np.float64) else 0
+        bound = self.form.error_bound
+        tol = bound(*args, causal=self.causal, extra_ops=extra, **kw)
+        return tol + bound(
+            *args, causal=self.causal, dtype=user_dtype, extra_ops=extra + cast_ops, **kw
         )
 
 
@@ -403,7 +401,7 @@ def _attention_iv(
             "feature map carries its own scale"
         )
     if scale is not None:
-        scale = _att._scale_iv(scale, 1)
+        scale = scale_iv(scale, 1)
     causal = as_bool(causal, "causal")
     rng = as_rng(seed)
     n = as_int(n, "n", minimum=2)

@@ -1,0 +1,334 @@
+"""A-priori rounding-error bounds of the attention forms (claims C1, C10, C14).
+
+Higham, *Accuracy and Stability of Numerical Algorithms*, ch. 3; ``u`` the
+unit roundoff, ``gamma_k = k u / (1 - k u)``; each bound is entrywise on
+``|computed - exact|`` for inputs taken as exact:
+
+* :func:`linear_error_bound` -- the parallel, recurrent and chunked forms;
+* :func:`softmax_error_bound` -- :func:`~kernelcheck._src.attention.exact.softmax`;
+* :func:`kernelized_error_bound` -- :func:`~kernelcheck._src.attention.exact.kernelized`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from kernelcheck._src.attention.blocking import chunked_products, swap, with_ones
+from kernelcheck._src.attention.exact import gram_blocks
+from kernelcheck._src.attention.inputs import dtype_iv, features_iv, kernelized_iv, softmax_iv
+from kernelcheck._src.core.rounding import eta, gamma, unit_roundoff
+from kernelcheck._src.core.validate import (
+    as_int,
+    describe,
+)
+from kernelcheck.errors import InvalidArgument
+
+# Accuracy of NumPy's exp, in units of u (libm and SIMD versions are within a
+# few ulp; 4 ulp is assumed by the softmax error model).
+_EXP_ULPS = 4
+
+
+def _quotient_bound(absH, E, den_hat, u):
+    """Bound on ``|fl(num)/fl(den) - num/den|`` for any form sharing the error model.
+
+    ``absH = [|kappa| |V|, |kappa| 1]`` (absolute products), ``E`` the bound on
+    the numerator and normaliser errors, ``den_hat`` one form's computed
+    normaliser.  For a form X whose normaliser is within ``E_den`` of the
+    exact one (as is ``den_hat``'s):
+
+        den_exact >= den_hat - E_den =: lo1,  den_X >= den_hat - 2 E_den =: lo2,
+        |num_X / den_X| <= (absnum + E_num) / lo2 =: R,
+        err_X <= (E_num + R E_den) / lo1 + u R (1 + u).
+
+    ``inf`` where ``lo2 <= 0``: the normaliser's sign is not certain there.
+    """
+    E_num, E_den = E[..., :-1], E[..., -1:]
+    absnum = absH[..., :-1]
+    den = den_hat[..., None]
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        lo1 = den - E_den  # NaN from inf - inf fails lo2 > 0 below: bound inf
+        lo2 = den - 2.0 * E_den
+        R = (absnum + E_num) / lo2
+        bound = (E_num + R * E_den) / lo1 + u * R * (1.0 + u)
+    bound = np.where(lo2 > 0, bound, np.inf)
+    # The bound's own evaluation: a handful of roundings on non-negative terms.
+    return bound * (1.0 + gamma(8, np.float64))
+
+
+def _underflow_term(terms: int, dtype, *factors: np.ndarray) -> float:
+    """Absolute error from gradual underflow in sums of ``terms`` triple products.
+
+    With underflow, ``fl(a op b) = (a op b)(1 + delta) + eta`` (Higham
+    sec. 2.1); subnormal additions are exact, so each product of a term
+    ``a b c`` adds at most ``eta`` before being multiplied by at most one more
+    factor: ``3 terms eta prod_f (1 + max |f|)``.  Negligible unless results
+    are themselves near the underflow threshold.
+    """
+    value = 3.0 * terms * eta(dtype)
+    for f in factors:
+        value *= 1.0 + float(np.max(f)) if f.size else 1.0
+    return value
+
+
+def linear_error_bound(
+    phi_q: Any,
+    phi_k: Any,
+    V: Any,
+    *,
+    causal: bool = False,
+    dtype: Any = None,
+    extra_ops: int = 0,
+) -> np.ndarray:
+    """Entrywise a-priori rounding-error bound of the linear forms (parallel, recurrent, chunked).
+
+    Every linear form computes ``num_i = sum_{j in J(i)} (phi_q_i . phi_k_j) v_j``
+    and ``den_i = sum_{j in J(i)} phi_q_i . phi_k_j`` with each term passing
+    through at most ``k = 2 n + 2 D + 4`` rounded operations in any of the
+    three summation orders (bidirectional ``n + D + 1``; prefix sums and
+    recurrence ``n + D + 1`` plus one carry per block; chunks
+    ``C + 2 n / C + D + 1``).  Hence (Higham, Lemma 3.4)
+
+        |num_hat - num| <= gamma_k |phi_q| |phi_k|^T |V| =: E_num,
+        |den_hat - den| <= gamma_k |phi_q| |phi_k|^T 1   =: E_den,
+
+    and the quotient obeys the bound of :func:`_quotient_bound`:
+    ``(E_num + R E_den) / (den - E_den) + u R``, ``R`` a bound on ``|a_i|``.
+    Gradual underflow adds ``3 n D eta (1 + max|phi_q|)(1 + max|phi_k|)(1 + max|V|)``
+    to both (``eta`` the smallest subnormal).
+    The features are taken as exact.  When they were computed with a
+    relative error of ``gamma_e`` per entry (``e = ExactFeatureMap.ops``),
+    pass ``extra_ops = 2 e``; ``extra_ops`` also covers rounding the inputs to
+    a lower precision (2 more).
+
+    Parameters
+    ----------
+    phi_q, phi_k : array_like, shape (..., n, D)
+    V : array_like, shape (..., n, d_v)
+    causal : bool
+    dtype : float64 or float32, optional
+        Precision whose unit roundoff u is used (default: the inputs').
+    extra_ops : int >= 0
+        Additional roundings per term (see above).
+
+    Returns
+    -------
+    numpy.ndarray, shape (..., n, d_v)
+        ``inf`` where the normaliser's sign is not certain.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kernelcheck.attention import linear_error_bound, parallel, recurrent
+    >>> rng = np.random.default_rng(1)
+    >>> pq, pk = rng.random((2, 8, 4))
+    >>> V = rng.normal(size=(8, 3))
+    >>> err = np.abs(parallel(pq, pk, V, causal=True) - recurrent(pq, pk, V))
+    >>> bool((err <= 2 * linear_error_bound(pq, pk, V, causal=True)).all())
+    True
+    """
+    phi_q, phi_k, V, causal, _ = features_iv(phi_q, phi_k, V, causal, "raise")
+    dt = dtype_iv(dtype, V.dtype)
+    extra_ops = as_int(extra_ops, "extra_ops", minimum=0)
+    # An overflowing product makes the bound inf ("no bound in float64"), not a
+    # warning; inf - inf in the signed products gives a NaN normaliser, which
+    # _quotient_bound also turns into inf.
+    with np.errstate(over="ignore", invalid="ignore"):
+        return _linear_error_bound(phi_q, phi_k, V, causal, dt, extra_ops)
+
+
+def _linear_error_bound(phi_q, phi_k, V, causal, dt, extra_ops):
+    n, D = phi_q.shape[-2], phi_q.shape[-1]
+    W = with_ones(V).astype(np.float64)
+    aq, ak = np.abs(phi_q).astype(np.float64), np.abs(phi_k).astype(np.float64)
+    np.abs(W, out=W)
+    if causal:
+        absH = chunked_products(aq, ak, W, 64)
+        H = chunked_products(
+            phi_q.astype(np.float64), phi_k.astype(np.float64), with_ones(V.astype(np.float64)), 64
+        )
+    else:
+        absH = aq @ (swap(ak) @ W)
+        H = phi_q.astype(np.float64) @ (
+            swap(phi_k.astype(np.float64)) @ with_ones(V.astype(np.float64))
+        )
+    # absH is a sum of non-negative terms: its own rounding is relative, at
+    # most gamma_k in float64, absorbed by the factor (1 + g64).
+    k = 2 * n + 2 * D + 4
+    g64 = gamma(k, np.float64)
+    E = gamma(k + extra_ops, dt) * (1.0 + g64) * absH
+    E = E + _underflow_term(n * D, dt, aq, ak, W)
+    if dt != np.dtype(np.float64):
+        # den_hat is the float64 normaliser, within the float64 model of the
+        # exact one: the quotient bound needs both models.
+        E = E + g64 * (1.0 + g64) * absH
+    return _quotient_bound(absH * (1.0 + g64), E, H[..., -1], unit_roundoff(dt))
+
+
+def softmax_error_bound(
+    Q: Any,
+    K: Any,
+    V: Any,
+    *,
+    causal: bool = False,
+    scale: float | None = None,
+    dtype: Any = None,
+    extra_ops: int = 0,
+) -> np.ndarray:
+    """Entrywise a-priori rounding-error bound of :func:`softmax` (claim C1).
+
+    Logits ``s_ij = scale q_i . k_j`` are computed to within
+    ``gamma_(d+2) scale |q_i| . |k_j| <= gamma_(d+2) r_i`` with
+    ``r_i = scale |q_i| . max_j |k_j|`` (the float scale's own rounding is one
+    of the d + 2).  Subtracting the row maximum adds ``u |s_ij - m_i| <= 2 u r_i``
+    and exp (accurate to 4 ulp) ``4 u``, all as perturbations of the logits by
+    at most ``theta_i``.  Softmax weights move by a factor in
+    ``[exp(-2 theta_i), exp(2 theta_i)]``, so the output moves by at most
+    ``expm1(2 theta_i) max_j |v_j|``; the two sums of at most n terms and the
+    division add ``(2 gamma_n / (1 - gamma_n) + u) max_j |v_j|``:
+
+        |a_hat - a|_im <= [expm1(2 theta_i)(1 + u) + 2 gamma_n / (1 - gamma_n) + u] max_j |v_jm|,
+        theta_i = gamma_(d+2) r_i + 2 u r_i + 5 u.
+
+    Gradual underflow adds ``(3 n + 2) eta (1 + max_j |v_j|)``.
+    ``max_j`` runs over ``j <= i`` when causal.  Algorithm-independent enough
+    to bound any stable softmax attention (block-wise or online maxima).
+
+    Parameters
+    ----------
+    Q, K : array_like, shape (..., n, d)
+    V : array_like, shape (..., n, d_v)
+    causal : bool
+    scale : float, optional
+        ``1 / sqrt(d)`` by default.
+    dtype : float64 or float32, optional
+        Precision whose unit roundoff is used (default: the inputs').
+    extra_ops : int >= 0
+        Extra roundings per logit and per sum term (e.g. 2 for inputs rounded
+        to a lower precision first).
+
+    Returns
+    -------
+    numpy.ndarray, shape (..., n, d_v)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kernelcheck.attention import softmax, softmax_error_bound
+    >>> rng = np.random.default_rng(0)
+    >>> Q, K, V = rng.normal(size=(3, 6, 4))
+    >>> bool(softmax_error_bound(Q, K, V).max() < 1e-13)
+    True
+    """
+    Q, K, V, causal, scale = softmax_iv(Q, K, V, causal, scale)
+    dt = dtype_iv(dtype, V.dtype)
+    extra_ops = as_int(extra_ops, "extra_ops", minimum=0)
+    u = unit_roundoff(dt)
+    n, d = Q.shape[-2], Q.shape[-1]
+    absK = np.abs(K).astype(np.float64)
+    absV = np.abs(V).astype(np.float64)
+    if causal:
+        kmax = np.maximum.accumulate(absK, axis=-2)  # (..., n, d): max over j <= i
+        vmax = np.maximum.accumulate(absV, axis=-2)
+    else:
+        kmax = np.broadcast_to(absK.max(axis=-2, keepdims=True), absK.shape)
+        vmax = np.broadcast_to(absV.max(axis=-2, keepdims=True), absV.shape)
+    with np.errstate(over="ignore"):  # |q| |k| beyond the range: r = inf, the bound inf
+        r = (
+            scale
+            * np.sum(np.abs(Q).astype(np.float64) * kmax, axis=-1)
+            * (1.0 + gamma(d + 2, np.float64))
+        )
+        theta = gamma(d + 2 + extra_ops, dt) * r + 2.0 * u * r + (_EXP_ULPS + 1) * u
+    gn = gamma(n + extra_ops, dt)
+    with np.errstate(over="ignore"):
+        factor = np.expm1(2.0 * theta) * (1.0 + u) + 2.0 * gn / (1.0 - gn) + u
+    # Gradual underflow: weights and products below the normal range carry an
+    # absolute error of at most 2 eta each (at most 3 n + 2 of them per entry).
+    under = (3 * n + 2) * eta(dt) * (1.0 + vmax)
+    # Where every value is 0 the output is exactly 0 whatever the weights:
+    # the weight term is 0 there (an infinite factor must not make it NaN).
+    with np.errstate(invalid="ignore", over="ignore"):
+        weighted = np.where(vmax > 0, factor[..., None] * vmax, 0.0)
+        return (weighted + under) * (1.0 + gamma(6, np.float64))
+
+
+def kernelized_error_bound(
+    Q: Any,
+    K: Any,
+    V: Any,
+    kernel: Any,
+    *,
+    causal: bool = False,
+    dtype: Any = None,
+    extra_ops: int = 0,
+) -> np.ndarray:
+    """Entrywise a-priori rounding-error bound of :func:`kernelized` (claim C10).
+
+    With ``G`` the computed Gram block and ``E_G = kernel.error_bound(Q, K)``
+    the kernel's own entrywise bound, the products with ``[V, 1]`` of inner
+    dimension at most n give
+
+        E_num = E_G |V| + gamma_(n+1) |G| |V|,   E_den = E_G 1 + gamma_(n+1) |G| 1,
+
+    and the quotient bound of :func:`linear_error_bound`.  For a lower
+    precision ``dtype`` the kernel's bound is scaled by the ratio of unit
+    roundoffs (first order in u) and ``extra_ops`` is added to the sums.
+
+    Parameters
+    ----------
+    Q, K : array_like, shape (..., n, d)
+    V : array_like, shape (..., n, d_v)
+    kernel : kernel object with ``error_bound(X, Y)``
+    causal : bool
+    dtype : float64 or float32, optional
+    extra_ops : int >= 0
+
+    Returns
+    -------
+    numpy.ndarray, shape (..., n, d_v)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kernelcheck.kernels import Polynomial
+    >>> from kernelcheck.attention import kernelized_error_bound
+    >>> rng = np.random.default_rng(0)
+    >>> Q, K, V = rng.normal(size=(3, 5, 2))
+    >>> bool(kernelized_error_bound(Q, K, V, Polynomial(2)).max() < 1e-12)
+    True
+    """
+    Q, K, V, causal, _ = kernelized_iv(Q, K, V, kernel, causal, "raise")
+    err_fn = getattr(kernel, "error_bound", None)
+    if not callable(err_fn):
+        raise InvalidArgument(
+            f"`kernel` must provide error_bound(X, Y) for an error model, got {describe(kernel)}"
+        )
+    dt = dtype_iv(dtype, V.dtype)
+    extra_ops = as_int(extra_ops, "extra_ops", minimum=0)
+    batch, n, dv = Q.shape[:-2], Q.shape[-2], V.shape[-1]
+    ratio = unit_roundoff(dt) / unit_roundoff(V.dtype)
+    W = np.abs(with_ones(V)).astype(np.float64)
+    H = np.empty(batch + (n, dv + 1))
+    absH = np.empty_like(H)
+    EG = np.empty_like(H)
+    for idx in np.ndindex(*batch):
+        Q2, K2 = Q[idx], K[idx]
+        Wi = W[idx]
+        Vi = with_ones(V[idx]).astype(np.float64)
+        blocks = gram_blocks(kernel, Q2, K2, causal, kernel)
+        eblocks = gram_blocks(kernel, Q2, K2, causal, err_fn)
+        for (i0, i1, G), (_, _, E) in zip(blocks, eblocks, strict=True):
+            G = G.astype(np.float64)
+            m = G.shape[1]
+            H[idx][i0:i1] = G @ Vi[:m]
+            absH[idx][i0:i1] = np.abs(G) @ Wi[:m]
+            EG[idx][i0:i1] = np.abs(E.astype(np.float64)) @ Wi[:m]
+    g64 = gamma(n + 2, np.float64)
+    E = (ratio * EG + gamma(n + 1 + extra_ops, dt) * absH) * (1.0 + g64)
+    E = E + _underflow_term(n, dt, W)
+    if dt != V.dtype:
+        # The reference normaliser is computed in the inputs' precision.
+        E = E + (EG + gamma(n + 1, V.dtype) * absH) * (1.0 + g64)
+    return _quotient_bound(absH * (1.0 + g64) + EG * (1.0 + g64), E, H[..., -1], unit_roundoff(dt))

@@ -1,0 +1,64 @@
+"""Operation counts and state sizes of the attention forms (claims C2, C3, C11).
+
+One function per form, ``cost(n, d, D, d_v, chunk_size, causal) -> (flops,
+state)``, each registered beside its form in
+:mod:`kernelcheck._src.attention.registry` (whose :func:`cost_model` is the
+public entry point).  Counts are per sequence (one batch entry):
+multiply-add = 2 flops, an ``exp``, a division or an addition 1 each;
+feature maps are not counted (they are the caller's input).  Every count is
+closed-form arithmetic in the sizes: no loop over n.
+"""
+
+from __future__ import annotations
+
+from kernelcheck._src.attention.blocking import formed_pairs
+
+__all__ = ["softmax_cost", "kernelized_cost", "linear_cost", "chunked_cost"]
+
+
+def softmax_cost(n: int, d: int, D: int, d_v: int, chunk_size: int, causal: bool):
+    """Softmax: ``2 P d + 3 P + 2 P d_v + n d_v`` plus ``n d + 2 n d_v``; state ``n (d + d_v)``.
+
+    ``P`` is the number of (query, key) pairs formed: ``n^2`` bidirectional,
+    ``~ n (n + r) / 2`` causal (``r`` rows a query block, see
+    :func:`~kernelcheck._src.attention.blocking.formed_pairs`).  The terms are
+    the logits, the max/subtract/exp/sum, the weighted values and the
+    division, then the query scaling (n d) and the output's finiteness pass
+    (2 n d_v).  The state is the key/value cache, growing with n (C2).
+    """
+    pairs = formed_pairs(n, causal)
+    flops = 2 * pairs * d + 3 * pairs + 2 * pairs * d_v + n * d_v + n * d + 2 * n * d_v
+    return flops, n * (d + d_v)
+
+
+def kernelized_cost(n: int, d: int, D: int, d_v: int, chunk_size: int, causal: bool):
+    """Kernelized: ``P (2 d + 1) + 2 P (d_v + 1) + n d_v``; state ``n (d + d_v)``."""
+    pairs = formed_pairs(n, causal)
+    return pairs * (2 * d + 1) + 2 * pairs * (d_v + 1) + n * d_v, n * (d + d_v)
+
+
+def linear_cost(n: int, d: int, D: int, d_v: int, chunk_size: int, causal: bool):
+    """Parallel and recurrent: ``4 n D (d_v + 1) + n d_v``; state ``D (d_v + 1)`` (C3, C11)."""
+    return 4 * n * D * (d_v + 1) + n * d_v, D * (d_v + 1)
+
+
+def chunked_cost(n: int, d: int, D: int, d_v: int, chunk_size: int, causal: bool):
+    """Chunked: ``sum_c 2 c^2 (D + d_v + 1) + 4 n D (d_v + 1) + k D (d_v + 1) + n (2 d_v + 1)``.
+
+    Chunks ``c_1..c_k`` of ``C = min(chunk_size, n)`` tokens (the last may be
+    shorter): the full square products within each chunk, the state
+    products, the running sum of the chunk states and the divisions.  State
+    ``D (d_v + 1)``, independent of n (C11).
+    """
+    c = min(chunk_size, n)
+    full, rem = divmod(n, c)
+    chunks = full + (1 if rem else 0)
+    squares = full * c * c + rem * rem
+    flops = (
+        2 * squares * (D + d_v + 1)
+        + 4 * n * D * (d_v + 1)
+        + chunks * D * (d_v + 1)
+        + n * (d_v + 1)
+        + n * d_v
+    )
+    return flops, D * (d_v + 1)

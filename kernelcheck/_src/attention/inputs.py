@@ -1,0 +1,120 @@
+"""Input validation of the attention forms (one ``*_iv`` per family of arguments)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from kernelcheck._src.core.validate import (
+    as_array,
+    as_bool,
+    as_float_dtype,
+    check_callable,
+    check_choice,
+    describe,
+    result_dtype,
+)
+from kernelcheck.errors import InvalidArgument
+
+#: Values of ``on_bad_normalizer``.
+BAD_NORMALIZER_ACTIONS = ("raise", "report")
+
+# Input validation
+# ---------------------------------------------------------------------------
+
+
+def triple_iv(A: Any, B: Any, V: Any, names: tuple[str, str, str], what: str):
+    """Validate a (queries, keys, values) triple of shape (..., n, x).
+
+    ``what`` names the shared last dimension of the first two ("d" or "D").
+    Returns the three arrays cast to one dtype (float32 only if all are).
+    """
+    arrs = []
+    for value, name in zip((A, B, V), names, strict=True):
+        arr = as_array(value, name)
+        if arr.ndim < 2:
+            raise InvalidArgument(
+                f"`{name}` must have shape (..., n, {what if name != names[2] else 'd_v'}) "
+                f"with at least 2 dimensions, got {describe(arr)}"
+            )
+        arrs.append(arr)
+    A, B, V = arrs
+    if not (A.shape[:-2] == B.shape[:-2] == V.shape[:-2]):
+        raise InvalidArgument(
+            f"the leading (batch/head) dimensions of `{names[0]}`, `{names[1]}` and "
+            f"`{names[2]}` must agree, got {A.shape[:-2]}, {B.shape[:-2]} and {V.shape[:-2]}"
+        )
+    n = A.shape[-2]
+    if B.shape[-2] != n or V.shape[-2] != n:
+        raise InvalidArgument(
+            f"`{names[0]}`, `{names[1]}` and `{names[2]}` must have the same number of "
+            f"tokens n (axis -2), got {n}, {B.shape[-2]} and {V.shape[-2]}"
+        )
+    if B.shape[-1] != A.shape[-1]:
+        raise InvalidArgument(
+            f"`{names[0]}` and `{names[1]}` must have the same last dimension {what}, got "
+            f"{describe(A)} and {describe(B)}"
+        )
+    dtype = result_dtype(A, B, V)
+    return A.astype(dtype, copy=False), B.astype(dtype, copy=False), V.astype(dtype, copy=False)
+
+
+def action_iv(value: Any) -> str:
+    return check_choice(value, "on_bad_normalizer", BAD_NORMALIZER_ACTIONS)
+
+
+def scale_iv(scale: Any, d: int) -> float:
+    if scale is None:
+        return 1.0 / math.sqrt(d)
+    if isinstance(scale, (bool, np.bool_)):
+        raise InvalidArgument(f"`scale` must be a positive real number or None, got {scale!r}")
+    try:
+        value = float(scale)
+    except (TypeError, ValueError):
+        raise InvalidArgument(
+            f"`scale` must be a positive real number or None, got {describe(scale)}"
+        ) from None
+    if not (math.isfinite(value) and value > 0):
+        raise InvalidArgument(f"`scale` must be a finite number > 0, got {scale!r}")
+    return value
+
+
+# Exact forms
+# ---------------------------------------------------------------------------
+
+
+def softmax_iv(Q, K, V, causal, scale):
+    Q, K, V = triple_iv(Q, K, V, ("Q", "K", "V"), "d")
+    causal = as_bool(causal, "causal")
+    scale = scale_iv(scale, Q.shape[-1])
+    return Q, K, V, causal, scale
+
+
+def kernelized_iv(Q, K, V, kernel, causal, action):
+    Q, K, V = triple_iv(Q, K, V, ("Q", "K", "V"), "d")
+    check_callable(kernel, "kernel")
+    causal = as_bool(causal, "causal")
+    action = action_iv(action)
+    return Q, K, V, causal, action
+
+
+# Linear forms
+# ---------------------------------------------------------------------------
+
+
+def features_iv(phi_q, phi_k, V, causal, action):
+    phi_q, phi_k, V = triple_iv(phi_q, phi_k, V, ("phi_q", "phi_k", "V"), "D")
+    causal = as_bool(causal, "causal")
+    action = action_iv(action)
+    return phi_q, phi_k, V, causal, action
+
+
+# ---------------------------------------------------------------------------
+# Error models
+# ---------------------------------------------------------------------------
+
+
+def dtype_iv(dtype: Any, default: np.dtype) -> np.dtype:
+    return default if dtype is None else as_float_dtype(dtype, "dtype")

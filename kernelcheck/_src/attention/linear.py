@@ -1,0 +1,332 @@
+"""Linear attention from feature matrices: parallel, recurrent (``init`` / ``step``) and chunked.
+
+Claims C10, C11, C14: ``a_i = phi(q_i)^T S_i / phi(q_i) . z_i`` with the running
+sums ``S_i = sum_{j in J(i)} phi(k_j) v_j^T`` and ``z_i = sum_{j in J(i)} phi(k_j)``,
+computed as two matrix products (bidirectional), by prefix sums (causal
+:func:`parallel`), token by token over the state ``(S, z)`` (:func:`recurrent`)
+or chunk by chunk (:func:`chunked`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from kernelcheck._src.attention.blocking import causal_prefix, chunked_products, swap, with_ones
+from kernelcheck._src.attention.inputs import action_iv, features_iv
+from kernelcheck._src.attention.types import State, finish
+from kernelcheck._src.core.validate import (
+    as_array,
+    as_bool,
+    as_float_dtype,
+    as_int,
+    as_int_tuple,
+    describe,
+    result_dtype,
+)
+from kernelcheck.errors import InvalidArgument
+
+
+def parallel(
+    phi_q: Any,
+    phi_k: Any,
+    V: Any,
+    *,
+    causal: bool = False,
+    on_bad_normalizer: str = "raise",
+):
+    """Linear attention from feature matrices, in parallel (claims C10, C14).
+
+    Bidirectional: ``A = phi(Q) (phi(K)^T V) / phi(Q) (phi(K)^T 1)`` (row-wise
+    division), computed as two matrix products with ``[V, 1]``.  Causal:
+    ``a_i = phi(q_i)^T S_i / phi(q_i) . z_i`` with the prefix sums
+    ``S_i = sum_{j <= i} phi(k_j) v_j^T``, ``z_i = sum_{j <= i} phi(k_j)``,
+    formed block by block (memory ``O(block D d_v)``, never an n x n mask).
+
+    Parameters
+    ----------
+    phi_q, phi_k : array_like, shape (..., n, D)
+        Feature matrices ``phi(Q)``, ``phi(K)``.
+    V : array_like, shape (..., n, d_v)
+    causal : bool
+    on_bad_normalizer : {"raise", "report"}
+        What to do when a normaliser ``phi(q_i) . z_i <= 0`` (C12): raise
+        :class:`~kernelcheck.errors.BadNormalizer`, or return an
+        :class:`AttentionOutput` with the positions.  Never an added eps.
+
+    Returns
+    -------
+    numpy.ndarray of shape (..., n, d_v), or :class:`AttentionOutput`
+
+    Notes
+    -----
+    Operation count per sequence (C3): bidirectional
+    ``4 n D (d_v + 1) + n d_v`` (two products with inner dimensions n and D,
+    then the divisions); causal ``4 n D (d_v + 1) + n d_v`` as well (outer
+    products, prefix sums, contraction).  State: ``D (d_v + 1)``.  Error
+    model: :func:`linear_error_bound`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kernelcheck.attention import parallel
+    >>> phi = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+    >>> V = np.array([[1.0], [2.0], [3.0]])
+    >>> parallel(phi, phi, V, causal=True).ravel().tolist()
+    [1.0, 2.0, 2.25]
+    """
+    phi_q, phi_k, V, causal, action = features_iv(phi_q, phi_k, V, causal, on_bad_normalizer)
+    dv = V.shape[-1]
+    W = with_ones(V)
+    with np.errstate(over="ignore", invalid="ignore"):
+        if causal:
+            H = causal_prefix(phi_q, phi_k, W)
+        else:
+            H = phi_q @ (swap(phi_k) @ W)
+    return finish(H[..., :dv], H[..., dv], action, "parallel")
+
+
+def init(D: int, d_v: int, *, batch_shape: tuple[int, ...] = (), dtype: Any = np.float64) -> State:
+    """The empty recurrent state ``S = 0`` (D x d_v), ``z = 0`` (D) (claims C11, C14).
+
+    Parameters
+    ----------
+    D : int
+        Feature dimension.
+    d_v : int
+        Value dimension.
+    batch_shape : tuple of int
+        Leading (batch, head) dimensions; ``()`` broadcasts against any batch.
+    dtype : float64 or float32
+
+    Returns
+    -------
+    State
+
+    Examples
+    --------
+    >>> from kernelcheck.attention import init
+    >>> s = init(3, 2, batch_shape=(4,))
+    >>> s.S.shape, s.z.shape
+    ((4, 3, 2), (4, 3))
+    """
+    D = as_int(D, "D", minimum=1)
+    d_v = as_int(d_v, "d_v", minimum=1)
+    batch_shape = as_int_tuple(batch_shape, "batch_shape", minimum=1)
+    dtype = as_float_dtype(dtype, "dtype")
+    return State(
+        S=np.zeros(batch_shape + (D, d_v), dtype=dtype), z=np.zeros(batch_shape + (D,), dtype=dtype)
+    )
+
+
+def step_raw(state: State, phi_q, phi_k, v):
+    """One recurrence step without checks: new state, numerator, normaliser."""
+    S = state.S + phi_k[..., :, None] * v[..., None, :]
+    z = state.z + phi_k
+    num = (phi_q[..., None, :] @ S)[..., 0, :]
+    den = np.sum(phi_q * z, axis=-1)
+    return State(S, z), num, den
+
+
+def _step_iv(state, phi_q, phi_k, v, action):
+    if not isinstance(state, State):
+        raise InvalidArgument(f"`state` must be a State from init(), got {describe(state)}")
+    S = as_array(state.S, "state.S", min_ndim=2)
+    z = as_array(state.z, "state.z", min_ndim=1)
+    D, dv = S.shape[-2], S.shape[-1]
+    if z.shape[-1] != D:
+        raise InvalidArgument(f"`state.z` must have last dimension D = {D}, got {describe(z)}")
+    phi_q = as_array(phi_q, "phi_q", min_ndim=1)
+    phi_k = as_array(phi_k, "phi_k", min_ndim=1)
+    v = as_array(v, "v", min_ndim=1)
+    for arr, name, size, label in (
+        (phi_q, "phi_q", D, "D"),
+        (phi_k, "phi_k", D, "D"),
+        (v, "v", dv, "d_v"),
+    ):
+        if arr.shape[-1] != size:
+            raise InvalidArgument(
+                f"`{name}` must have last dimension {label} = {size} (from the state), "
+                f"got {describe(arr)}"
+            )
+    try:
+        np.broadcast_shapes(
+            S.shape[:-2], z.shape[:-1], phi_q.shape[:-1], phi_k.shape[:-1], v.shape[:-1]
+        )
+    except ValueError:
+        raise InvalidArgument(
+            "the leading (batch/head) dimensions of `state`, `phi_q`, `phi_k` and `v` do not "
+            f"broadcast: {S.shape[:-2]}, {phi_q.shape[:-1]}, {phi_k.shape[:-1]}, {v.shape[:-1]}"
+        ) from None
+    dtype = result_dtype(S, z, phi_q, phi_k, v)
+    cast = [a.astype(dtype, copy=False) for a in (S, z, phi_q, phi_k, v)]
+    return State(cast[0], cast[1]), cast[2], cast[3], cast[4], action_iv(action)
+
+
+def step(state: State, phi_q: Any, phi_k: Any, v: Any, *, on_bad_normalizer: str = "raise"):
+    """One token of linear attention as a recurrence (claims C11, C14).
+
+    ``S_t = S_{t-1} + phi(k_t) v_t^T``, ``z_t = z_{t-1} + phi(k_t)``,
+    ``y_t = S_t^T phi(q_t) / (z_t . phi(q_t))``.  Pure: the input state is
+    not modified; a new one is returned.
+
+    Parameters
+    ----------
+    state : State
+        From :func:`init` or a previous step.
+    phi_q, phi_k : array_like, shape (..., D)
+    v : array_like, shape (..., d_v)
+    on_bad_normalizer : {"raise", "report"}
+        As in :func:`parallel`; with "report" the second value is an
+        :class:`AttentionOutput` of the single token.
+
+    Returns
+    -------
+    (State, numpy.ndarray of shape (..., d_v)) or (State, AttentionOutput)
+
+    Notes
+    -----
+    Operation count per token: ``4 D (d_v + 1) + d_v``, independent of the
+    number of tokens seen (C11, C3).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kernelcheck.attention import init, step
+    >>> s = init(2, 1)
+    >>> s, y = step(s, [1.0, 0.0], [1.0, 0.0], [3.0])
+    >>> s, y = step(s, [1.0, 1.0], [0.0, 1.0], [5.0])
+    >>> y.tolist()
+    [4.0]
+    """
+    state, phi_q, phi_k, v, action = _step_iv(state, phi_q, phi_k, v, on_bad_normalizer)
+    with np.errstate(over="ignore", invalid="ignore"):
+        new, num, den = step_raw(state, phi_q, phi_k, v)
+    return new, finish(num, den, action, "step")
+
+
+def recurrent(
+    phi_q: Any,
+    phi_k: Any,
+    V: Any,
+    *,
+    on_bad_normalizer: str = "raise",
+    return_state: bool = False,
+):
+    """Causal linear attention by running :func:`step` over the sequence (claims C11, C14).
+
+    ``state = init(D, d_v)``; for ``t = 1..n``: ``state, y_t = step(state, ...)``.
+    Equals ``parallel(phi_q, phi_k, V, causal=True)`` and :func:`chunked`
+    within :func:`linear_error_bound`.
+
+    Parameters
+    ----------
+    phi_q, phi_k : array_like, shape (..., n, D)
+    V : array_like, shape (..., n, d_v)
+    on_bad_normalizer : {"raise", "report"}
+    return_state : bool
+        Also return the final :class:`State` (its size is ``D (d_v + 1)``
+        per batch entry whatever n is, C11).
+
+    Returns
+    -------
+    numpy.ndarray of shape (..., n, d_v) or :class:`AttentionOutput`;
+    with ``return_state`` a pair ``(result, State)``.
+
+    Notes
+    -----
+    Operation count per sequence: ``4 n D (d_v + 1) + n d_v``; state
+    ``D (d_v + 1)`` (C11).  This is the reference recurrence, a Python loop
+    over tokens; :func:`chunked` is the fast causal form.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kernelcheck.attention import recurrent, parallel
+    >>> rng = np.random.default_rng(0)
+    >>> pq, pk = rng.random((2, 6, 3))
+    >>> V = rng.normal(size=(6, 2))
+    >>> bool(np.allclose(recurrent(pq, pk, V), parallel(pq, pk, V, causal=True)))
+    True
+    """
+    phi_q, phi_k, V, _, action = features_iv(phi_q, phi_k, V, True, on_bad_normalizer)
+    return_state = as_bool(return_state, "return_state")
+    batch, n, D, dv = phi_q.shape[:-2], phi_q.shape[-2], phi_q.shape[-1], V.shape[-1]
+    state = init(D, dv, batch_shape=batch, dtype=V.dtype)
+    num = np.empty(V.shape, dtype=V.dtype)
+    den = np.empty(batch + (n,), dtype=V.dtype)
+    with np.errstate(over="ignore", invalid="ignore"):
+        for t in range(n):
+            state, num[..., t, :], den[..., t] = step_raw(
+                state, phi_q[..., t, :], phi_k[..., t, :], V[..., t, :]
+            )
+    result = finish(num, den, action, "recurrent")
+    return (result, state) if return_state else result
+
+
+def chunked(
+    phi_q: Any,
+    phi_k: Any,
+    V: Any,
+    *,
+    chunk_size: int = 64,
+    on_bad_normalizer: str = "raise",
+):
+    """Causal linear attention in chunks: quadratic within, recurrent across (claim C14).
+
+    The sequence is cut into chunks of ``C = chunk_size`` tokens (the last
+    may be shorter).  For a chunk c with rows ``i`` and the state
+    ``(S, z)`` of all earlier chunks,
+
+        H_c = tril(phi(Q_c) phi(K_c)^T) [V_c, 1] + phi(Q_c) [S, z],
+
+    then ``[S, z] += phi(K_c)^T [V_c, 1]``; ``a_i = H_i[:d_v] / H_i[d_v]``.
+    Full chunks are processed together as batched matrix products, their
+    states by a cumulative sum over chunks (in groups, so memory stays
+    bounded).
+
+    Parameters
+    ----------
+    phi_q, phi_k : array_like, shape (..., n, D)
+    V : array_like, shape (..., n, d_v)
+    chunk_size : int >= 1
+        Any size, divisor of n or not; ``C >= n`` is one quadratic block,
+        ``C = 1`` is the recurrence.
+    on_bad_normalizer : {"raise", "report"}
+
+    Returns
+    -------
+    numpy.ndarray of shape (..., n, d_v), or :class:`AttentionOutput`
+
+    Notes
+    -----
+    Operation count per sequence with chunk sizes ``c_1..c_k`` (sum n):
+    ``sum_c [2 c^2 D + 2 c^2 (d_v + 1)]`` within chunks (full square
+    products), ``4 n D (d_v + 1)`` for the state products,
+    ``k D (d_v + 1) + n (d_v + 1)`` additions, ``n d_v`` divisions; about
+    ``2 n C (D + d_v + 1) + 4 n D (d_v + 1)``.  State ``D (d_v + 1)``.
+    Error model: :func:`linear_error_bound`.
+
+    Large inputs (about ``2**24`` multiply-adds or more) are split across
+    one worker thread per BLAS thread, with BLAS limited to one thread inside
+    the call (through threadpoolctl, when it is installed): the many small
+    per-chunk products run faster side by side than each split across
+    threads.  The limit is process-wide while the call runs.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kernelcheck.attention import chunked, recurrent
+    >>> rng = np.random.default_rng(0)
+    >>> pq, pk = rng.random((2, 10, 3))
+    >>> V = rng.normal(size=(10, 2))
+    >>> bool(np.allclose(chunked(pq, pk, V, chunk_size=4), recurrent(pq, pk, V)))
+    True
+    """
+    phi_q, phi_k, V, _, action = features_iv(phi_q, phi_k, V, True, on_bad_normalizer)
+    C = as_int(chunk_size, "chunk_size", minimum=1)
+    dv = V.shape[-1]
+    with np.errstate(over="ignore", invalid="ignore"):
+        H = chunked_products(phi_q, phi_k, with_ones(V), C)
+    return finish(H[..., :dv], H[..., dv], action, "chunked")
