@@ -139,7 +139,7 @@ def linear_error_bound(
 
 
 def _linear_error_bound(phi_q, phi_k, V, causal, dt, extra_ops):
-    n, D = phi_q.shape[-2], phi_q.shape[-1]
+    n, D = phi_k.shape[-2], phi_q.shape[-1]  # n: the number of keys summed over
     W = with_ones(V).astype(np.float64)
     aq, ak = np.abs(phi_q).astype(np.float64), np.abs(phi_k).astype(np.float64)
     np.abs(W, out=W)
@@ -225,15 +225,15 @@ def softmax_error_bound(
     dt = dtype_iv(dtype, V.dtype)
     extra_ops = as_int(extra_ops, "extra_ops", minimum=0)
     u = unit_roundoff(dt)
-    n, d = Q.shape[-2], Q.shape[-1]
+    n, d = K.shape[-2], Q.shape[-1]  # n: the number of keys summed over
     absK = np.abs(K).astype(np.float64)
     absV = np.abs(V).astype(np.float64)
     if causal:
         kmax = np.maximum.accumulate(absK, axis=-2)  # (..., n, d): max over j <= i
         vmax = np.maximum.accumulate(absV, axis=-2)
-    else:
-        kmax = np.broadcast_to(absK.max(axis=-2, keepdims=True), absK.shape)
-        vmax = np.broadcast_to(absV.max(axis=-2, keepdims=True), absV.shape)
+    else:  # (..., 1, d) and (..., 1, d_v), broadcast against every query
+        kmax = absK.max(axis=-2, keepdims=True)
+        vmax = absV.max(axis=-2, keepdims=True)
     with np.errstate(over="ignore"):  # |q| |k| beyond the range: r = inf, the bound inf
         r = (
             scale
@@ -251,7 +251,8 @@ def softmax_error_bound(
     # the weight term is 0 there (an infinite factor must not make it NaN).
     with np.errstate(invalid="ignore", over="ignore"):
         weighted = np.where(vmax > 0, factor[..., None] * vmax, 0.0)
-        return (weighted + under) * (1.0 + gamma(6, np.float64))
+        out = (weighted + under) * (1.0 + gamma(6, np.float64))
+    return np.broadcast_to(out, Q.shape[:-1] + V.shape[-1:]).copy()
 
 
 def kernelized_error_bound(
@@ -307,10 +308,11 @@ def kernelized_error_bound(
         )
     dt = dtype_iv(dtype, V.dtype)
     extra_ops = as_int(extra_ops, "extra_ops", minimum=0)
-    batch, n, dv = Q.shape[:-2], Q.shape[-2], V.shape[-1]
+    batch, dv = Q.shape[:-2], V.shape[-1]
+    n = K.shape[-2]  # the number of keys summed over
     ratio = unit_roundoff(dt) / unit_roundoff(V.dtype)
     W = np.abs(with_ones(V)).astype(np.float64)
-    H = np.empty(batch + (n, dv + 1))
+    H = np.empty(batch + (Q.shape[-2], dv + 1))
     absH = np.empty_like(H)
     EG = np.empty_like(H)
     for idx in np.ndindex(*batch):

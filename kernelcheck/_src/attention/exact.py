@@ -61,13 +61,13 @@ def softmax(Q: Any, K: Any, V: Any, *, causal: bool = False, scale: float | None
     [[1.0], [2.0]]
     """
     Q, K, V, causal, scale = softmax_iv(Q, K, V, causal, scale)
-    batch, n = Q.shape[:-2], Q.shape[-2]
-    out = np.empty(V.shape, dtype=V.dtype)
+    batch, n, m = Q.shape[:-2], Q.shape[-2], K.shape[-2]
+    out = np.empty(Q.shape[:-1] + V.shape[-1:], dtype=V.dtype)
     Qs = Q * Q.dtype.type(scale)
-    rows = query_block_rows(n, BLOCK_ELEMENTS // max(1, n * batch_size(batch)), causal)
+    rows = query_block_rows(n, BLOCK_ELEMENTS // max(1, m * batch_size(batch)), causal)
     for i0 in range(0, n, rows):
         i1 = min(n, i0 + rows)
-        kend = i1 if causal else n
+        kend = i1 if causal else m
         with np.errstate(over="ignore", invalid="ignore"):
             s = Qs[..., i0:i1, :] @ swap(K[..., :kend, :])
         if causal:
@@ -95,11 +95,11 @@ def softmax(Q: Any, K: Any, V: Any, *, causal: bool = False, scale: float | None
 
 def gram_blocks(kernel, Q2, K2, causal, fn):
     """Yield ``(i0, i1, G)`` Gram blocks of ``fn(Q2[i0:i1], K2)``, causally masked."""
-    n = Q2.shape[0]
-    rows = query_block_rows(n, BLOCK_ELEMENTS // n, causal)
+    n, m = Q2.shape[0], K2.shape[0]
+    rows = query_block_rows(n, BLOCK_ELEMENTS // m, causal)
     for i0 in range(0, n, rows):
         i1 = min(n, i0 + rows)
-        kend = i1 if causal else n
+        kend = i1 if causal else m
         try:
             G = np.asarray(fn(Q2[i0:i1], K2[:kend]))
         except (InvalidArgument, NumericalFailure, BadNormalizer):
@@ -180,7 +180,7 @@ def kernelized(
     Q, K, V, causal, action = kernelized_iv(Q, K, V, kernel, causal, on_bad_normalizer)
     batch, dv = Q.shape[:-2], V.shape[-1]
     W = with_ones(V)
-    H = np.empty(V.shape[:-1] + (dv + 1,), dtype=V.dtype)
+    H = np.empty(Q.shape[:-1] + (dv + 1,), dtype=V.dtype)
     for idx in np.ndindex(*batch):
         for i0, i1, G in gram_blocks(kernel, Q[idx], K[idx], causal, kernel):
             with np.errstate(over="ignore", invalid="ignore"):

@@ -25,11 +25,14 @@ BAD_NORMALIZER_ACTIONS = ("raise", "report")
 # ---------------------------------------------------------------------------
 
 
-def triple_iv(A: Any, B: Any, V: Any, names: tuple[str, str, str], what: str):
-    """Validate a (queries, keys, values) triple of shape (..., n, x).
+def triple_iv(A: Any, B: Any, V: Any, names: tuple[str, str, str], what: str, causal: bool):
+    """Validate a (queries, keys, values) triple of shapes (..., n, x), (..., m, x), (..., m, d_v).
 
     ``what`` names the shared last dimension of the first two ("d" or "D").
-    Returns the three arrays cast to one dtype (float32 only if all are).
+    Keys and values have one length m; queries have the same length when
+    ``causal`` (token i attends to j <= i), any length n >= 1 otherwise
+    (cross-attention).  Returns the three arrays cast to one dtype (float32
+    only if all are).
     """
     arrs = []
     for value, name in zip((A, B, V), names, strict=True):
@@ -46,11 +49,16 @@ def triple_iv(A: Any, B: Any, V: Any, names: tuple[str, str, str], what: str):
             f"the leading (batch/head) dimensions of `{names[0]}`, `{names[1]}` and "
             f"`{names[2]}` must agree, got {A.shape[:-2]}, {B.shape[:-2]} and {V.shape[:-2]}"
         )
-    n = A.shape[-2]
-    if B.shape[-2] != n or V.shape[-2] != n:
+    n, m = A.shape[-2], B.shape[-2]
+    if causal and (m != n or V.shape[-2] != n):
         raise InvalidArgument(
             f"`{names[0]}`, `{names[1]}` and `{names[2]}` must have the same number of "
-            f"tokens n (axis -2), got {n}, {B.shape[-2]} and {V.shape[-2]}"
+            f"tokens n (axis -2) for causal attention, got {n}, {m} and {V.shape[-2]}"
+        )
+    if V.shape[-2] != m:
+        raise InvalidArgument(
+            f"`{names[1]}` and `{names[2]}` must have the same number of tokens (axis -2), "
+            f"got {m} and {V.shape[-2]}"
         )
     if B.shape[-1] != A.shape[-1]:
         raise InvalidArgument(
@@ -86,16 +94,16 @@ def scale_iv(scale: Any, d: int) -> float:
 
 
 def softmax_iv(Q, K, V, causal, scale):
-    Q, K, V = triple_iv(Q, K, V, ("Q", "K", "V"), "d")
     causal = as_bool(causal, "causal")
+    Q, K, V = triple_iv(Q, K, V, ("Q", "K", "V"), "d", causal)
     scale = scale_iv(scale, Q.shape[-1])
     return Q, K, V, causal, scale
 
 
 def kernelized_iv(Q, K, V, kernel, causal, action):
-    Q, K, V = triple_iv(Q, K, V, ("Q", "K", "V"), "d")
-    check_callable(kernel, "kernel")
     causal = as_bool(causal, "causal")
+    Q, K, V = triple_iv(Q, K, V, ("Q", "K", "V"), "d", causal)
+    check_callable(kernel, "kernel")
     action = action_iv(action)
     return Q, K, V, causal, action
 
@@ -105,8 +113,8 @@ def kernelized_iv(Q, K, V, kernel, causal, action):
 
 
 def features_iv(phi_q, phi_k, V, causal, action):
-    phi_q, phi_k, V = triple_iv(phi_q, phi_k, V, ("phi_q", "phi_k", "V"), "D")
     causal = as_bool(causal, "causal")
+    phi_q, phi_k, V = triple_iv(phi_q, phi_k, V, ("phi_q", "phi_k", "V"), "D", causal)
     action = action_iv(action)
     return phi_q, phi_k, V, causal, action
 

@@ -21,6 +21,8 @@ from typing import Any
 import numpy as np
 from scipy.special import ndtr, ndtri
 
+from kernelcheck._src.attention.exact import kernelized
+from kernelcheck._src.attention.linear import parallel
 from kernelcheck._src.core import report as bundle
 from kernelcheck._src.core.outcome import Outcome, outcome_of
 from kernelcheck._src.core.report import new_figure, png_bytes
@@ -1089,11 +1091,8 @@ class _AttentionTrials:
             # per-query factors cancel; key factors only up to their common maximum
             wk = np.exp(lk - lk.max(axis=-1, keepdims=True))
             FKw = FK * wk[..., None]
-            S = np.swapaxes(FKw, -1, -2) @ self.V  # (c, D, dv)
-            z = FKw.sum(axis=-2)  # (c, D)
-            num = FQ @ S  # (c, nq, dv)
-            den = np.einsum("tqd,td->tq", FQ, z)  # (c, nq)
-            flat = (num / den[..., None]).reshape(c, -1)
+            V = np.broadcast_to(self.V, (c,) + self.V.shape)
+            flat = parallel(FQ, FKw, V).reshape(c, -1)  # (c, nq * dv), trials batched
             outs.append(np.concatenate([flat, (flat @ self.direction)[:, None]], axis=1))
         return np.concatenate(outs)
 
@@ -1260,8 +1259,7 @@ def ratio_bias(
     trials = as_int(trials, "trials", minimum=2)
     alpha = as_probability(alpha, "alpha")
     root = root_seed_sequence(seed)
-    G = sampler.kernel(Q, K)
-    A = ((G @ V) / G.sum(axis=1, keepdims=True)).ravel()
+    A = kernelized(Q, K, V, sampler.kernel).ravel()  # exact attention with the target kernel
     P = A.size
 
     def run(m, q, u, n=trials):
