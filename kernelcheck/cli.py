@@ -391,7 +391,7 @@ def _executor(args: argparse.Namespace):
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``kernelcheck`` argument parser (subcommands essay, psd, kernel, unbiased, scaling)."""
-    from kernelcheck import __version__
+    from kernelcheck._src.core.version import __version__
 
     parser = _Parser(
         prog="kernelcheck",

@@ -3,11 +3,13 @@
 Installed with kernelcheck and registered as a ``pytest11`` entry point, so a
 project that depends on kernelcheck gets, with no configuration:
 
-* the Hypothesis settings profiles ``ci`` (derandomized, no deadline, no
-  example database), ``dev`` and ``thorough`` (see
-  :mod:`kernelcheck._src.testing.profiles`), selectable with pytest's
-  ``--hypothesis-profile=NAME``.  A profile of the same name registered by the
-  project's own ``conftest.py`` wins, because conftest files load after plugins;
+* the Hypothesis settings profiles ``kernelcheck-ci`` (derandomized, no
+  deadline, no example database), ``kernelcheck-dev`` and
+  ``kernelcheck-thorough`` (see :mod:`kernelcheck._src.testing.profiles`),
+  selectable with pytest's ``--hypothesis-profile=NAME``.  The plugin only
+  adds: Hypothesis' own profiles are untouched, and Hypothesis is imported
+  only when a ``kernelcheck-*`` profile is asked for (importing
+  :mod:`kernelcheck.strategies` registers the profiles too);
 * the fixtures :func:`kernelcheck_seed` (an ``int``) and :func:`kernelcheck_rng`
   (a :class:`numpy.random.Generator` made from it).  The seed is derived from
   the test's node id and a base seed, so each test has its own reproducible
@@ -30,17 +32,14 @@ it by hand with ``pytest -p kernelcheck.pytest_plugin``.
 from __future__ import annotations
 
 import hashlib
+from typing import TYPE_CHECKING
 
-import numpy as np
 import pytest
 
-from kernelcheck._src.testing.profiles import register_profiles
+if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
 
 __all__ = ["kernelcheck_seed", "kernelcheck_rng", "seed_for"]
-
-# Registered at import: pytest imports entry-point plugins before Hypothesis'
-# own plugin reads ``--hypothesis-profile``, so the names exist by then.
-register_profiles()
 
 _DEFAULT_BASE_SEED = 0
 
@@ -84,6 +83,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    """Register the ``kernelcheck-*`` profiles before Hypothesis' plugin loads one of them."""
+    profile = config.getoption("hypothesis_profile", default=None)
+    if isinstance(profile, str) and profile.startswith("kernelcheck-"):
+        from kernelcheck._src.testing.profiles import register_profiles
+
+        register_profiles()
+
+
 def pytest_report_header(config: pytest.Config) -> str:
     return f"kernelcheck: base seed {config.getoption('kernelcheck_seed')}"
 
@@ -109,4 +118,6 @@ def kernelcheck_rng(kernelcheck_seed: int) -> np.random.Generator:
     >>> def test_draws(kernelcheck_rng):
     ...     assert kernelcheck_rng.standard_normal(3).shape == (3,)
     """
+    import numpy as np
+
     return np.random.default_rng(kernelcheck_seed)

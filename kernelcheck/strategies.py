@@ -1,5 +1,10 @@
 """Hypothesis strategies: point sets, kernels as random expression trees, feature maps.
 
+Importing this module registers kernelcheck's Hypothesis profiles
+(``kernelcheck-ci``, ``kernelcheck-dev``, ``kernelcheck-thorough``; see
+:func:`register_profiles`), so a test module or ``conftest.py`` can load one
+with ``hypothesis.settings.load_profile``.
+
 Examples
 --------
 >>> from hypothesis import given
@@ -10,6 +15,16 @@ Examples
 ...     assert (G == G.T).all() or abs(G - G.T).max() <= 1e-12 * abs(G).max()
 """
 
+from kernelcheck._src.testing.profiles import PROFILES, register_profiles
 from kernelcheck._src.testing.strategies import feature_maps, kernels, point_set_pairs, point_sets
 
-__all__ = ["point_sets", "point_set_pairs", "kernels", "feature_maps"]
+__all__ = [
+    "point_sets",
+    "point_set_pairs",
+    "kernels",
+    "feature_maps",
+    "register_profiles",
+    "PROFILES",
+]
+
+register_profiles()

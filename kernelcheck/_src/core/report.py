@@ -111,14 +111,14 @@ def environment(**extra: Any) -> dict[str, Any]:
     """
     import numpy
 
-    import kernelcheck
+    from kernelcheck._src.core.version import __version__
 
     try:
         load = [round(x, 2) for x in os.getloadavg()]
     except (AttributeError, OSError):
         load = None
     env: dict[str, Any] = {
-        "kernelcheck": getattr(kernelcheck, "__version__", "?"),
+        "kernelcheck": __version__,
         "python": platform.python_version(),
         "numpy": numpy.__version__,
         "platform": platform.platform(terse=True),
