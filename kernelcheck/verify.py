@@ -11,13 +11,34 @@ used and where it came from, ``__str__`` (a one-line verdict) and ``to_dict()``.
 * :func:`attention` -- does this attention layer compute what it claims (C1, C10, C14)?
 """
 
-from kernelcheck._src.verify import attention as _va
-from kernelcheck._src.verify import feature_map as _vf
-from kernelcheck._src.verify import kernel as _vk
-from kernelcheck._src.verify import unbiased as _vu
-from kernelcheck._src.verify.attention import *  # noqa: F403
-from kernelcheck._src.verify.feature_map import *  # noqa: F403
-from kernelcheck._src.verify.kernel import *  # noqa: F403
-from kernelcheck._src.verify.unbiased import *  # noqa: F403
+from kernelcheck._src.verify.attention import AttentionCase, AttentionReport, attention
+from kernelcheck._src.verify.feature_map import FeatureMapReport, feature_map
+from kernelcheck._src.verify.kernel import KernelReport, kernel
+from kernelcheck._src.verify.unbiased import (
+    PairResult,
+    RatioBiasResult,
+    SweepPoint,
+    UnbiasedReport,
+    default_points,
+    ratio_bias,
+    unbiased,
+    write_report,
+)
 
-__all__ = [*_vk.__all__, *_vf.__all__, *_vu.__all__, *_va.__all__]
+__all__ = [
+    "kernel",
+    "KernelReport",
+    "feature_map",
+    "FeatureMapReport",
+    "unbiased",
+    "UnbiasedReport",
+    "PairResult",
+    "SweepPoint",
+    "write_report",
+    "default_points",
+    "ratio_bias",
+    "RatioBiasResult",
+    "attention",
+    "AttentionReport",
+    "AttentionCase",
+]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -93,30 +93,40 @@ def scale_iv(scale: Any, d: int) -> float:
 # ---------------------------------------------------------------------------
 
 
-def softmax_iv(Q, K, V, causal, scale):
+class Inputs(NamedTuple):
+    """Validated inputs of a form: queries (or their features), keys, values and two options.
+
+    ``option`` is the softmax ``scale`` or the ``on_bad_normalizer`` action.
+    """
+
+    a: np.ndarray
+    b: np.ndarray
+    V: np.ndarray
+    causal: bool
+    option: Any
+
+
+def softmax_iv(Q, K, V, causal, scale) -> Inputs:
     causal = as_bool(causal, "causal")
     Q, K, V = triple_iv(Q, K, V, ("Q", "K", "V"), "d", causal)
-    scale = scale_iv(scale, Q.shape[-1])
-    return Q, K, V, causal, scale
+    return Inputs(Q, K, V, causal, scale_iv(scale, Q.shape[-1]))
 
 
-def kernelized_iv(Q, K, V, kernel, causal, action):
+def kernelized_iv(Q, K, V, kernel, causal, action) -> Inputs:
     causal = as_bool(causal, "causal")
     Q, K, V = triple_iv(Q, K, V, ("Q", "K", "V"), "d", causal)
     check_callable(kernel, "kernel")
-    action = action_iv(action)
-    return Q, K, V, causal, action
+    return Inputs(Q, K, V, causal, action_iv(action))
 
 
 # Linear forms
 # ---------------------------------------------------------------------------
 
 
-def features_iv(phi_q, phi_k, V, causal, action):
+def features_iv(phi_q, phi_k, V, causal, action) -> Inputs:
     causal = as_bool(causal, "causal")
     phi_q, phi_k, V = triple_iv(phi_q, phi_k, V, ("phi_q", "phi_k", "V"), "D", causal)
-    action = action_iv(action)
-    return phi_q, phi_k, V, causal, action
+    return Inputs(phi_q, phi_k, V, causal, action_iv(action))
 
 
 # ---------------------------------------------------------------------------

@@ -9,7 +9,7 @@ or chunk by chunk (:func:`chunked`).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -129,6 +129,14 @@ def step_raw(state: State, phi_q, phi_k, v):
     return State(S, z), num, den
 
 
+class _StepInputs(NamedTuple):
+    state: State
+    phi_q: np.ndarray
+    phi_k: np.ndarray
+    v: np.ndarray
+    action: str
+
+
 def _step_iv(state, phi_q, phi_k, v, action):
     if not isinstance(state, State):
         raise InvalidArgument(f"`state` must be a State from init(), got {describe(state)}")
@@ -161,7 +169,7 @@ def _step_iv(state, phi_q, phi_k, v, action):
         ) from None
     dtype = result_dtype(S, z, phi_q, phi_k, v)
     cast = [a.astype(dtype, copy=False) for a in (S, z, phi_q, phi_k, v)]
-    return State(cast[0], cast[1]), cast[2], cast[3], cast[4], action_iv(action)
+    return _StepInputs(State(cast[0], cast[1]), cast[2], cast[3], cast[4], action_iv(action))
 
 
 def step(state: State, phi_q: Any, phi_k: Any, v: Any, *, on_bad_normalizer: str = "raise"):

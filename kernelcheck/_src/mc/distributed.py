@@ -31,7 +31,7 @@ import os
 import weakref
 from collections.abc import Iterator
 from concurrent.futures import Executor
-from typing import Any
+from typing import Any, NamedTuple
 
 from kernelcheck._src.core.validate import as_int, as_real, describe
 from kernelcheck.errors import InvalidArgument
@@ -59,7 +59,15 @@ def _import_distributed():
     return distributed
 
 
-def _dask_executor_iv(scheduler, workers, threads_per_worker, retries, timeout):
+class _DaskOptions(NamedTuple):
+    scheduler: str | None
+    workers: int | None
+    threads_per_worker: int
+    retries: int
+    timeout: float
+
+
+def _dask_executor_iv(scheduler, workers, threads_per_worker, retries, timeout) -> _DaskOptions:
     threads_per_worker = as_int(threads_per_worker, "threads_per_worker", minimum=1)
     retries = as_int(retries, "retries", minimum=0)
     timeout = as_real(timeout, "timeout", positive=True)
@@ -78,7 +86,7 @@ def _dask_executor_iv(scheduler, workers, threads_per_worker, retries, timeout):
         workers = max(1, (os.cpu_count() or 1) // threads_per_worker)
     else:
         workers = as_int(workers, "workers", minimum=1)
-    return scheduler, workers, threads_per_worker, retries, timeout
+    return _DaskOptions(scheduler, workers, threads_per_worker, retries, timeout)
 
 
 @contextlib.contextmanager

@@ -28,7 +28,6 @@ from kernelcheck._src.kernels.featuremap import ExactFeatureMap, FeatureMap
 from kernelcheck.errors import InvalidArgument
 
 __all__ = ["feature_map", "FeatureMapReport"]
-__testing__ = ["assert_feature_map"]
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,6 @@ from kernelcheck._src.psd.ladder import PSDResult, Verdict, check_psd, default_t
 from kernelcheck.errors import InvalidArgument, NumericalFailure
 
 __all__ = ["kernel", "KernelReport"]
-__testing__ = ["assert_kernel"]
 
 #: Decimal precisions of the precision ladder.
 LADDER_DPS = (30, 60, 120)

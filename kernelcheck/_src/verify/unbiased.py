@@ -66,7 +66,6 @@ __all__ = [
     "ratio_bias",
     "RatioBiasResult",
 ]
-__testing__ = ["assert_unbiased"]
 
 #: Default bound on the Berry-Esseen distance of a pair's standardised mean
 #: from the normal law; beyond it the pair is "untestable at this N".
