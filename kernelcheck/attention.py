@@ -1,4 +1,4 @@
-"""Attention in every form: exact, kernelized, parallel, recurrent, chunked (claims C1, C10-C15).
+"""Attention in every form: exact, kernelized, parallel, recurrent, chunked, gated (C1, C10-C20).
 
 * :func:`softmax` -- exact, numerically stable softmax attention (C1);
 * :func:`kernelized` -- exact attention with any kernel object (C10);
@@ -6,8 +6,14 @@
 * :func:`init`, :func:`step`, :func:`recurrent` -- the recurrence over the state
   :class:`State` ``(S, z)`` (C11, C14);
 * :func:`chunked` -- causal, quadratic within chunks and recurrent across (C14);
+  ``normalize=False`` for unnormalised linear attention and ``initial_state``
+  for a state handed over between calls (C19);
+* :func:`gated_recurrence` (an ``init`` / ``step`` pair), :func:`gated_recurrent`,
+  :func:`gated_parallel`, :func:`gated_chunked` -- decayed and gated linear
+  attention: retention, Mamba-2 / simple-GLA gating (C20);
 * :func:`linear_error_bound`, :func:`softmax_error_bound`,
-  :func:`kernelized_error_bound` -- a-priori rounding-error bounds of the forms;
+  :func:`kernelized_error_bound`, :func:`gated_error_bound` -- a-priori
+  rounding-error bounds of the forms;
 * :func:`cost_model` -- operation counts and state sizes (C2, C3, C11);
 * :data:`FORMS` -- the registry: every form with its error bound, cost
   model and whether it is causal only (:class:`Form`, :func:`get_form`).
@@ -28,11 +34,19 @@ True
 """
 
 from kernelcheck._src.attention.bounds import (
+    gated_error_bound,
     kernelized_error_bound,
     linear_error_bound,
     softmax_error_bound,
 )
 from kernelcheck._src.attention.exact import kernelized, softmax
+from kernelcheck._src.attention.gated import (
+    Recurrence,
+    gated_chunked,
+    gated_parallel,
+    gated_recurrence,
+    gated_recurrent,
+)
 from kernelcheck._src.attention.linear import chunked, init, parallel, recurrent, step
 from kernelcheck._src.attention.registry import FORMS, Form, cost_model, get_form
 from kernelcheck._src.attention.types import AttentionCost, AttentionOutput, State
@@ -52,6 +66,12 @@ __all__ = [
     "softmax_error_bound",
     "kernelized_error_bound",
     "cost_model",
+    "gated_recurrence",
+    "Recurrence",
+    "gated_recurrent",
+    "gated_parallel",
+    "gated_chunked",
+    "gated_error_bound",
     "FORMS",
     "Form",
     "get_form",

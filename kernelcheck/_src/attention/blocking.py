@@ -103,8 +103,30 @@ def causal_prefix(A: np.ndarray, B: np.ndarray, W: np.ndarray) -> np.ndarray:
     return H
 
 
-def chunked_products(A: np.ndarray, B: np.ndarray, W: np.ndarray, C: int) -> np.ndarray:
-    """``H_i = sum_{j <= i} (a_i . b_j) w_j`` in chunks of C tokens.
+def chunked_products(
+    A: np.ndarray,
+    B: np.ndarray,
+    W: np.ndarray,
+    C: int,
+    *,
+    S0: np.ndarray | None = None,
+    log_gates: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """``H_i = sum_{j <= i} (a_i . b_j) d_ij w_j + e_i a_i S0`` in chunks of C tokens.
+
+    Without gates ``d_ij = e_i = 1``.  With ``log_gates`` (``log g_t``, shape
+    (..., n)) ``d_ij = prod_{l=j+1..i} g_l`` and ``e_i = prod_{l<=i} g_l``
+    (claim C20), always formed in log space from the cumulative sums *within
+    the chunk* (``lc_i = sum_{l=t0..i} log g_l`` for the chunk starting at
+    t0): ``d_ij = exp(lc_i - lc_j)`` inside a chunk, the state before the
+    chunk decayed by ``exp(lc_i)``, and carried to the next chunk as
+    ``S <- exp(lc_last) S + sum_j exp(lc_last - lc_j) b_j w_j^T``.  No
+    running product of gates is ever formed: a product of thousands of gates
+    below 1 underflows, a difference of log sums does not.
+
+    ``S0`` (shape (..., D, m)) is the state before the first token (zero by
+    default: a state handed over from an earlier call, C19).  Returns ``H``
+    (shape (..., n, m)) and the state after the last token (..., D, m).
 
     Per group of full chunks: the chunk-local products (scores, their
     product with ``w``, the state increments) are independent across chunks
@@ -119,7 +141,7 @@ def chunked_products(A: np.ndarray, B: np.ndarray, W: np.ndarray, C: int) -> np.
     m = W.shape[-1]
     C = min(C, n)
     H = np.empty(batch + (n, m), dtype=W.dtype)
-    S = np.zeros(batch + (D, m), dtype=W.dtype)
+    S = np.zeros(batch + (D, m), dtype=W.dtype) if S0 is None else S0.astype(W.dtype, copy=True)
     nfull = n // C
     keep = np.tril(np.ones((C, C), dtype=W.dtype))
     # Chunks per group: bounds the (group, D, m) stack of per-chunk states.
@@ -132,26 +154,49 @@ def chunked_products(A: np.ndarray, B: np.ndarray, W: np.ndarray, C: int) -> np.
             a = A[..., g0 * C : g1 * C, :].reshape(batch + (k, C, D))
             b = B[..., g0 * C : g1 * C, :].reshape(batch + (k, C, D))
             w = W[..., g0 * C : g1 * C, :].reshape(batch + (k, C, m))
+            lc = None
+            if log_gates is not None:
+                lc = np.cumsum(log_gates[..., g0 * C : g1 * C].reshape(batch + (k, C)), axis=-1)
             h = np.empty(batch + (k, C, m), dtype=W.dtype)
             dS = np.empty(batch + (k, D, m), dtype=W.dtype)
 
-            def local(lo, hi, a=a, b=b, w=w, h=h, dS=dS):
-                bT = swap(b[..., lo:hi, :, :])
-                scores = a[..., lo:hi, :, :] @ bT  # (..., chunks, C, C)
-                scores *= keep
+            def local(lo, hi, a=a, b=b, w=w, h=h, dS=dS, lc=lc):
+                bk = b[..., lo:hi, :, :]
+                if lc is None:
+                    scores = a[..., lo:hi, :, :] @ swap(bk)  # (..., chunks, C, C)
+                    scores *= keep
+                else:
+                    l_ = lc[..., lo:hi, :]
+                    scores = a[..., lo:hi, :, :] @ swap(bk)
+                    scores *= _decay_mask(l_, keep)
+                    # keys weighted by their decay to the chunk's last token
+                    bk = bk * np.exp(l_[..., -1:] - l_)[..., None]
                 np.matmul(scores, w[..., lo:hi, :, :], out=h[..., lo:hi, :, :])
-                np.matmul(bT, w[..., lo:hi, :, :], out=dS[..., lo:hi, :, :])
+                np.matmul(swap(bk), w[..., lo:hi, :, :], out=dS[..., lo:hi, :, :])
 
-            def carry(lo, hi, a=a, h=h, dS=dS, S=S):
+            def carry(lo, hi, a=a, h=h, dS=dS, S=S, lc=lc):
+                # token i of chunk c sees the state after chunk c - 1 (S, before the group)
                 if lo == 0:
-                    h[..., 0, :, :] += a[..., 0, :, :] @ S
+                    term = a[..., 0, :, :] @ S
+                    if lc is not None:
+                        term *= np.exp(lc[..., 0, :])[..., None]
+                    h[..., 0, :, :] += term
                     lo = 1
                 if hi > lo:
-                    h[..., lo:hi, :, :] += a[..., lo:hi, :, :] @ dS[..., lo - 1 : hi - 1, :, :]
+                    term = a[..., lo:hi, :, :] @ dS[..., lo - 1 : hi - 1, :, :]
+                    if lc is not None:
+                        term *= np.exp(lc[..., lo:hi, :])[..., None]
+                    h[..., lo:hi, :, :] += term
 
             _split(local, k, workers)
-            dS[..., 0, :, :] += S
-            prefix_sum_inplace(dS)  # dS[c] is now the state after chunk c
+            if lc is None:
+                dS[..., 0, :, :] += S
+                prefix_sum_inplace(dS)  # dS[c] is now the state after chunk c
+            else:
+                decay = np.exp(lc[..., -1])  # (..., k): the gates' product over each chunk
+                dS[..., 0, :, :] += decay[..., 0, None, None] * S
+                for c in range(1, k):
+                    dS[..., c, :, :] += decay[..., c, None, None] * dS[..., c - 1, :, :]
             _split(carry, k, workers)
             H[..., g0 * C : g1 * C, :] = h.reshape(batch + (k * C, m))
             S = dS[..., -1, :, :].copy()
@@ -160,9 +205,30 @@ def chunked_products(A: np.ndarray, B: np.ndarray, W: np.ndarray, C: int) -> np.
         a, b, w = A[..., r0:, :], B[..., r0:, :], W[..., r0:, :]
         c = n - r0
         scores = a @ swap(b)
-        scores *= keep[:c, :c]
-        H[..., r0:, :] = scores @ w + a @ S
-    return H
+        if log_gates is None:
+            scores *= keep[:c, :c]
+            H[..., r0:, :] = scores @ w + a @ S
+            S = S + swap(b) @ w
+        else:
+            l_ = np.cumsum(log_gates[..., r0:], axis=-1)
+            scores *= _decay_mask(l_, keep[:c, :c])
+            H[..., r0:, :] = scores @ w + np.exp(l_)[..., None] * (a @ S)
+            bk = b * np.exp(l_[..., -1:] - l_)[..., None]
+            S = np.exp(l_[..., -1])[..., None, None] * S + swap(bk) @ w
+    return H, S
+
+
+def _decay_mask(lc: np.ndarray, keep: np.ndarray) -> np.ndarray:
+    """``exp(lc_i - lc_j)`` for ``j <= i``, 0 above the diagonal (never ``exp`` of a positive).
+
+    ``lc`` is non-increasing along the last axis (log gates are <= 0), so every
+    kept exponent is <= 0: the mask lies in [0, 1] and cannot overflow.
+    """
+    diff = lc[..., :, None] - lc[..., None, :]
+    np.minimum(diff, 0.0, out=diff)  # the masked (j > i) entries, positive, are zeroed below
+    np.exp(diff, out=diff)
+    diff *= keep
+    return diff
 
 
 # Below this many multiply-adds (about 2**24) the chunked form runs inline.

@@ -17,9 +17,17 @@ import numpy as np
 
 from kernelcheck._src.attention.blocking import chunked_products, swap, with_ones
 from kernelcheck._src.attention.exact import gram_blocks
-from kernelcheck._src.attention.inputs import dtype_iv, features_iv, kernelized_iv, softmax_iv
+from kernelcheck._src.attention.inputs import (
+    dtype_iv,
+    features_iv,
+    gates_iv,
+    kernelized_iv,
+    softmax_iv,
+    state_matrix_iv,
+)
 from kernelcheck._src.core.rounding import eta, gamma, unit_roundoff
 from kernelcheck._src.core.validate import (
+    as_bool,
     as_int,
     describe,
 )
@@ -52,7 +60,9 @@ def _quotient_bound(absH, E, den_hat, u):
         lo2 = den - 2.0 * E_den
         R = (absnum + E_num) / lo2
         bound = (E_num + R * E_den) / lo1 + u * R * (1.0 + u)
-    bound = np.where(lo2 > 0, bound, np.inf)
+    # inf where the sign is uncertain, and where an overflowed R meets E_den = 0
+    # (inf * 0): no bound is ever NaN
+    bound = np.where((lo2 > 0) & ~np.isnan(bound), bound, np.inf)
     # The bound's own evaluation: a handful of roundings on non-negative terms.
     return bound * (1.0 + gamma(8, np.float64))
 
@@ -80,6 +90,8 @@ def linear_error_bound(
     causal: bool = False,
     dtype: Any = None,
     extra_ops: int = 0,
+    normalize: bool = True,
+    initial_state: Any = None,
 ) -> np.ndarray:
     """Entrywise a-priori rounding-error bound of the linear forms (parallel, recurrent, chunked).
 
@@ -95,6 +107,10 @@ def linear_error_bound(
 
     and the quotient obeys the bound of :func:`_quotient_bound`:
     ``(E_num + R E_den) / (den - E_den) + u R``, ``R`` a bound on ``|a_i|``.
+    Unnormalised (``normalize=False``, C19) the output is the numerator and
+    its bound ``E_num``.  A handed-over ``initial_state`` ``(S0, z0)`` (taken
+    as exact) adds ``phi_q_i . S0`` to the sums and ``|phi_q_i| |S0|`` to
+    ``|phi_q| |phi_k|^T |V|``.
     Gradual underflow adds ``3 n D eta (1 + max|phi_q|)(1 + max|phi_k|)(1 + max|V|)``
     to both (``eta`` the smallest subnormal).
     The features are taken as exact.  When they were computed with a
@@ -111,6 +127,10 @@ def linear_error_bound(
         Precision whose unit roundoff u is used (default: the inputs').
     extra_ops : int >= 0
         Additional roundings per term (see above).
+    normalize : bool
+        The normalised forms (default) or the unnormalised ones (C19).
+    initial_state : State, optional
+        The state handed to a causal form before its first token.
 
     Returns
     -------
@@ -131,39 +151,147 @@ def linear_error_bound(
     phi_q, phi_k, V, causal, _ = features_iv(phi_q, phi_k, V, causal, "raise")
     dt = dtype_iv(dtype, V.dtype)
     extra_ops = as_int(extra_ops, "extra_ops", minimum=0)
+    normalize = as_bool(normalize, "normalize")
+    M0 = state_matrix_iv(initial_state, phi_q, V, normalize, causal)
     # An overflowing product makes the bound inf ("no bound in float64"), not a
     # warning; inf - inf in the signed products gives a NaN normaliser, which
     # _quotient_bound also turns into inf.
     with np.errstate(over="ignore", invalid="ignore"):
-        return _linear_error_bound(phi_q, phi_k, V, causal, dt, extra_ops)
+        return linear_family_bound(phi_q, phi_k, V, causal, dt, extra_ops, normalize, M0, None)
 
 
-def _linear_error_bound(phi_q, phi_k, V, causal, dt, extra_ops):
+def linear_family_bound(phi_q, phi_k, V, causal, dt, extra_ops, normalize, M0, log_gates):
+    """The bound of the linear and gated families on validated inputs (see the public bounds).
+
+    ``M0`` is the initial state as one matrix ``[S0, z0]`` (or ``S0``
+    unnormalised), ``log_gates`` the logs of the gates (None: ungated).  With
+    gates every term passes through ``n`` more roundings (the decays of the
+    recurrence), and the log-space decays of the parallel and chunked forms
+    carry a relative error of at most
+    ``rho_i = expm1(2 gamma_(n+5) |L_i|) + 6 u``, ``L_i = sum_{l <= i} log g_l``:
+    each ``log g_l`` is accurate to a few ulp, their partial sums to
+    ``gamma_n |L_i|`` (all terms have one sign), the difference of two to
+    ``2 gamma_n |L_i|`` (``|L_j| <= |L_i|`` for ``j <= i``), and ``exp`` adds
+    4 ulp.  The decays themselves are at most 1, so no term grows.
+    """
     n, D = phi_k.shape[-2], phi_q.shape[-1]  # n: the number of keys summed over
-    W = with_ones(V).astype(np.float64)
+    W = (with_ones(V) if normalize else V).astype(np.float64)
     aq, ak = np.abs(phi_q).astype(np.float64), np.abs(phi_k).astype(np.float64)
     np.abs(W, out=W)
     if causal:
-        absH = chunked_products(aq, ak, W, 64)
-        H = chunked_products(
-            phi_q.astype(np.float64), phi_k.astype(np.float64), with_ones(V.astype(np.float64)), 64
+        absM0 = None if M0 is None else np.abs(M0).astype(np.float64)
+        lg = None if log_gates is None else log_gates.astype(np.float64)
+        absH, _ = chunked_products(aq, ak, W, 64, S0=absM0, log_gates=lg)
+        Ws = (with_ones(V) if normalize else V).astype(np.float64)
+        M0s = None if M0 is None else M0.astype(np.float64)
+        H, _ = chunked_products(
+            phi_q.astype(np.float64), phi_k.astype(np.float64), Ws, 64, S0=M0s, log_gates=lg
         )
     else:
         absH = aq @ (swap(ak) @ W)
-        H = phi_q.astype(np.float64) @ (
-            swap(phi_k.astype(np.float64)) @ with_ones(V.astype(np.float64))
-        )
+        Ws = (with_ones(V) if normalize else V).astype(np.float64)
+        H = phi_q.astype(np.float64) @ (swap(phi_k.astype(np.float64)) @ Ws)
+    k = 2 * n + 2 * D + 4 + (n + 4 if log_gates is not None else 0)
+    g64 = gamma(k, np.float64)
+    rel_dt = gamma(k + extra_ops, dt)
+    if log_gates is not None:
+        L = -np.cumsum(log_gates.astype(np.float64), axis=-1)[..., None]  # |L_i| >= 0
+        rho_dt = np.expm1(2.0 * gamma(n + 5, dt) * L) + 6.0 * unit_roundoff(dt)
+        rho64 = np.expm1(2.0 * gamma(n + 5, np.float64) * L) + 6.0 * unit_roundoff(np.float64)
+        # absH was formed with float64 decays: the exact sums are within (1 + 2 rho64)
+        absH = absH * (1.0 + 2.0 * rho64)
+        rel_dt = (1.0 + rel_dt) * (1.0 + rho_dt) - 1.0
+        g64 = (1.0 + g64) * (1.0 + rho64) - 1.0
     # absH is a sum of non-negative terms: its own rounding is relative, at
     # most gamma_k in float64, absorbed by the factor (1 + g64).
-    k = 2 * n + 2 * D + 4
-    g64 = gamma(k, np.float64)
-    E = gamma(k + extra_ops, dt) * (1.0 + g64) * absH
-    E = E + _underflow_term(n * D, dt, aq, ak, W)
+    E = rel_dt * (1.0 + g64) * absH
+    # decays that underflow lose at most eta per term: twice the terms
+    terms = n * D * (2 if log_gates is not None else 1)
+    E = E + _underflow_term(terms, dt, aq, ak, W)
     if dt != np.dtype(np.float64):
         # den_hat is the float64 normaliser, within the float64 model of the
         # exact one: the quotient bound needs both models.
         E = E + g64 * (1.0 + g64) * absH
+    if not normalize:
+        return E * (1.0 + gamma(4, np.float64))
     return _quotient_bound(absH * (1.0 + g64), E, H[..., -1], unit_roundoff(dt))
+
+
+def gated_error_bound(
+    phi_q: Any,
+    phi_k: Any,
+    V: Any,
+    gates: Any,
+    *,
+    causal: bool = True,
+    normalize: bool = False,
+    initial_state: Any = None,
+    dtype: Any = None,
+    extra_ops: int = 0,
+) -> np.ndarray:
+    """Entrywise a-priori rounding-error bound of the gated forms (claim C20).
+
+    The gated forms compute ``num_i = sum_{j <= i} (phi_q_i . phi_k_j) d_ij v_j``
+    (``den_i`` with ``v = 1``), ``d_ij = prod_{l=j+1..i} g_l <= 1``, plus the
+    handed-over state decayed by ``prod_{l <= i} g_l``.  Each term carries:
+
+    * the roundings of the plain linear forms, ``2 n + 2 D + 4``, and ``n + 4``
+      more for the decays of the recurrence (one multiplication per step):
+      ``k = 3 n + 2 D + 8``;
+    * in the parallel and chunked forms, the decay formed as ``exp`` of a
+      difference of cumulative log gates, with a relative error of at most
+      ``rho_i = expm1(2 gamma_(n+5) |L_i|) + 6 u``, ``L_i = sum_{l<=i} log g_l``
+      (``log`` to a few ulp, partial sums of one sign to ``gamma_n |L_i|``,
+      the difference of two to twice that since ``|L_j| <= |L_i|``, ``exp`` to
+      4 ulp); it grows with the total decay ``|L_i|`` and stays below
+      ``1e-11`` relative in float64 for ``|L_i| <= 1e4``, n <= 1e5.
+
+    So ``|num_hat - num| <= ((1 + gamma_k)(1 + rho_i) - 1) |phi_q| (|phi_k|
+    d)^T |V| + underflow``, where decays below the normal range lose at most
+    ``eta`` per term (the underflow term counts ``2 n D`` products); the
+    normalised output then obeys the quotient bound of
+    :func:`linear_error_bound`.  The inputs, gates and state are taken as
+    exact (the reference is computed from what the layer received).
+
+    Parameters
+    ----------
+    phi_q, phi_k : array_like, shape (..., n, D)
+    V : array_like, shape (..., n, d_v)
+    gates : array_like, broadcastable to (..., n)
+    causal : bool
+        True: the gated forms are causal only (False is refused).
+    normalize : bool
+    initial_state : State, optional
+    dtype : float64 or float32, optional
+        Precision whose unit roundoff is used (default: the inputs').
+    extra_ops : int >= 0
+        Additional roundings per term (feature maps, inputs cast down).
+
+    Returns
+    -------
+    numpy.ndarray, shape (..., n, d_v)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kernelcheck.attention import gated_chunked, gated_error_bound, gated_recurrent
+    >>> rng = np.random.default_rng(3)
+    >>> pq, pk = rng.random((2, 40, 4))
+    >>> V, g = rng.normal(size=(40, 2)), rng.uniform(1e-6, 1.0, size=40)
+    >>> err = np.abs(gated_chunked(pq, pk, V, g, chunk_size=8) - gated_recurrent(pq, pk, V, g))
+    >>> bool((err <= 2 * gated_error_bound(pq, pk, V, g)).all())
+    True
+    """
+    if not as_bool(causal, "causal"):
+        raise InvalidArgument("`causal` must be True: a decay or gate orders the tokens (C20)")
+    phi_q, phi_k, V, _, _ = features_iv(phi_q, phi_k, V, True, "raise")
+    g = gates_iv(gates, phi_q.shape[:-1], np.dtype(np.float64))
+    dt = dtype_iv(dtype, V.dtype)
+    extra_ops = as_int(extra_ops, "extra_ops", minimum=0)
+    normalize = as_bool(normalize, "normalize")
+    M0 = state_matrix_iv(initial_state, phi_q, V, normalize, True)
+    with np.errstate(over="ignore", invalid="ignore"):
+        return linear_family_bound(phi_q, phi_k, V, True, dt, extra_ops, normalize, M0, g.log_gates)
 
 
 def softmax_error_bound(

@@ -13,7 +13,15 @@ from __future__ import annotations
 
 from kernelcheck._src.attention.blocking import formed_pairs
 
-__all__ = ["softmax_cost", "kernelized_cost", "linear_cost", "chunked_cost"]
+__all__ = [
+    "softmax_cost",
+    "kernelized_cost",
+    "linear_cost",
+    "chunked_cost",
+    "gated_parallel_cost",
+    "gated_recurrent_cost",
+    "gated_chunked_cost",
+]
 
 
 def softmax_cost(n: int, d: int, D: int, d_v: int, chunk_size: int, causal: bool):
@@ -62,3 +70,33 @@ def chunked_cost(n: int, d: int, D: int, d_v: int, chunk_size: int, causal: bool
         + n * d_v
     )
     return flops, D * (d_v + 1)
+
+
+def gated_parallel_cost(n: int, d: int, D: int, d_v: int, chunk_size: int, causal: bool):
+    """Gated parallel: ``2 P D + 4 P + 2 P (d_v + 1) + n d_v + n``; state ``n (D + d_v)``.
+
+    ``P`` pairs formed as for causal softmax (the blocks of query rows); per
+    pair the score, the decay exponent, its clamp, ``exp`` and the product;
+    ``n`` for the cumulative log gates.  Like every quadratic form it keeps
+    the keys and values (C2), not a state.
+    """
+    pairs = formed_pairs(n, True)
+    return 2 * pairs * D + 4 * pairs + 2 * pairs * (d_v + 1) + n * d_v + n, n * (D + d_v)
+
+
+def gated_recurrent_cost(n: int, d: int, D: int, d_v: int, chunk_size: int, causal: bool):
+    """Gated recurrent: ``6 n D (d_v + 1) + n d_v``: the plain step plus the state's decay."""
+    return 6 * n * D * (d_v + 1) + n * d_v, D * (d_v + 1)
+
+
+def gated_chunked_cost(n: int, d: int, D: int, d_v: int, chunk_size: int, causal: bool):
+    """Gated chunked: :func:`chunked_cost` plus ``4 c^2`` per chunk (its decay mask),
+    ``n (D + d_v + 3)`` (key and query decays, log sums) and ``D (d_v + 1)`` per chunk
+    (the state's decay).  State ``D (d_v + 1)``.
+    """
+    flops, state = chunked_cost(n, d, D, d_v, chunk_size, causal)
+    c = min(chunk_size, n)
+    full, rem = divmod(n, c)
+    chunks = full + (1 if rem else 0)
+    extra = 4 * (full * c * c + rem * rem) + n * (D + d_v + 3) + chunks * D * (d_v + 1)
+    return flops + extra, state

@@ -7,6 +7,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from kernelcheck._src.attention.types import State
 from kernelcheck._src.core.validate import (
     as_array,
     as_bool,
@@ -136,3 +137,89 @@ def features_iv(phi_q, phi_k, V, causal, action) -> Inputs:
 
 def dtype_iv(dtype: Any, default: np.dtype) -> np.dtype:
     return default if dtype is None else as_float_dtype(dtype, "dtype")
+
+
+def state_matrix_iv(state: Any, a: np.ndarray, V: np.ndarray, normalize: bool, causal: bool):
+    """A handed-over state as one matrix ``[S, z]`` (or ``S`` unnormalised), or None.
+
+    ``state`` is a :class:`~kernelcheck._src.attention.types.State` whose ``S``
+    has shape ``batch + (D, d_v)`` and ``z`` shape ``batch + (D,)`` (leading
+    dimensions broadcast against the inputs'); ``z`` may be None only for
+    the unnormalised forms, which ignore it.  Only causal forms take a state;
+    it is cast to the inputs' precision.
+    """
+    if state is None:
+        return None
+    if not causal:
+        raise InvalidArgument(
+            "`initial_state` applies to causal attention (a state handed over from the "
+            "tokens before), not to a bidirectional call"
+        )
+    if not isinstance(state, State):
+        raise InvalidArgument(
+            f"`initial_state` must be a State (S, z) from init() or a previous call, "
+            f"got {describe(state)}"
+        )
+    batch, D, dv = a.shape[:-2], a.shape[-1], V.shape[-1]
+    S = as_array(state.S, "initial_state.S", min_ndim=2)
+    if S.shape[-2:] != (D, dv):
+        raise InvalidArgument(
+            f"`initial_state.S` must have shape (..., D, d_v) = (..., {D}, {dv}), got {describe(S)}"
+        )
+    parts = [S]
+    if normalize:
+        if state.z is None:
+            raise InvalidArgument(
+                "`initial_state.z` is None, but the normalised form needs the running sum z "
+                "(pass normalize=False for unnormalised attention)"
+            )
+        z = as_array(state.z, "initial_state.z", min_ndim=1)
+        if z.shape[-1] != D:
+            raise InvalidArgument(
+                f"`initial_state.z` must have last dimension D = {D}, got {describe(z)}"
+            )
+        parts.append(z[..., None])
+    try:
+        parts = [np.broadcast_to(p, batch + p.shape[-2:]) for p in parts]
+    except ValueError:
+        raise InvalidArgument(
+            f"the leading dimensions of `initial_state` ({S.shape[:-2]}) do not broadcast to "
+            f"the inputs' {batch}"
+        ) from None
+    M = np.concatenate(parts, axis=-1) if len(parts) > 1 else np.array(parts[0])
+    return M.astype(result_dtype(a, V), copy=False)
+
+
+class Gates(NamedTuple):
+    """Validated gates, broadcast to ``batch + (n,)``, and their logarithms."""
+
+    gates: np.ndarray
+    log_gates: np.ndarray
+
+
+def gates_iv(gates: Any, shape: tuple[int, ...], dtype: np.dtype, name: str = "gates") -> Gates:
+    """Gates in (0, 1], broadcast to ``shape`` in ``dtype``, with ``log g`` beside them.
+
+    Raises :class:`~kernelcheck.errors.InvalidArgument` naming ``name`` for a
+    NaN or infinite gate, a gate outside (0, 1] (the first one found is
+    shown), or a shape that does not broadcast to ``shape``.
+    """
+    arr = as_array(gates, name, allow_empty=True)
+    try:
+        g = np.broadcast_to(arr, shape)
+    except ValueError:
+        raise InvalidArgument(
+            f"`{name}` must broadcast to {shape} (batch + (n,): a number, one gate per head "
+            f"as shape (H, 1), or one per token), got {describe(arr)}"
+        ) from None
+    bad = ~((arr > 0) & (arr <= 1))
+    if bad.any():
+        first = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise InvalidArgument(
+            f"`{name}` must lie in (0, 1], but {int(bad.sum())} do not "
+            f"(first at index {first}: {float(arr[first])!r})"
+        )
+    g = g.astype(dtype, copy=False)
+    with np.errstate(divide="ignore"):
+        log_g = np.log(g)
+    return Gates(g, log_g)

@@ -14,8 +14,8 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from kernelcheck._src.attention.blocking import causal_prefix, chunked_products, swap, with_ones
-from kernelcheck._src.attention.inputs import action_iv, features_iv
-from kernelcheck._src.attention.types import State, finish
+from kernelcheck._src.attention.inputs import action_iv, features_iv, state_matrix_iv
+from kernelcheck._src.attention.types import State, finish, finish_matrix, finish_unnormalized
 from kernelcheck._src.core.validate import (
     as_array,
     as_bool,
@@ -34,15 +34,18 @@ def parallel(
     V: Any,
     *,
     causal: bool = False,
+    normalize: bool = True,
     on_bad_normalizer: str = "raise",
 ):
-    """Linear attention from feature matrices, in parallel (claims C10, C14).
+    """Linear attention from feature matrices, in parallel (claims C10, C14, C19).
 
     Bidirectional: ``A = phi(Q) (phi(K)^T V) / phi(Q) (phi(K)^T 1)`` (row-wise
     division), computed as two matrix products with ``[V, 1]``.  Causal:
     ``a_i = phi(q_i)^T S_i / phi(q_i) . z_i`` with the prefix sums
     ``S_i = sum_{j <= i} phi(k_j) v_j^T``, ``z_i = sum_{j <= i} phi(k_j)``,
     formed block by block (memory ``O(block D d_v)``, never an n x n mask).
+    Unnormalised (``normalize=False``, C19): ``y_i = phi(q_i)^T S_i``, the
+    numerator alone.
 
     Parameters
     ----------
@@ -50,6 +53,8 @@ def parallel(
         Feature matrices ``phi(Q)``, ``phi(K)``.
     V : array_like, shape (..., n, d_v)
     causal : bool
+    normalize : bool
+        Divide by the normaliser (default) or not (C19).
     on_bad_normalizer : {"raise", "report"}
         What to do when a normaliser ``phi(q_i) . z_i <= 0`` (C12): raise
         :class:`~kernelcheck.errors.BadNormalizer`, or return an
@@ -77,18 +82,25 @@ def parallel(
     [1.0, 2.0, 2.25]
     """
     phi_q, phi_k, V, causal, action = features_iv(phi_q, phi_k, V, causal, on_bad_normalizer)
-    dv = V.shape[-1]
-    W = with_ones(V)
+    normalize = as_bool(normalize, "normalize")
+    W = with_ones(V) if normalize else V
     with np.errstate(over="ignore", invalid="ignore"):
         if causal:
             H = causal_prefix(phi_q, phi_k, W)
         else:
             H = phi_q @ (swap(phi_k) @ W)
-    return finish(H[..., :dv], H[..., dv], action, "parallel")
+    return finish_matrix(H, normalize, action, "parallel")
 
 
-def init(D: int, d_v: int, *, batch_shape: tuple[int, ...] = (), dtype: Any = np.float64) -> State:
-    """The empty recurrent state ``S = 0`` (D x d_v), ``z = 0`` (D) (claims C11, C14).
+def init(
+    D: int,
+    d_v: int,
+    *,
+    batch_shape: tuple[int, ...] = (),
+    dtype: Any = np.float64,
+    normalize: bool = True,
+) -> State:
+    """The empty recurrent state ``S = 0`` (D x d_v), ``z = 0`` (D) (claims C11, C14, C19).
 
     Parameters
     ----------
@@ -99,6 +111,8 @@ def init(D: int, d_v: int, *, batch_shape: tuple[int, ...] = (), dtype: Any = np
     batch_shape : tuple of int
         Leading (batch, head) dimensions; ``()`` broadcasts against any batch.
     dtype : float64 or float32
+    normalize : bool
+        False for unnormalised attention: the state is ``S`` alone (``z`` None).
 
     Returns
     -------
@@ -115,21 +129,32 @@ def init(D: int, d_v: int, *, batch_shape: tuple[int, ...] = (), dtype: Any = np
     d_v = as_int(d_v, "d_v", minimum=1)
     batch_shape = as_int_tuple(batch_shape, "batch_shape", minimum=1)
     dtype = as_float_dtype(dtype, "dtype")
-    return State(
-        S=np.zeros(batch_shape + (D, d_v), dtype=dtype), z=np.zeros(batch_shape + (D,), dtype=dtype)
-    )
+    normalize = as_bool(normalize, "normalize")
+    z = np.zeros(batch_shape + (D,), dtype=dtype) if normalize else None
+    return State(S=np.zeros(batch_shape + (D, d_v), dtype=dtype), z=z)
 
 
-def step_raw(state: State, phi_q, phi_k, v):
-    """One recurrence step without checks: new state, numerator, normaliser."""
-    S = state.S + phi_k[..., :, None] * v[..., None, :]
-    z = state.z + phi_k
+def step_raw(state: State, phi_q, phi_k, v, g=None):
+    """One recurrence step without checks: new state, numerator, normaliser (None unnormalised).
+
+    With a gate ``g`` (shape of the batch, C20) the old state is decayed first:
+    ``S_t = g_t S_{t-1} + phi(k_t) v_t^T``, ``z_t = g_t z_{t-1} + phi(k_t)``.
+    """
+    S0, z0 = state.S, state.z
+    if g is not None:
+        S0 = g[..., None, None] * S0
+        z0 = None if z0 is None else g[..., None] * z0
+    S = S0 + phi_k[..., :, None] * v[..., None, :]
     num = (phi_q[..., None, :] @ S)[..., 0, :]
-    den = np.sum(phi_q * z, axis=-1)
-    return State(S, z), num, den
+    if z0 is None:
+        return State(S, None), num, None
+    z = z0 + phi_k
+    return State(S, z), num, np.sum(phi_q * z, axis=-1)
 
 
-class _StepInputs(NamedTuple):
+class StepInputs(NamedTuple):
+    """Validated state and token of one recurrence step."""
+
     state: State
     phi_q: np.ndarray
     phi_k: np.ndarray
@@ -137,14 +162,17 @@ class _StepInputs(NamedTuple):
     action: str
 
 
-def _step_iv(state, phi_q, phi_k, v, action):
+def step_iv(state, phi_q, phi_k, v, action) -> StepInputs:
+    """Validate one step's state and token (``state.z`` None: unnormalised)."""
     if not isinstance(state, State):
         raise InvalidArgument(f"`state` must be a State from init(), got {describe(state)}")
     S = as_array(state.S, "state.S", min_ndim=2)
-    z = as_array(state.z, "state.z", min_ndim=1)
     D, dv = S.shape[-2], S.shape[-1]
-    if z.shape[-1] != D:
-        raise InvalidArgument(f"`state.z` must have last dimension D = {D}, got {describe(z)}")
+    z = None
+    if state.z is not None:
+        z = as_array(state.z, "state.z", min_ndim=1)
+        if z.shape[-1] != D:
+            raise InvalidArgument(f"`state.z` must have last dimension D = {D}, got {describe(z)}")
     phi_q = as_array(phi_q, "phi_q", min_ndim=1)
     phi_k = as_array(phi_k, "phi_k", min_ndim=1)
     v = as_array(v, "v", min_ndim=1)
@@ -158,26 +186,29 @@ def _step_iv(state, phi_q, phi_k, v, action):
                 f"`{name}` must have last dimension {label} = {size} (from the state), "
                 f"got {describe(arr)}"
             )
+    zlead = () if z is None else z.shape[:-1]
     try:
-        np.broadcast_shapes(
-            S.shape[:-2], z.shape[:-1], phi_q.shape[:-1], phi_k.shape[:-1], v.shape[:-1]
-        )
+        np.broadcast_shapes(S.shape[:-2], zlead, phi_q.shape[:-1], phi_k.shape[:-1], v.shape[:-1])
     except ValueError:
         raise InvalidArgument(
             "the leading (batch/head) dimensions of `state`, `phi_q`, `phi_k` and `v` do not "
             f"broadcast: {S.shape[:-2]}, {phi_q.shape[:-1]}, {phi_k.shape[:-1]}, {v.shape[:-1]}"
         ) from None
-    dtype = result_dtype(S, z, phi_q, phi_k, v)
-    cast = [a.astype(dtype, copy=False) for a in (S, z, phi_q, phi_k, v)]
-    return _StepInputs(State(cast[0], cast[1]), cast[2], cast[3], cast[4], action_iv(action))
+    arrays = [a for a in (S, z, phi_q, phi_k, v) if a is not None]
+    dtype = result_dtype(*arrays)
+    S, phi_q, phi_k, v = (a.astype(dtype, copy=False) for a in (S, phi_q, phi_k, v))
+    z = None if z is None else z.astype(dtype, copy=False)
+    return StepInputs(State(S, z), phi_q, phi_k, v, action_iv(action))
 
 
 def step(state: State, phi_q: Any, phi_k: Any, v: Any, *, on_bad_normalizer: str = "raise"):
     """One token of linear attention as a recurrence (claims C11, C14).
 
     ``S_t = S_{t-1} + phi(k_t) v_t^T``, ``z_t = z_{t-1} + phi(k_t)``,
-    ``y_t = S_t^T phi(q_t) / (z_t . phi(q_t))``.  Pure: the input state is
-    not modified; a new one is returned.
+    ``y_t = S_t^T phi(q_t) / (z_t . phi(q_t))``; with a state from
+    ``init(..., normalize=False)`` (``z`` None) the unnormalised
+    ``y_t = S_t^T phi(q_t)`` (C19).  Pure: the input state is not modified; a
+    new one is returned.
 
     Parameters
     ----------
@@ -208,9 +239,11 @@ def step(state: State, phi_q: Any, phi_k: Any, v: Any, *, on_bad_normalizer: str
     >>> y.tolist()
     [4.0]
     """
-    state, phi_q, phi_k, v, action = _step_iv(state, phi_q, phi_k, v, on_bad_normalizer)
+    state, phi_q, phi_k, v, action = step_iv(state, phi_q, phi_k, v, on_bad_normalizer)
     with np.errstate(over="ignore", invalid="ignore"):
         new, num, den = step_raw(state, phi_q, phi_k, v)
+    if den is None:
+        return new, finish_unnormalized(num, "step")
     return new, finish(num, den, action, "step")
 
 
@@ -219,10 +252,12 @@ def recurrent(
     phi_k: Any,
     V: Any,
     *,
-    on_bad_normalizer: str = "raise",
+    normalize: bool = True,
+    initial_state: State | None = None,
     return_state: bool = False,
+    on_bad_normalizer: str = "raise",
 ):
-    """Causal linear attention by running :func:`step` over the sequence (claims C11, C14).
+    """Causal linear attention by running :func:`step` over the sequence (claims C11, C14, C19).
 
     ``state = init(D, d_v)``; for ``t = 1..n``: ``state, y_t = step(state, ...)``.
     Equals ``parallel(phi_q, phi_k, V, causal=True)`` and :func:`chunked`
@@ -232,10 +267,15 @@ def recurrent(
     ----------
     phi_q, phi_k : array_like, shape (..., n, D)
     V : array_like, shape (..., n, d_v)
-    on_bad_normalizer : {"raise", "report"}
+    normalize : bool
+        Divide by the normaliser (default) or not (C19; the state has no ``z``).
+    initial_state : State, optional
+        The state after earlier tokens (a prefill handed over to decoding,
+        C19); zero by default.
     return_state : bool
         Also return the final :class:`State` (its size is ``D (d_v + 1)``
         per batch entry whatever n is, C11).
+    on_bad_normalizer : {"raise", "report"}
 
     Returns
     -------
@@ -259,18 +299,32 @@ def recurrent(
     True
     """
     phi_q, phi_k, V, _, action = features_iv(phi_q, phi_k, V, True, on_bad_normalizer)
+    normalize = as_bool(normalize, "normalize")
     return_state = as_bool(return_state, "return_state")
+    M0 = state_matrix_iv(initial_state, phi_q, V, normalize, True)
+    result, state = run_recurrence(phi_q, phi_k, V, None, normalize, M0, action, "recurrent")
+    return (result, state) if return_state else result
+
+
+def run_recurrence(phi_q, phi_k, V, gates, normalize, M0, action, form):
+    """The token loop of the recurrent forms (plain or gated) on validated inputs."""
     batch, n, D, dv = phi_q.shape[:-2], phi_q.shape[-2], phi_q.shape[-1], V.shape[-1]
-    state = init(D, dv, batch_shape=batch, dtype=V.dtype)
+    if M0 is None:
+        M0 = np.zeros(batch + (D, dv + (1 if normalize else 0)), dtype=V.dtype)
+    state = State.from_matrix(M0, normalize)
     num = np.empty(V.shape, dtype=V.dtype)
     den = np.empty(batch + (n,), dtype=V.dtype)
     with np.errstate(over="ignore", invalid="ignore"):
         for t in range(n):
-            state, num[..., t, :], den[..., t] = step_raw(
-                state, phi_q[..., t, :], phi_k[..., t, :], V[..., t, :]
+            g = None if gates is None else gates[..., t]
+            state, num[..., t, :], d_t = step_raw(
+                state, phi_q[..., t, :], phi_k[..., t, :], V[..., t, :], g
             )
-    result = finish(num, den, action, "recurrent")
-    return (result, state) if return_state else result
+            if d_t is not None:
+                den[..., t] = d_t
+    if not normalize:
+        return finish_unnormalized(num, form), state
+    return finish(num, den, action, form), state
 
 
 def chunked(
@@ -279,9 +333,12 @@ def chunked(
     V: Any,
     *,
     chunk_size: int = 64,
+    normalize: bool = True,
+    initial_state: State | None = None,
+    return_state: bool = False,
     on_bad_normalizer: str = "raise",
 ):
-    """Causal linear attention in chunks: quadratic within, recurrent across (claim C14).
+    """Causal linear attention in chunks: quadratic within, recurrent across (claims C14, C19).
 
     The sequence is cut into chunks of ``C = chunk_size`` tokens (the last
     may be shorter).  For a chunk c with rows ``i`` and the state
@@ -301,11 +358,13 @@ def chunked(
     chunk_size : int >= 1
         Any size, divisor of n or not; ``C >= n`` is one quadratic block,
         ``C = 1`` is the recurrence.
-    on_bad_normalizer : {"raise", "report"}
+    normalize, initial_state, return_state, on_bad_normalizer
+        As in :func:`recurrent`.
 
     Returns
     -------
-    numpy.ndarray of shape (..., n, d_v), or :class:`AttentionOutput`
+    numpy.ndarray of shape (..., n, d_v), or :class:`AttentionOutput`; with
+    ``return_state`` a pair ``(result, State)``.
 
     Notes
     -----
@@ -334,7 +393,11 @@ def chunked(
     """
     phi_q, phi_k, V, _, action = features_iv(phi_q, phi_k, V, True, on_bad_normalizer)
     C = as_int(chunk_size, "chunk_size", minimum=1)
-    dv = V.shape[-1]
+    normalize = as_bool(normalize, "normalize")
+    return_state = as_bool(return_state, "return_state")
+    M0 = state_matrix_iv(initial_state, phi_q, V, normalize, True)
+    W = with_ones(V) if normalize else V
     with np.errstate(over="ignore", invalid="ignore"):
-        H = chunked_products(phi_q, phi_k, with_ones(V), C)
-    return finish(H[..., :dv], H[..., dv], action, "chunked")
+        H, M = chunked_products(phi_q, phi_k, W, C, S0=M0)
+    result = finish_matrix(H, normalize, action, "chunked")
+    return (result, State.from_matrix(M, normalize)) if return_state else result

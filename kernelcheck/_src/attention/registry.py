@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kernelcheck._src.attention import bounds, cost, exact, linear
+from kernelcheck._src.attention import bounds, cost, exact, gated, linear
 from kernelcheck._src.attention.types import AttentionCost
 from kernelcheck._src.core.validate import as_bool, as_int, check_choice
 from kernelcheck.errors import InvalidArgument
@@ -51,6 +51,8 @@ class Form:
     options : tuple of str
         The keyword options the form takes beyond ``causal`` and
         ``on_bad_normalizer`` (e.g. ``"chunk_size"``, ``"scale"``).
+    requires : tuple of str
+        Positional arguments after the three inputs (``"kernel"``, ``"gates"``).
     """
 
     name: str
@@ -63,17 +65,32 @@ class Form:
     summary: str
     model: str
     options: tuple[str, ...] = ()
+    requires: tuple[str, ...] = ()
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.function(*args, **kwargs)
 
-    def call(self, a: Any, b: Any, V: Any, *, causal: bool, **kwargs: Any) -> Any:
-        """Run the form; ``causal`` goes to the forms that take it (not the causal-only ones)."""
+    def call(self, a: Any, b: Any, V: Any, *required: Any, causal: bool, **kwargs: Any) -> Any:
+        """Run the form; ``causal`` goes to the forms that take it (not the causal-only ones).
+
+        ``required`` are the positional arguments named by :attr:`requires`.
+        """
+        if len(required) != len(self.requires):
+            raise InvalidArgument(
+                f"form {self.name!r} takes {len(self.requires)} argument(s) after the inputs "
+                f"({', '.join(self.requires) or 'none'}), got {len(required)}"
+            )
         if self.causal_only:
             if not causal:
                 raise InvalidArgument(f"form {self.name!r} is causal only; pass causal=True")
-            return self.function(a, b, V, **kwargs)
-        return self.function(a, b, V, causal=causal, **kwargs)
+            return self.function(a, b, V, *required, **kwargs)
+        return self.function(a, b, V, *required, causal=causal, **kwargs)
+
+    def bound(self, a: Any, b: Any, V: Any, *required: Any, causal: bool, **kwargs: Any) -> Any:
+        """The form's error bound on the same arguments as :meth:`call`."""
+        if self.causal_only and not causal:
+            raise InvalidArgument(f"form {self.name!r} is causal only; pass causal=True")
+        return self.error_bound(a, b, V, *required, causal=causal, **kwargs)
 
 
 class FormRegistry(Mapping):
@@ -109,6 +126,8 @@ class FormRegistry(Mapping):
         )
 
 
+_GATED_MODEL = "gated_error_bound: ((1 + gamma_(3n+2D+8))(1 + rho_i) - 1) |phi_q| (|phi_k| d)^T |V|"
+
 #: Every attention form, by name, in the essay's order (read-only).
 FORMS = FormRegistry(
     Form(
@@ -133,6 +152,7 @@ FORMS = FormRegistry(
         claims=("C10",),
         summary="exact kernelized attention from the kernel's Gram block",
         model="kernelized_error_bound: E_G |V| + gamma_(n+1) |G| |V|, quotient bound",
+        requires=("kernel",),
     ),
     Form(
         "parallel",
@@ -144,6 +164,7 @@ FORMS = FormRegistry(
         claims=("C10", "C14"),
         summary="linear attention from feature matrices; causal by prefix sums",
         model="linear_error_bound: gamma_(2n+2D+4) |phi_q| |phi_k|^T |V|, quotient bound",
+        options=("normalize",),
     ),
     Form(
         "recurrent",
@@ -155,6 +176,7 @@ FORMS = FormRegistry(
         claims=("C11", "C14"),
         summary="the recurrence over the state (S, z), one token at a time",
         model="linear_error_bound: gamma_(2n+2D+4) |phi_q| |phi_k|^T |V|, quotient bound",
+        options=("normalize", "initial_state", "return_state"),
     ),
     Form(
         "chunked",
@@ -166,7 +188,46 @@ FORMS = FormRegistry(
         claims=("C14",),
         summary="causal: quadratic within chunks, the recurrent state across them",
         model="linear_error_bound: gamma_(2n+2D+4) |phi_q| |phi_k|^T |V|, quotient bound",
-        options=("chunk_size",),
+        options=("chunk_size", "normalize", "initial_state", "return_state"),
+    ),
+    Form(
+        "gated_parallel",
+        gated.gated_parallel,
+        bounds.gated_error_bound,
+        cost.gated_parallel_cost,
+        causal_only=True,
+        inputs="features",
+        claims=("C20",),
+        summary="gated linear attention, decayed weights exp(L_i - L_j) in blocks of rows",
+        model=_GATED_MODEL,
+        options=("normalize",),
+        requires=("gates",),
+    ),
+    Form(
+        "gated_recurrent",
+        gated.gated_recurrent,
+        bounds.gated_error_bound,
+        cost.gated_recurrent_cost,
+        causal_only=True,
+        inputs="features",
+        claims=("C20",),
+        summary="the gated recurrence S_t = g_t S_(t-1) + phi(k_t) v_t^T, token by token",
+        model=_GATED_MODEL,
+        options=("normalize", "initial_state", "return_state"),
+        requires=("gates",),
+    ),
+    Form(
+        "gated_chunked",
+        gated.gated_chunked,
+        bounds.gated_error_bound,
+        cost.gated_chunked_cost,
+        causal_only=True,
+        inputs="features",
+        claims=("C20",),
+        summary="gated, chunked: decays within a chunk from its log sums, state carried",
+        model=_GATED_MODEL,
+        options=("chunk_size", "normalize", "initial_state", "return_state"),
+        requires=("gates",),
     ),
 )
 

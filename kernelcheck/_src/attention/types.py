@@ -27,11 +27,13 @@ class State(NamedTuple):
     ----------
     S : numpy.ndarray
         ``sum_{j <= t} phi(k_j) v_j^T``, shape (..., D, d_v).
-    z : numpy.ndarray
-        ``sum_{j <= t} phi(k_j)``, shape (..., D).
+    z : numpy.ndarray or None
+        ``sum_{j <= t} phi(k_j)``, shape (..., D); None for unnormalised
+        attention, which needs no normaliser (C19).
 
-    Its size, ``D (d_v + 1)`` numbers per batch entry, does not depend on the
-    number of tokens consumed (C11).
+    Its size, ``D (d_v + 1)`` numbers per batch entry (``D d_v``
+    unnormalised), does not depend on the number of tokens consumed (C11).
+    The gated recurrence (C20) carries the same state, decayed.
 
     Examples
     --------
@@ -41,17 +43,24 @@ class State(NamedTuple):
     """
 
     S: np.ndarray
-    z: np.ndarray
+    z: np.ndarray | None = None
 
     @property
     def size(self) -> int:
         """Number of stored numbers, ``S.size + z.size``."""
-        return int(self.S.size + self.z.size)
+        return int(self.S.size + (0 if self.z is None else self.z.size))
 
     @property
     def nbytes(self) -> int:
         """Bytes held by the state arrays."""
-        return int(self.S.nbytes + self.z.nbytes)
+        return int(self.S.nbytes + (0 if self.z is None else self.z.nbytes))
+
+    @classmethod
+    def from_matrix(cls, M: np.ndarray, normalize: bool) -> State:
+        """Split the matrix ``[S, z]`` of the chunked products back into a state."""
+        if normalize:
+            return cls(np.ascontiguousarray(M[..., :-1]), np.ascontiguousarray(M[..., -1]))
+        return cls(M, None)
 
 
 @dataclass(frozen=True, eq=False)
@@ -153,6 +162,23 @@ class AttentionCost(ResultMixin):
 
 # Finishing: numerator / normaliser, bad normalisers
 # ---------------------------------------------------------------------------
+
+
+def finish_unnormalized(num: np.ndarray, form: str) -> np.ndarray:
+    """The output of an unnormalised form (C19): the numerator, checked finite."""
+    if not np.isfinite(num).all():
+        raise NumericalFailure(
+            f"`{form}` attention overflowed: an output is not finite ({num.dtype}); "
+            "scale the features or inputs down"
+        )
+    return num
+
+
+def finish_matrix(H: np.ndarray, normalize: bool, action: str, form: str):
+    """The output from the products ``H`` with ``[V, 1]`` (normalised) or with ``V`` (not)."""
+    if not normalize:
+        return finish_unnormalized(H, form)
+    return finish(H[..., :-1], H[..., -1], action, form)
 
 
 def finish(num: np.ndarray, den: np.ndarray, action: str, form: str):

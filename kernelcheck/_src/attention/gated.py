@@ -1,0 +1,346 @@
+"""Decayed and gated linear attention: retention, Mamba-2 / simple-GLA style gating (claim C20).
+
+The recurrence decays its state by a gate ``g_t`` in (0, 1] before adding
+the new token:
+
+    S_t = g_t S_{t-1} + phi(k_t) v_t^T,    z_t = g_t z_{t-1} + phi(k_t)  (normalised only),
+    y_t = S_t^T phi(q_t)   (or  S_t^T phi(q_t) / z_t . phi(q_t)),
+
+which equals causal attention with the weights
+``phi(q_i) . phi(k_j) prod_{l=j+1..i} g_l`` for ``j <= i``.  A constant gate
+per head is retention's decay; one gate per token and head is Mamba-2 /
+simple-GLA gating; ``g = 1`` is plain linear attention (C14, C19).
+
+* :func:`gated_recurrence` -- the recurrence as an ``init`` / ``step`` pair
+  over its :class:`~kernelcheck._src.attention.types.State` (optax style: a
+  constructor, not a flag on the plain step);
+* :func:`gated_recurrent` -- the reference loop of that step over a sequence;
+* :func:`gated_parallel` -- the weights formed directly, block by block of
+  query rows, the decays as ``exp(L_i - L_j)`` of the cumulative log gates
+  ``L_i = sum_{l <= i} log g_l`` (never a running product: a product of
+  thousands of gates below 1 underflows);
+* :func:`gated_chunked` -- quadratic within chunks (decays from the chunk's
+  own cumulative log gates), the decayed state carried across chunks.
+
+Gates are an array broadcastable to ``batch + (n,)``: a number (one decay
+for everything), shape ``(H, 1)`` for one decay per head of a ``(B, H)``
+batch, or ``(B, H, n)`` for one gate per token and head.  Every form is
+causal only, batched over leading dimensions, and the recurrent and chunked
+forms take and return a state for a hand-over between calls.  Error model:
+:func:`~kernelcheck._src.attention.bounds.gated_error_bound`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from kernelcheck._src.attention.blocking import (
+    BLOCK_ELEMENTS,
+    batch_size,
+    chunked_products,
+    query_block_rows,
+    swap,
+    with_ones,
+)
+from kernelcheck._src.attention.inputs import features_iv, gates_iv, state_matrix_iv
+from kernelcheck._src.attention.linear import run_recurrence, step_iv, step_raw
+from kernelcheck._src.attention.types import (
+    State,
+    finish,
+    finish_matrix,
+    finish_unnormalized,
+)
+from kernelcheck._src.core.validate import (
+    as_bool,
+    as_float_dtype,
+    as_int,
+    as_int_tuple,
+)
+from kernelcheck.errors import InvalidArgument
+
+__all__ = [
+    "Recurrence",
+    "gated_recurrence",
+    "gated_recurrent",
+    "gated_parallel",
+    "gated_chunked",
+]
+
+
+class Recurrence(NamedTuple):
+    """A recurrence as a pair of pure functions over its state (optax style).
+
+    Attributes
+    ----------
+    init : callable
+        ``init(D, d_v, *, batch_shape=(), dtype=float64) -> State``.
+    step : callable
+        ``step(state, phi_q, phi_k, v, g, *, on_bad_normalizer="raise")
+        -> (State, y)``: one token, with its gate ``g``.
+    """
+
+    init: Callable[..., State]
+    step: Callable[..., tuple[State, Any]]
+
+
+def gated_recurrence(*, normalize: bool = False) -> Recurrence:
+    """The decayed/gated recurrence as an ``init`` / ``step`` pair (claim C20).
+
+    ``step(state, phi_q, phi_k, v, g)`` computes ``S_t = g S_{t-1} + phi_k v^T``
+    (and ``z_t = g z_{t-1} + phi_k`` when normalised) and returns the new
+    state with ``y_t = S_t^T phi_q`` (divided by ``z_t . phi_q`` when
+    normalised).  ``g`` is a number or an array broadcastable to the batch
+    dimensions, in (0, 1].  Pure: the input state is never modified.
+
+    Parameters
+    ----------
+    normalize : bool
+        Unnormalised by default, as retention and gated layers are.
+
+    Returns
+    -------
+    Recurrence
+
+    Notes
+    -----
+    Operation count per token: ``6 D (d_v + 1) + d_v`` normalised (the decay
+    of the state adds ``D (d_v + 1)`` multiplications and as many additions'
+    worth of traffic to the plain step), independent of the tokens seen.
+
+    Examples
+    --------
+    >>> from kernelcheck.attention import gated_recurrence
+    >>> rec = gated_recurrence()
+    >>> s = rec.init(1, 1)
+    >>> s, y = rec.step(s, [1.0], [1.0], [2.0], 0.5)
+    >>> s, y = rec.step(s, [1.0], [1.0], [2.0], 0.5)
+    >>> y.tolist()          # 0.5 * 2 + 2
+    [3.0]
+    """
+    normalize = as_bool(normalize, "normalize")
+
+    def init(
+        D: int, d_v: int, *, batch_shape: tuple[int, ...] = (), dtype: Any = np.float64
+    ) -> State:
+        D = as_int(D, "D", minimum=1)
+        d_v = as_int(d_v, "d_v", minimum=1)
+        batch_shape = as_int_tuple(batch_shape, "batch_shape", minimum=1)
+        dtype = as_float_dtype(dtype, "dtype")
+        z = np.zeros(batch_shape + (D,), dtype=dtype) if normalize else None
+        return State(np.zeros(batch_shape + (D, d_v), dtype=dtype), z)
+
+    def step(state: State, phi_q: Any, phi_k: Any, v: Any, g: Any, *, on_bad_normalizer="raise"):
+        state, phi_q, phi_k, v, action = step_iv(state, phi_q, phi_k, v, on_bad_normalizer)
+        if normalize and state.z is None:
+            raise InvalidArgument(
+                "`state.z` is None, but this recurrence is normalised; make the state with "
+                "its own init()"
+            )
+        if not normalize:
+            state = State(state.S, None)
+        lead = np.broadcast_shapes(state.S.shape[:-2], phi_q.shape[:-1])
+        gate = gates_iv(g, lead, phi_q.dtype, "g").gates
+        with np.errstate(over="ignore", invalid="ignore"):
+            new, num, den = step_raw(state, phi_q, phi_k, v, gate)
+        if den is None:
+            return new, finish_unnormalized(num, "gated step")
+        return new, finish(num, den, action, "gated step")
+
+    init.__doc__ = "The empty state of the gated recurrence: ``S = 0`` (and ``z = 0``)."
+    step.__doc__ = "One token of the gated recurrence: decay by ``g``, add, read out."
+    return Recurrence(init, step)
+
+
+def _gated_inputs(phi_q, phi_k, V, gates, normalize, action):
+    phi_q, phi_k, V, _, action = features_iv(phi_q, phi_k, V, True, action)
+    normalize = as_bool(normalize, "normalize")
+    g = gates_iv(gates, phi_q.shape[:-1], V.dtype)
+    return phi_q, phi_k, V, g, normalize, action
+
+
+def gated_recurrent(
+    phi_q: Any,
+    phi_k: Any,
+    V: Any,
+    gates: Any,
+    *,
+    normalize: bool = False,
+    initial_state: State | None = None,
+    return_state: bool = False,
+    on_bad_normalizer: str = "raise",
+):
+    """Gated linear attention by running :func:`gated_recurrence`'s step over the sequence (C20).
+
+    The reference recurrence, a Python loop over tokens.
+
+    Parameters
+    ----------
+    phi_q, phi_k : array_like, shape (..., n, D)
+    V : array_like, shape (..., n, d_v)
+    gates : array_like, broadcastable to (..., n)
+        ``g_t`` in (0, 1] (see the module docstring for the shapes).
+    normalize : bool
+        Unnormalised by default.
+    initial_state : State, optional
+        The (decayed) state after earlier tokens, handed over (C19, C20).
+    return_state : bool
+        Also return the final state.
+    on_bad_normalizer : {"raise", "report"}
+        As in :func:`~kernelcheck.attention.parallel`, when normalised.
+
+    Returns
+    -------
+    numpy.ndarray of shape (..., n, d_v) (or :class:`AttentionOutput`);
+    with ``return_state`` a pair ``(result, State)``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kernelcheck.attention import gated_recurrent, gated_chunked
+    >>> rng = np.random.default_rng(0)
+    >>> pq, pk = rng.random((2, 9, 3))
+    >>> V, g = rng.normal(size=(9, 2)), rng.uniform(0.5, 1.0, size=9)
+    >>> bool(np.allclose(gated_recurrent(pq, pk, V, g), gated_chunked(pq, pk, V, g, chunk_size=4)))
+    True
+    """
+    phi_q, phi_k, V, g, normalize, action = _gated_inputs(
+        phi_q, phi_k, V, gates, normalize, on_bad_normalizer
+    )
+    return_state = as_bool(return_state, "return_state")
+    M0 = state_matrix_iv(initial_state, phi_q, V, normalize, True)
+    result, state = run_recurrence(phi_q, phi_k, V, g.gates, normalize, M0, action, "gated")
+    return (result, state) if return_state else result
+
+
+def gated_parallel(
+    phi_q: Any,
+    phi_k: Any,
+    V: Any,
+    gates: Any,
+    *,
+    normalize: bool = False,
+    on_bad_normalizer: str = "raise",
+):
+    """Gated linear attention with the decayed weights formed directly (claim C20).
+
+    ``y_i = sum_{j <= i} (phi(q_i) . phi(k_j)) exp(L_i - L_j) v_j`` with
+    ``L_i = sum_{l <= i} log g_l`` (divided by the same sum with ``v = 1``
+    when normalised).  Query rows are processed in blocks: at most
+    :data:`~kernelcheck._src.attention.blocking.BLOCK_ELEMENTS` entries of
+    the n x n decay mask exist at once, whatever n is.
+
+    Parameters
+    ----------
+    phi_q, phi_k, V, gates, normalize, on_bad_normalizer
+        As in :func:`gated_recurrent`.
+
+    Returns
+    -------
+    numpy.ndarray of shape (..., n, d_v), or :class:`AttentionOutput`
+
+    Notes
+    -----
+    Operation count per sequence: ``2 P D + 4 P + 2 P (d_v + 1) + n d_v`` for
+    the ``P ~ n (n + r) / 2`` (query, key) pairs the blocks form (scores,
+    decay exponent, its clamp, exp and product; weighted values), the
+    quadratic reference of C20.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kernelcheck.attention import gated_parallel, parallel
+    >>> rng = np.random.default_rng(1)
+    >>> pq, pk = rng.random((2, 6, 3))
+    >>> V = rng.normal(size=(6, 2))
+    >>> bool(np.allclose(gated_parallel(pq, pk, V, 1.0), parallel(pq, pk, V, causal=True,
+    ...                                                           normalize=False)))
+    True
+    """
+    phi_q, phi_k, V, g, normalize, action = _gated_inputs(
+        phi_q, phi_k, V, gates, normalize, on_bad_normalizer
+    )
+    batch, n = phi_q.shape[:-2], phi_q.shape[-2]
+    W = with_ones(V) if normalize else V
+    L = np.cumsum(g.log_gates, axis=-1)  # (..., n), non-increasing
+    H = np.empty(phi_q.shape[:-1] + W.shape[-1:], dtype=W.dtype)
+    rows = query_block_rows(n, BLOCK_ELEMENTS // max(1, n * batch_size(batch)), True)
+    with np.errstate(over="ignore", invalid="ignore"):
+        for i0 in range(0, n, rows):
+            i1 = min(n, i0 + rows)
+            scores = phi_q[..., i0:i1, :] @ swap(phi_k[..., :i1, :])  # (..., r, i1)
+            expo = L[..., i0:i1, None] - L[..., None, :i1]
+            future = np.arange(i1)[None, :] > np.arange(i0, i1)[:, None]
+            expo[..., future] = -np.inf  # masked: weight exactly 0
+            np.minimum(expo, 0.0, out=expo)  # rounding can push L_i - L_i' above 0
+            np.exp(expo, out=expo)
+            scores *= expo
+            H[..., i0:i1, :] = scores @ W[..., :i1, :]
+    return finish_matrix(H, normalize, action, "gated_parallel")
+
+
+def gated_chunked(
+    phi_q: Any,
+    phi_k: Any,
+    V: Any,
+    gates: Any,
+    *,
+    chunk_size: int = 64,
+    normalize: bool = False,
+    initial_state: State | None = None,
+    return_state: bool = False,
+    on_bad_normalizer: str = "raise",
+):
+    """Gated linear attention in chunks: decayed within, the decayed state carried across (C20).
+
+    Within a chunk starting at token t0, ``lc_i = sum_{l=t0..i} log g_l``:
+    the chunk's own weights decay by ``exp(lc_i - lc_j)``, the state before
+    the chunk by ``exp(lc_i)``, and the state after it is
+    ``exp(lc_last) S + sum_j exp(lc_last - lc_j) phi(k_j) [v_j, 1]^T``
+    (see :func:`~kernelcheck._src.attention.blocking.chunked_products`).
+
+    Parameters
+    ----------
+    phi_q, phi_k, V, gates
+        As in :func:`gated_recurrent`.
+    chunk_size : int >= 1
+        Any size; ``C >= n`` is :func:`gated_parallel`'s computation in one
+        block, ``C = 1`` the recurrence.
+    normalize, initial_state, return_state, on_bad_normalizer
+        As in :func:`gated_recurrent`.
+
+    Returns
+    -------
+    numpy.ndarray of shape (..., n, d_v), or :class:`AttentionOutput`; with
+    ``return_state`` a pair ``(result, State)``.
+
+    Notes
+    -----
+    Operation count: that of :func:`~kernelcheck.attention.chunked` plus
+    ``4 C^2`` per chunk for its decay mask, ``n (D + d_v + 3)`` for the key
+    and query decays and the log sums, and ``D (d_v + 1)`` per chunk for the
+    state's decay.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kernelcheck.attention import gated_chunked, gated_parallel
+    >>> rng = np.random.default_rng(2)
+    >>> pq, pk = rng.random((2, 10, 3))
+    >>> V, g = rng.normal(size=(10, 2)), np.full(10, 0.9)
+    >>> bool(np.allclose(gated_chunked(pq, pk, V, g, chunk_size=3), gated_parallel(pq, pk, V, g)))
+    True
+    """
+    phi_q, phi_k, V, g, normalize, action = _gated_inputs(
+        phi_q, phi_k, V, gates, normalize, on_bad_normalizer
+    )
+    C = as_int(chunk_size, "chunk_size", minimum=1)
+    return_state = as_bool(return_state, "return_state")
+    M0 = state_matrix_iv(initial_state, phi_q, V, normalize, True)
+    W = with_ones(V) if normalize else V
+    with np.errstate(over="ignore", invalid="ignore"):
+        H, M = chunked_products(phi_q, phi_k, W, C, S0=M0, log_gates=g.log_gates)
+    result = finish_matrix(H, normalize, action, "gated_chunked")
+    return (result, State.from_matrix(M, normalize)) if return_state else result
