@@ -1,4 +1,4 @@
-"""The claims of the essay (C1..C18), the checks that decide them, and the essay report.
+"""The claims of the essay (C1..C20), the checks that decide them, and the essay report.
 
 One registry serves the ``kernelcheck essay`` command, the command line and
 the documentation: :func:`registry` lists every :class:`Claim` whose check is

@@ -403,8 +403,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser(
         "essay",
-        help="check every claim C1..C18 of the essay and print the table",
-        description="Run every registered claim check (C1..C18) on built-in defaults and "
+        help="check every claim C1..C20 of the essay and print the table",
+        description="Run every registered claim check (C1..C20) on built-in defaults and "
         "print a table: claim, the claim in a few words, verdict, key number.",
         epilog=_EPILOG,
     )

@@ -1,4 +1,4 @@
-"""The claims registry: one entry per claim of the essay (C1..C18) with the check that decides it.
+"""The claims registry: one entry per claim of the essay (C1..C20) with the check that decides it.
 
 The registry is the single place the ``kernelcheck essay`` report, the command
 line and the documentation read claims from.  Each :class:`Claim` carries its
@@ -74,6 +74,7 @@ GROUPS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("attention-with-kernels", "Attention with kernels", ("C10", "C11", "C12", "C13")),
     ("recurrence", "The recurrence", ("C14", "C15")),
     ("beyond-the-essay", "Beyond the essay", ("C16", "C17", "C18")),
+    ("recurrence-today", "The recurrence, as users build it today", ("C19", "C20")),
 )
 
 
@@ -90,7 +91,7 @@ class ClaimResult(ResultMixin):
     Attributes
     ----------
     claim : str
-        The claim id, ``"C1"`` .. ``"C18"``.
+        The claim id, ``"C1"`` .. ``"C20"``.
     verdict : ClaimVerdict
         verified, refuted or inconclusive.
     key_number : str
@@ -143,7 +144,7 @@ class Claim:
     Attributes
     ----------
     id : str
-        ``"C1"`` .. ``"C18"``.
+        ``"C1"`` .. ``"C20"``.
     title : str
         The claim in a few words (the essay table's second column).
     statement : str
@@ -277,6 +278,18 @@ STATEMENTS: dict[str, tuple[str, str]] = {
         "orthogonal features: unbiased, no more MSE",
         "Orthogonal random features stay unbiased and do not raise the mean squared error.",
     ),
+    "C19": (
+        "unnormalised attention is the same recurrence",
+        "Unnormalised linear attention y_t = S_t^T phi(q_t) (S_t = S_{t-1} + phi(k_t) v_t^T): "
+        "its recurrent, parallel and chunked forms agree, and a state handed over at any cut "
+        "point gives the same outputs and final state as one pass.",
+    ),
+    "C20": (
+        "the gated recurrence is decayed attention",
+        "S_t = g_t S_{t-1} + phi(k_t) v_t^T with g_t in (0, 1] equals parallel attention with "
+        "weights phi(q_i).phi(k_j) prod_{l=j+1..i} g_l (j <= i); its chunked form agrees with "
+        "both, and g = 1 gives C14/C19.",
+    ),
 }
 
 _GROUP_OF = {cid: slug for slug, _title, ids in GROUPS for cid in ids}
@@ -363,7 +376,7 @@ def property_tests(root: str | Path | None = None) -> dict[str, tuple[str, ...]]
 
 
 def registry() -> dict[str, Claim]:
-    """The registered claims, in order C1..C18 (a claim whose capability is missing is absent).
+    """The registered claims, in order C1..C20 (a claim whose capability is missing is absent).
 
     Returns
     -------
@@ -1132,6 +1145,178 @@ def _check_c14(level: str):
                 )
             )
     key = f"recurrent = parallel = chunked (C = 1, 7, 64, n) on n = {n}: worst {fmt(worst)} x tol"
+    return _all_verdict(rows), key, {"n": n, "statements": rows}
+
+
+def _agree(label: str, out, ref, tol) -> tuple[dict, float]:
+    """A statement "out = ref": both forms within their error bound of the exact value."""
+    import numpy as np
+
+    err = np.abs(out - ref)
+    ratio = float((err / (2.0 * tol)).max())
+    row = _statement(
+        label, bool((err <= 2.0 * tol).all()), f"max |error| {fmt(err.max())}, {fmt(ratio)} x 2 tol"
+    )
+    return row, ratio
+
+
+def _handover_rows(run, one_pass, state_tol, n: int, label: str) -> tuple[list[dict], float]:
+    """Prefill with the chunked form, decode the rest with the recurrence, at several cuts.
+
+    ``run(lo, hi, state, form)`` runs tokens ``lo:hi`` from ``state`` and
+    returns ``(out, final state, tol)``; ``one_pass = (out, state, tol)``.
+    """
+    import numpy as np
+
+    rows, worst = [], 0.0
+    out1, state1, tol1 = one_pass
+    for cut in sorted({1, n // 3, n - 1}):
+        a, sa, ta = run(0, cut, None, "chunked")
+        b, sb, tb = run(cut, n, sa, "recurrent")
+        row, r = _agree(
+            f"{label}: prefill {cut} tokens, decode {n - cut}: outputs = one pass",
+            np.concatenate([a, b], axis=-2),
+            out1,
+            np.maximum(np.concatenate([ta, tb], axis=-2), tol1),
+        )
+        rows.append(row)
+        serr = float(np.abs(sb.S - state1.S).max())
+        rows.append(
+            _statement(
+                f"{label}: prefill {cut} tokens, decode {n - cut}: final state = one pass",
+                serr <= 2.0 * state_tol,
+                f"max |S difference| {fmt(serr)} <= 2 x {fmt(state_tol)}",
+            )
+        )
+        worst = max(worst, r, serr / (2.0 * state_tol) if state_tol > 0 else 0.0)
+    return rows, worst
+
+
+def _state_tol(pk, V) -> float:
+    """Bound on the rounding of ``S = sum_j d_j phi(k_j) v_j^T`` (decays d_j <= 1) in any order."""
+    import numpy as np
+
+    from kernelcheck._src.core.rounding import gamma
+
+    n = pk.shape[-2]
+    # 3n + 8 roundings per term cover the chunked, recurrent and decayed summation orders
+    return float(gamma(3 * n + 8) * (np.abs(pk).T @ np.abs(V)).max())
+
+
+@_register(
+    "C19",
+    requires=(),
+    checked_by=(
+        "kernelcheck.attention.recurrent",
+        "kernelcheck.attention.parallel",
+        "kernelcheck.attention.chunked",
+        "kernelcheck.attention.linear_error_bound",
+    ),
+)
+def _check_c19(level: str):
+    """Unnormalised: recurrent = parallel = chunked; a hand-over at any cut = one pass."""
+    from kernelcheck._src.attention import bounds, linear
+    from kernelcheck._src.kernels.algebra import Linear, exp
+
+    n, d, d_v = _pick(level, (37, 3, 2), (301, 4, 8), (1500, 6, 16))
+    Q, K_, V = _qkv(19, n, d, d_v, 0.5)
+    phi = exp(Linear(), order=2).features()
+    pq, pk = phi(Q), phi(K_)
+    tol = bounds.linear_error_bound(pq, pk, V, causal=True, normalize=False)
+    ref = linear.parallel(pq, pk, V, causal=True, normalize=False)
+    rec, state = linear.recurrent(pq, pk, V, normalize=False, return_state=True)
+    rows, worst = [], 0.0
+    outs = {"recurrent": rec}
+    for c in (1, 7, 64, n):
+        outs[f"chunked C={c}"] = linear.chunked(pq, pk, V, chunk_size=c, normalize=False)
+    for label, out in outs.items():
+        row, r = _agree(f"{label} = parallel causal, unnormalised", out, ref, tol)
+        rows.append(row)
+        worst = max(worst, r)
+
+    def run(lo, hi, st, form):
+        f = linear.chunked if form == "chunked" else linear.recurrent
+        a, b, v = pq[lo:hi], pk[lo:hi], V[lo:hi]
+        out, new = f(a, b, v, normalize=False, initial_state=st, return_state=True)
+        t = bounds.linear_error_bound(a, b, v, causal=True, normalize=False, initial_state=st)
+        return out, new, t
+
+    more, w = _handover_rows(run, (rec, state, tol), _state_tol(pk, V), n, "state hand-over")
+    rows += more
+    worst = max(worst, w)
+    key = f"unnormalised forms agree and hand over at 3 cuts, n = {n}: worst {fmt(worst)} x 2 tol"
+    return _all_verdict(rows), key, {"n": n, "statements": rows}
+
+
+@_register(
+    "C20",
+    requires=(),
+    checked_by=(
+        "kernelcheck.attention.gated_recurrent",
+        "kernelcheck.attention.gated_parallel",
+        "kernelcheck.attention.gated_chunked",
+        "kernelcheck.attention.gated_error_bound",
+    ),
+)
+def _check_c20(level: str):
+    """Gated: recurrent = parallel (decayed weights) = chunked; hand-over; g = 1 is C14/C19."""
+    import numpy as np
+
+    from kernelcheck._src.attention import bounds, gated, linear
+    from kernelcheck._src.kernels.algebra import Linear, exp
+
+    n, d, d_v = _pick(level, (37, 3, 2), (301, 4, 8), (1500, 6, 16))
+    Q, K_, V = _qkv(20, n, d, d_v, 0.5)
+    phi = exp(Linear(), order=2).features()
+    pq, pk = phi(Q), phi(K_)
+    rng = np.random.default_rng(20)
+    gate_sets = {
+        "per-token gates in (0.3, 1)": rng.uniform(0.3, 1.0, size=n),
+        "a constant decay 0.9 (retention)": np.full(n, 0.9),
+        "gates within 1e-6 of 0": rng.uniform(1e-7, 1e-6, size=n),
+        "gates within 1e-6 of 1": 1.0 - rng.uniform(0.0, 1e-6, size=n),
+    }
+    rows, worst = [], 0.0
+    for gname, g in gate_sets.items():
+        for normalize in (False, True):
+            kind = "normalised" if normalize else "unnormalised"
+            tol = bounds.gated_error_bound(pq, pk, V, g, normalize=normalize)
+            ref = gated.gated_parallel(pq, pk, V, g, normalize=normalize)
+            rec = gated.gated_recurrent(pq, pk, V, g, normalize=normalize)
+            outs = {"recurrent": rec}
+            for c in (1, 7, 64):
+                outs[f"chunked C={c}"] = gated.gated_chunked(
+                    pq, pk, V, g, chunk_size=c, normalize=normalize
+                )
+            for label, out in outs.items():
+                row, r = _agree(f"{label} = parallel ({gname}, {kind})", out, ref, tol)
+                rows.append(row)
+                worst = max(worst, r)
+    g = gate_sets["per-token gates in (0.3, 1)"]
+    rec, state = gated.gated_recurrent(pq, pk, V, g, return_state=True)
+    tol = bounds.gated_error_bound(pq, pk, V, g)
+
+    def run(lo, hi, st, form):
+        f = gated.gated_chunked if form == "chunked" else gated.gated_recurrent
+        a, b, v, gg = pq[lo:hi], pk[lo:hi], V[lo:hi], g[lo:hi]
+        out, new = f(a, b, v, gg, initial_state=st, return_state=True)
+        return out, new, bounds.gated_error_bound(a, b, v, gg, initial_state=st)
+
+    more, w = _handover_rows(run, (rec, state, tol), _state_tol(pk, V), n, "gated hand-over")
+    rows += more
+    worst = max(worst, w)
+    for normalize in (False, True):
+        plain = linear.chunked(pq, pk, V, normalize=normalize)
+        ones = gated.gated_chunked(pq, pk, V, 1.0, normalize=normalize)
+        tol = bounds.linear_error_bound(pq, pk, V, causal=True, normalize=normalize)
+        claim = "C14" if normalize else "C19"
+        row, r = _agree(f"g = 1 gives {claim} (gated chunked = chunked)", ones, plain, tol)
+        rows.append(row)
+        worst = max(worst, r)
+    key = (
+        f"gated forms agree for 4 gate regimes, hand over, reduce to C14/C19 at g = 1 (n = {n}): "
+        f"worst {fmt(worst)} x 2 tol"
+    )
     return _all_verdict(rows), key, {"n": n, "statements": rows}
 
 
