@@ -1104,24 +1104,24 @@ class ScalingReport(ResultMixin):
 _TITLE = "softmax against linear attention"
 
 
-#: What :func:`run_scaling` measures: key -> (label, registered form, causal).
+#: What :func:`run_scaling` measures: key -> (label, registered form, causal, claim).
 _PRESETS = (
-    ("softmax", "softmax, bidirectional", "softmax", False),
-    ("softmax-causal", "softmax, causal", "softmax", True),
-    ("parallel", "linear parallel, bidirectional", "parallel", False),
-    ("chunked", "linear chunked, causal", "chunked", True),
-    ("parallel-causal", "linear parallel (prefix sums), causal", "parallel", True),
-    ("recurrent", "linear recurrent, causal", "recurrent", True),
+    ("softmax", "softmax, bidirectional", "softmax", False, "C2"),
+    ("softmax-causal", "softmax, causal", "softmax", True, "C2"),
+    ("parallel", "linear parallel, bidirectional", "parallel", False, "C3"),
+    ("chunked", "linear chunked, causal", "chunked", True, "C3"),
+    ("parallel-causal", "linear parallel (prefix sums), causal", "parallel", True, "C3"),
+    ("recurrent", "linear recurrent, causal", "recurrent", True, "C3"),
+    ("gated-chunked", "gated linear chunked, causal", "gated_chunked", True, "C20"),
 )
 
 
 def _scaling_forms() -> dict[str, tuple[str, str, bool, str, tuple[float, float]]]:
-    # The claim and the expected exponent follow from the form: exact forms
-    # (queries and keys) are quadratic in n (C2), linear ones linear (C3).
+    # The expected exponent follows from the form: exact forms (queries and
+    # keys) are quadratic in n, the ones on feature matrices linear.
     out = {}
-    for key, label, name, causal in _PRESETS:
-        exact = get_form(name).inputs == "queries"
-        claim, kind = ("C2", "quadratic") if exact else ("C3", "linear")
+    for key, label, name, causal, claim in _PRESETS:
+        kind = "quadratic" if get_form(name).inputs == "queries" else "linear"
         out[key] = (label, name, causal, claim, EXPECTED_EXPONENTS[kind])
     return out
 
@@ -1129,8 +1129,9 @@ def _scaling_forms() -> dict[str, tuple[str, str, bool, str, tuple[float, float]
 #: The forms :func:`run_scaling` can measure: key -> (label, form, causal, claim, expected),
 #: each form one of :data:`kernelcheck.attention.FORMS`.
 SCALING_FORMS = _scaling_forms()
-#: The forms measured by default: softmax both ways, linear parallel and chunked.
-DEFAULT_FORMS = ("softmax", "softmax-causal", "parallel", "chunked")
+#: The forms measured by default: softmax both ways, linear parallel and chunked, and
+#: the gated chunked form (C20: linear in n as C3).
+DEFAULT_FORMS = ("softmax", "softmax-causal", "parallel", "chunked", "gated-chunked")
 
 
 def _run_scaling_iv(
@@ -1268,8 +1269,9 @@ def run_scaling(
     forms : sequence of str
         Keys of :data:`SCALING_FORMS` to measure (default
         :data:`DEFAULT_FORMS`: ``"softmax"``, ``"softmax-causal"``,
-        ``"parallel"``, ``"chunked"``; also ``"parallel-causal"`` and
-        ``"recurrent"``, the token-by-token reference loop).
+        ``"parallel"``, ``"chunked"``, ``"gated-chunked"``; also
+        ``"parallel-causal"`` and ``"recurrent"``, the token-by-token
+        reference loop).
     progress : callable, optional
         Called with a line of text as each form finishes.
 
@@ -1310,6 +1312,10 @@ def run_scaling(
         Q, K, V = make_exact(n)
         return phi(Q), phi(K), V
 
+    def make_gated(n):  # per-token gates in (0.9, 1), as in a gated layer
+        g = np.random.default_rng([int(seeds[1]), n, 20]).uniform(0.9, 1.0, size=n)
+        return (*make_linear(n), g)
+
     load_before = _load_average()
     limiter, thread_note = _thread_limit(threads)
     entries = []
@@ -1328,6 +1334,7 @@ def run_scaling(
                     make_exact,
                     make_linear,
                     clock,
+                    make_gated,
                 )
             )
             if progress is not None:
@@ -1396,13 +1403,14 @@ def _measure_form(
     make_exact,
     make_linear,
     clock,
+    make_gated=None,
 ) -> FormScaling:
     name, form, causal, claim, expected = SCALING_FORMS[key]
     entry = get_form(form)
     kwargs = {"chunk_size": chunk_size} if "chunk_size" in entry.options else {}
 
-    def fn(a, b, V):
-        return entry.call(a, b, V, causal=causal, **kwargs)
+    def fn(a, b, V, *required):
+        return entry.call(a, b, V, *required, causal=causal, **kwargs)
 
     def model(n):
         return cost_model(form, n, d, D, d, chunk_size, causal=causal)
@@ -1410,7 +1418,9 @@ def _measure_form(
     m = measure(
         fn,
         sizes,
-        make_input=make_exact if entry.inputs == "queries" else make_linear,
+        make_input=make_exact
+        if entry.inputs == "queries"
+        else (make_gated if "gates" in entry.requires else make_linear),
         repeats=repeats,
         warmup=2,
         statistic=statistic,
