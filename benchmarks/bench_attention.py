@@ -11,6 +11,12 @@ Groups (``benchmark.group``), each measured in the same run:
 * ``causal-16k`` (n = 16384, d = d_v = 64, D = 256): causal
   :func:`~kernelcheck.attention.softmax` against causal ``chunked``.
   Target: chunked at least 10x faster.
+* ``gated-16k`` (n = 16384, D = d_v = 64): :func:`~kernelcheck.attention.gated_chunked`
+  (per-token gates, unnormalised) against plain ``chunked`` (unnormalised).
+  Target: within 1.5x.
+* the peak memory of :func:`~kernelcheck.attention.gated_parallel` (tracemalloc)
+  at two sizes: a block of query rows of the decay mask at a time, never n x n
+  (asserted: it is a deterministic memory claim, not a time).
 
 Features are positive (``phi`` entries in [0, 1), as for positive random
 features), so every normaliser is positive.  Every benchmark also checks its
@@ -117,6 +123,58 @@ def test_chunked_causal_16k(benchmark, size_for):
     last = (pq[-1] @ (pk.T @ V)) / (pq[-1] @ pk.sum(axis=0))  # the last row sees every key
     bound = att.linear_error_bound(pq, pk, V, causal=True)[-1]
     assert (np.abs(out[-1] - last) <= 2 * bound).all()
+
+
+# ----- gated chunked vs plain chunked (C20) ----------------------------------------
+
+D_GATED = 64
+
+
+def _gated(n: int, seed: int):
+    rng = np.random.default_rng(seed)
+    pq, pk = rng.random((2, n, D_GATED))
+    return pq, pk, rng.standard_normal((n, D_V)), rng.uniform(0.9, 1.0, size=n)
+
+
+@pytest.mark.benchmark(group="gated-16k")
+def test_gated_chunked_16k(benchmark, size_for):
+    pq, pk, V, g = _gated(size_for(16384, 300), 5)
+    out = benchmark.pedantic(att.gated_chunked, (pq, pk, V, g), **_rounds(benchmark, True))
+    ref = att.gated_recurrent(pq[:200], pk[:200], V[:200], g[:200])  # another order
+    bound = att.gated_error_bound(pq[:200], pk[:200], V[:200], g[:200])
+    assert (np.abs(out[:200] - ref) <= 2 * bound).all()
+
+
+@pytest.mark.benchmark(group="gated-16k")
+def test_plain_chunked_16k_peer(benchmark, size_for):
+    pq, pk, V, _ = _gated(size_for(16384, 300), 5)
+    out = benchmark.pedantic(
+        att.chunked, (pq, pk, V), {"normalize": False}, **_rounds(benchmark, True)
+    )
+    assert out.shape == V.shape
+
+
+def test_gated_parallel_forms_one_block_of_the_mask_at_a_time():
+    """C20 (deterministic memory claim): the peak allocation of gated_parallel beyond its
+    inputs and output is bounded by the block budget, the same at n = 4096 as at 8192,
+    far below the n x n mask (134 MB at n = 4096)."""
+    import tracemalloc
+
+    from kernelcheck._src.attention.blocking import BLOCK_ELEMENTS
+
+    peaks = {}
+    for n in (4096, 8192):
+        pq, pk, V, g = _gated(n, 6)
+        pq, pk, V, g = pq[:, :8], pk[:, :8], V[:, :4], g  # small D and d_v: the mask dominates
+        tracemalloc.start()
+        out = att.gated_parallel(pq, pk, V, g)
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        peaks[n] = peak - out.nbytes
+    # a few block-sized temporaries (scores, exponents, mask) of 8 bytes per entry
+    budget = 6 * BLOCK_ELEMENTS * 8
+    assert all(p <= budget for p in peaks.values()), peaks
+    assert peaks[8192] < 8192 * 8192 * 8 / 4
 
 
 # ----- deterministic cost claim --------------------------------------------------
