@@ -7,7 +7,7 @@ intermediate would need -- never a bare ``TypeError`` / ``ValueError`` /
 ``IndexError`` / ``AttributeError`` from NumPy or Python, never a verdict
 computed from NaN, never a silent acceptance.
 
-The tables here cover what the other ``tests/test_reliability_*.py`` files do
+The tables here cover what the other ``tests/**/test_reliability*.py`` files do
 not: the kernel nodes built directly (``Sum``, ``Scaled``, ``Product``,
 ``Power``, ``Exp``, ``FunctionKernel``, ``ExactFeatureMap``),
 :mod:`kernelcheck.scaling`, ``strategies.feature_maps``, the ``testing``
@@ -16,7 +16,7 @@ started) and :mod:`kernelcheck.claims` (checked before any claim runs, or with
 the quickest claim at the quickest level).
 
 ``test_every_public_callable_has_a_bad_input_table`` parses every
-``tests/test_reliability_*.py`` with :mod:`ast` and fails when a public
+``tests/**/test_reliability*.py`` with :mod:`ast` and fails when a public
 function or user-constructed class has no row in any table.
 """
 
@@ -56,7 +56,7 @@ from kernelcheck.kernels import (
 
 IA = InvalidArgument  # the error most rows expect
 HERE = Path(__file__).resolve()
-ROOT = HERE.parents[1]
+ROOT = HERE.parents[2]
 X = np.random.default_rng(11).normal(size=(3, 2))
 SZ = (8, 16, 32)
 
@@ -879,7 +879,7 @@ def _untabled(modules, test_files) -> list[str]:
     )
 
 
-RELIABILITY_FILES = sorted((ROOT / "tests").glob("test_reliability_*.py"))
+RELIABILITY_FILES = sorted((ROOT / "tests").rglob("test_reliability*.py"))
 
 
 def test_every_public_callable_has_a_bad_input_table():

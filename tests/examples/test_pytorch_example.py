@@ -21,7 +21,7 @@ torch = pytest.importorskip("torch")
 from kernelcheck import verify  # noqa: E402
 from kernelcheck.kernels import Exponential  # noqa: E402
 
-PAGE = Path(__file__).resolve().parents[1] / "docs" / "examples" / "pytorch.md"
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "pytorch.md"
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,7 @@ from kernelcheck._src.claims import essay
 from kernelcheck._src.claims import registry as claims_src
 from kernelcheck.errors import InvalidArgument
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 ALL_IDS = [f"C{i}" for i in range(1, 19)]
 
 
