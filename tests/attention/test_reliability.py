@@ -1,12 +1,12 @@
-"""Reliability of the attention forms and their verifier under bad input and extreme values.
+"""Reliability of the attention forms under bad input and extreme values.
 
 The contract (docs/reliability.md): every public function of
-:mod:`kernelcheck.attention` and :func:`kernelcheck.verify.attention` either
-returns a correct answer or raises a clean error -- ``InvalidArgument`` whose
-message opens with the argument in backticks, ``NumericalFailure`` or
-``BadNormalizer`` -- never a bare NumPy traceback and never a result computed
-from NaN.  No function writes into the caller's arrays (checked with read-only
-inputs).
+:mod:`kernelcheck.attention` either returns a correct answer or raises a
+clean error -- ``InvalidArgument`` whose message opens with the argument in
+backticks, ``NumericalFailure`` or ``BadNormalizer`` -- never a bare NumPy
+traceback and never a result computed from NaN.  No function writes into the
+caller's arrays (checked with read-only inputs).  The same contract for
+``verify.attention`` is in ``tests/verify/test_reliability.py``.
 
 The messages are matched case-sensitively from their start, so that the
 argument named in backticks is the one the caller passed.
@@ -23,12 +23,10 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from kernelcheck import attention as A
-from kernelcheck import verify
 from kernelcheck.errors import BadNormalizer, InvalidArgument, NumericalFailure
 from kernelcheck.kernels import Exponential, Linear, kernel_from_function
 
 CLEAN = (InvalidArgument, NumericalFailure, BadNormalizer)
-
 RNG = np.random.default_rng(20240611)
 Q = RNG.normal(size=(5, 3))
 K = RNG.normal(size=(5, 3))
@@ -52,6 +50,7 @@ def _gram_of(value):
 # ---------------------------------------------------------------------------
 # Bad-input table: (id, call, error, message regex from the start)
 # ---------------------------------------------------------------------------
+
 
 TRIPLE_FORMS = {
     "softmax": (lambda a, b, c, **kw: A.softmax(a, b, c, **kw), ("Q", "K", "V"), "d", Q, K),
@@ -576,103 +575,6 @@ BAD_CALLS = _triple_cases() + [
         InvalidArgument,
         r"^`causal` must be True for form 'chunked' \(it is causal only\)",
     ),
-    # verify.attention
-    (
-        "verify-fn",
-        lambda: verify.attention(3),
-        InvalidArgument,
-        r"^`fn` must be callable, got int 3",
-    ),
-    (
-        "verify-both",
-        lambda: verify.attention(A.softmax, kernel=Linear(), feature_map=abs),
-        InvalidArgument,
-        r"^pass at most one of `kernel` and `feature_map`, got both",
-    ),
-    (
-        "verify-kernel",
-        lambda: verify.attention(A.softmax, kernel="exp"),
-        InvalidArgument,
-        r"^`kernel` must be callable, got str 'exp'",
-    ),
-    (
-        "verify-feature-map",
-        lambda: verify.attention(A.softmax, feature_map=1.0),
-        InvalidArgument,
-        r"^`feature_map` must be callable, got float 1\.0",
-    ),
-    (
-        "verify-scale-with-kernel",
-        lambda: verify.attention(A.softmax, kernel=Exponential(), scale=1.0),
-        InvalidArgument,
-        r"^`scale` applies to the softmax reference only",
-    ),
-    (
-        "verify-scale",
-        lambda: verify.attention(A.softmax, scale=-1.0),
-        InvalidArgument,
-        r"^`scale` must be a finite number > 0, got -1\.0",
-    ),
-    (
-        "verify-causal",
-        lambda: verify.attention(A.softmax, causal="no"),
-        InvalidArgument,
-        r"^`causal` must be True or False, got str 'no'",
-    ),
-    (
-        "verify-seed-none",
-        lambda: verify.attention(A.softmax, seed=None),
-        InvalidArgument,
-        r"^`seed` must be given",
-    ),
-    (
-        "verify-seed-neg",
-        lambda: verify.attention(A.softmax, seed=-1),
-        InvalidArgument,
-        r"^`seed` must be a non-negative int",
-    ),
-    (
-        "verify-n",
-        lambda: verify.attention(A.softmax, n=1),
-        InvalidArgument,
-        r"^`n` must be >= 2, got 1",
-    ),
-    (
-        "verify-d",
-        lambda: verify.attention(A.softmax, d=0),
-        InvalidArgument,
-        r"^`d` must be >= 1, got 0",
-    ),
-    (
-        "verify-d_v",
-        lambda: verify.attention(A.softmax, d_v=0),
-        InvalidArgument,
-        r"^`d_v` must be >= 1, got 0",
-    ),
-    (
-        "verify-batch-list",
-        lambda: verify.attention(A.softmax, batch_shape=[2]),
-        InvalidArgument,
-        r"^`batch_shape` must be a tuple of ints, got list \[2\]",
-    ),
-    (
-        "verify-batch-zero",
-        lambda: verify.attention(A.softmax, batch_shape=(0,)),
-        InvalidArgument,
-        r"^`batch_shape` must be >= 1, got 0",
-    ),
-    (
-        "verify-dtype",
-        lambda: verify.attention(A.softmax, dtype=np.float16),
-        InvalidArgument,
-        r"^`dtype` must be float64 or float32, got float16",
-    ),
-    (
-        "verify-feature-ops",
-        lambda: verify.attention(A.softmax, feature_ops=-1),
-        InvalidArgument,
-        r"^`feature_ops` must be >= 0, got -1",
-    ),
 ]
 
 
@@ -688,6 +590,7 @@ def test_bad_input_table(call, error, message):
 # Accepted dtypes, layouts and read-only inputs: same answer as plain float64
 # ---------------------------------------------------------------------------
 
+
 LINEAR_FORMS = {
     "parallel": lambda a, b, c: A.parallel(a, b, c),
     "parallel-causal": lambda a, b, c: A.parallel(a, b, c, causal=True),
@@ -695,6 +598,8 @@ LINEAR_FORMS = {
     "chunked": lambda a, b, c: A.chunked(a, b, c, chunk_size=2),
     "linear_error_bound": lambda a, b, c: A.linear_error_bound(a, b, c, causal=True),
 }
+
+
 EXACT_FORMS = {
     "softmax": lambda a, b, c: A.softmax(a, b, c),
     "softmax-causal": lambda a, b, c: A.softmax(a, b, c, causal=True),
@@ -702,6 +607,8 @@ EXACT_FORMS = {
     "softmax_error_bound": lambda a, b, c: A.softmax_error_bound(a, b, c, causal=True),
     "kernelized_error_bound": lambda a, b, c: A.kernelized_error_bound(a, b, c, Exponential()),
 }
+
+
 ALL_FORMS = [(k, f, PQ, PK) for k, f in LINEAR_FORMS.items()] + [
     (k, f, Q, K) for k, f in EXACT_FORMS.items()
 ]
@@ -764,6 +671,39 @@ def test_step_and_init_do_not_write_into_the_state_or_inputs():
     assert np.array_equal(new.S, np.outer(PK[0], V[0]))
     assert np.array_equal(new.z, PK[0])
     assert np.allclose(y, V[0])  # one token: the output is its own value
+
+
+@pytest.mark.parametrize("wide", [0, 1, 2])
+@pytest.mark.parametrize("name", ["softmax", "parallel", "chunked"])
+def test_one_float64_argument_makes_the_result_float64(name, wide):
+    fn, _, _, A0, B0 = TRIPLE_FORMS[name]
+    args = [x.astype(np.float32) for x in (A0, B0, V)]
+    assert fn(*args).dtype == np.float32
+    args[wide] = args[wide].astype(np.float64)
+    assert fn(*args).dtype == np.float64
+
+
+@pytest.mark.parametrize("name", ["softmax", "parallel"])
+def test_batch_and_last_dimension_messages_describe_every_argument(name):
+    fn, (qn, kn, vn), what, A0, B0 = TRIPLE_FORMS[name]
+    Bb = np.broadcast_to(B0, (2, 3) + B0.shape)
+    Vb = np.broadcast_to(V, (2, 3) + V.shape)
+    with pytest.raises(
+        InvalidArgument,
+        match=re.escape(
+            f"the leading (batch/head) dimensions of `{qn}`, `{kn}` and `{vn}` must agree, got "
+            "(1,), (2, 3) and (2, 3)"
+        ),
+    ):
+        fn(A0[None], Bb, Vb)
+    with pytest.raises(
+        InvalidArgument,
+        match=re.escape(
+            f"`{qn}` and `{kn}` must have the same last dimension {what}, got array of shape "
+            f"{A0.shape} and dtype float64 and array of shape {B0[:, :2].shape} and dtype float64"
+        ),
+    ):
+        fn(A0, B0[:, :2], V)
 
 
 # ---------------------------------------------------------------------------
@@ -864,6 +804,7 @@ def test_kernelized_overflowing_kernel_is_a_clean_error():
 # ---------------------------------------------------------------------------
 # Hypothesis: arbitrary (including extreme) finite inputs give an answer or a clean error
 # ---------------------------------------------------------------------------
+
 
 EXTREME = st.one_of(
     st.floats(-1e300, 1e300, allow_nan=False, allow_infinity=False),
@@ -977,57 +918,3 @@ def test_cost_model_answers_for_any_valid_sizes(form, n, d, D, dv, C):
     cost = A.cost_model(form, n, d, D, dv, C)
     assert cost.flops > 0 and cost.state_size > 0
     assert isinstance(cost.flops, int)
-
-
-@settings(max_examples=20, deadline=None)
-@given(st.sampled_from(["nan", "raise", "shape", "complex"]))
-def test_verify_attention_with_a_misbehaving_layer_is_a_verdict_or_clean(kind):
-    """A layer returning garbage is a failed verdict (not a crash); one that raises is reported."""
-
-    def layer(Qx, Kx, Vx):
-        if kind == "nan":
-            return np.full(Vx.shape, np.nan)
-        if kind == "raise":
-            raise RuntimeError("layer exploded")
-        if kind == "shape":
-            return Vx[..., :1]
-        return Vx + 1j
-
-    try:
-        report = verify.attention(layer, n=4, d=2)
-    except CLEAN:
-        return
-    assert not report.passed
-
-
-@pytest.mark.parametrize("wide", [0, 1, 2])
-@pytest.mark.parametrize("name", ["softmax", "parallel", "chunked"])
-def test_one_float64_argument_makes_the_result_float64(name, wide):
-    fn, _, _, A0, B0 = TRIPLE_FORMS[name]
-    args = [x.astype(np.float32) for x in (A0, B0, V)]
-    assert fn(*args).dtype == np.float32
-    args[wide] = args[wide].astype(np.float64)
-    assert fn(*args).dtype == np.float64
-
-
-@pytest.mark.parametrize("name", ["softmax", "parallel"])
-def test_batch_and_last_dimension_messages_describe_every_argument(name):
-    fn, (qn, kn, vn), what, A0, B0 = TRIPLE_FORMS[name]
-    Bb = np.broadcast_to(B0, (2, 3) + B0.shape)
-    Vb = np.broadcast_to(V, (2, 3) + V.shape)
-    with pytest.raises(
-        InvalidArgument,
-        match=re.escape(
-            f"the leading (batch/head) dimensions of `{qn}`, `{kn}` and `{vn}` must agree, got "
-            "(1,), (2, 3) and (2, 3)"
-        ),
-    ):
-        fn(A0[None], Bb, Vb)
-    with pytest.raises(
-        InvalidArgument,
-        match=re.escape(
-            f"`{qn}` and `{kn}` must have the same last dimension {what}, got array of shape "
-            f"{A0.shape} and dtype float64 and array of shape {B0[:, :2].shape} and dtype float64"
-        ),
-    ):
-        fn(A0, B0[:, :2], V)

@@ -540,3 +540,44 @@ def test_load_matrix_refuses_pickles(tmp_path):
     np.save(path, np.array([{"a": 1}], dtype=object), allow_pickle=True)
     with pytest.raises(cli.UsageError, match="cannot read a matrix"):
         cli.load_matrix(path)
+
+
+# ---------------------------------------------------------------------------
+# Extreme matrices and points on the command line: a verdict or one line, exit 2
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "matrix, code",
+    [
+        (np.full((2, 2), 1e308), 0),
+        (np.eye(3, dtype=np.float16), 0),
+        (np.eye(2, dtype=np.int64), 0),
+        (np.eye(2) + 0j, 2),
+        (np.zeros((0, 0)), 2),
+        (np.array([[1.0, 2.0], [2.0, 1.0]]), 1),
+    ],
+)
+def test_cli_psd_on_extreme_files(tmp_path, capsys, matrix, code):
+    path = tmp_path / "K.npy"
+    np.save(path, matrix)
+    assert cli.main(["psd", str(path)]) == code
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and (code != 2 or err.count("\n") == 1)
+
+
+def test_cli_kernel_and_unbiased_extremes(tmp_path, capsys):
+    pts = tmp_path / "p.txt"
+    np.savetxt(pts, np.array([[1e200, 0.0], [0.0, 1.0]]))
+    assert cli.main(["kernel", "exponential", "--dim", "2", "--points", str(pts)]) == 3
+    err = capsys.readouterr().err
+    assert err.startswith("kernelcheck kernel: cannot decide: ") and err.count("\n") == 1
+    assert (
+        cli.main(["unbiased", "--dim", "100000", "--num-features", "100000", "--trials", "10"]) == 2
+    )
+    err = capsys.readouterr().err
+    assert "would need 10000000000 entries" in err
+    code = cli.main(
+        ["unbiased", "--points", "1", "--dim", "1", "--num-features", "2", "--trials", "300"]
+    )
+    assert code in (0, 3)

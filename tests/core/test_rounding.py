@@ -2,7 +2,8 @@
 
 Reference: Higham, *Accuracy and Stability of Numerical Algorithms*, 2nd ed.,
 sec. 3.1 (gamma_k = k u / (1 - k u)) and Lemma 3.4 / eq. (3.13) for the
-entrywise bound of a matrix product.
+entrywise bound of a matrix product; the bound is also checked against an
+exact product in rational arithmetic.
 """
 
 from __future__ import annotations
@@ -16,6 +17,32 @@ from kernelcheck._src.core.rounding import Tolerance, gamma, matmul_error_bound,
 from kernelcheck.errors import InvalidArgument
 
 RNG = np.random.default_rng(5)
+
+
+def test_unit_roundoff_and_gamma():
+    assert unit_roundoff() == 2.0**-53
+    assert unit_roundoff(np.float32) == 2.0**-24
+    u = 2.0**-53
+    assert gamma(10) == 10 * u / (1 - 10 * u)
+    with pytest.raises(InvalidArgument, match="not a useful bound"):
+        gamma(2**52)
+
+
+def test_matmul_error_bound_covers_the_actual_error():
+    """Against an exact product in rational arithmetic (fractions) on small matrices."""
+    from fractions import Fraction
+
+    rng = np.random.default_rng(1)
+    A, B = rng.normal(size=(4, 50)), rng.normal(size=(50, 3))
+    exact = np.array(
+        [
+            [float(sum(Fraction(a) * Fraction(b) for a, b in zip(A[i], B[:, j]))) for j in range(3)]
+            for i in range(4)
+        ]
+    )
+    bound = matmul_error_bound(A, B)
+    assert np.all(np.abs(A @ B - exact) <= bound + np.finfo(float).eps / 2 * np.abs(exact))
+    assert np.all(bound > 0)
 
 
 def test_gamma_limits_message_names_k_and_dtype():

@@ -1,18 +1,10 @@
-"""Unit tests of the shared input validation, error model, results and atomic writer."""
+"""Unit tests of the shared input validation (kernelcheck._src.core.validate)."""
 
 from __future__ import annotations
-
-import enum
-import json
-import math
-from dataclasses import dataclass
 
 import numpy as np
 import pytest
 
-from kernelcheck._src.core.atomic import atomic_write, write_bytes_atomic, write_text_atomic
-from kernelcheck._src.core.results import ResultMixin, to_jsonable
-from kernelcheck._src.core.rounding import Tolerance, gamma, matmul_error_bound, unit_roundoff
 from kernelcheck._src.core.validate import (
     as_array,
     as_int,
@@ -26,32 +18,6 @@ from kernelcheck._src.core.validate import (
     check_size,
 )
 from kernelcheck.errors import InvalidArgument
-
-
-def test_unit_roundoff_and_gamma():
-    assert unit_roundoff() == 2.0**-53
-    assert unit_roundoff(np.float32) == 2.0**-24
-    u = 2.0**-53
-    assert gamma(10) == 10 * u / (1 - 10 * u)
-    with pytest.raises(InvalidArgument, match="not a useful bound"):
-        gamma(2**52)
-
-
-def test_matmul_error_bound_covers_the_actual_error():
-    """Against an exact product in rational arithmetic (fractions) on small matrices."""
-    from fractions import Fraction
-
-    rng = np.random.default_rng(1)
-    A, B = rng.normal(size=(4, 50)), rng.normal(size=(50, 3))
-    exact = np.array(
-        [
-            [float(sum(Fraction(a) * Fraction(b) for a, b in zip(A[i], B[:, j]))) for j in range(3)]
-            for i in range(4)
-        ]
-    )
-    bound = matmul_error_bound(A, B)
-    assert np.all(np.abs(A @ B - exact) <= bound + np.finfo(float).eps / 2 * np.abs(exact))
-    assert np.all(bound > 0)
 
 
 def test_as_array_dtypes():
@@ -111,43 +77,3 @@ def test_rng_is_reproducible_and_passes_generators_through():
     assert as_rng(7).random() == as_rng(7).random()
     assert as_rng(np.random.SeedSequence(7)).random() == np.random.default_rng(7).random()
     assert as_real(np.float32(0.5), "c") == 0.5 and as_real(np.array(2.0), "c") == 2.0
-
-
-class Color(enum.Enum):
-    RED = "red"
-
-
-@dataclass(frozen=True)
-class _Result(ResultMixin):
-    value: float
-    array: np.ndarray
-    color: Color
-    tol: Tolerance
-
-
-def test_results_are_strict_json():
-    r = _Result(float("nan"), np.array([1.0, np.inf]), Color.RED, Tolerance(1e-3, "model"))
-    d = json.loads(r.to_json(allow_nan=False))
-    assert d == {
-        "value": "nan",
-        "array": [1.0, "inf"],
-        "color": "red",
-        "tol": {"value": 1e-3, "source": "model", "kind": "absolute"},
-    }
-    assert to_jsonable(np.int64(3)) == 3 and to_jsonable((1, -math.inf)) == [1, "-inf"]
-
-
-def test_atomic_write_leaves_nothing_on_failure(tmp_path):
-    target = tmp_path / "sub" / "report.md"
-    write_text_atomic(target, "one")
-    with pytest.raises(KeyboardInterrupt):
-        with atomic_write(target) as fh:
-            fh.write("half")
-            raise KeyboardInterrupt
-    assert target.read_text() == "one"
-    assert sorted(p.name for p in target.parent.iterdir()) == ["report.md"]
-    write_bytes_atomic(tmp_path / "b.bin", b"\x00\x01")
-    assert (tmp_path / "b.bin").read_bytes() == b"\x00\x01"
-    with pytest.raises(ValueError):
-        with atomic_write(target, "a"):
-            pass

@@ -1,20 +1,19 @@
-"""Reliability tables for random features, the Monte Carlo engine and verify.unbiased.
+"""Reliability tables for the random feature maps, draw_projection and optimal_positive_parameter.
 
-Every public function of ``kernelcheck.features`` (random maps),
-``kernelcheck.stats`` and ``verify.unbiased`` / ``verify.ratio_bias`` gets:
-bad input (wrong types, ranks, shapes, empty, NaN/Inf, complex/object
-dtypes, huge sizes refused up front with the size they would need, user
-callables that raise or return wrong shapes or NaN) -> ``InvalidArgument``
+Every public random-feature function of ``kernelcheck.features`` gets: bad
+input (wrong types, ranks, shapes, empty, NaN/Inf, complex/object dtypes, huge
+sizes refused up front with the size they would need) -> ``InvalidArgument``
 naming the argument; extreme values (large and tiny norms, n = 1, d = 1,
 float16 / int / non-contiguous input) -> a correct answer or a clean
 ``NumericalFailure``; read-only input is never written.  One Hypothesis test
-per public function checks that contract on drawn inputs.
+per public function checks that contract on drawn inputs.  The same for the
+Monte Carlo engine is in ``tests/mc/test_reliability.py``, for
+``verify.unbiased`` in ``tests/verify/test_reliability.py``.
 """
 
 from __future__ import annotations
 
 import math
-import warnings
 
 import numpy as np
 import pytest
@@ -22,7 +21,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from kernelcheck import Exponential, Gaussian
 from kernelcheck.errors import InvalidArgument, NumericalFailure
 from kernelcheck.features import (
     HyperbolicRandomFeatures,
@@ -33,18 +31,6 @@ from kernelcheck.features import (
     draw_projection,
     optimal_positive_parameter,
 )
-from kernelcheck.stats import (
-    Moments,
-    berry_esseen_bound,
-    central_from_raw_ratios,
-    central_moments_of_mean,
-    root_seed_sequence,
-    run_trials,
-    shard_seed,
-    trials_needed,
-)
-from kernelcheck.testing import assert_unbiased
-from kernelcheck.verify import default_points, ratio_bias, unbiased, write_report
 
 CLASSES = [
     PositiveRandomFeatures,
@@ -52,6 +38,8 @@ CLASSES = [
     HyperbolicRandomFeatures,
     OptimalPositiveRandomFeatures,
 ]
+
+
 CLEAN = (InvalidArgument, NumericalFailure)
 
 
@@ -64,7 +52,10 @@ def _readonly(a):
 X = _readonly(np.random.default_rng(0).normal(size=(3, 2)) * 0.3)
 
 
-# --- bad input tables ---------------------------------------------------------
+# ---------------------------------------------------------------------------
+# Bad input tables
+# ---------------------------------------------------------------------------
+
 
 FEATURE_BAD = [
     (lambda c: c(2, 4, seed=None), "`seed`"),
@@ -142,152 +133,9 @@ def test_projection_and_parameter_bad_input(call, text):
         assert isinstance(info.value, InvalidArgument)
 
 
-def _raises(rng, n):
-    raise ZeroDivisionError("boom")
-
-
-STATS_BAD = [
-    (lambda: run_trials(_raises, 10, seed=0), "`fn` raised ZeroDivisionError: boom"),
-    (
-        lambda: run_trials(lambda r, n: np.full((n, 2), np.nan), 10, seed=0),
-        "`values` must be finite",
-    ),
-    (lambda: run_trials(lambda r, n: np.ones(n) + 1j, 10, seed=0), "`values` must be real"),
-    (
-        lambda: run_trials(lambda r, n: np.array([object()] * n), 10, seed=0),
-        "`values` must be a real",
-    ),
-    (lambda: run_trials(lambda r, n: np.ones(n + 1), 10, seed=0), "with 10 rows"),
-    (lambda: run_trials(lambda r, n: (np.ones(n), np.ones(3)), 10, seed=0), "`aux` must have"),
-    (lambda: run_trials(lambda r, n: np.ones(n), 1, seed=0), "`trials` must be >= 2"),
-    (lambda: run_trials(lambda r, n: np.ones(n), 5, seed="x"), "`seed`"),
-    (lambda: run_trials(None, 5, seed=0), "`fn` must be callable"),
-    (lambda: root_seed_sequence(True), "`seed`"),
-    (lambda: shard_seed("root", 0), "`root`"),
-    (lambda: berry_esseen_bound([[1.0], [2.0, 3.0]], 5), "`std_ratio`"),
-    (lambda: trials_needed(1.0, math.nan), "`tolerance` must be finite"),
-    (lambda: central_moments_of_mean(np.ones(3), 2.0), "`m` must be an integer"),
-    (lambda: central_from_raw_ratios(np.array(["a"])), "`log_r`"),
-    (lambda: Moments.from_samples(np.ones((0, 3))), "`values` must not be empty"),
-    (lambda: Moments.from_samples(np.float64(1.0)), "`values` must have at least 1"),
-]
-
-
-@pytest.mark.parametrize("call, text", STATS_BAD)
-def test_stats_bad_input(call, text):
-    with pytest.raises(InvalidArgument) as info:
-        call()
-    assert text in str(info.value)
-
-
-S = PositiveRandomFeatures.sampler(2, 8)
-
-
-def _sample_raises(rng):
-    raise RuntimeError("no map")
-
-
-UNBIASED_BAD = [
-    (
-        lambda: unbiased(_sample_raises, Exponential(), X, trials=10, seed=0),
-        "raised RuntimeError: no map",
-    ),
-    (
-        lambda: unbiased(lambda r: lambda A: 1 / 0, Exponential(), X, trials=10, seed=0),
-        "phi(X) raised ZeroDivisionError",
-    ),
-    (
-        lambda: unbiased(
-            lambda r: lambda A: np.full((A.shape[0], 3), np.nan),
-            Exponential(),
-            X,
-            trials=10,
-            seed=0,
-        ),
-        "holds NaN or Inf",
-    ),
-    (
-        lambda: unbiased(
-            lambda r: lambda A: np.ones((A.shape[0], 3)) + 0j, Exponential(), X, trials=10, seed=0
-        ),
-        "is not a real array",
-    ),
-    (
-        lambda: unbiased(
-            lambda r: lambda A: np.ones(A.shape[0]), Exponential(), X, trials=10, seed=0
-        ),
-        "must have shape (3, D)",
-    ),
-    (
-        lambda: unbiased(lambda r: 3, Exponential(), X, trials=10, seed=0),
-        "must return a feature map",
-    ),
-    (
-        lambda: unbiased(S, lambda A, B: A @ B.T, X, trials=10, seed=0),
-        "`target` must be a kernelcheck kernel",
-    ),
-    (lambda: unbiased(S, Exponential(), np.ones((2, 3)), trials=10, seed=0), "`X` must have d = 2"),
-    (
-        lambda: unbiased(S, Exponential(), X, np.ones((2, 3)), trials=10, seed=0),
-        "`Y` must have d = 2",
-    ),
-    (
-        lambda: unbiased(S, Exponential(), X, trials=10, seed=0, sweep=4),
-        "`sweep` must be a sequence",
-    ),
-    (
-        lambda: unbiased(S, Exponential(), X, trials=10, seed=0, sweep="ab"),
-        "`sweep` must be a sequence",
-    ),
-    (
-        lambda: unbiased(S, Exponential(), X, trials=10, seed=0, sweep=()),
-        "`sweep` must list at least",
-    ),
-    (lambda: unbiased(S, Exponential(), X, trials=10, seed=0, sweep=(0,)), "`sweep` must be >= 1"),
-    (lambda: unbiased("s", Exponential(), X, trials=10, seed=0), "`sample` must be callable"),
-    (lambda: ratio_bias(lambda r: r, X, X, X, seed=0), "`sampler` must be a RandomFeatureSampler"),
-    (
-        lambda: ratio_bias(S, X, X, X[:2], seed=0, trials=10, num_features=(2, 4, 8)),
-        "`V` must have one row per row of `K`",
-    ),
-    (
-        lambda: ratio_bias(S, X, X, X * np.nan, seed=0, trials=10, num_features=(2, 4, 8)),
-        "`V` must be finite",
-    ),
-    (
-        lambda: ratio_bias(S, X, X, X, seed=0, trials=10, num_features=8),
-        "`num_features` must be a sequence",
-    ),
-    (lambda: ratio_bias(S, X, X, X, seed=0, trials=10, num_features=(2, 2, 8)), "three distinct m"),
-    (
-        lambda: ratio_bias(S, X, X, X, seed=None, trials=10, num_features=(2, 4, 8)),
-        "`seed` must be given",
-    ),
-    (lambda: default_points(0, 2, seed=0), "`n` must be >= 1"),
-    (lambda: default_points(2, 2, seed=0, max_norm=math.inf), "`max_norm` must be finite"),
-    (lambda: default_points(2, 2, seed=None), "`seed` must be given"),
-    (lambda: write_report("x", "/nonexistent"), "`report` must be an UnbiasedReport"),
-]
-
-
-@pytest.mark.parametrize("call, text", UNBIASED_BAD)
-def test_unbiased_bad_input(call, text):
-    with pytest.raises(InvalidArgument) as info:
-        call()
-    assert text in str(info.value)
-
-
-def test_write_report_refuses_a_non_path(tmp_path):
-    rep = unbiased(S, Exponential(), X, trials=200, seed=0)
-    with pytest.raises(InvalidArgument, match="`out_dir` must be a path"):
-        write_report(rep, 3)
-    with pytest.raises(AssertionError):
-        assert_unbiased(
-            PositiveRandomFeatures.sampler(2, 8, scale=2.0), Exponential(), X, trials=2000, seed=0
-        )
-
-
-# --- extreme values -------------------------------------------------------------
+# ---------------------------------------------------------------------------
+# Extreme values
+# ---------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("cls", CLASSES)
@@ -340,32 +188,12 @@ def test_optimal_parameter_for_huge_sq_norm_is_finite_and_features_fail_cleanly(
             f(X)
 
 
-def test_unbiased_at_n1_d1_and_tiny_norms():
-    rep = unbiased(
-        PositiveRandomFeatures.sampler(1, 4), Exponential(), np.array([[0.3]]), trials=4000, seed=0
-    )
-    assert rep.verdict == "pass" and len(rep.pairs) == 1
-    # targets beyond the float range: a clean NumericalFailure, never a verdict on inf
-    with pytest.raises(NumericalFailure, match="overflows float64"):
-        unbiased(S, Exponential(), X * 1e3, trials=10, seed=0)
-    tiny = unbiased(
-        TrigonometricRandomFeatures.sampler(2, 4), Exponential(), X * 1e-300, trials=200, seed=0
-    )
-    # at |x| ~ 1e-300 the trigonometric estimate is exactly 1 in every trial
-    assert all(p.verdict == "exact" for p in tiny.pairs)
+# ---------------------------------------------------------------------------
+# Inputs are never written
+# ---------------------------------------------------------------------------
 
 
-def test_run_trials_with_huge_values_fails_cleanly_not_with_inf_or_nan_moments():
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        with pytest.raises(NumericalFailure, match="float64 range"):
-            run_trials(lambda r, n: np.full(n, 1e300) * r.random(n), 10, seed=0)
-
-
-# --- inputs are never written ----------------------------------------------------
-
-
-def test_read_only_inputs_everywhere(tmp_path):
+def test_read_only_inputs_everywhere():
     Xr = _readonly(X)
     Yr = _readonly(X[:2] * 0.5)
     for cls in CLASSES:
@@ -376,19 +204,13 @@ def test_read_only_inputs_everywhere(tmp_path):
             phi.log_features(Xr)
         cls.sampler(2, 4).batch_estimates(0, 3, Xr, Yr)
     OptimalPositiveRandomFeatures.fit(Xr, Yr, 4, seed=0)
-    vals = _readonly(np.random.default_rng(0).normal(size=(20, 2)))
-    Moments.from_samples(vals, aux=vals)
-    central_from_raw_ratios(_readonly([0.0, 0.0, 0.1]))
-    central_moments_of_mean(_readonly([1.0, 0.0, 1.0]), 3)
-    berry_esseen_bound(_readonly([1.0, 2.0]), 10)
-    trials_needed(_readonly([1.0, 2.0]), 0.1)
-    unbiased(S, Exponential(), Xr, Yr, trials=100, seed=0)
-    Vr = _readonly([[1.0], [-1.0]])
-    ratio_bias(S, Xr, Yr, Vr, seed=0, trials=200, num_features=(2, 4, 8))
     assert np.array_equal(Xr, X)
 
 
-# --- one Hypothesis test per public function: a correct answer or a clean error ----
+# ---------------------------------------------------------------------------
+# One Hypothesis test per public function: a correct answer or a clean error
+# ---------------------------------------------------------------------------
+
 
 points = hnp.arrays(
     np.float64,
@@ -430,104 +252,3 @@ def test_draw_projection_shapes(d, m, orth, batch):
 def test_optimal_positive_parameter_total(s, d):
     a = optimal_positive_parameter(s, d)
     assert math.isfinite(a) and a <= 0.0
-
-
-@settings(max_examples=20, deadline=None)
-@given(
-    vals=hnp.arrays(
-        np.float64,
-        st.tuples(st.integers(1, 6), st.integers(1, 3)),
-        elements=st.floats(-1e100, 1e100),
-    )
-)
-def test_moments_answer_or_fail_cleanly(vals):
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        try:
-            mo = Moments.from_samples(vals)
-        except NumericalFailure:
-            # only when a fourth power of a deviation can leave the range
-            assert np.abs(vals - vals.mean(axis=0)).max() > 1e70
-            return
-    for a in (mo.mean, mo.m2, mo.m3, mo.m4):
-        assert np.isfinite(a).all()
-
-
-@settings(max_examples=15, deadline=None)
-@given(k=st.integers(0, 3), seed=st.integers(0, 2**32))
-def test_seed_helpers_total(k, seed):
-    assert shard_seed(root_seed_sequence(seed), k).spawn_key[-1] == k
-
-
-@settings(max_examples=20, deadline=None)
-@given(r=st.floats(0, 1e300), n=st.integers(1, 10**9), tol=st.floats(1e-9, 1.0))
-def test_berry_esseen_and_trials_needed_total(r, n, tol):
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        assert berry_esseen_bound(r, n) >= 0
-        assert trials_needed(r, tol) >= 0
-
-
-@settings(max_examples=20, deadline=None)
-@given(
-    log_r=hnp.arrays(np.float64, st.integers(1, 7), elements=st.floats(-5, 800)),
-    m=st.integers(1, 50),
-)
-def test_moment_helpers_total(log_r, m):
-    c = central_from_raw_ratios(log_r)
-    out = central_moments_of_mean(c, m)
-    assert out.shape == log_r.shape and out[0] == 1.0
-
-
-@settings(max_examples=10, deadline=None)
-@given(fail=st.sampled_from(["raise", "nan", "shape", "ok"]))
-def test_run_trials_with_user_callables(fail):
-    def fn(rng, n):
-        if fail == "raise":
-            raise ValueError("bad")
-        if fail == "nan":
-            return np.full(n, np.nan)
-        if fail == "shape":
-            return np.ones(n + 1)
-        return rng.random(n)
-
-    if fail == "ok":
-        assert 0 < run_trials(fn, 20, seed=1).mean < 1
-    else:
-        with pytest.raises(InvalidArgument):
-            run_trials(fn, 20, seed=1)
-
-
-@settings(max_examples=8, deadline=None)
-@given(X=points, cls=st.sampled_from(CLASSES))
-def test_unbiased_answers_or_fails_cleanly(X, cls):
-    try:
-        rep = unbiased(cls.sampler(2, 3), Exponential(), X, trials=50, seed=0)
-    except CLEAN:
-        return
-    assert rep.verdict in ("pass", "fail", "inconclusive")
-    assert all(not math.isnan(p.mean) for p in rep.pairs)
-
-
-@settings(max_examples=5, deadline=None)
-@given(scale=st.sampled_from([1e-300, 0.3, 1.0, 30.0]))
-def test_ratio_bias_answers_or_fails_cleanly(scale):
-    Q = np.full((1, 2), 0.2) * scale
-    try:
-        r = ratio_bias(S, Q, Q, np.ones((1, 1)), seed=0, trials=200, num_features=(2, 4, 8))
-    except CLEAN:
-        return
-    assert isinstance(r.passed, bool)
-
-
-@settings(max_examples=10, deadline=None)
-@given(n=st.integers(1, 5), d=st.integers(1, 4), mx=st.floats(1e-300, 1e300))
-def test_default_points_total(n, d, mx):
-    P = default_points(n, d, seed=0, max_norm=mx)
-    assert P.shape == (n, d) and np.isfinite(P).all()
-
-
-def test_gaussian_target_of_positive_features_is_a_clean_failure():
-    # a sampler checked against the wrong kernel is a verdict (fail), not an error
-    rep = unbiased(S, Gaussian(), X, trials=3000, seed=0)
-    assert rep.verdict == "fail"

@@ -1,13 +1,14 @@
-"""Reliability of the kernel objects, exact feature maps, verify.feature_map and strategies.
+"""Reliability of the kernel objects and exact feature maps.
 
 The contract (docs/reliability.md): every public function of
-:mod:`kernelcheck.kernels`, the exact maps of :mod:`kernelcheck.features`,
-:func:`kernelcheck.verify.feature_map` and :mod:`kernelcheck.strategies`
+:mod:`kernelcheck.kernels` and the exact maps of :mod:`kernelcheck.features`
 either returns a correct answer or raises a clean error -- ``InvalidArgument``
 whose message opens with the argument in backticks (or names the size it would
 need), ``NumericalFailure`` or ``InfiniteFeatureSpace`` -- never a bare NumPy
 traceback, never an ``inf`` or NaN entry in a result.  No function writes into
-the caller's arrays (checked with read-only inputs).
+the caller's arrays (checked with read-only inputs).  The same contract for
+``verify.feature_map`` is in ``tests/verify/test_reliability.py``, for the
+strategies in ``tests/testing/test_reliability.py``.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from kernelcheck import strategies as kst
 from kernelcheck import verify
 from kernelcheck.errors import InfiniteFeatureSpace, InvalidArgument, NumericalFailure
 from kernelcheck.features import weighted_monomials
@@ -36,11 +36,11 @@ from kernelcheck.kernels import (
     monomial_dim,
     unweighted_monomials,
 )
-from kernelcheck.testing import assert_feature_map
 
 CLEAN = (InvalidArgument, NumericalFailure)
 X = np.random.default_rng(3).normal(size=(4, 2))
 HUGE = np.broadcast_to(np.ones((1, 1)), (100_000, 1))  # no memory behind it
+
 
 # One list of example kernels, composites included, reused by every table.
 KERNELS = [
@@ -57,6 +57,8 @@ KERNELS = [
     exp(0.5 * Linear(), order=3),
     exp(Linear()),
 ]
+
+
 IDS = [repr(k) for k in KERNELS]
 FINITE = [k for k in KERNELS if k.has_finite_features]
 
@@ -65,11 +67,6 @@ def _readonly(a):
     a = np.array(a, dtype=float)
     a.setflags(write=False)
     return a
-
-
-# ---------------------------------------------------------------------------
-# Bad-input table: (id, call, error, message regex from the start)
-# ---------------------------------------------------------------------------
 
 
 def _point_cases(name, call):
@@ -132,13 +129,17 @@ def _point_cases(name, call):
     ]
 
 
+# ---------------------------------------------------------------------------
+# Bad-input table: (id, call, error, message regex from the start)
+# ---------------------------------------------------------------------------
+
+
 BAD_CALLS = (
     _point_cases("gram", lambda Z: Gaussian()(Z))
     + _point_cases("error_bound", lambda Z: Polynomial(2).error_bound(Z))
     + _point_cases("gram_mp", lambda Z: Linear().gram_mp(Z, dps=20))
     + _point_cases("features", lambda Z: Polynomial(2).features()(Z))
     + _point_cases("unweighted", lambda Z: unweighted_monomials(Z, 2))
-    + _point_cases("verify", lambda Z: verify.feature_map(Linear().features(), Z))
     + [
         (
             "gram-Y-dim",
@@ -547,183 +548,6 @@ BAD_CALLS = (
             InvalidArgument,
             r"^`m` must be an integer",
         ),
-        # verify.feature_map
-        (
-            "verify-phi",
-            lambda: verify.feature_map(3, X),
-            InvalidArgument,
-            r"^`phi` must be callable, got int 3",
-        ),
-        (
-            "verify-no-kernel",
-            lambda: verify.feature_map(lambda Z: Z, X),
-            InvalidArgument,
-            r"^`kernel` must be given when `phi` does not carry one",
-        ),
-        (
-            "verify-kernel-type",
-            lambda: verify.feature_map(lambda Z: Z, X, kernel=np.dot),
-            InvalidArgument,
-            r"^`kernel` must be a kernelcheck Kernel, got",
-        ),
-        (
-            "verify-Y-dim",
-            lambda: verify.feature_map(Linear().features(), X, np.ones((2, 3))),
-            InvalidArgument,
-            r"^`Y` must have d = 2 columns, got array of shape \(2, 3\)",
-        ),
-        (
-            "verify-ops",
-            lambda: verify.feature_map(Linear().features(), X, feature_ops=-1),
-            InvalidArgument,
-            r"^`feature_ops` must be >= 0, got -1",
-        ),
-        (
-            "verify-phi-raises",
-            lambda: verify.feature_map(lambda Z: 1 / 0, X, kernel=Linear()),
-            InvalidArgument,
-            r"^`phi` raised ZeroDivisionError on `X`: division by zero",
-        ),
-        (
-            "verify-phi-shape",
-            lambda: verify.feature_map(lambda Z: Z[:2], X, kernel=Linear()),
-            InvalidArgument,
-            r"^`phi\(X\)` must have shape \(4, D\), got array of shape \(2, 2\)",
-        ),
-        (
-            "verify-phi-1d",
-            lambda: verify.feature_map(lambda Z: Z[:, 0], X, kernel=Linear()),
-            InvalidArgument,
-            r"^`phi\(X\)` must have shape \(4, D\), got array of shape \(4,\)",
-        ),
-        (
-            "verify-phi-nan",
-            lambda: verify.feature_map(lambda Z: Z * np.nan, X, kernel=Linear()),
-            InvalidArgument,
-            r"^`phi\(X\)` must be finite",
-        ),
-        (
-            "verify-phi-Y-nan",
-            lambda: verify.feature_map(
-                lambda Z: Z if Z.shape[0] == 4 else Z * np.nan, X, np.ones((3, 2)), kernel=Linear()
-            ),
-            InvalidArgument,
-            r"^`phi\(Y\)` must be finite",
-        ),
-        (
-            "verify-phi-complex",
-            lambda: verify.feature_map(lambda Z: Z + 1j, X, kernel=Linear()),
-            InvalidArgument,
-            r"^`phi\(X\)` must be real",
-        ),
-        (
-            "verify-phi-D",
-            lambda: verify.feature_map(
-                lambda Z: Z[:, : 2 if Z.shape[0] == 4 else 1], X, np.ones((3, 2)), kernel=Linear()
-            ),
-            InvalidArgument,
-            r"^`phi` returned 2 features on X but 1 on Y",
-        ),
-        (
-            "verify-overflow",
-            lambda: verify.feature_map(Polynomial(2).features(), [[1e200]]),
-            NumericalFailure,
-            r"^\(Polynomial\(2\)\)\.features\(form='symmetric'\) overflows float64 "
-            r"at feature 0 of row 0",
-        ),
-        (
-            "verify-function-kernel",
-            lambda: verify.feature_map(
-                lambda Z: Z, X, kernel=kernel_from_function(lambda x, y: 0.0)
-            ),
-            InvalidArgument,
-            r"^`kernel` kernel_from_function\(<lambda>\) has no rounding-error model",
-        ),
-        # strategies
-        (
-            "points-bounds",
-            lambda: kst.point_sets(min_points=3, max_points=2),
-            InvalidArgument,
-            r"^min_points=3 is larger than max_points=2",
-        ),
-        (
-            "points-dim-bounds",
-            lambda: kst.point_sets(min_dim=4, max_dim=1),
-            InvalidArgument,
-            r"^min_dim=4 is larger than max_dim=1",
-        ),
-        (
-            "points-min",
-            lambda: kst.point_sets(min_points=0),
-            InvalidArgument,
-            r"^`min_points` must be >= 1, got 0",
-        ),
-        (
-            "points-dim",
-            lambda: kst.point_sets(dim=0),
-            InvalidArgument,
-            r"^`dim` must be >= 1, got 0",
-        ),
-        (
-            "points-norm",
-            lambda: kst.point_sets(max_norm=-1),
-            InvalidArgument,
-            r"^`max_norm` must be > 0, got -1\.0",
-        ),
-        (
-            "points-norm-nan",
-            lambda: kst.point_sets(max_norm=float("nan")),
-            InvalidArgument,
-            r"^`max_norm` must be finite, got nan",
-        ),
-        (
-            "points-dtype",
-            lambda: kst.point_sets(dtype=np.float16),
-            InvalidArgument,
-            r"^`dtype` must be float32 or float64, got float16",
-        ),
-        (
-            "points-dtype-junk",
-            lambda: kst.point_sets(dtype="junk"),
-            InvalidArgument,
-            r"^`dtype` must be float32 or float64, got 'junk'",
-        ),
-        (
-            "pairs-bounds",
-            lambda: kst.point_set_pairs(min_points=5, max_points=1),
-            InvalidArgument,
-            r"^min_points=5 is larger than max_points=1",
-        ),
-        (
-            "pairs-dim",
-            lambda: kst.point_set_pairs(max_dim=0),
-            InvalidArgument,
-            r"^`max_dim` must be >= 1, got 0",
-        ),
-        (
-            "kernels-depth",
-            lambda: kst.kernels(max_depth=0),
-            InvalidArgument,
-            r"^`max_depth` must be >= 1, got 0",
-        ),
-        (
-            "kernels-depth-big",
-            lambda: kst.kernels(max_depth=9),
-            InvalidArgument,
-            r"^`max_depth` must be <= 8, got 9",
-        ),
-        (
-            "kernels-features",
-            lambda: kst.kernels(max_features=0),
-            InvalidArgument,
-            r"^`max_features` must be >= 1, got 0",
-        ),
-        (
-            "kernels-dim-at",
-            lambda: kst.kernels(feature_dim_at=0.5),
-            InvalidArgument,
-            r"^`feature_dim_at` must be an integer",
-        ),
     ]
 )
 
@@ -880,10 +704,13 @@ def test_nearly_duplicate_points_and_n1_d1():
 # Hypothesis: arbitrary finite inputs give an answer or a clean error
 # ---------------------------------------------------------------------------
 
+
 EXTREME = st.one_of(
     st.floats(-1e300, 1e300, allow_nan=False, allow_infinity=False),
     st.sampled_from([0.0, 1e-300, -5e-324, 1e-160, 1e154, -1e154, 30.0, 700.0]),
 )
+
+
 POINTS = st.tuples(st.integers(1, 4), st.integers(1, 3)).flatmap(
     lambda nd: hnp.arrays(np.float64, nd, elements=EXTREME)
 )
@@ -947,58 +774,3 @@ def test_monomials_answer_or_fail_cleanly(Z, m):
         assert W.shape == (Z.shape[0], monomial_dim(Z.shape[1], m))
     if U is not None:
         assert U.shape == (Z.shape[0], math.comb(Z.shape[1] + m - 1, m))
-
-
-@settings(max_examples=40, deadline=None)
-@given(st.sampled_from(FINITE), POINTS)
-def test_verify_feature_map_gives_a_verdict_or_fails_cleanly(k, Z):
-    """A verdict is never computed from NaN: it is True for exact maps, or a clean error."""
-    Z.setflags(write=False)
-    try:
-        report = verify.feature_map(k.features(), Z)
-    except CLEAN:
-        return
-    assert report.passed, str(report)
-    assert math.isfinite(report.max_abs_error) and math.isfinite(report.tolerance.value)
-
-
-@settings(max_examples=20, deadline=None)
-@given(st.sampled_from(["raise", "nan", "shape", "scaled"]))
-def test_assert_feature_map_with_a_misbehaving_map(kind):
-    def phi(Z):
-        if kind == "raise":
-            raise RuntimeError("boom")
-        if kind == "nan":
-            return np.full_like(Z, np.nan)
-        if kind == "shape":
-            return Z[:1]
-        return 2 * Z
-
-    if kind == "scaled":
-        with pytest.raises(AssertionError, match=r"^phi does NOT reproduce Linear\(\)"):
-            assert_feature_map(phi, X, kernel=Linear())
-    else:
-        with pytest.raises(InvalidArgument, match=r"^`phi"):
-            assert_feature_map(phi, X, kernel=Linear())
-
-
-@settings(max_examples=20, deadline=None)
-@given(
-    st.integers(-2, 10),
-    st.integers(-2, 10),
-    st.integers(-2, 8),
-    st.integers(-2, 8),
-    st.floats(-1, 5, allow_nan=False),
-    st.data(),
-)
-def test_strategy_builders_validate_or_build(n_lo, n_hi, d_lo, d_hi, norm, data):
-    try:
-        strategy = kst.point_sets(
-            min_points=n_lo, max_points=n_hi, min_dim=d_lo, max_dim=d_hi, max_norm=norm
-        )
-    except InvalidArgument:
-        assert n_lo < 1 or n_hi < n_lo or d_lo < 1 or d_hi < d_lo or norm <= 0
-        return
-    sample = data.draw(strategy)
-    assert n_lo <= sample.shape[0] <= n_hi and d_lo <= sample.shape[1] <= d_hi
-    assert np.all(np.linalg.norm(sample, axis=1) <= norm)

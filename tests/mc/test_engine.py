@@ -1,9 +1,10 @@
-"""More unit tests of the Monte Carlo engine (kernelcheck.stats), chosen by mutation testing.
+"""Unit tests of the Monte Carlo engine (kernelcheck.stats; claims C13, C16, C17, C18).
 
 Each test compares two computations (the engine against a direct NumPy /
-fraction computation of the same quantity) or checks a documented contract
-(argument names in messages, boundaries of accepted values, no floating-point
-warnings where the result is defined as inf or NaN).
+SciPy / fraction computation of the same quantity, or the same run on
+different executors) or checks a documented contract (argument names in
+messages, boundaries of accepted values, no floating-point warnings where the
+result is defined as inf or NaN).
 """
 
 from __future__ import annotations
@@ -11,13 +12,17 @@ from __future__ import annotations
 import math
 import sys
 import warnings
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from fractions import Fraction
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from scipy import stats as sps
 from scipy.special import comb, ndtri
 
+from kernelcheck._src.features.random import PositiveRandomFeatures
 from kernelcheck._src.mc import engine as _stats
 from kernelcheck.errors import InvalidArgument, NumericalFailure
 from kernelcheck.stats import (
@@ -30,6 +35,23 @@ from kernelcheck.stats import (
     shard_seed,
     trials_needed,
 )
+
+
+def _normal_trials(rng, n):
+    """Module-level (picklable) trial function: 3 skewed coordinates."""
+    z = rng.standard_normal((n, 3))
+    return np.exp(z * np.array([0.1, 0.5, 1.0]))
+
+
+class _FeatureTrials:
+    """Picklable vectorised trials of positive random features."""
+
+    def __init__(self):
+        self.sampler = PositiveRandomFeatures.sampler(3, 8)
+        self.X = np.full((2, 3), 0.2)
+
+    def __call__(self, rng, n):
+        return self.sampler.batch_estimates(rng, n, self.X)
 
 
 def _trials(rng, n):
@@ -45,7 +67,117 @@ def _with_aux(rng, n):
     return x, np.abs(x) + 1.0
 
 
-# --- seeds -------------------------------------------------------------------
+# ---------------------------------------------------------------------------
+# Moments and their merge
+# ---------------------------------------------------------------------------
+
+
+@given(st.lists(st.floats(-1e3, 1e3), min_size=2, max_size=60), st.data())
+def test_merge_equals_moments_of_the_concatenation(values, data):
+    """Chan/Pebay merge of any split agrees with the moments of the whole sample."""
+    x = np.array(values)
+    cut = data.draw(st.integers(1, len(x) - 1))
+    merged = Moments.from_samples(x[:cut]).merge(Moments.from_samples(x[cut:]))
+    whole = Moments.from_samples(x)
+    scale = max(1.0, float(np.max(np.abs(x - x.mean()))))
+    n = len(x)
+    assert merged.count == whole.count
+    assert merged.mean == pytest.approx(whole.mean, abs=1e-12 * scale)
+    for k, (a, b) in enumerate(
+        [(merged.m2, whole.m2), (merged.m3, whole.m3), (merged.m4, whole.m4)], start=2
+    ):
+        assert a == pytest.approx(b, abs=1e-9 * n * scale**k)
+
+
+def test_moments_methods_match_numpy_and_scipy():
+    x = np.random.default_rng(0).gamma(2.0, size=(1000, 2))
+    m = Moments.from_samples(x)
+    assert np.allclose(m.variance(), x.var(axis=0, ddof=1))
+    assert np.allclose(m.std_error(), x.std(axis=0, ddof=1) / math.sqrt(1000))
+    assert np.allclose(m.skewness(), sps.skew(x, axis=0))
+    assert np.allclose(m.kurtosis(), sps.kurtosis(x, axis=0, fisher=False))
+    lo, hi = m.confidence_interval(0.05)
+    assert np.allclose((hi - lo) / 2, 1.959963984540054 * m.std_error())
+
+
+def test_constant_trials_have_exact_mean_and_zero_variance():
+    m = Moments.from_samples(np.full((5000, 2), 0.1 + 0.2))
+    assert np.all(m.mean == 0.1 + 0.2)
+    assert np.all(m.m2 == 0.0)
+
+
+def test_merge_keeps_the_maximum_of_whichever_side_has_one():
+    a = Moments.from_samples(np.array([1.0, 2.0]), aux=np.array([5.0, 3.0]))
+    b = Moments.from_samples(np.array([4.0, 0.0]), aux=np.array([1.0, 7.0]))
+    c = Moments.from_samples(np.array([3.0, 3.0]))
+    assert a.maximum == 5.0 and c.maximum is None
+    assert a.merge(b).maximum == 7.0 and b.merge(a).maximum == 7.0
+    assert a.merge(c).maximum == 5.0 and c.merge(a).maximum == 5.0
+    assert c.merge(c).maximum is None
+
+
+def test_degenerate_moments_are_nan_without_warnings():
+    mo = Moments.from_samples(np.full(5, 2.5))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert np.isnan(mo.skewness()) and np.isnan(mo.kurtosis())
+
+
+def test_confidence_interval_default_is_95_percent():
+    x = np.random.default_rng(0).standard_normal(50)
+    mo = Moments.from_samples(x)
+    lo, hi = mo.confidence_interval()
+    z = 1.959963984540054  # Phi^-1(0.975), the standard 95% normal quantile
+    se = x.std(ddof=1) / math.sqrt(50)
+    assert np.isclose(hi - lo, 2 * z * se, rtol=1e-12)
+    assert np.isclose((lo + hi) / 2, x.mean(), rtol=1e-12)
+    lo2, hi2 = mo.confidence_interval(0.01)
+    assert np.isclose(hi2 - lo2, 2 * float(ndtri(0.995)) * se)
+    with pytest.raises(InvalidArgument, match="^`alpha` must lie strictly between 0 and 1"):
+        mo.confidence_interval(1.0)
+
+
+def test_from_samples_accepts_integer_values_as_float64():
+    mo = Moments.from_samples(np.array([1, 2, 3, 4], dtype=np.int32))
+    assert mo.mean.dtype == np.float64 and mo.mean == 2.5 and mo.m2 == 5.0
+
+
+# ---------------------------------------------------------------------------
+# Seeds, shards and executors
+# ---------------------------------------------------------------------------
+
+
+def test_shard_seeds_are_spawned_children():
+    root = np.random.SeedSequence(42)
+    children = np.random.SeedSequence(42).spawn(5)
+    for k in range(5):
+        a = np.random.default_rng(shard_seed(root, k)).random(4)
+        b = np.random.default_rng(children[k]).random(4)
+        assert np.array_equal(a, b)
+
+
+@pytest.mark.parametrize("fn", [_normal_trials, _FeatureTrials()])
+def test_identical_results_on_any_executor(fn):
+    """One process, 2 threads, 2 processes: the same bytes for the same seed (issue 9)."""
+    ref = run_trials(fn, 5000, seed=7, shard_size=512)
+    with ThreadPoolExecutor(2) as ex:
+        thr = run_trials(fn, 5000, seed=7, shard_size=512, executor=ex)
+    with ProcessPoolExecutor(2) as ex:
+        proc = run_trials(fn, 5000, seed=7, shard_size=512, executor=ex)
+    for other in (thr, proc):
+        for name in ("mean", "m2", "m3", "m4"):
+            assert getattr(other, name).tobytes() == getattr(ref, name).tobytes()
+    assert ref.count == 5000
+
+
+def test_seed_forms():
+    a = run_trials(_normal_trials, 100, seed=3)
+    b = run_trials(_normal_trials, 100, seed=np.random.SeedSequence(3))
+    assert np.array_equal(a.mean, b.mean)
+    c = run_trials(_normal_trials, 100, seed=np.random.default_rng(3))
+    d = run_trials(_normal_trials, 100, seed=np.random.default_rng(3))
+    assert np.array_equal(c.mean, d.mean)
+    assert not np.array_equal(a.mean, run_trials(_normal_trials, 100, seed=4).mean)
 
 
 def test_generator_seed_takes_two_63_bit_words_of_its_stream():
@@ -85,9 +217,6 @@ def test_shard_seed_is_the_spawned_child_with_the_same_pool_size():
         assert got.pool_size == 8
 
 
-# --- shards and executors ------------------------------------------------------
-
-
 @pytest.mark.parametrize("blocks, shards", [(7, 3), (10, 4), (5, 5), (3, 8), (9, 1), (12, 5)])
 def test_shard_bounds_partition_the_blocks_in_order(blocks, shards):
     bounds = _stats._shard_bounds(blocks, shards)
@@ -120,6 +249,24 @@ def test_executor_runs_equal_in_process_and_group_blocks_into_shards(shards):
     for a in ("mean", "m2", "m3", "m4"):
         assert np.array_equal(getattr(ref, a), getattr(got, a))
     assert got.count == 1000
+
+
+# ---------------------------------------------------------------------------
+# run_trials
+# ---------------------------------------------------------------------------
+
+
+def test_engine_mean_is_unbiased_for_a_known_law():
+    """Lognormal coordinates: E exp(s Z) = exp(s^2/2); |z| < 4.5 (false alarm ~2e-5)."""
+    m = run_trials(_normal_trials, 40000, seed=1)
+    truth = np.exp(np.array([0.1, 0.5, 1.0]) ** 2 / 2)
+    z = (m.mean - truth) / m.std_error()
+    assert np.all(np.abs(z) < 4.5)
+
+
+def test_progress_bar_off_when_not_a_terminal(capsys):
+    run_trials(_normal_trials, 3000, seed=0, shard_size=100)
+    assert capsys.readouterr().err == ""
 
 
 def test_one_dimensional_trials_and_aux_maximum():
@@ -225,46 +372,42 @@ def test_progress_default_follows_whether_stderr_is_a_terminal(monkeypatch):
     assert len(_Bar.made) == 1 and _Bar.made[0].kwargs["desc"] == "mine"
 
 
-# --- Moments -----------------------------------------------------------------
+# ---------------------------------------------------------------------------
+# Moment helpers, Berry-Esseen and the number of trials
+# ---------------------------------------------------------------------------
 
 
-def test_merge_keeps_the_maximum_of_whichever_side_has_one():
-    a = Moments.from_samples(np.array([1.0, 2.0]), aux=np.array([5.0, 3.0]))
-    b = Moments.from_samples(np.array([4.0, 0.0]), aux=np.array([1.0, 7.0]))
-    c = Moments.from_samples(np.array([3.0, 3.0]))
-    assert a.maximum == 5.0 and c.maximum is None
-    assert a.merge(b).maximum == 7.0 and b.merge(a).maximum == 7.0
-    assert a.merge(c).maximum == 5.0 and c.merge(a).maximum == 5.0
-    assert c.merge(c).maximum is None
+def test_central_moments_of_mean_against_the_gamma_law():
+    """Mean of m Exp(1) is Gamma(m, 1/m): central moments from scipy (independent)."""
+    mu_exp = np.array([1.0, 0.0, 1.0, 2.0, 9.0])  # central moments of Exp(1)
+    for m in (1, 3, 8):
+        got = central_moments_of_mean(mu_exp, m)
+        g = sps.gamma(m, scale=1.0 / m)
+        var = g.var()
+        assert got[2] == pytest.approx(var)
+        assert got[3] == pytest.approx(g.stats(moments="s") * var**1.5)
+        assert got[4] == pytest.approx((g.stats(moments="k") + 3) * var**2)
 
 
-def test_degenerate_moments_are_nan_without_warnings():
-    mo = Moments.from_samples(np.full(5, 2.5))
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        assert np.isnan(mo.skewness()) and np.isnan(mo.kurtosis())
+def test_central_from_raw_ratios_lognormal():
+    """Z = exp(sG - s^2/2): r_j = exp(j(j-1)s^2/2); scipy's lognorm gives the moments."""
+    s = 0.3
+    log_r = np.array([j * (j - 1) * s * s / 2 for j in range(5)])
+    c = central_from_raw_ratios(log_r)
+    ln = sps.lognorm(s, scale=math.exp(-s * s / 2))
+    var = ln.var()
+    assert c[2] == pytest.approx(var, rel=1e-12)
+    assert c[3] == pytest.approx(ln.stats(moments="s") * var**1.5, rel=1e-10)
+    assert c[4] == pytest.approx((ln.stats(moments="k") + 3) * var**2, rel=1e-10)
 
 
-def test_confidence_interval_default_is_95_percent():
-    x = np.random.default_rng(0).standard_normal(50)
-    mo = Moments.from_samples(x)
-    lo, hi = mo.confidence_interval()
-    z = 1.959963984540054  # Phi^-1(0.975), the standard 95% normal quantile
-    se = x.std(ddof=1) / math.sqrt(50)
-    assert np.isclose(hi - lo, 2 * z * se, rtol=1e-12)
-    assert np.isclose((lo + hi) / 2, x.mean(), rtol=1e-12)
-    lo2, hi2 = mo.confidence_interval(0.01)
-    assert np.isclose(hi2 - lo2, 2 * float(ndtri(0.995)) * se)
-    with pytest.raises(InvalidArgument, match="^`alpha` must lie strictly between 0 and 1"):
-        mo.confidence_interval(1.0)
-
-
-def test_from_samples_accepts_integer_values_as_float64():
-    mo = Moments.from_samples(np.array([1, 2, 3, 4], dtype=np.int32))
-    assert mo.mean.dtype == np.float64 and mo.mean == 2.5 and mo.m2 == 5.0
-
-
-# --- moment arithmetic --------------------------------------------------------
+def test_berry_esseen_and_trials_needed_are_inverse():
+    r = np.array([1.0, 3.0, 50.0])
+    n = trials_needed(r, 0.01)
+    for ri, ni in zip(r, n, strict=True):
+        assert berry_esseen_bound(ri, int(ni)) <= 0.01
+        assert berry_esseen_bound(ri, int(ni) - 1) > 0.01
+    assert np.isinf(trials_needed(np.inf, 0.01))
 
 
 def _central_about_one(values, probs, k):
@@ -363,7 +506,8 @@ def test_helper_argument_messages(call, start):
 
 
 # ---------------------------------------------------------------------------
-# Moments beyond the float64 range: a clean error, never inf or NaN moments
+# Overflow
+# ---------------------------------------------------------------------------
 
 
 _OVERFLOW = (
@@ -417,3 +561,26 @@ def test_skewness_and_kurtosis_of_large_but_finite_moments():
     assert np.isfinite(big.skewness()) and np.isfinite(big.kurtosis())
     np.testing.assert_allclose(big.skewness(), ref.skewness(), rtol=tol)
     np.testing.assert_allclose(big.kurtosis(), ref.kurtosis(), rtol=tol)
+
+
+# ---------------------------------------------------------------------------
+# Bad input
+# ---------------------------------------------------------------------------
+
+
+BAD = [
+    (lambda: run_trials(_normal_trials, 1, seed=0), "`trials`"),
+    (lambda: run_trials(_normal_trials, 10, seed=None), "`seed`"),
+    (lambda: run_trials(_normal_trials, 10, seed=-1), "`seed`"),
+    (lambda: run_trials(_normal_trials, 10, seed=0, shard_size=0), "`shard_size`"),
+    (lambda: run_trials(_normal_trials, 10, seed=0, executor=object()), "`executor`"),
+    (lambda: run_trials("f", 10, seed=0), "`fn`"),
+    (lambda: run_trials(lambda rng, n: np.zeros(3), 10, seed=0), "rows"),
+    (lambda: root_seed_sequence(1.5), "`seed`"),
+]
+
+
+@pytest.mark.parametrize("call, text", BAD)
+def test_bad_input(call, text):
+    with pytest.raises(InvalidArgument, match=text):
+        call()

@@ -12,7 +12,8 @@ matrix actually handed to LAPACK (soundness), check that ``c`` and ``B_jj``
 are not looser than the rounding of their own evaluation (tightness: the
 certificate's power), and place the smallest eigenvalue of small matrices on
 both sides of the shift, where the exact eigenvalue is known in rational
-arithmetic, for the float64 and the mpmath rungs.
+arithmetic, for the float64 and the mpmath rungs.  Graded matrices spanning hundreds of
+binades check the van der Sluis scaling at the limits of the exponent range.
 """
 
 from __future__ import annotations
@@ -24,7 +25,11 @@ import numpy as np
 import pytest
 
 from kernelcheck._src.psd import ladder as P
-from kernelcheck._src.psd.ladder import MPMATH_PRECISIONS, _certified_cholesky, default_tolerance
+from kernelcheck._src.psd.ladder import (
+    MPMATH_PRECISIONS,
+    _certified_cholesky,
+    default_tolerance,
+)
 from kernelcheck.psd import Verdict, check_psd
 
 U = Fraction(1, 2**53)
@@ -171,6 +176,11 @@ def test_rump_preconditions_hold_exactly_on_the_matrix_factorised(name, shift, h
         assert np.linalg.eigvalsh(K.astype(np.float64) / np.max(np.abs(K)))[0] > -1e-6 or s > 0
 
 
+# ---------------------------------------------------------------------------
+# the van der Sluis scaling
+# ---------------------------------------------------------------------------
+
+
 def test_scaling_is_what_certifies_a_badly_scaled_matrix():
     """C5: ``K = D A D`` with ``A = [[1, 1/2], [1/2, 1]]``, ``D = diag(1, 2**-40)``.
 
@@ -218,7 +228,92 @@ def test_scaling_is_refused_where_products_leave_the_range(handed_to_lapack):
     assert r.verdict is Verdict.NOT_PSD and rayleigh(K2, r.witness) < 0
 
 
-# --- the shift boundary, float64 ---------------------------------------------------------
+def test_badly_scaled_pd_matrix_needs_the_diagonal_scaling():
+    rng = np.random.default_rng(3)
+    B = rng.standard_normal((40, 40))
+    C = B @ B.T + 40 * np.eye(40)
+    d = np.ldexp(1.0, rng.integers(-30, 30, size=40))
+    K = C * d[:, None] * d[None, :]
+    r = check_psd(K)
+    assert r.verdict is Verdict.POSITIVE_DEFINITE and r.method == "cholesky"
+
+
+def test_graded_matrix_spanning_hundreds_of_binades_is_certified_on_the_fast_path():
+    """``K = D A D`` with ``A`` well conditioned and ``D = diag(2^e_i)``, ``e_i`` from
+    -300 to 300: every scaled product ``K_ij d_i d_j`` is ``A_ij`` exactly (powers of
+    two), so the van der Sluis scaling must be applied and Rump's certificate on
+    ``A`` succeeds (n = 120 is beyond the mpmath and exact rungs: only the fast path
+    can certify).  D A D is PD exactly when A is; A = I + J / (2n) has
+    ``lambda_min = 1``."""
+    n = 120
+    e = np.linspace(-300, 300, n).round().astype(int)
+    A = np.eye(n) + np.ones((n, n)) / (2 * n)
+    K = np.ldexp(np.ldexp(A, e[:, None]), e[None, :])
+    r = check_psd(K)
+    assert (r.verdict, r.method, r.certified) == (Verdict.POSITIVE_DEFINITE, "cholesky", True)
+    r0 = check_psd(K, tol=0)
+    assert (r0.verdict, r0.method, r0.certified) == (Verdict.POSITIVE_DEFINITE, "cholesky", True)
+
+
+def _graded(off: tuple[int, int, float]) -> np.ndarray:
+    """diag(2^600, 1, 2^-600) (scaling d = (2^-300, 1, 2^300), and the global bound
+    min|K| min(d)^2 = 2^-1200 fails) with one symmetric off-diagonal pair."""
+    K = np.diag([2.0**600, 1.0, 2.0**-600])
+    i, j, v = off
+    K[i, j] = K[j, i] = v
+    return K
+
+
+@pytest.mark.parametrize(
+    ("off", "applied"),
+    [
+        # K_01 d_0 d_1 = v 2^-300 (and K_01 d_0 = v 2^-300 first): the lower limit is 2^-969
+        ((0, 1, 2.0**-669), True),  # exactly 2^-969
+        ((0, 1, 2.0**-670), False),  # 2^-970
+        ((0, 1, 1.5 * 2.0**-670), False),  # 1.5 2^-970, still below
+        # K_12 d_1 d_2 = v 2^300: the upper limit is 2^1022 (exclusive)
+        ((1, 2, 1.5 * 2.0**721), True),  # 1.5 2^1021
+        ((1, 2, 2.0**722), False),  # 2^1022
+    ],
+)
+def test_entrywise_scaling_limits(off, applied):
+    """The documented condition of ``_scaling`` for graded matrices: every product
+    ``K_ij d_i`` and ``K_ij d_i d_j`` of a nonzero entry within ``[2^-969, 2^1022)``.
+    The products here are computed in exact binary arithmetic by hand (powers of
+    two), so the test states the limits independently of the code's exponent
+    bookkeeping."""
+    from kernelcheck._src.psd.ladder import _scaling
+
+    K = _graded(off)
+    d = _scaling(np.diagonal(K).copy(), K)
+    if applied:
+        np.testing.assert_array_equal(d, [2.0**-300, 1.0, 2.0**300])
+    else:
+        np.testing.assert_array_equal(d, np.ones(3))
+
+
+@pytest.mark.parametrize("e", [600, 1000, 1022])
+@pytest.mark.parametrize("n", [2, 5])
+def test_estimate_is_scale_invariant_down_to_the_bottom_of_the_range(e, n):
+    """C5: ``K = 2**-e (I + J / 2)`` (``lambda_min = 2**-e`` exactly) is certified on the
+    fast path with an estimate that is ``2**-e`` times the estimate for ``e = 0``
+    (multiplying by a power of two commutes with every rounding, up to the
+    underflow terms of Rump's shift, relative ``< 1e-10`` here), still an upper
+    bound of ``lambda_min`` up to the rounding of the Rayleigh quotient (relative
+    ``gamma_(2n+2)``, taken as ``4 (n + 1) u``); ``B^-1 x`` is near the top of the
+    float range there, and no overflow may leak (floating-point warnings are errors
+    in this suite)."""
+    A = np.eye(n) + 0.5 * np.ones((n, n))
+    r0 = check_psd(A)
+    r = check_psd(np.ldexp(A, -e))
+    assert (r.verdict, r.method) == (Verdict.POSITIVE_DEFINITE, "cholesky")
+    assert abs(np.ldexp(r.min_eigenvalue, e) - r0.min_eigenvalue) <= 1e-10 * r0.min_eigenvalue
+    assert np.ldexp(r.min_eigenvalue, e) >= 1.0 - 4 * (n + 1) * 2.0**-53
+
+
+# ---------------------------------------------------------------------------
+# the shift boundary, float64
+# ---------------------------------------------------------------------------
 
 
 def _near_singular(delta_units: int, scale_bits: int = 0):
@@ -272,7 +367,9 @@ def test_float_certificate_never_certifies_an_indefinite_matrix_at_the_boundary(
     assert check_psd(K, tol=0).verdict is Verdict.NOT_PSD
 
 
-# --- the shift boundary, mpmath --------------------------------------------------------
+# ---------------------------------------------------------------------------
+# the shift boundary, mpmath
+# ---------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("ratio", [Fraction(1, 8), Fraction(9, 10), Fraction(11, 10), Fraction(8)])

@@ -1,22 +1,26 @@
-"""Exact elimination (``kernelcheck._src.psd.exact``) against rational references (claim C5).
+"""Exact elimination (``kernelcheck._src.psd.exact``) and exact witnesses (claim C5).
 
-For small integer matrices the reference is independent of Bareiss
-elimination: Sylvester's criterion on all principal minors (fractions, by
-cofactor expansion) for the kind, and ranks of leading blocks (fraction
-Gaussian elimination) for which pivots are positive and which are zero.
+References are rational and independent of Bareiss elimination: for small
+integer matrices Sylvester's criterion on all principal minors (fractions, by
+cofactor expansion) for the kind, ranks of leading blocks (fraction Gaussian
+elimination) for which pivots are positive and which are zero, and exact
+quadratic forms and Rayleigh quotients in fractions for every witness.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
+import re
 from fractions import Fraction
 
+import mpmath
 import numpy as np
 import pytest
 
-from kernelcheck._src.psd.exact import exact_decision
-from kernelcheck.psd import Verdict, check_psd
+from kernelcheck._src.psd.exact import exact_decision, quadratic_form, to_int_matrix, vector_to_ints
+from kernelcheck.psd import PSDResult, Verdict, check_psd
+from tests.psd import sylvester
 
 
 def det(M) -> Fraction:
@@ -85,6 +89,42 @@ def corpus():
 
 
 CORPUS = corpus()
+
+
+def F(x) -> Fraction:
+    return Fraction(float(x))
+
+
+def rayleigh(K, v) -> Fraction:
+    vv = [Fraction(int(x)) if isinstance(x, (int, np.integer)) else F(x) for x in v]
+    n = len(vv)
+    q = sum(vv[i] * F(K[i, j]) * vv[j] for i in range(n) for j in range(n) if vv[i] and vv[j])
+    return q / sum(x * x for x in vv)
+
+
+def exact_rayleigh(K: np.ndarray, v) -> Fraction:
+    """v^T K v / v^T v with Fractions (v float or Python ints)."""
+    fv = [Fraction(int(x)) if isinstance(x, int) else Fraction(float(x)) for x in v]
+    n = len(fv)
+    num = sum(
+        fv[i] * Fraction(float(K[i, j])) * fv[j]
+        for i in range(n)
+        for j in range(n)
+        if fv[i] and fv[j]
+    )
+    return num / sum(x * x for x in fv)
+
+
+def assert_witness(K, r: PSDResult):
+    assert r.verdict is Verdict.NOT_PSD and r.certified
+    q = exact_rayleigh(K, r.witness)
+    assert q < -Fraction(r.tol.value)
+    assert str(q.numerator) + "/" + str(q.denominator) == r.witness_value_exact
+
+
+# ---------------------------------------------------------------------------
+# exact_decision and the exact rung against Sylvester's criterion
+# ---------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("i", range(len(CORPUS)))
@@ -160,3 +200,135 @@ def test_exact_rung_with_tolerance_decides_k_plus_tol(t):
         v = [Fraction(float(x)) for x in r.witness]
         q = sum(v[a] * Fraction(float(K[a, b])) * v[b] for a in range(3) for b in range(3))
         assert q / sum(x * x for x in v) < -Fraction(t)
+
+
+def test_exact_with_positive_tolerance():
+    K = np.diag([1.0, -1e-10])
+    assert check_psd(K, tol=1e-9, method="exact").verdict is Verdict.POSITIVE_SEMIDEFINITE
+    r = check_psd(K, tol=1e-11, method="exact")
+    assert_witness(K, r)
+
+
+@pytest.mark.parametrize("i", range(len(sylvester.CORPUS)))
+def test_exact_decision_and_quadratic_form_against_fractions(i):
+    K = sylvester.CORPUS[i]
+    M, e = to_int_matrix(K)
+    assert all(
+        Fraction(int(M[a, b])) * Fraction(2) ** e == Fraction(float(K[a, b]))
+        for a in range(K.shape[0])
+        for b in range(K.shape[0])
+    )
+    dec = exact_decision(M)
+    pd, psd = sylvester.pd_psd(K)
+    assert dec.kind == ("pd" if pd else "psd" if psd else "not_psd")
+    if dec.kind == "not_psd":
+        assert sylvester.rayleigh(K, dec.vector) < 0
+    v = np.linspace(-1.0, 1.0, K.shape[0]) + 0.125
+    q = sum(
+        Fraction(float(v[a])) * Fraction(float(K[a, b])) * Fraction(float(v[b]))
+        for a in range(K.shape[0])
+        for b in range(K.shape[0])
+    )
+    assert quadratic_form(K, v) == q
+    assert quadratic_form(K, [Fraction(x) for x in v]) == q
+
+
+@pytest.mark.parametrize("c", [-5.0, 0.0, 1.0, 2.0, 100.0, 1e6])
+def test_zero_pivot_witnesses_are_exact(c):
+    # after eliminating the first pivot the Schur complement is [[0, 1], [1, c - 1]]:
+    # a zero pivot with a non-zero entry in its row, so K is not PSD for every c
+    K = np.array([[1.0, 1.0, 1.0], [1.0, 1.0, 2.0], [1.0, 2.0, c]])
+    M, _ = to_int_matrix(K)
+    dec = exact_decision(M)
+    assert dec.kind == "not_psd" and dec.positives == (0,)
+    assert sylvester.rayleigh(K, dec.vector) < 0
+    r = check_psd(K, tol=0, method="exact")
+    assert r.verdict is Verdict.NOT_PSD and sylvester.rayleigh(K, r.witness) < 0
+
+
+@pytest.mark.parametrize("rank", [0, 1, 2, 3])
+def test_exact_rung_counts_the_zero_pivots_of_a_singular_psd_matrix(rank):
+    """C5: for an integer PSD matrix ``X X^T`` of rank ``r`` (n = 4), the exact rung
+    reports PSD and singular with ``n - r`` zero pivots (rank from NumPy on the
+    integer factor, exact here)."""
+    rng = np.random.default_rng(rank)
+    X = rng.integers(-3, 4, size=(4, rank)).astype(float)
+    while np.linalg.matrix_rank(X) < rank:
+        X = rng.integers(-3, 4, size=(4, rank)).astype(float)
+    K = X @ X.T if rank else np.zeros((4, 4))
+    if rank == 0:
+        K[0, 0] = 0.0
+    r = check_psd(K, tol=0, method="exact")
+    assert r.verdict is Verdict.POSITIVE_SEMIDEFINITE and r.certified
+    if rank:
+        zeros = int(re.search(r"\((\d+) zero pivot", r.reason).group(1))
+        assert zeros == 4 - rank
+
+
+def test_exact_rung_witness_is_float_when_a_float_vector_does_it():
+    """C5: the exact rung's integer witness of a small integer matrix is returned as a
+    float64 vector (documented: float64 when a float vector does it), still exact."""
+    K = np.array([[1.0, 2.0, 0.0], [2.0, 1.0, 0.0], [0.0, 0.0, 3.0]])
+    r = check_psd(K, tol=0, method="exact")
+    assert r.verdict is Verdict.NOT_PSD and r.witness.dtype == np.float64
+    assert rayleigh(K, r.witness) < 0
+
+
+# ---------------------------------------------------------------------------
+# exact helpers: quadratic forms and integer vectors
+# ---------------------------------------------------------------------------
+
+
+def test_quadratic_form_is_exact_on_large_supports_and_integers():
+    """C5: ``v^T K v`` exactly (fractions as reference) for a float vector whose
+    support spans more than one block of 64 rows, for integer vectors whose
+    products exceed 64 bits, and 0 for the zero vector."""
+    rng = np.random.default_rng(2)
+    n = 70
+    K = rng.normal(size=(n, n))
+    K = K + K.T
+    v = rng.normal(size=n)
+    ref = sum(
+        Fraction(float(v[i])) * Fraction(float(K[i, j])) * Fraction(float(v[j]))
+        for i in range(n)
+        for j in range(n)
+    )
+    assert quadratic_form(K, v) == ref
+    assert quadratic_form(K, np.zeros(n)) == 0
+    big = np.diag([2.0**50, 3.0 * 2.0**50])
+    w = [2**40 + 1, -(2**41) + 3]
+    ints, scale = vector_to_ints([Fraction(x) for x in w])
+    assert [int(x) * scale for x in ints] == w
+    exact = 2**50 * w[0] ** 2 + 3 * 2**50 * w[1] ** 2
+    assert quadratic_form(big, [Fraction(x) for x in w]) == exact
+    assert quadratic_form(big, np.array(w, dtype=object)) == exact
+    # plain Python floats are taken exactly too
+    ints, scale = vector_to_ints([0.5, -1.25, 3.0])
+    assert [int(x) * scale for x in ints] == [Fraction(1, 2), Fraction(-5, 4), Fraction(3)]
+
+
+def test_vector_to_ints_for_every_input_kind():
+
+    for v in (
+        np.array([0.5, -0.25, 3.0]),
+        [Fraction(1, 2), Fraction(-1, 4), 3],
+        [mpmath.mpf(0.5), mpmath.mpf(-0.25), mpmath.mpf(3)],
+        [1, -2, 3],
+    ):
+        w, s = vector_to_ints(v)
+        got = [Fraction(int(x)) * s for x in w]
+        ref = [Fraction(float(x)) if not isinstance(x, Fraction) else x for x in v]
+        assert got == ref
+
+
+def test_vector_to_ints_keeps_mpf_digits_beyond_float64():
+
+    with mpmath.workprec(200):
+        x = mpmath.mpf(1) / 3
+        w, s = vector_to_ints([x, mpmath.mpf(0)])
+        got = Fraction(int(w[0])) * s
+        assert got != Fraction(float(x))  # more than 53 bits survive
+        num, den = got.numerator, got.denominator
+        assert mpmath.mpf(num) / mpmath.mpf(den) == x
+    with pytest.raises(ValueError, match="non-finite mpf"):
+        vector_to_ints([mpmath.mpf("inf")])

@@ -1,4 +1,4 @@
-"""Reliability tables for check_psd, mercer_features, Nystrom, verify.kernel and the CLI.
+"""Reliability tables for check_psd, mercer_features, assert_psd and Nystrom.
 
 Bad input (wrong types, ranks, shapes, empty, NaN/Inf, complex/object
 dtypes, user kernels that raise or return wrong shapes / NaN / complex values)
@@ -7,7 +7,9 @@ the float64 limits, subnormal entries, nearly duplicate points, badly
 conditioned and rank-deficient Grams, n = 1, d = 1, float16 / int / bool /
 non-contiguous input) give a correct answer or a clean ``NumericalFailure``,
 never a verdict computed from inf or NaN; read-only inputs are never written.
-One Hypothesis test per public function checks that contract.
+One Hypothesis test per public function checks that contract.  The same for
+``verify.kernel`` is in ``tests/verify/test_reliability.py``, for the
+``psd``, ``kernel`` and ``unbiased`` commands in ``tests/cli/test_cli.py``.
 """
 
 from __future__ import annotations
@@ -21,8 +23,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from kernelcheck import Gaussian, Linear, kernel_from_function
-from kernelcheck.cli import main
+from kernelcheck import Gaussian, Linear
 from kernelcheck.errors import InvalidArgument, NumericalFailure
 from kernelcheck.psd import Nystrom, Verdict, check_psd, mercer_features
 from kernelcheck.testing import assert_kernel, assert_psd
@@ -137,40 +138,9 @@ def test_nystrom_bad_input_and_bad_kernels(call, text):
     assert text in str(info.value)
 
 
-KERNEL_BAD = [
-    (lambda: verify_kernel("lin", X), "`kernel` must be a kernel"),
-    (lambda: verify_kernel(_nan, X), "must be finite"),
-    (lambda: verify_kernel(lambda A, B=None: np.ones((4, 3)), X), "must be a square 2-d matrix"),
-    (lambda: verify_kernel(kernel_from_function(lambda x, y: float("nan")), X), "non-finite value"),
-    (
-        lambda: verify_kernel(kernel_from_function(lambda x, y: 1 / 0), X),
-        "raised ZeroDivisionError",
-    ),
-    (lambda: verify_kernel(Linear(), np.ones(3)), "`X` must be a 2-d array"),
-    (lambda: verify_kernel(Linear(), np.array([[np.inf, 0.0]])), "`X` must be finite"),
-    (lambda: verify_kernel(Linear(), X, dim=3), "does not match `X`"),
-    (lambda: verify_kernel(Linear()), "`dim` must be given"),
-    (lambda: verify_kernel(Linear(), dim=0), "`dim` must be >= 1"),
-    (lambda: verify_kernel(Linear(), dim=2, budget=0), "`budget` must be >= 1"),
-    (
-        lambda: verify_kernel(Linear(), dim=2, seed=-1, budget=1),
-        "`seed` must be a non-negative int",
-    ),
-    (
-        lambda: verify_kernel(Linear(), dim=2, seed="a", budget=1),
-        "`seed` must be a non-negative int",
-    ),
-]
-
-
-@pytest.mark.parametrize("call, text", KERNEL_BAD)
-def test_verify_kernel_bad_input(call, text):
-    with pytest.raises(InvalidArgument) as info:
-        call()
-    assert text in str(info.value)
-
-
-# --- extreme values ------------------------------------------------------------
+# ---------------------------------------------------------------------------
+# extreme values
+# ---------------------------------------------------------------------------
 
 
 def _sylvester_psd(K):
@@ -240,20 +210,6 @@ def test_nystrom_on_nearly_duplicate_and_single_landmarks():
     assert np.allclose(one(np.array([[3.0]])) @ one(np.array([[5.0]])).T, 15.0)
 
 
-def test_verify_kernel_extremes():
-    assert verify_kernel(Gaussian(), np.ones((1, 1))).passed
-    dup = verify_kernel(Gaussian(), np.ones((5, 1)) + np.arange(5)[:, None] * 1e-12)
-    assert dup.passed and dup.verdict in ("psd", "rounding")
-    with pytest.raises(InvalidArgument, match="raised OverflowError"):
-        verify_kernel(
-            kernel_from_function(lambda x, y: math.exp(x @ y), name="e"), np.array([[1e3, 0.0]])
-        )
-    from kernelcheck import Exponential
-
-    with pytest.raises(NumericalFailure, match="overflows float64"):
-        verify_kernel(Exponential(), np.array([[1e3, 0.0]]))
-
-
 @pytest.mark.parametrize("dtype", [np.float16, np.float32, np.int64, np.int8, np.bool_])
 def test_other_dtypes_and_non_contiguous(dtype):
     K = np.array([[2, 1], [1, 2]]).astype(dtype)
@@ -265,7 +221,9 @@ def test_other_dtypes_and_non_contiguous(dtype):
     assert check_psd(sub).verdict is check_psd(np.ascontiguousarray(sub)).verdict
 
 
-# --- read-only inputs ----------------------------------------------------------------
+# ---------------------------------------------------------------------------
+# read-only inputs
+# ---------------------------------------------------------------------------
 
 
 def test_read_only_inputs_are_never_written():
@@ -286,7 +244,10 @@ def test_read_only_inputs_are_never_written():
     assert np.array_equal(Xr, X)
 
 
-# --- one Hypothesis test per public function ------------------------------------
+# ---------------------------------------------------------------------------
+# one Hypothesis test per public function
+# ---------------------------------------------------------------------------
+
 
 sym = hnp.arrays(
     np.float64,
@@ -342,20 +303,6 @@ def test_nystrom_answers_or_fails_cleanly(P, kind):
 
 
 @settings(max_examples=10, deadline=None)
-@given(
-    P=hnp.arrays(
-        np.float64, st.tuples(st.integers(1, 4), st.integers(1, 2)), elements=st.floats(-1e3, 1e3)
-    )
-)
-def test_verify_kernel_answers_or_fails_cleanly(P):
-    try:
-        rep = verify_kernel(Gaussian(), P)
-    except CLEAN:
-        return
-    assert rep.passed  # a Gaussian Gram is PSD: psd or rounding, never a violation
-
-
-@settings(max_examples=10, deadline=None)
 @given(K=sym)
 def test_assert_psd_and_assert_kernel_raise_only_assertions_or_clean_errors(K):
     try:
@@ -363,40 +310,3 @@ def test_assert_psd_and_assert_kernel_raise_only_assertions_or_clean_errors(K):
     except (AssertionError, *CLEAN):
         pass
     assert assert_kernel(Linear(), np.array([[1.0, 2.0]])).passed
-
-
-# --- command line -------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    "matrix, code",
-    [
-        (np.full((2, 2), 1e308), 0),
-        (np.eye(3, dtype=np.float16), 0),
-        (np.eye(2, dtype=np.int64), 0),
-        (np.eye(2) + 0j, 2),
-        (np.zeros((0, 0)), 2),
-        (np.array([[1.0, 2.0], [2.0, 1.0]]), 1),
-    ],
-)
-def test_cli_psd_on_extreme_files(tmp_path, capsys, matrix, code):
-    path = tmp_path / "K.npy"
-    np.save(path, matrix)
-    assert main(["psd", str(path)]) == code
-    err = capsys.readouterr().err
-    assert "Traceback" not in err and (code != 2 or err.count("\n") == 1)
-
-
-def test_cli_kernel_and_unbiased_extremes(tmp_path, capsys):
-    pts = tmp_path / "p.txt"
-    np.savetxt(pts, np.array([[1e200, 0.0], [0.0, 1.0]]))
-    assert main(["kernel", "exponential", "--dim", "2", "--points", str(pts)]) == 3
-    err = capsys.readouterr().err
-    assert err.startswith("kernelcheck kernel: cannot decide: ") and err.count("\n") == 1
-    assert main(["unbiased", "--dim", "100000", "--num-features", "100000", "--trials", "10"]) == 2
-    err = capsys.readouterr().err
-    assert "would need 10000000000 entries" in err
-    code = main(
-        ["unbiased", "--points", "1", "--dim", "1", "--num-features", "2", "--trials", "300"]
-    )
-    assert code in (0, 3)
