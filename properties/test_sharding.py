@@ -27,13 +27,16 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from kernelcheck.features import PositiveRandomFeatures, TrigonometricRandomFeatures
+from kernelcheck.features import PositiveRandomFeatures
 from kernelcheck.kernels import Exponential
 from kernelcheck.stats import run_trials
 from kernelcheck.strategies import point_sets
 from kernelcheck.verify import ratio_bias, unbiased
+from tests import catalog
 
 SHARDS = (1, 2, 8)
+#: The random feature maps of the catalogue (tests/catalog.py).
+RANDOM_MAPS = [e.cls for e in catalog.feature_maps(catalog.is_random_map)]
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +64,7 @@ def _same_bytes(a, b) -> bool:
 @given(
     X=point_sets(min_points=1, max_points=3, dim=3, max_norm=0.8),
     Y=point_sets(min_points=1, max_points=2, dim=3, max_norm=0.8),
-    estimator=st.sampled_from([PositiveRandomFeatures, TrigonometricRandomFeatures]),
+    estimator=st.sampled_from(RANDOM_MAPS),
     orthogonal=st.booleans(),
     seed=st.integers(0, 2**63 - 1),
     trials=st.integers(2, 12_000),

@@ -17,7 +17,9 @@ the quickest claim at the quickest level).
 
 ``test_every_public_callable_has_a_bad_input_table`` parses every
 ``tests/**/test_reliability*.py`` with :mod:`ast` and fails when a public
-function or user-constructed class has no row in any table.
+function or user-constructed class has no row in any table (a test that takes
+a catalogue argument of ``tests/conftest.py`` counts as a table of the
+catalogue's entries).
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ from kernelcheck.kernels import (
     Scaled,
     Sum,
 )
+from tests.conftest import CATALOGUE_ARGUMENTS
 
 IA = InvalidArgument  # the error most rows expect
 HERE = Path(__file__).resolve()
@@ -825,6 +828,7 @@ def _tabled_objects(source: str) -> set[int]:
     table refers to (row builders, example lists) are followed.
     """
     tree = ast.parse(source)
+    catalogued: set[int] = set()
     env: dict[str, object] = {}
     helpers: dict[str, ast.AST] = {}
     tables: list[ast.AST] = []
@@ -853,7 +857,9 @@ def _tabled_objects(source: str) -> set[int]:
                     assert isinstance(dec, ast.Call)
                     tables.extend(dec.args[1:])
                     tables.extend(k.value for k in dec.keywords if k.arg == "argvalues")
-    found: set[int] = set()
+            for arg in node.args.args:
+                catalogued |= _catalogue_objects(arg.arg)
+    found: set[int] = set(catalogued)
     followed: set[str] = set()
     todo = list(tables)
     while todo:
@@ -865,6 +871,27 @@ def _tabled_objects(source: str) -> set[int]:
             if isinstance(sub, ast.Name) and sub.id in helpers and sub.id not in followed:
                 followed.add(sub.id)
                 todo.append(helpers[sub.id])
+    return found
+
+
+def _catalogue_objects(argument: str) -> set[int]:
+    """Ids of the kernelcheck classes a catalogue argument (tests/conftest.py) runs over.
+
+    A test taking ``random_feature_map`` is parametrized over the random feature classes
+    of tests/catalog.py, as if they were listed in its ``parametrize``; a kernel (or the
+    kernel of an exact map) contributes the classes of its nodes.
+    """
+    found: set[int] = set()
+    for param in CATALOGUE_ARGUMENTS.get(argument, []):
+        (value,) = param.values
+        todo = [value[0] if isinstance(value, tuple) else value]
+        while todo:
+            obj = todo.pop()
+            if inspect.isclass(obj):
+                found.add(id(obj))
+                continue
+            found.add(id(type(obj)))
+            todo += [getattr(obj, a) for a in ("left", "right", "kernel") if hasattr(obj, a)]
     return found
 
 

@@ -17,7 +17,6 @@ import pytest
 from scipy.optimize import minimize_scalar
 
 from kernelcheck._src.features.random import (
-    ESTIMATORS,
     HyperbolicRandomFeatures,
     OptimalPositiveRandomFeatures,
     PositiveRandomFeatures,
@@ -29,8 +28,8 @@ from kernelcheck._src.features.random import (
 from kernelcheck._src.kernels.featuremap import FeatureMap
 from kernelcheck.errors import InvalidArgument, NumericalFailure
 from kernelcheck.kernels import Exponential
+from tests import catalog
 
-CLASSES = list(ESTIMATORS.values())
 U = 2.0**-53
 
 
@@ -44,9 +43,9 @@ def _pts(n, d, seed, norm=0.4):
 # ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("cls", CLASSES)
 @pytest.mark.parametrize("orthogonal", [False, True])
-def test_interface_and_state(cls, orthogonal):
+def test_interface_and_state(random_feature_map, orthogonal):
+    cls = random_feature_map
     phi = cls(5, 12, seed=3, orthogonal=orthogonal, scale=0.5)
     assert isinstance(phi, FeatureMap)
     assert phi.exact is False
@@ -143,8 +142,8 @@ def test_samplers_carry_every_parameter_to_the_maps_they_draw():
 # ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("cls", CLASSES)
-def test_scaled_features_and_estimate_agree_with_phi(cls):
+def test_scaled_features_and_estimate_agree_with_phi(random_feature_map):
+    cls = random_feature_map
     phi = cls(4, 16, seed=1, scale=0.8)
     X, Y = _pts(5, 4, 1), _pts(3, 4, 2)
     F, ls = phi.scaled_features(X)
@@ -158,10 +157,8 @@ def test_scaled_features_and_estimate_agree_with_phi(cls):
     assert np.all(np.abs(phi.estimate(X, Y) - G) <= bound)
 
 
-@pytest.mark.parametrize(
-    "cls", [PositiveRandomFeatures, HyperbolicRandomFeatures, OptimalPositiveRandomFeatures]
-)
-def test_log_features_is_log_of_phi(cls):
+def test_log_features_is_log_of_phi(positive_random_feature_map):
+    cls = positive_random_feature_map
     phi = cls(3, 8, seed=2)
     X = _pts(4, 3, 5, norm=1.0)
     L = phi.log_features(X)
@@ -201,9 +198,9 @@ def test_optimal_with_A_zero_is_favor_plus(orthogonal):
     assert np.allclose(a.estimate(X, Y), b.estimate(X, Y), rtol=1e-14)
 
 
-@pytest.mark.parametrize("cls", CLASSES)
-def test_scale_is_a_rescaling_of_the_inputs(cls):
+def test_scale_is_a_rescaling_of_the_inputs(random_feature_map):
     # exp(s x.y) = exp((sqrt(s) x).(sqrt(s) y)): a map at scale 4 is the map at scale 1 on 2 x
+    cls = random_feature_map
     X = _pts(3, 2, 1)
     a = cls(2, 5, seed=2, scale=4.0)
     b = cls(2, 5, seed=2, scale=1.0)
@@ -212,20 +209,16 @@ def test_scale_is_a_rescaling_of_the_inputs(cls):
     assert a.scale == 4.0
 
 
-@pytest.mark.parametrize(
-    "cls", [PositiveRandomFeatures, HyperbolicRandomFeatures, OptimalPositiveRandomFeatures]
-)
-def test_positive_scaled_features_have_row_maximum_one(cls):
+def test_positive_scaled_features_have_row_maximum_one(positive_random_feature_map):
+    cls = positive_random_feature_map
     phi = cls(3, 7, seed=0)
     F, ls = phi.scaled_features(_pts(4, 3, 2, norm=2.0))
     assert np.array_equal(F.max(axis=1), np.ones(4))
     assert np.all(F > 0)
 
 
-@pytest.mark.parametrize(
-    "cls", [PositiveRandomFeatures, HyperbolicRandomFeatures, OptimalPositiveRandomFeatures]
-)
-def test_log_features_are_the_log_of_phi(cls):
+def test_log_features_are_the_log_of_phi(positive_random_feature_map):
+    cls = positive_random_feature_map
     phi = cls(3, 8, seed=2, scale=0.7)
     X = _pts(4, 3, 5, norm=1.5)
     assert np.allclose(np.exp(phi.log_features(X)), phi(X), rtol=1e-13)
@@ -234,8 +227,8 @@ def test_log_features_are_the_log_of_phi(cls):
 LOG_SPACE = "use scaled_features(X), log_features(X) or estimate(X, Y), which work in log space"
 
 
-@pytest.mark.parametrize("cls", CLASSES)
-def test_overflow_and_underflow_are_named(cls):
+def test_overflow_and_underflow_are_named(random_feature_map):
+    cls = random_feature_map
     phi = cls(2, 4, seed=0)
     big = np.array([[300.0, 0.0]])
     with pytest.raises(NumericalFailure) as info:
@@ -303,9 +296,7 @@ def _lemma2(cls, x, y, m):
     raise AssertionError
 
 
-@pytest.mark.parametrize(
-    "cls", [PositiveRandomFeatures, TrigonometricRandomFeatures, HyperbolicRandomFeatures]
-)
+@pytest.mark.parametrize("cls", catalog.feature_map_params(catalog.has_performer_paper_mse))
 def test_theoretical_mse_matches_lemma2(cls):
     X, Y = _pts(3, 4, 3, norm=0.9), _pts(3, 4, 4, norm=0.6)
     phi = cls(4, 10, seed=0)
@@ -346,10 +337,10 @@ def test_optimal_theory_follows_its_closed_form_for_positive_A():
     assert np.isinf(at_limit.theory(x, order=2)["central"][2][0, 0])
 
 
-@pytest.mark.parametrize("cls", CLASSES)
-def test_sampler_theoretical_mse_is_the_maps(cls):
+def test_sampler_theoretical_mse_is_the_maps(random_feature_map):
     """The sampler's closed-form MSE is that of any map it draws (same d, m, scale):
     the formula depends on the law, not on the draw; ``Y=None`` means ``Y = X``."""
+    cls = random_feature_map
     s = cls.sampler(3, 5, scale=0.7)
     phi = s(np.random.default_rng(0))
     X, Y = _pts(4, 3, 2), _pts(3, 3, 3)
@@ -363,9 +354,9 @@ def test_sampler_theoretical_mse_is_the_maps(cls):
 # ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("cls", CLASSES)
-def test_batch_estimates_equal_single_maps_for_iid_rows(cls):
+def test_batch_estimates_equal_single_maps_for_iid_rows(random_feature_map):
     """Batched trials and one map per trial draw the same stream for i.i.d. rows."""
+    cls = random_feature_map
     sampler = cls.sampler(3, 6, scale=0.7)
     X, Y = _pts(4, 3, 0), _pts(2, 3, 1)
     est, bound = sampler.batch_estimates(np.random.default_rng(11), 1, X, Y)
@@ -375,11 +366,11 @@ def test_batch_estimates_equal_single_maps_for_iid_rows(cls):
     assert np.all(bound[0] >= np.abs(ref) * (1 - 1e-12))  # Cauchy-Schwarz scale
 
 
-@pytest.mark.parametrize("cls", CLASSES)
 @pytest.mark.parametrize("orthogonal", [False, True])
-def test_one_trial_per_chunk_equals_maps_drawn_one_by_one(cls, orthogonal):
+def test_one_trial_per_chunk_equals_maps_drawn_one_by_one(random_feature_map, orthogonal):
     # with CHUNK_ELEMENTS = 1 every chunk holds one trial, so batch_estimates draws the
     # same stream as calling the sampler once per trial
+    cls = random_feature_map
     s = cls.sampler(3, 4, orthogonal=orthogonal, scale=0.8)
     s.CHUNK_ELEMENTS = 1
     X, Y = _pts(3, 3, 0), _pts(2, 3, 1)

@@ -23,22 +23,12 @@ from hypothesis.extra import numpy as hnp
 
 from kernelcheck.errors import InvalidArgument, NumericalFailure
 from kernelcheck.features import (
-    HyperbolicRandomFeatures,
     OptimalPositiveRandomFeatures,
     PositiveRandomFeatures,
     RandomFeatureSampler,
-    TrigonometricRandomFeatures,
     draw_projection,
     optimal_positive_parameter,
 )
-
-CLASSES = [
-    PositiveRandomFeatures,
-    TrigonometricRandomFeatures,
-    HyperbolicRandomFeatures,
-    OptimalPositiveRandomFeatures,
-]
-
 
 CLEAN = (InvalidArgument, NumericalFailure)
 
@@ -91,9 +81,9 @@ FEATURE_BAD = [
 ]
 
 
-@pytest.mark.parametrize("cls", CLASSES)
 @pytest.mark.parametrize("call, text", FEATURE_BAD)
-def test_feature_maps_bad_input(cls, call, text):
+def test_feature_maps_bad_input(random_feature_map, call, text):
+    cls = random_feature_map
     with pytest.raises(InvalidArgument) as info:
         call(cls)
     assert text in str(info.value)
@@ -138,8 +128,8 @@ def test_projection_and_parameter_bad_input(call, text):
 # ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("cls", CLASSES)
-def test_large_norms_work_in_log_space_or_fail_cleanly(cls):
+def test_large_norms_work_in_log_space_or_fail_cleanly(random_feature_map):
+    cls = random_feature_map
     phi = cls(2, 8, seed=0)
     big = X * 1e3
     with pytest.raises(NumericalFailure, match="log space"):
@@ -156,8 +146,8 @@ def test_large_norms_work_in_log_space_or_fail_cleanly(cls):
     assert not np.isnan(t["mean"]).any()
 
 
-@pytest.mark.parametrize("cls", CLASSES)
-def test_tiny_norms_d1_n1_and_other_dtypes(cls):
+def test_tiny_norms_d1_n1_and_other_dtypes(random_feature_map):
+    cls = random_feature_map
     phi = cls(1, 4, seed=3)
     x = np.array([[1e-300]])
     # at |x| ~ 0 every estimate is phi(0).phi(0), which is 1 for unbiased maps up to noise;
@@ -193,16 +183,16 @@ def test_optimal_parameter_for_huge_sq_norm_is_finite_and_features_fail_cleanly(
 # ---------------------------------------------------------------------------
 
 
-def test_read_only_inputs_everywhere():
+def test_read_only_inputs_everywhere(random_feature_map):
+    cls = random_feature_map
     Xr = _readonly(X)
     Yr = _readonly(X[:2] * 0.5)
-    for cls in CLASSES:
-        phi = cls(2, 4, seed=0)
-        phi(Xr), phi.scaled_features(Xr), phi.estimate(Xr, Yr), phi.theory(Xr, Yr)
-        phi.theoretical_mse(Xr)
-        if hasattr(phi, "log_features"):
-            phi.log_features(Xr)
-        cls.sampler(2, 4).batch_estimates(0, 3, Xr, Yr)
+    phi = cls(2, 4, seed=0)
+    phi(Xr), phi.scaled_features(Xr), phi.estimate(Xr, Yr), phi.theory(Xr, Yr)
+    phi.theoretical_mse(Xr)
+    if hasattr(phi, "log_features"):
+        phi.log_features(Xr)
+    cls.sampler(2, 4).batch_estimates(0, 3, Xr, Yr)
     OptimalPositiveRandomFeatures.fit(Xr, Yr, 4, seed=0)
     assert np.array_equal(Xr, X)
 
@@ -223,8 +213,9 @@ points = hnp.arrays(
 
 
 @settings(max_examples=25, deadline=None)
-@given(X=points, cls=st.sampled_from(CLASSES), orth=st.booleans())
-def test_feature_maps_answer_or_fail_cleanly(X, cls, orth):
+@given(X=points, orth=st.booleans())
+def test_feature_maps_answer_or_fail_cleanly(random_feature_map, X, orth):
+    cls = random_feature_map
     phi = cls(2, 3, seed=0, orthogonal=orth)
     for f in (phi, phi.estimate, phi.scaled_features, phi.theoretical_mse):
         try:

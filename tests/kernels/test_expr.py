@@ -66,6 +66,11 @@ def test_repr_of_any_kernel_tree_parses_back_to_the_same_tree(kernel):
     assert parse_kernel(repr(kernel)) == kernel
 
 
+def test_repr_of_every_example_kernel_parses_back(builtin_kernel):
+    """The printed formula of every example kernel (tests/catalog.py) is an expression."""
+    assert parse_kernel(repr(builtin_kernel)) == builtin_kernel
+
+
 # (text, column the error points at, a fragment of the message)
 BAD = [
     ("", 1, "empty"),

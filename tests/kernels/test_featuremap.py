@@ -20,7 +20,6 @@ from kernelcheck.kernels import (
     Constant,
     Exponential,
     Gaussian,
-    Laplacian,
     Linear,
     Polynomial,
     exp,
@@ -41,71 +40,36 @@ def _close(a, b):
     return np.allclose(a, b, rtol=RTOL, atol=0)
 
 
-# The example-kernel tests' points (7 x 3 and 5 x 3); the formula tests use X and Y.
+# The points of the tests over the example kernels (7 x 3 and 5 x 3).
 RNG7 = np.random.default_rng(20261129)
 X7 = RNG7.normal(size=(7, 3))
 Y5 = RNG7.normal(size=(5, 3))
 
 
-EXAMPLES = [
-    Linear(),
-    Constant(0.5),
-    Polynomial(2),
-    Polynomial(3, c=1.0),
-    exp(Linear(), order=3),
-    exp(0.5 * Linear(), order=2) + 0.5 * Polynomial(2),
-    (Linear() + 1) ** 2 * Linear(),
-    Exponential(0.5),
-    Gaussian(1.5),
-    Laplacian(),
-    exp(Gaussian()),
-]
-
-
 # ---------------------------------------------------------------------------
-# Every finite example kernel: its map reproduces it; infinite ones say what to do
+# Every example map (tests/catalog.py) reproduces its kernel; infinite ones say what to do
 # ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("k", [k for k in EXAMPLES if k.has_finite_features], ids=repr)
-@pytest.mark.parametrize("form", ["symmetric", "tensor"])
-def test_feature_map_reproduces_and_reports_dimension(k, form):
+def test_feature_map_reproduces_and_reports_dimension(exact_feature_map):
+    k, form = exact_feature_map
     phi = k.features(form)
     assert isinstance(phi, ExactFeatureMap) and phi.exact and phi.kernel == k
     assert phi(X7).shape == (7, phi.output_dim(3)) == (7, k.feature_dim(3, form))
     assert_feature_map(phi, X7, Y5)
 
 
-@pytest.mark.parametrize("k", [k for k in EXAMPLES if not k.has_finite_features], ids=repr)
-def test_infinite_kernels_say_how_to_truncate_or_sample(k):
+def test_infinite_kernels_say_how_to_truncate_or_sample(infinite_kernel):
+    k = infinite_kernel
     with pytest.raises(InfiniteFeatureSpace) as info:
         k.features()
     message = str(info.value)
     assert "order=" in message or "random" in message.lower() or "mercer" in message
 
 
-FINITE = [
-    Linear(),
-    Constant(4.0),
-    Polynomial(3),
-    Polynomial(2, c=2.0),
-    Linear() + Constant(1.0),
-    3.0 * Linear(),
-    Linear() * Polynomial(2),
-    (Linear() + 1.0) ** 3,
-    exp(Linear(), order=3),
-    exp(0.5 * Linear() + 1.0, order=2),
-    Linear() ** 0,
-    exp(Linear(), order=0),
-    (Linear() ** 2) ** 2,
-    exp(Polynomial(2), order=2),
-]
-
-
-@pytest.mark.parametrize("k", FINITE, ids=repr)
-@pytest.mark.parametrize("form", ["symmetric", "tensor"])
 @pytest.mark.parametrize("d", [1, 2, 3])
-def test_feature_dims_are_the_column_counts(k, form, d):
+def test_feature_dims_are_the_column_counts(exact_feature_map, d):
+    k, form = exact_feature_map
     Z = X[:, :d]
     phi = k.features(form)
     P = phi(Z)

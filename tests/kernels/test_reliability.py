@@ -36,31 +36,14 @@ from kernelcheck.kernels import (
     monomial_dim,
     unweighted_monomials,
 )
+from tests import catalog
+
+#: The example kernels whose values lie in [0, 1] (tests/catalog.py).
+DISTANCE_KERNELS = [e.kernel for e in catalog.kernels(catalog.is_distance_kernel)]
 
 CLEAN = (InvalidArgument, NumericalFailure)
 X = np.random.default_rng(3).normal(size=(4, 2))
 HUGE = np.broadcast_to(np.ones((1, 1)), (100_000, 1))  # no memory behind it
-
-
-# One list of example kernels, composites included, reused by every table.
-KERNELS = [
-    Linear(),
-    Constant(0.5),
-    Polynomial(3, c=1.0),
-    Exponential(0.5),
-    Gaussian(0.7),
-    Laplacian(2.0),
-    Linear() + Constant(1.0),
-    2.0 * Gaussian(),
-    Linear() * Polynomial(2),
-    (Linear() + Constant(0.5)) ** 2,
-    exp(0.5 * Linear(), order=3),
-    exp(Linear()),
-]
-
-
-IDS = [repr(k) for k in KERNELS]
-FINITE = [k for k in KERNELS if k.has_finite_features]
 
 
 def _readonly(a):
@@ -575,8 +558,8 @@ def test_python_operators_refuse_non_numbers_with_type_error():
 # ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("k", KERNELS, ids=IDS)
-def test_readonly_noncontiguous_lists_ints_and_float16_give_the_float64_answer(k):
+def test_readonly_noncontiguous_lists_ints_and_float16_give_the_float64_answer(builtin_kernel):
+    k = builtin_kernel
     Y = X[:3] * 0.5
     expected = k(X, Y)
     assert expected.dtype == np.float64
@@ -596,8 +579,8 @@ def test_readonly_noncontiguous_lists_ints_and_float16_give_the_float64_answer(k
     assert k.gram_mp(_readonly(X[:2]), dps=20).rows == 2
 
 
-@pytest.mark.parametrize("k", KERNELS, ids=IDS)
-def test_float32_stays_float32_and_mixed_promotes(k):
+def test_float32_stays_float32_and_mixed_promotes(builtin_kernel):
+    k = builtin_kernel
     X32 = X.astype(np.float32)
     assert k(X32).dtype == np.float32
     assert k.error_bound(X32).dtype == np.float32
@@ -606,9 +589,8 @@ def test_float32_stays_float32_and_mixed_promotes(k):
     assert k.error_bound(X, X32).dtype == np.float64
 
 
-@pytest.mark.parametrize("k", FINITE, ids=[repr(k) for k in FINITE])
-@pytest.mark.parametrize("form", ["symmetric", "tensor"])
-def test_feature_maps_accept_readonly_and_noncontiguous_inputs(k, form):
+def test_feature_maps_accept_readonly_and_noncontiguous_inputs(exact_feature_map):
+    k, form = exact_feature_map
     phi = k.features(form)
     expected = phi(X)
     assert np.array_equal(phi(_readonly(X)), expected)
@@ -662,19 +644,18 @@ def test_large_norms_overflow_cleanly_or_answer(k, Z):
     assert np.isfinite(k.error_bound(Z)).all()
 
 
-def test_gaussian_and_laplacian_underflow_to_exact_zero_far_apart():
+def test_gaussian_and_laplacian_underflow_to_exact_zero_far_apart(distance_kernel):
     Z = np.array([[1e10], [-1e10]])
-    for k in (Gaussian(), Laplacian()):
-        G = k(Z)
-        assert np.array_equal(G, np.eye(2))  # exp(-huge) = 0 exactly in float64
-        assert np.all(k.error_bound(Z) >= 0)
+    k = distance_kernel
+    G = k(Z)
+    assert np.array_equal(G, np.eye(2))  # exp(-huge) = 0 exactly in float64
+    assert np.all(k.error_bound(Z) >= 0)
 
 
-@pytest.mark.parametrize("k", FINITE, ids=[repr(k) for k in FINITE])
-def test_tiny_norms_feature_maps_agree_with_the_kernel(k):
+def test_tiny_norms_feature_maps_agree_with_the_kernel(exact_feature_map):
+    k, form = exact_feature_map
     Z = np.array([[1e-200, -3e-201], [5e-310, 0.0]])  # products underflow to subnormal / 0
-    assert verify.feature_map(k.features(), Z).passed
-    assert verify.feature_map(k.features("tensor"), Z).passed
+    assert verify.feature_map(k.features(form), Z).passed
 
 
 def test_feature_overflow_is_a_clean_error():
@@ -686,18 +667,20 @@ def test_feature_overflow_is_a_clean_error():
         unweighted_monomials([[1e200, 1.0]], 3)
 
 
-def test_nearly_duplicate_points_and_n1_d1():
+def test_nearly_duplicate_points_and_n1_d1(builtin_kernel):
+    k = builtin_kernel
     x = np.array([[1.0], [np.nextafter(1.0, 2.0)]])
-    for k in KERNELS:
-        G = k(x)
-        E = k.error_bound(x)
-        # rows of nearly equal points agree within the two entries' error bounds
-        assert np.all(np.abs(G[0] - G[1]) <= E[0] + E[1] + 4 * np.finfo(float).eps * np.abs(G[0]))
-        one = k(np.array([[0.3]]))
-        assert one.shape == (1, 1) and np.isfinite(one).all()
-    # distance kernels: k(x, x) = 1 exactly
-    for k in (Gaussian(), Laplacian()):
-        assert np.array_equal(np.diag(k(X)), np.ones(4))
+    G = k(x)
+    E = k.error_bound(x)
+    # rows of nearly equal points agree within the two entries' error bounds
+    assert np.all(np.abs(G[0] - G[1]) <= E[0] + E[1] + 4 * np.finfo(float).eps * np.abs(G[0]))
+    one = k(np.array([[0.3]]))
+    assert one.shape == (1, 1) and np.isfinite(one).all()
+
+
+def test_distance_kernels_are_one_on_the_diagonal(distance_kernel):
+    # distance kernels: k(x, x) = 1 exactly (here |x|^2 + |x|^2 - 2 x.x rounds to 0 on X)
+    assert np.array_equal(np.diag(distance_kernel(X)), np.ones(4))
 
 
 # ---------------------------------------------------------------------------
@@ -732,24 +715,27 @@ def _answer_or_clean(fn, *arrays):
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.sampled_from(KERNELS), POINTS)
-def test_gram_answers_or_fails_cleanly(k, Z):
+@given(Z=POINTS)
+def test_gram_answers_or_fails_cleanly(builtin_kernel, Z):
+    k = builtin_kernel
     G = _answer_or_clean(k, Z)
-    if G is not None and k in (Gaussian(0.7), Laplacian(2.0)):
+    if G is not None and k in DISTANCE_KERNELS:
         assert np.all((G >= 0) & (G <= 1))
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.sampled_from(KERNELS), POINTS)
-def test_error_bound_answers_or_fails_cleanly(k, Z):
+@given(Z=POINTS)
+def test_error_bound_answers_or_fails_cleanly(builtin_kernel, Z):
+    k = builtin_kernel
     E = _answer_or_clean(k.error_bound, Z)
     if E is not None:
         assert (E >= 0).all()
 
 
 @settings(max_examples=20, deadline=None)
-@given(st.sampled_from(KERNELS[:6]), POINTS)
-def test_gram_mp_is_finite_and_matches_float_where_float_answers(k, Z):
+@given(Z=POINTS)
+def test_gram_mp_is_finite_and_matches_float_where_float_answers(builtin_kernel, Z):
+    k = builtin_kernel
     Z = Z[:2, :2]
     try:
         G = k(Z)
@@ -760,8 +746,9 @@ def test_gram_mp_is_finite_and_matches_float_where_float_answers(k, Z):
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.sampled_from(FINITE), st.sampled_from(["symmetric", "tensor"]), POINTS)
-def test_feature_maps_answer_or_fail_cleanly(k, form, Z):
+@given(Z=POINTS)
+def test_feature_maps_answer_or_fail_cleanly(exact_feature_map, Z):
+    k, form = exact_feature_map
     _answer_or_clean(k.features(form), Z)
 
 

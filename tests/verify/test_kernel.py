@@ -17,45 +17,7 @@ import kernelcheck as kc
 from kernelcheck import InvalidArgument
 from kernelcheck._src.verify.kernel import KernelReport, assert_kernel
 from kernelcheck.verify import kernel as verify_kernel
-
-
-def _fk(name, f, mp_f):
-    return kc.kernel_from_function(f, vectorized=True, mp_function=mp_f, name=name)
-
-
-def _sqdist_mp(x, y):
-    return mpmath.fsum((a - b) ** 2 for a, b in zip(x, y, strict=True))
-
-
-NON_KERNELS = {
-    "tanh(x.y - 1)": _fk(
-        "tanh",
-        lambda X, Y: np.tanh((X * Y).sum(-1) - 1.0),
-        lambda x, y: mpmath.tanh(mpmath.fdot(x, y) - 1),
-    ),
-    "-||x - y||": _fk(
-        "negdist",
-        lambda X, Y: -np.sqrt(((X - Y) ** 2).sum(-1)),
-        lambda x, y: -mpmath.sqrt(_sqdist_mp(x, y)),
-    ),
-    "cos(x.y)": _fk(
-        "cos", lambda X, Y: np.cos((X * Y).sum(-1)), lambda x, y: mpmath.cos(mpmath.fdot(x, y))
-    ),
-    "exp(-||x - y||^4)": _fk(
-        "exp4",
-        lambda X, Y: np.exp(-(((X - Y) ** 2).sum(-1) ** 2)),
-        lambda x, y: mpmath.exp(-(_sqdist_mp(x, y) ** 2)),
-    ),
-}
-
-TRUE_KERNELS = [
-    kc.Linear(),
-    kc.Polynomial(3, c=1.0),
-    kc.Exponential(),
-    kc.Gaussian(0.7),
-    kc.Laplacian(1.3),
-    kc.Gaussian(1.0) * kc.Linear() + 0.5 * kc.Polynomial(2),
-]
+from tests import catalog
 
 
 def independently_negative(k, P, v):
@@ -70,9 +32,8 @@ def independently_negative(k, P, v):
 
 
 @pytest.mark.parametrize("dim", [1, 2, 3])
-@pytest.mark.parametrize("name", list(NON_KERNELS))
-def test_search_finds_non_kernels(name, dim):
-    k = NON_KERNELS[name]
+def test_search_finds_non_kernels(non_kernel, dim):
+    k = non_kernel
     rep = verify_kernel(k, dim=dim, budget=8, seed=1)
     assert isinstance(rep, KernelReport)
     assert rep.verdict == "violation" and not rep.passed
@@ -81,14 +42,14 @@ def test_search_finds_non_kernels(name, dim):
     assert "restarts" in rep.budget
 
 
-@pytest.mark.parametrize("k", TRUE_KERNELS, ids=repr)
-def test_search_never_flags_true_kernels(k):
+def test_search_never_flags_true_kernels(psd_kernel):
+    k = psd_kernel
     rep = verify_kernel(k, dim=2, budget=8, seed=2)
     assert rep.passed and rep.verdict == "no_counterexample", str(rep)
 
 
 def test_result_does_not_depend_on_the_executor():
-    k = NON_KERNELS["exp(-||x - y||^4)"]
+    k = catalog.kernel("exp(-||x - y||^4)")
     serial = verify_kernel(k, dim=1, budget=8, seed=5)
     with ThreadPoolExecutor(max_workers=2) as ex:
         parallel = verify_kernel(k, dim=1, budget=8, seed=5, executor=ex)
@@ -109,7 +70,7 @@ def test_ladder_calls_rank_deficient_linear_gram_rounding():
 
 
 def test_ladder_calls_a_real_violation_real():
-    k = NON_KERNELS["cos(x.y)"]
+    k = catalog.kernel("cos(x.y)")
     X = np.array([[0.0], [1.3], [1.7]])
     rep = verify_kernel(k, X)
     assert rep.verdict == "violation" and not rep.passed
@@ -157,7 +118,7 @@ def test_bad_kernel():
 
 
 def test_assert_kernel_message():
-    k = NON_KERNELS["-||x - y||"]
+    k = catalog.kernel("-||x - y||")
     with pytest.raises(AssertionError) as info:
         assert_kernel(k, np.array([[0.0], [1.0]]))
     msg = str(info.value)

@@ -108,10 +108,9 @@ def test_assert_unbiased_raises_with_the_failing_pairs():
     assert "pair (0, 0)" in str(info.value)
 
 
-@pytest.mark.parametrize("name", list(ESTIMATORS))
 @pytest.mark.parametrize("orthogonal", [False, True])
-def test_correct_samplers_pass(name, orthogonal):
-    sampler = ESTIMATORS[name].sampler(D, M, orthogonal=orthogonal, scale=0.9)
+def test_correct_samplers_pass(random_feature_map, orthogonal):
+    sampler = random_feature_map.sampler(D, M, orthogonal=orthogonal, scale=0.9)
     rep = unbiased(sampler, Exponential(0.9), X, Y, trials=TRIALS, seed=1)
     assert rep.passed, rep.to_markdown()
     assert rep.theory == ("bound" if orthogonal else "exact")
