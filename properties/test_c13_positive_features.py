@@ -10,7 +10,7 @@ probability <= 1e-4 x (number of examples) <= 1e-3; under the ``ci`` profile
 the examples and seeds are fixed, so CI is deterministic.  Power: 20000
 trials detect a relative bias of about 1.5% with probability 0.8
 (``report.detectable_relative_bias``, asserted below), far below the
-10%-and-more biases of the broken maps in ``tests/test_verify_unbiased.py``.
+10%-and-more biases of the broken maps in ``tests/verify/test_unbiased.py``.
 """
 
 from __future__ import annotations

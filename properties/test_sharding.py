@@ -15,7 +15,7 @@ relate two computations of the same report; nothing here is statistical
 compared report; the C16 ratio-bias report (attention outputs over several
 m) is compared the same way.  The executor is a pool of 2 threads: the grouping and the
 merge are what is tested; processes and a Dask cluster run the same code in
-``tests/test_distributed.py``.
+``tests/mc/test_distributed.py``.
 """
 
 from __future__ import annotations
