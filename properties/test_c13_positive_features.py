@@ -10,7 +10,7 @@ probability <= 1e-4 x (number of examples) <= 1e-3; under the ``ci`` profile
 the examples and seeds are fixed, so CI is deterministic.  Power: 20000
 trials detect a relative bias of about 1.5% with probability 0.8
 (``report.detectable_relative_bias``, asserted below), far below the
-10%-and-more biases of the broken maps in ``tests/test_verify_unbiased.py``.
+10%-and-more biases of the broken maps in ``tests/verify/test_unbiased.py``.
 """
 
 from __future__ import annotations
@@ -19,13 +19,13 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kernelcheck._src.features.random import (
-    HyperbolicRandomFeatures,
-    OptimalPositiveRandomFeatures,
-    PositiveRandomFeatures,
-)
+from kernelcheck._src.features.random import PositiveRandomFeatures
 from kernelcheck.kernels import Exponential
 from kernelcheck.verify import unbiased
+from tests import catalog
+
+#: The positive random feature maps of the catalogue (tests/catalog.py).
+POSITIVE_MAPS = [e.cls for e in catalog.feature_maps(catalog.is_positive_random_map)]
 
 
 def _points(seed: int, n: int, d: int, max_norm: float) -> np.ndarray:
@@ -60,9 +60,7 @@ def test_c13_positive_features_unbiased(seed, d, m, orthogonal):
     seed=st.integers(0, 2**31 - 1),
     d=st.integers(1, 6),
     norm=st.floats(0.0, 30.0),
-    cls=st.sampled_from(
-        [PositiveRandomFeatures, HyperbolicRandomFeatures, OptimalPositiveRandomFeatures]
-    ),
+    cls=st.sampled_from(POSITIVE_MAPS),
 )
 def test_c13_positive_estimates_are_positive(seed, d, norm, cls):
     """C13: positive maps give strictly positive kernel estimates, even at |x| = 30.

@@ -15,7 +15,7 @@ relate two computations of the same report; nothing here is statistical
 compared report; the C16 ratio-bias report (attention outputs over several
 m) is compared the same way.  The executor is a pool of 2 threads: the grouping and the
 merge are what is tested; processes and a Dask cluster run the same code in
-``tests/test_distributed.py``.
+``tests/mc/test_distributed.py``.
 """
 
 from __future__ import annotations
@@ -27,13 +27,16 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from kernelcheck.features import PositiveRandomFeatures, TrigonometricRandomFeatures
+from kernelcheck.features import PositiveRandomFeatures
 from kernelcheck.kernels import Exponential
 from kernelcheck.stats import run_trials
 from kernelcheck.strategies import point_sets
 from kernelcheck.verify import ratio_bias, unbiased
+from tests import catalog
 
 SHARDS = (1, 2, 8)
+#: The random feature maps of the catalogue (tests/catalog.py).
+RANDOM_MAPS = [e.cls for e in catalog.feature_maps(catalog.is_random_map)]
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +64,7 @@ def _same_bytes(a, b) -> bool:
 @given(
     X=point_sets(min_points=1, max_points=3, dim=3, max_norm=0.8),
     Y=point_sets(min_points=1, max_points=2, dim=3, max_norm=0.8),
-    estimator=st.sampled_from([PositiveRandomFeatures, TrigonometricRandomFeatures]),
+    estimator=st.sampled_from(RANDOM_MAPS),
     orthogonal=st.booleans(),
     seed=st.integers(0, 2**63 - 1),
     trials=st.integers(2, 12_000),

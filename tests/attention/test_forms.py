@@ -1,0 +1,782 @@
+"""Unit tests of the attention forms (claims C1, C10, C11, C12, C14).
+
+Reference computations here are independent of the code under test: a
+brute-force Gram matrix ``phi(Q) phi(K)^T`` (masked with ``np.tril`` when
+causal) divided row by row, running means on structured inputs, and the
+recurrence run step by step.  The blocked and threaded paths are compared
+with the simple ones; result objects' derived quantities and one-line
+verdicts are read back; bad normalisers are raised or reported, never
+patched.  The error bounds themselves are tested in ``test_bounds.py``, the
+cost model in ``test_cost.py``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+import pytest
+
+import kernelcheck
+from kernelcheck import attention as att
+from kernelcheck._src.attention import forms as _att
+from kernelcheck._src.core.rounding import gamma, unit_roundoff
+from kernelcheck.errors import BadNormalizer, InvalidArgument, NumericalFailure
+from kernelcheck.kernels import Exponential, Linear, Polynomial, exp
+
+
+def _rng(seed=0):
+    return np.random.default_rng(seed)
+
+
+def _brute_linear(pq, pk, V, causal):
+    """Direct formula: G = phi_q phi_k^T, masked, then (G V) / (G 1)."""
+    G = np.einsum("...id,...jd->...ij", pq, pk)
+    if causal:
+        G = np.tril(G)
+    return (G @ V) / G.sum(axis=-1)[..., None], G.sum(axis=-1)
+
+
+RNG = np.random.default_rng(7)
+U = unit_roundoff(np.float64)
+
+
+# ---------------------------------------------------------------------------
+# Softmax
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_softmax_matches_direct_formula(causal):
+    rng = _rng(1)
+    Q, K, V = rng.normal(size=(3, 11, 5))
+    S = Q @ K.T / math.sqrt(5)
+    if causal:
+        S = np.where(np.tril(np.ones((11, 11), bool)), S, -np.inf)
+    W = np.exp(S)  # logits are small here: the unshifted formula is exact enough
+    ref = (W / W.sum(axis=1, keepdims=True)) @ V
+    out = att.softmax(Q, K, V, causal=causal)
+    assert np.abs(out - ref).max() <= 2 * att.softmax_error_bound(Q, K, V, causal=causal).max()
+
+
+def test_softmax_causal_first_row_is_first_value():
+    rng = _rng(3)
+    Q, K, V = rng.normal(size=(3, 4, 2))
+    assert np.array_equal(att.softmax(Q, K, V, causal=True)[0], V[0])
+
+
+def test_softmax_blocks_agree_with_one_block(monkeypatch):
+    """Row blocking changes nothing: compare a tiny block budget with the default."""
+    rng = _rng(4)
+    Q, K, V = rng.normal(size=(3, 2, 13, 4))
+    whole = att.softmax(Q, K, V, causal=True)
+    monkeypatch.setattr(_att, "_BLOCK_ELEMENTS", 30)
+    blocked = att.softmax(Q, K, V, causal=True)
+    assert np.abs(whole - blocked).max() <= 2 * att.softmax_error_bound(Q, K, V, causal=True).max()
+
+
+def test_softmax_equals_kernelized_exponential():
+    """C10: exp(q.k / sqrt d) is the kernel Exponential(1/sqrt(d))."""
+    rng = _rng(5)
+    Q, K, V = rng.normal(size=(3, 2, 9, 4))
+    for causal in (False, True):
+        a = att.softmax(Q, K, V, causal=causal)
+        k = Exponential(0.5)
+        b = att.kernelized(Q, K, V, k, causal=causal)
+        tol = att.softmax_error_bound(Q, K, V, causal=causal) + att.kernelized_error_bound(
+            Q, K, V, k, causal=causal
+        )
+        assert (np.abs(a - b) <= tol).all()
+
+
+def test_softmax_float32_stays_float32():
+    rng = _rng(6)
+    Q, K, V = rng.normal(size=(3, 5, 3)).astype(np.float32)
+    out = att.softmax(Q, K, V)
+    assert out.dtype == np.float32
+    ref = att.softmax(Q.astype(np.float64), K.astype(np.float64), V.astype(np.float64))
+    assert (np.abs(out - ref) <= att.softmax_error_bound(Q, K, V) + 1e-300).all()
+
+
+def test_mixed_precision_is_float64():
+    rng = _rng(7)
+    Q, K, V = rng.normal(size=(3, 5, 3))
+    assert att.softmax(Q.astype(np.float32), K, V).dtype == np.float64
+
+
+def test_softmax_overflowing_logits_raise():
+    Q = np.full((2, 2), 1e200)
+    with pytest.raises(NumericalFailure, match="overflow"):
+        att.softmax(Q, Q, np.ones((2, 1)), scale=1.0)
+
+
+def test_softmax_value_overflow_message():
+    with pytest.raises(
+        NumericalFailure,
+        match=r"^`softmax` attention overflowed: a weighted sum "
+        r"of values is beyond the floating-point range \(float64, max \|V\| = "
+        r"1e\+308\); scale the values down$",
+    ):
+        att.softmax(np.ones((2, 2)), np.ones((2, 2)), np.full((2, 1), 1e308))
+
+
+# ---------------------------------------------------------------------------
+# Kernelized and linear forms against the brute-force formula
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("batch", [(), (2,), (2, 3)])
+def test_parallel_matches_brute_force(causal, batch):
+    rng = _rng(8)
+    pq, pk = rng.random((2,) + batch + (10, 6))
+    V = rng.normal(size=batch + (10, 3))
+    ref, _ = _brute_linear(pq, pk, V, causal)
+    tol = 2 * att.linear_error_bound(pq, pk, V, causal=causal)
+    assert (np.abs(att.parallel(pq, pk, V, causal=causal) - ref) <= tol).all()
+
+
+@pytest.mark.parametrize("chunk_size", [1, 2, 3, 7, 10, 11, 64])
+def test_chunked_matches_brute_force(chunk_size):
+    rng = _rng(9)
+    pq, pk = rng.random((2, 2, 10, 5))
+    V = rng.normal(size=(2, 10, 4))
+    ref, _ = _brute_linear(pq, pk, V, True)
+    tol = 2 * att.linear_error_bound(pq, pk, V, causal=True)
+    assert (np.abs(att.chunked(pq, pk, V, chunk_size=chunk_size) - ref) <= tol).all()
+
+
+def test_chunked_groups_carry_state(monkeypatch):
+    """With a tiny block budget every chunk is its own group: same result."""
+    rng = _rng(10)
+    pq, pk = rng.random((2, 23, 4))
+    V = rng.normal(size=(23, 2))
+    ref = att.chunked(pq, pk, V, chunk_size=4)
+    monkeypatch.setattr(_att, "_BLOCK_ELEMENTS", 1)
+    small = att.chunked(pq, pk, V, chunk_size=4)
+    prefix = att.parallel(pq, pk, V, causal=True)  # also one token per block now
+    tol = 2 * att.linear_error_bound(pq, pk, V, causal=True)
+    assert (np.abs(small - ref) <= tol).all() and (np.abs(prefix - ref) <= tol).all()
+
+
+def test_chunked_worker_threads_agree_with_inline(monkeypatch):
+    """The threaded split of chunks (forced on for small input) changes nothing beyond rounding."""
+    rng = _rng(19)
+    pq, pk = rng.random((2, 2, 50, 6))
+    V = rng.normal(size=(2, 50, 3))
+    inline = att.chunked(pq, pk, V, chunk_size=4)
+    monkeypatch.setattr(_att, "_PARALLEL_WORK", 0)
+    threaded = att.chunked(pq, pk, V, chunk_size=4)
+    tol = 2 * att.linear_error_bound(pq, pk, V, causal=True)
+    assert (np.abs(threaded - inline) <= tol).all()
+    ref, _ = _brute_linear(pq, pk, V, True)
+    assert (np.abs(threaded - ref) <= tol).all()
+
+
+def test_kernelized_matches_feature_form():
+    rng = _rng(11)
+    Q, K, V = rng.normal(size=(3, 8, 3)) * 0.5
+    k = Polynomial(2, c=1.0)
+    phi = k.features()
+    for causal in (False, True):
+        a = att.kernelized(Q, K, V, k, causal=causal)
+        ref, _ = _brute_linear(phi(Q), phi(K), V, causal)
+        tol = att.kernelized_error_bound(Q, K, V, k, causal=causal) + att.linear_error_bound(
+            phi(Q), phi(K), V, causal=causal, extra_ops=2 * phi.ops
+        )
+        assert (np.abs(a - ref) <= tol).all()
+
+
+def test_kernelized_rejects_wrong_gram_shape():
+    with pytest.raises(InvalidArgument, match="Gram block"):
+        att.kernelized(
+            np.ones((3, 2)), np.ones((3, 2)), np.ones((3, 1)), lambda X, Y: np.ones((2, 2))
+        )
+
+
+def test_causal_masks_are_exact_on_a_structured_example():
+    """Keys j > i must not contribute: make them huge and check the outputs are unaffected."""
+    n = 6
+    V = np.arange(n, dtype=float)[:, None]
+    Q = K = np.zeros((n, 2))
+    # all logits 0: causal softmax is the running mean of V (exact reference)
+    expected = np.cumsum(V, axis=0) / np.arange(1, n + 1)[:, None]
+    assert np.allclose(att.softmax(Q, K, V, causal=True), expected, rtol=8 * U)
+    assert np.allclose(att.kernelized(Q, K, V, Exponential(), causal=True), expected, rtol=8 * U)
+    ones = np.ones((n, 1))
+    for out in (
+        att.parallel(ones, ones, V, causal=True),
+        att.recurrent(ones, ones, V),
+        att.chunked(ones, ones, V, chunk_size=4),
+        att.chunked(ones, ones, V, chunk_size=1),
+        att.chunked(ones, ones, V, chunk_size=100),
+    ):
+        assert np.allclose(out, expected, rtol=8 * U)
+    # bidirectional: every row is the mean
+    assert np.allclose(att.parallel(ones, ones, V), V.mean(), rtol=8 * U)
+    assert np.allclose(att.softmax(Q, K, V), V.mean(), rtol=8 * U)
+
+
+# ---------------------------------------------------------------------------
+# Blocked and threaded paths agree with the simple ones
+# ---------------------------------------------------------------------------
+
+
+def test_chunked_threaded_path_matches_recurrence(monkeypatch):
+    """Above the parallel-work threshold the chunk products run on worker threads."""
+    n, D, dv = 600, 8, 3
+    pq = RNG.random((2, n, D)) + 0.05
+    pk = RNG.random((2, n, D)) + 0.05
+    V = RNG.normal(size=(2, n, dv))
+    monkeypatch.setattr(_att, "_PARALLEL_WORK", 1)  # force the worker path at this size
+    calls = []
+    real = _att._split
+
+    def spy(fn, k, workers):
+        calls.append((k, workers.size))
+        return real(fn, k, workers)
+
+    monkeypatch.setattr(_att, "_split", spy)
+    out = att.chunked(pq, pk, V, chunk_size=7)
+    assert calls and all(k == n // 7 for k, _ in calls[:2])
+    ref = att.parallel(pq, pk, V, causal=True)
+    bound = att.linear_error_bound(pq, pk, V, causal=True)
+    assert np.all(np.abs(out - ref) <= 2 * bound)
+
+
+def test_split_covers_the_range_once_with_a_pool():
+    from concurrent.futures import ThreadPoolExecutor
+
+    seen = []
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        _att._split(lambda lo, hi: seen.append((lo, hi)), 10, _att._Workers(pool, 3))
+    assert sorted(seen) == [(0, 3), (3, 7), (7, 10)]
+    seen.clear()
+    _att._split(lambda lo, hi: seen.append((lo, hi)), 1, _att._Workers(object(), 4))
+    assert seen == [(0, 1)]
+    seen.clear()
+    _att._split(lambda lo, hi: seen.append((lo, hi)), 5, _att._Workers(None, 1))
+    assert seen == [(0, 5)]
+
+
+def test_chunk_workers_limit_blas_inside_and_restore_after():
+    controller = _att._blas_controller()
+    if controller is None:
+        pytest.skip("threadpoolctl cannot inspect the BLAS library here")
+    before = [lib.num_threads for lib in controller.lib_controllers]
+    with _att._chunk_workers(True) as workers:
+        inside = [lib.num_threads for lib in _att._blas_controller().lib_controllers]
+        if max(before) >= 2:
+            assert workers.pool is not None and workers.size == max(before)
+            assert inside == [1] * len(inside)
+        else:
+            assert workers.pool is None and workers.size == 1
+    with _att._chunk_workers(False) as workers:
+        assert workers.pool is None and workers.size == 1
+    after = [lib.num_threads for lib in controller.lib_controllers]
+    assert after == before
+
+
+def test_blocked_paths_match_unblocked(monkeypatch):
+    """Tiny block sizes force every multi-block loop; results equal the one-block ones."""
+    pq = RNG.random((2, 9, 3)) + 0.05
+    pk = RNG.random((2, 9, 3)) + 0.05
+    Q, K = RNG.normal(size=(2, 2, 9, 3))
+    V = RNG.normal(size=(2, 9, 2))
+
+    def forms():
+        return {
+            "softmax": att.softmax(Q, K, V),
+            "softmax-causal": att.softmax(Q, K, V, causal=True),
+            "kernelized-causal": att.kernelized(Q, K, V, Exponential(0.5), causal=True),
+            "parallel-causal": att.parallel(pq, pk, V, causal=True),
+            "chunked": att.chunked(pq, pk, V, chunk_size=2),
+            "keb": att.kernelized_error_bound(Q, K, V, Exponential(0.5), causal=True),
+        }
+
+    expected = forms()
+    monkeypatch.setattr(_att, "_BLOCK_ELEMENTS", 20)
+    got = forms()
+    for key in expected:
+        assert np.allclose(got[key], expected[key], rtol=64 * U, atol=0), key
+
+
+def test_chunked_default_chunk_is_64():
+    pq = RNG.random((200, 3)) + 0.1
+    pk = RNG.random((200, 3)) + 0.1
+    V = RNG.normal(size=(200, 2))
+    assert np.array_equal(att.chunked(pq, pk, V), att.chunked(pq, pk, V, chunk_size=64))
+    assert att.cost_model("chunked", 200, 3, 3, 2).chunk_size == 64
+
+
+def test_blas_controller_is_created_once_and_sees_the_blas(monkeypatch):
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    has_blas = any(info["user_api"] == "blas" for info in threadpoolctl.threadpool_info())
+    monkeypatch.setattr(_att, "_CONTROLLER", [])
+    first = _att._blas_controller()
+    assert len(_att._CONTROLLER) == 1
+    assert _att._blas_controller() is first
+    if has_blas:
+        assert first is not None and first.lib_controllers
+        assert all(lib.user_api == "blas" for lib in first.lib_controllers)
+    else:
+        assert first is None
+
+
+# ---------------------------------------------------------------------------
+# Recurrence and state
+# ---------------------------------------------------------------------------
+
+
+def test_step_is_pure_and_matches_recurrent():
+    rng = _rng(13)
+    pq, pk = rng.random((2, 7, 3))
+    V = rng.normal(size=(7, 2))
+    state = att.init(3, 2)
+    before = (state.S.copy(), state.z.copy())
+    ys = []
+    s = state
+    for t in range(7):
+        s, y = att.step(s, pq[t], pk[t], V[t])
+        ys.append(y)
+    assert np.array_equal(state.S, before[0]) and np.array_equal(state.z, before[1])
+    out, final = att.recurrent(pq, pk, V, return_state=True)
+    assert np.array_equal(np.array(ys), out)  # the same operations in the same order
+    assert np.array_equal(final.S, s.S) and np.array_equal(final.z, s.z)
+    # and the state is the running sums (C11): S = phi_k^T V, z = sum phi_k
+    assert (
+        np.abs(final.S - pk.T @ V).max() <= 2 * 7 * np.finfo(float).eps * (pk.T @ np.abs(V)).max()
+    )
+
+
+def test_step_broadcasts_over_batch():
+    rng = _rng(14)
+    pq, pk = rng.random((2, 4, 5, 3))
+    V = rng.normal(size=(4, 5, 2))
+    s = att.init(3, 2)  # no batch shape: broadcasts
+    ys = []
+    for t in range(5):
+        s, y = att.step(s, pq[:, t], pk[:, t], V[:, t])
+        ys.append(y)
+    assert s.S.shape == (4, 3, 2)
+    ref = att.recurrent(pq, pk, V)
+    assert np.array_equal(np.stack(ys, axis=1), ref)
+
+
+def test_state_size_does_not_depend_on_n():
+    """C11, deterministic: the final state has D (d_v + 1) numbers for every n."""
+    rng = _rng(15)
+    sizes = set()
+    for n in (1, 5, 40):
+        pq, pk = rng.random((2, n, 6))
+        _, state = att.recurrent(pq, pk, rng.normal(size=(n, 3)), return_state=True)
+        sizes.add((state.S.shape, state.z.shape, state.size, state.nbytes))
+    assert sizes == {((6, 3), (6,), 6 * 4, 6 * 4 * 8)}
+
+
+def test_state_size_and_bytes():
+    s = att.init(5, 3, batch_shape=(2, 4))
+    assert s.S.shape == (2, 4, 5, 3) and s.z.shape == (2, 4, 5)
+    assert s.size == 2 * 4 * 5 * (3 + 1)
+    assert s.nbytes == 8 * s.size
+    s32 = att.init(5, 3, dtype=np.float32)
+    assert s32.S.dtype == s32.z.dtype == np.float32
+    assert s32.nbytes == 4 * s32.size
+
+
+def test_step_report_and_recurrent_state():
+    s = att.init(2, 1)
+    s, y = att.step(s, [1.0, 0.0], [1.0, 0.0], [3.0], on_bad_normalizer="report")
+    assert y.ok and np.array_equal(y.out, [3.0]) and np.array_equal(y.normalizer, 1.0)
+    s, y = att.step(s, [0.0, 1.0], [1.0, 0.0], [5.0], on_bad_normalizer="report")
+    assert not y.ok  # phi(q) . z = 0
+    pq = np.abs(RNG.normal(size=(6, 3)))
+    pk = np.abs(RNG.normal(size=(6, 3)))
+    V = RNG.normal(size=(6, 2))
+    out, state = att.recurrent(pq, pk, V, return_state=True)
+    assert np.allclose(state.S, pk.T @ V) and np.allclose(state.z, pk.sum(axis=0))
+    assert state.size == att.init(3, 2).size
+    assert np.array_equal(out, att.recurrent(pq, pk, V))
+    rep = att.recurrent(pq, pk, V, on_bad_normalizer="report")
+    assert rep.ok and np.array_equal(rep.out, out)
+
+
+def test_recurrent_state_carries_the_batch_shape():
+    pq = RNG.random((3, 2, 5, 4)) + 0.1
+    pk = RNG.random((3, 2, 5, 4)) + 0.1
+    V = RNG.normal(size=(3, 2, 5, 2))
+    out, state = att.recurrent(pq, pk, V, return_state=True)
+    assert state.S.shape == (3, 2, 4, 2) and state.z.shape == (3, 2, 4)
+    assert np.allclose(state.S, np.swapaxes(pk, -1, -2) @ V)
+    assert out.dtype == np.float64
+    out32 = att.recurrent(*(x.astype(np.float32) for x in (pq, pk, V)))
+    assert out32.dtype == np.float32
+    # one step with a batched state: same as the first token of the sequence
+    s, y = att.step(att.init(4, 2, batch_shape=(3, 2)), pq[..., 0, :], pk[..., 0, :], V[..., 0, :])
+    assert np.allclose(y, out[..., 0, :])
+    assert s.S.shape == (3, 2, 4, 2)
+
+
+_D, _DV = 4, 2
+
+
+_GOOD = {
+    "S": np.zeros((3, _D, _DV)),
+    "z": np.zeros((3, _D)),
+    "phi_q": np.ones((3, _D)),
+    "phi_k": np.ones((3, _D)),
+    "v": np.ones((3, _DV)),
+}
+
+
+@pytest.mark.parametrize("odd", ["S", "z", "phi_q", "phi_k", "v"])
+def test_step_batch_mismatch_in_any_one_argument_is_refused(odd):
+    args = dict(_GOOD)
+    bad = args[odd]
+    args[odd] = np.concatenate([bad, bad[:1]])[None].repeat(2, axis=0)  # batch (2, 4)
+    state = att.State(args["S"], args["z"])
+    shapes = (
+        args["S"].shape[:-2],
+        args["phi_q"].shape[:-1],
+        args["phi_k"].shape[:-1],
+        args["v"].shape[:-1],
+    )
+    message = (
+        r"^the leading \(batch/head\) dimensions of `state`, `phi_q`, `phi_k` and `v` do not "
+        r"broadcast: " + re.escape(", ".join(str(s) for s in shapes)) + "$"
+    )
+    with pytest.raises(InvalidArgument, match=message):
+        att.step(state, args["phi_q"], args["phi_k"], args["v"])
+
+
+@pytest.mark.parametrize("wide", ["S", "z", "phi_q", "phi_k", "v", None])
+def test_step_result_dtype_is_float64_if_any_argument_is(wide):
+    args = {k: v.astype(np.float32) for k, v in _GOOD.items()}
+    if wide is not None:
+        args[wide] = args[wide].astype(np.float64)
+    new, y = att.step(att.State(args["S"], args["z"]), args["phi_q"], args["phi_k"], args["v"])
+    expected = np.float32 if wide is None else np.float64
+    assert y.dtype == new.S.dtype == new.z.dtype == expected
+
+
+def test_recurrent_float32_equals_float32_steps_bitwise():
+    pq = (RNG.random((9, 3)) + 0.1).astype(np.float32)
+    pk = (RNG.random((9, 3)) + 0.1).astype(np.float32)
+    V = RNG.normal(size=(9, 2)).astype(np.float32)
+    state = att.init(3, 2, dtype=np.float32)
+    ys = []
+    for t in range(9):
+        state, y = att.step(state, pq[t], pk[t], V[t])
+        ys.append(y)
+    out, final = att.recurrent(pq, pk, V, return_state=True)
+    assert out.dtype == np.float32 and final.S.dtype == np.float32
+    assert np.array_equal(out, np.array(ys))
+    assert np.array_equal(final.S, state.S) and np.array_equal(final.z, state.z)
+
+
+# ---------------------------------------------------------------------------
+# Bad normalisers (C12): raised or reported, never patched
+# ---------------------------------------------------------------------------
+
+
+def _signed_features():
+    rng = _rng(16)
+    pq = rng.normal(size=(12, 3))
+    pk = rng.normal(size=(12, 3))
+    return pq, pk, rng.normal(size=(12, 2))
+
+
+@pytest.mark.parametrize(
+    "form",
+    [
+        lambda pq, pk, V, **kw: att.parallel(pq, pk, V, **kw),
+        lambda pq, pk, V, **kw: att.parallel(pq, pk, V, causal=True, **kw),
+        lambda pq, pk, V, **kw: att.recurrent(pq, pk, V, **kw),
+        lambda pq, pk, V, **kw: att.chunked(pq, pk, V, chunk_size=5, **kw),
+    ],
+    ids=["parallel", "parallel-causal", "recurrent", "chunked"],
+)
+def test_bad_normalisers_raise_then_report(form):
+    pq, pk, V = _signed_features()
+    with pytest.raises(BadNormalizer) as info:
+        form(pq, pk, V)
+    res = form(pq, pk, V, on_bad_normalizer="report")
+    assert isinstance(res, att.AttentionOutput)
+    assert not res.ok
+    assert np.array_equal(info.value.positions, res.bad_positions)
+    assert (res.bad_values <= 0).all()
+    # positions are exactly the non-positive normalisers
+    assert np.array_equal(np.argwhere(res.normalizer <= 0), res.bad_positions)
+    assert "<= 0" in str(res)
+
+
+def test_report_mode_output_is_raw_quotient():
+    """out * normaliser reproduces phi_q phi_k^T V: nothing was added to the normaliser."""
+    pq, pk, V = _signed_features()
+    res = att.parallel(pq, pk, V, on_bad_normalizer="report")
+    absG = np.abs(pq) @ np.abs(pk).T
+    g = gamma(2 * 12 + 2 * 3 + 4)
+    assert (np.abs(res.normalizer - (pq @ pk.T).sum(axis=1)) <= 2 * g * absG.sum(axis=1)).all()
+    num = res.out * res.normalizer[:, None]
+    assert (np.abs(num - (pq @ pk.T) @ V) <= 2 * g * (absG @ np.abs(V))).all()
+
+
+def test_report_mode_with_good_normalisers():
+    rng = _rng(17)
+    pq, pk = rng.random((2, 4, 3))
+    res = att.parallel(pq, pk, np.ones((4, 1)), on_bad_normalizer="report")
+    assert res.ok and res.bad_positions.shape == (0, 1)
+    assert "all 4 normalisers > 0" in str(res)
+    assert res.to_dict()["bad_positions"] == []
+
+
+def test_kernelized_linear_kernel_bad_normaliser():
+    Q = np.array([[1.0], [-1.0]])
+    with pytest.raises(BadNormalizer, match="C12"):
+        att.kernelized(Q, Q, np.ones((2, 1)), Linear())
+
+
+def test_overflowing_features_raise():
+    pq = np.full((3, 2), 1e200)
+    with pytest.raises(NumericalFailure):
+        att.parallel(pq, pq, np.ones((3, 1)))
+
+
+def test_attention_output_report_fields_and_text():
+    phi = np.array([[1.0], [-1.0], [2.0]])
+    V = np.array([[1.0], [2.0], [3.0]])
+    res = att.parallel(phi, phi, V, causal=True, on_bad_normalizer="report")
+    # normalisers are phi_i * sum_{j <= i} phi_j: 1, -1 * 0 = -0, 2 * 2 = 4
+    assert np.array_equal(res.normalizer, [1.0, 0.0, 4.0])
+    assert res.bad_positions.tolist() == [[1]]
+    assert not res.ok
+    assert np.array_equal(res.bad_values, [0.0])
+    assert str(res) == (
+        "attention output of shape (3, 1); 1 of 3 normalisers <= 0 (first at (1,): 0)"
+    )
+    good = att.parallel(np.abs(phi), np.abs(phi), V, on_bad_normalizer="report")
+    assert good.ok and good.bad_positions.shape == (0, 1)
+    assert str(good) == "attention output of shape (3, 1); all 3 normalisers > 0"
+    assert np.array_equal(good.out, att.parallel(np.abs(phi), np.abs(phi), V))
+    with pytest.raises(BadNormalizer) as info:
+        att.parallel(phi, phi, V, causal=True)
+    assert info.value.positions.tolist() == [[1]]
+    assert str(info.value).startswith(
+        "1 of 3 attention normalisers are <= 0 in `parallel` (first at position (1,): 0); "
+        "the features are not positive (odd Taylor order or trigonometric features, claim "
+        "C12). kernelcheck never adds an eps: pass on_bad_normalizer='report' to get the "
+        "raw output with the bad positions"
+    )
+
+
+def test_linear_kernel_normalisers_reported_by_kernelized():
+    Q = np.array([[1.0], [-1.0]])
+    res = att.kernelized(Q, Q, np.ones((2, 1)), Linear(), on_bad_normalizer="report")
+    # normalisers: q_i (k_1 + k_2) = 0 for both rows
+    assert res.bad_positions.tolist() == [[0], [1]]
+    assert np.array_equal(res.normalizer, [0.0, 0.0])
+
+
+@pytest.mark.parametrize("form", ["kernelized", "step", "recurrent", "chunked", "parallel"])
+def test_bad_normalizer_messages_name_the_form(form):
+    phi = np.array([[1.0], [-1.0]])
+    V = np.ones((2, 1))
+    calls = {
+        "kernelized": lambda: att.kernelized(phi, phi, V, Linear()),
+        "step": lambda: att.step(att.init(1, 1), [-1.0], [1.0], [1.0]),
+        "recurrent": lambda: att.recurrent(phi, phi, V),
+        "chunked": lambda: att.chunked(phi, phi, V),
+        "parallel": lambda: att.parallel(phi, phi, V),
+    }
+    with pytest.raises(BadNormalizer, match=rf"normalisers are <= 0 in `{form}` \(first at"):
+        calls[form]()
+
+
+# ---------------------------------------------------------------------------
+# Clean failures carry the form's name and leak no NumPy warning
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("form", ["parallel", "parallel-causal", "recurrent", "chunked", "step"])
+def test_overflow_raises_numerical_failure_without_runtime_warnings(form):
+    import warnings
+
+    big = np.full((3, 2), 1e200)
+    V = np.ones((3, 1))
+    calls = {
+        "parallel": lambda: att.parallel(big, big, V),
+        "parallel-causal": lambda: att.parallel(big, big, V, causal=True),
+        "recurrent": lambda: att.recurrent(big, big, V),
+        "chunked": lambda: att.chunked(big, big, V, chunk_size=2),
+        "step": lambda: att.step(att.init(2, 1), big[0], big[0], V[0]),
+    }
+    name = form.split("-")[0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # an overflow warning escaping would raise here
+        with pytest.raises(
+            NumericalFailure,
+            match=rf"^`{name}` attention overflowed: a numerator "
+            r"or normaliser is not finite \(float64\); scale the features or "
+            r"inputs down$",
+        ):
+            calls[form]()
+
+
+def test_softmax_and_kernelized_failures_without_runtime_warnings():
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(
+            NumericalFailure,
+            match=r"^`softmax` logits overflowed: scale \* q \. k "
+            r"is beyond the floating-point range \(float64\); scale the inputs down$",
+        ):
+            att.softmax(np.full((2, 2), 1e200), np.full((2, 2), 1e200), np.ones((2, 1)))
+        with pytest.raises(NumericalFailure, match=r"^`softmax` attention overflowed"):
+            att.softmax(np.ones((2, 2)), np.ones((2, 2)), np.full((2, 1), 1e308))
+        with pytest.raises(NumericalFailure, match=r"^`kernelized` attention overflowed"):
+            att.kernelized(np.ones((2, 2)), np.ones((2, 2)), np.full((2, 1), 1e308), Exponential())
+
+
+# ---------------------------------------------------------------------------
+# Bad input
+# ---------------------------------------------------------------------------
+
+
+_Q = np.ones((4, 3))
+_V = np.ones((4, 2))
+_NAN = np.where(np.eye(4, 3) > 0, np.nan, 1.0)
+_INF = np.where(np.eye(4, 3) > 0, np.inf, 1.0)
+
+
+BAD_CALLS = [
+    ("softmax n mismatch Q/K", lambda: att.softmax(_Q, np.ones((5, 3)), _V), "number of tokens"),
+    ("softmax n mismatch K/V", lambda: att.softmax(_Q, _Q, np.ones((5, 2))), "number of tokens"),
+    ("softmax d mismatch", lambda: att.softmax(_Q, np.ones((4, 2)), _V), "last dimension"),
+    (
+        "softmax batch mismatch",
+        lambda: att.softmax(np.ones((2, 4, 3)), np.ones((3, 4, 3)), np.ones((2, 4, 2))),
+        "leading",
+    ),
+    ("softmax rank 1", lambda: att.softmax(np.ones(3), _Q, _V), "at least 2 dimensions"),
+    ("softmax NaN", lambda: att.softmax(_NAN, _Q, _V), "`Q` must be finite"),
+    (
+        "softmax Inf in V",
+        lambda: att.softmax(_Q, _Q, np.full((4, 2), np.inf)),
+        "`V` must be finite",
+    ),
+    (
+        "softmax empty",
+        lambda: att.softmax(np.ones((0, 3)), np.ones((0, 3)), np.ones((0, 2))),
+        "must not be empty",
+    ),
+    ("softmax complex", lambda: att.softmax(_Q + 0j, _Q, _V), "must be real"),
+    ("softmax scale", lambda: att.softmax(_Q, _Q, _V, scale=-1.0), "`scale`"),
+    ("softmax scale nan", lambda: att.softmax(_Q, _Q, _V, scale=float("nan")), "`scale`"),
+    ("softmax causal", lambda: att.softmax(_Q, _Q, _V, causal="yes"), "`causal`"),
+    ("kernelized kernel", lambda: att.kernelized(_Q, _Q, _V, 3), "`kernel` must be callable"),
+    (
+        "kernelized action",
+        lambda: att.kernelized(_Q, _Q, _V, Linear(), on_bad_normalizer="eps"),
+        "`on_bad_normalizer`",
+    ),
+    ("parallel D mismatch", lambda: att.parallel(_Q, np.ones((4, 2)), _V), "last dimension D"),
+    ("parallel n mismatch", lambda: att.parallel(_Q, _Q, np.ones((3, 2))), "number of tokens"),
+    ("parallel Inf", lambda: att.parallel(_INF, _Q, _V), "`phi_q` must be finite"),
+    ("parallel rank", lambda: att.parallel(_Q, _Q, np.ones(4)), "`V` must have shape"),
+    (
+        "parallel action",
+        lambda: att.parallel(_Q, _Q, _V, on_bad_normalizer=None),
+        "`on_bad_normalizer`",
+    ),
+    ("recurrent NaN", lambda: att.recurrent(_Q, _NAN, _V), "`phi_k` must be finite"),
+    ("recurrent n mismatch", lambda: att.recurrent(_Q, _Q, np.ones((5, 2))), "number of tokens"),
+    (
+        "chunked chunk_size 0",
+        lambda: att.chunked(_Q, _Q, _V, chunk_size=0),
+        "`chunk_size` must be >= 1",
+    ),
+    (
+        "chunked chunk_size -3",
+        lambda: att.chunked(_Q, _Q, _V, chunk_size=-3),
+        "`chunk_size` must be >= 1",
+    ),
+    (
+        "chunked chunk_size float",
+        lambda: att.chunked(_Q, _Q, _V, chunk_size=2.0),
+        "`chunk_size` must be an integer",
+    ),
+    (
+        "chunked chunk_size bool",
+        lambda: att.chunked(_Q, _Q, _V, chunk_size=True),
+        "`chunk_size` must be an integer",
+    ),
+    ("chunked d mismatch", lambda: att.chunked(_Q, np.ones((4, 5)), _V), "last dimension D"),
+    ("init D", lambda: att.init(0, 2), "`D` must be >= 1"),
+    ("init dtype", lambda: att.init(2, 2, dtype=np.int64), "`dtype`"),
+    ("init batch", lambda: att.init(2, 2, batch_shape=[3]), "`batch_shape`"),
+    (
+        "step state",
+        lambda: att.step((np.zeros((2, 2)), np.zeros(2)), [1.0, 1.0], [1.0, 1.0], [1.0, 1.0]),
+        "`state` must be a State",
+    ),
+    (
+        "step phi_q dim",
+        lambda: att.step(att.init(2, 2), [1.0], [1.0, 1.0], [1.0, 1.0]),
+        "`phi_q` must have last dimension D = 2",
+    ),
+    (
+        "step v dim",
+        lambda: att.step(att.init(2, 2), [1.0, 1.0], [1.0, 1.0], [1.0]),
+        "`v` must have last dimension d_v = 2",
+    ),
+    (
+        "step NaN",
+        lambda: att.step(att.init(2, 1), [np.nan, 1.0], [1.0, 1.0], [1.0]),
+        "`phi_q` must be finite",
+    ),
+    (
+        "step batch",
+        lambda: att.step(
+            att.init(2, 1, batch_shape=(3,)), np.ones((4, 2)), np.ones((4, 2)), np.ones((4, 1))
+        ),
+        "broadcast",
+    ),
+]
+
+
+@pytest.mark.parametrize("call, message", [c[1:] for c in BAD_CALLS], ids=[c[0] for c in BAD_CALLS])
+def test_bad_input_raises(call, message):
+    with pytest.raises(InvalidArgument, match=message.replace("(", r"\(").replace(")", r"\)")):
+        call()
+
+
+# ---------------------------------------------------------------------------
+# Public surface and the documentation's example
+# ---------------------------------------------------------------------------
+
+
+def test_every_public_name_is_documented():
+    for name in att.__all__:
+        obj = getattr(att, name)
+        assert obj.__doc__ and len(obj.__doc__.strip()) > 20, name
+    assert kernelcheck.attention is att
+
+
+def test_facade_exports_the_implementation():
+    assert set(att.__all__) <= set(_att.__all__)
+    assert att.softmax is _att.softmax
+
+
+def test_taylor_features_example():
+    """The doc example of docs/attention.md: Taylor attention approaches softmax."""
+    rng = _rng(18)
+    Q, K, V = rng.normal(size=(3, 6, 4)) * 0.4
+    s = 4**-0.25
+    errs = []
+    for M in (1, 2, 4, 8):
+        phi = exp(Linear(), order=M).features()
+        errs.append(np.abs(att.parallel(phi(Q * s), phi(K * s), V) - att.softmax(Q, K, V)).max())
+    assert errs == sorted(errs, reverse=True)

@@ -1,0 +1,183 @@
+"""The claims registry and the essay report.
+
+The registry must hold every claim whose capability has landed (all of
+C1..C18), each check must return a well-formed :class:`ClaimResult`, and the
+claims pages of the documentation must agree with the registry.  The
+verdicts expected at the quick level are "verified" for every claim: the
+claims are theorems (or, for C8, the corrected statement), so the library
+computing them is what is under test.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from kernelcheck import claims as C
+from kernelcheck._src.claims import essay
+from kernelcheck._src.claims import registry as claims_src
+from kernelcheck.errors import InvalidArgument
+
+ROOT = Path(__file__).resolve().parents[2]
+ALL_IDS = [f"C{i}" for i in range(1, 19)]
+
+
+@pytest.fixture(scope="module")
+def quick_results():
+    # One quick run shared by the tests below (about five seconds).
+    return {r.claim: r for r in C.run_claims(level="quick")}
+
+
+def test_registry_is_complete_and_ordered():
+    reg = C.registry()
+    assert list(reg) == ALL_IDS
+    assert set(C.STATEMENTS) == set(ALL_IDS)
+    for cid, claim in reg.items():
+        assert claim.id == cid
+        assert claim.title == C.STATEMENTS[cid][0]
+        assert claim.group in {slug for slug, _t, ids in C.GROUPS if cid in ids}
+        assert claim.checked_by, cid
+
+
+def test_every_capability_requirement_resolves():
+    """A registered claim's requirements import; a missing one would drop the claim."""
+    for entry in claims_src._ENTRIES:
+        missing = [r for r in entry.requires if not claims_src._available(r)]
+        assert not missing, (entry.id, missing)
+
+
+def test_groups_partition_the_claims():
+    ids = [cid for _slug, _title, group in C.GROUPS for cid in group]
+    assert sorted(ids, key=lambda c: int(c[1:])) == ALL_IDS
+    assert len(ids) == len(set(ids))
+
+
+@pytest.mark.parametrize("cid", ALL_IDS)
+def test_quick_check_returns_a_verified_claim_result(quick_results, cid):
+    r = quick_results[cid]
+    assert isinstance(r, C.ClaimResult)
+    assert r.claim == cid and r.level == "quick"
+    assert r.verdict is C.ClaimVerdict.VERIFIED, (r.key_number, r.details)
+    assert r.passed
+    assert isinstance(r.key_number, str) and r.key_number
+    assert r.duration >= 0
+    json.dumps(r.to_dict())  # JSON-ready, strict
+    for st in r.details.get("statements", []):
+        assert set(st) == {"statement", "verdict", "evidence"}
+        assert st["verdict"] in ("verified", "refuted", "inconclusive", "not run")
+    assert str(r).startswith(f"{cid} verified: ")
+
+
+def test_c8_reports_what_holds_and_what_does_not(quick_results):
+    statements = quick_results["C8"].details["statements"]
+    verdicts = {s["statement"]: s["verdict"] for s in statements}
+    holds = [s for s, v in verdicts.items() if v == "verified"]
+    fails = [s for s, v in verdicts.items() if v == "refuted"]
+    assert any("tensor" in s and "d^m" in s for s in holds)
+    assert any("weighted unique monomials" in s and "C(d+m-1, m)" in s for s in holds)
+    assert any("unweighted" in s for s in fails)
+    assert any("d^m ('n^m') coordinates" in s for s in fails)
+
+
+def test_checks_are_deterministic():
+    a, b = C.get_claim("C13").check("quick"), C.get_claim("C13").check("quick")
+    assert a.key_number == b.key_number
+    assert a.details == b.details
+
+
+def test_get_claim_and_bad_ids():
+    assert C.get_claim("c7").id == "C7"
+    assert C.get_claim(" C12 ").id == "C12"
+    for bad in ("C0", "C19", "7", "", "CX"):
+        with pytest.raises(InvalidArgument, match="`claim_id`"):
+            C.get_claim(bad)
+    with pytest.raises(InvalidArgument, match="`claim_id` must be a string"):
+        C.get_claim(7)  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgument, match="`level`"):
+        C.get_claim("C7").check("fast")
+
+
+def test_a_failing_check_is_reported_inconclusive_not_hidden(monkeypatch):
+    def broken(level):
+        raise RuntimeError("boom")
+
+    claim = C.Claim("C7", "t", "s", "kernels", broken)
+    monkeypatch.setattr(claims_src, "registry", lambda: {"C7": claim})
+    (r,) = C.run_claims(["C7"], "quick")
+    assert r.verdict is C.ClaimVerdict.INCONCLUSIVE
+    assert "RuntimeError: boom" in r.key_number
+
+
+def test_exit_code_for():
+    V = C.ClaimVerdict
+    assert C.exit_code_for([]) == 0
+    assert C.exit_code_for([V.VERIFIED, V.VERIFIED]) == 0
+    assert C.exit_code_for([V.VERIFIED, V.INCONCLUSIVE]) == 3
+    assert C.exit_code_for([V.INCONCLUSIVE, V.REFUTED, V.VERIFIED]) == 1
+
+
+def test_essay_report_renders_every_claim(quick_results):
+    report = C.EssayReport(results=tuple(quick_results.values()), level="quick", duration=1.0)
+    table = report.table().splitlines()
+    assert table[0].split()[:2] == ["claim", "in"]
+    rows = {line.split()[0]: line for line in table[2:]}
+    assert list(rows) == ALL_IDS
+    for cid, line in rows.items():
+        assert quick_results[cid].key_number in line
+    md = report.to_markdown({"C12": "C12.png"})
+    for cid in ALL_IDS:
+        assert f"| {cid} | " in md
+        assert f"### {cid}: " in md
+    assert "![C12](C12.png)" in md
+    d = report.to_dict()
+    assert d["summary"] == {"verified": 18, "refuted": 0, "inconclusive": 0, "total": 18}
+    assert json.loads(json.dumps(d))["claims"][7]["id"] == "C8"
+
+
+def test_run_essay_prints_rows_as_they_finish(capsys):
+    import sys
+
+    report = essay.run_essay(["C11", "C7"], "quick", stream=sys.stdout)
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in lines[2:]] == ["C7", "C11"]
+    assert [r.claim for r in report.results] == ["C7", "C11"]
+
+
+def test_property_tests_are_found_by_claim_id(tmp_path):
+    props = tmp_path / "properties"
+    props.mkdir()
+    (props / "test_x.py").write_text(
+        "def test_c09_c12_truncation():\n    pass\n\ndef test_c3_not_two_digits():\n    pass\n"
+    )
+    found = claims_src.property_tests(tmp_path)
+    assert found == {
+        "C9": ("properties/test_x.py::test_c09_c12_truncation",),
+        "C12": ("properties/test_x.py::test_c09_c12_truncation",),
+    }
+
+
+# ---------------------------------------------------------------------------
+# The documentation agrees with the registry
+
+
+@pytest.mark.parametrize("cid", ALL_IDS)
+def test_claims_page_documents_the_registered_check(cid):
+    claim = C.get_claim(cid)
+    page = (ROOT / "docs" / "claims" / f"{claim.group}.md").read_text()
+    assert f"## {cid}: {claim.title}\n" in page
+    section = page.split(f"## {cid}: ")[1].split("\n## ")[0]
+    checked = re.search(r"\*\*Checked by:\*\*(.*)", section, re.S)
+    assert checked, f"{cid}: no 'Checked by' line"
+    for name in claim.checked_by:
+        assert f"`{name}`" in checked.group(1), (cid, name)
+
+
+def test_claims_index_links_every_group():
+    index = (ROOT / "docs" / "claims" / "index.md").read_text()
+    for slug, title, ids in C.GROUPS:
+        assert f"({slug}.md)" in index
+        assert (ROOT / "docs" / "claims" / f"{slug}.md").exists()
+        assert f"| {title} | {', '.join(ids)} |" in index

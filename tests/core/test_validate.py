@@ -1,0 +1,79 @@
+"""Unit tests of the shared input validation (kernelcheck._src.core.validate)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kernelcheck._src.core.validate import (
+    as_array,
+    as_int,
+    as_points,
+    as_probability,
+    as_real,
+    as_rng,
+    as_square_matrix,
+    check_callable,
+    check_choice,
+    check_size,
+)
+from kernelcheck.errors import InvalidArgument
+
+
+def test_as_array_dtypes():
+    assert as_array([[1, 2]], "x").dtype == np.float64
+    assert as_array(np.array([[1, 2]], dtype=np.float32), "x").dtype == np.float32
+    assert as_array(np.array([[1, 2]], dtype=np.float16), "x").dtype == np.float64
+    assert as_array(np.array([True, False]), "x").dtype == np.float64
+
+
+@pytest.mark.skipif(np.dtype(np.longdouble).itemsize <= 8, reason="longdouble is float64 here")
+def test_extended_precision_is_refused_not_rounded():
+    with pytest.raises(InvalidArgument, match="extended precision"):
+        as_array(np.array([1.0], dtype=np.longdouble), "x")
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda: as_array([[np.nan]], "X"), "`X` must be finite, but 1 entry is NaN"),
+        (lambda: as_array([1.0, np.inf, -np.inf], "X"), "2 entries are NaN or Inf"),
+        (lambda: as_array([[1.0]], "X", ndim=1), "`X` must have 1 dimension"),
+        (lambda: as_array([[1.0]], "X", min_ndim=3), "at least 3 dimensions"),
+        (lambda: as_array([], "X"), "must not be empty"),
+        (lambda: as_array(["a"], "X"), "real numeric"),
+        (lambda: as_array([1j], "X"), "must be real"),
+        (lambda: as_array([[1.0], [1.0, 2.0]], "X"), "numeric array"),
+        (lambda: as_points([1.0, 2.0], "X"), r"x\[None, :\]"),
+        (lambda: as_points([[1.0, 2.0]], "X", dim=3), "d = 3 columns"),
+        (lambda: as_square_matrix([[1.0, 2.0]], "K"), "square"),
+        (lambda: as_int(2.0, "n"), "pass int"),
+        (lambda: as_int("2", "n"), "must be an integer"),
+        (lambda: as_int(True, "n"), "must be an integer"),
+        (lambda: as_int(0, "n", minimum=1), "`n` must be >= 1"),
+        (lambda: as_int(5, "n", maximum=4), "`n` must be <= 4"),
+        (lambda: as_real("1", "c"), "must be a real number"),
+        (lambda: as_real(float("inf"), "c"), "must be finite"),
+        (lambda: as_real(0.0, "c", positive=True), "> 0"),
+        (lambda: as_real(-1.0, "c", nonnegative=True), ">= 0"),
+        (lambda: as_probability(1.0, "alpha"), "strictly between 0 and 1"),
+        (lambda: as_probability(0.0, "alpha"), "strictly between 0 and 1"),
+        (lambda: as_rng(None), "must be given"),
+        (lambda: as_rng(-1), "non-negative int"),
+        (lambda: as_rng(1.5), "non-negative int"),
+        (lambda: check_choice("x", "method", ("a", "b")), "one of 'a', 'b'"),
+        (lambda: check_callable(1, "f"), "must be callable"),
+        (lambda: check_size(2**40, "the Gram block"), "GiB"),
+    ],
+)
+def test_validation_table(call, message):
+    with pytest.raises(InvalidArgument, match=message):
+        call()
+
+
+def test_rng_is_reproducible_and_passes_generators_through():
+    g = np.random.default_rng(3)
+    assert as_rng(g) is g
+    assert as_rng(7).random() == as_rng(7).random()
+    assert as_rng(np.random.SeedSequence(7)).random() == np.random.default_rng(7).random()
+    assert as_real(np.float32(0.5), "c") == 0.5 and as_real(np.array(2.0), "c") == 2.0
