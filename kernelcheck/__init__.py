@@ -25,7 +25,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from kernelcheck._src.core.version import __version__
+from kernelcheck._src.core.version import __version__ as __version__
 from kernelcheck.errors import InvalidArgument
 
 #: Submodules, imported on first access (``kernelcheck.verify``).
@@ -73,7 +73,6 @@ _NAMES = {
 
 __all__ = [
     "InvalidArgument",
-    "__version__",
     "attention",
     "claims",
     "distributed",

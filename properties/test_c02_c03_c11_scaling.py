@@ -102,12 +102,15 @@ def test_c02_c03_fit_exponent_interval_has_its_coverage():
 # ---------------------------------------------------------------------------
 
 import types  # noqa: E402
+from contextlib import ExitStack  # noqa: E402
 from unittest import mock  # noqa: E402
 
 import pytest  # noqa: E402
 from hypothesis import settings  # noqa: E402
 
-from kernelcheck._src.attention import forms as att_src  # noqa: E402
+from kernelcheck import attention as att_src  # noqa: E402
+from kernelcheck._src.attention import blocking, exact, linear  # noqa: E402
+from kernelcheck._src.attention import types as att_types  # noqa: E402
 from kernelcheck.attention import cost_model, init, recurrent, step  # noqa: E402
 
 _ELEMENTWISE = {"add", "subtract", "multiply", "divide", "exp", "maximum"}
@@ -191,12 +194,15 @@ class _CountingNumpy(types.ModuleType):
 def counting(fn, *arrays, **kwargs) -> _Tally:
     """Count one call of an attention function on counting arrays.
 
-    While it runs, the attention module sees :class:`_CountingNumpy` as
-    ``numpy`` (restored afterwards), so the arrays it allocates count too.
+    While it runs, the attention modules see :class:`_CountingNumpy` as
+    ``numpy`` (restored afterwards), so the arrays they allocate count too.
     """
     global _TALLY
     _TALLY = _Tally()
-    with mock.patch.object(att_src, "np", _CountingNumpy()):
+    counting_np = _CountingNumpy()
+    with ExitStack() as stack:
+        for module in (blocking, exact, linear, att_types):
+            stack.enter_context(mock.patch.object(module, "np", counting_np))
         fn(*(np.asarray(a).view(_Counted) for a in arrays), **kwargs)
     return _TALLY
 

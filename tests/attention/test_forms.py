@@ -20,7 +20,7 @@ import pytest
 
 import kernelcheck
 from kernelcheck import attention as att
-from kernelcheck._src.attention import forms as _att
+from kernelcheck._src.attention import blocking as _att
 from kernelcheck._src.core.rounding import gamma, unit_roundoff
 from kernelcheck.errors import BadNormalizer, InvalidArgument, NumericalFailure
 from kernelcheck.kernels import Exponential, Linear, Polynomial, exp
@@ -71,7 +71,7 @@ def test_softmax_blocks_agree_with_one_block(monkeypatch):
     rng = _rng(4)
     Q, K, V = rng.normal(size=(3, 2, 13, 4))
     whole = att.softmax(Q, K, V, causal=True)
-    monkeypatch.setattr(_att, "_BLOCK_ELEMENTS", 30)
+    monkeypatch.setattr(_att, "BLOCK_ELEMENTS", 30)
     blocked = att.softmax(Q, K, V, causal=True)
     assert np.abs(whole - blocked).max() <= 2 * att.softmax_error_bound(Q, K, V, causal=True).max()
 
@@ -153,7 +153,7 @@ def test_chunked_groups_carry_state(monkeypatch):
     pq, pk = rng.random((2, 23, 4))
     V = rng.normal(size=(23, 2))
     ref = att.chunked(pq, pk, V, chunk_size=4)
-    monkeypatch.setattr(_att, "_BLOCK_ELEMENTS", 1)
+    monkeypatch.setattr(_att, "BLOCK_ELEMENTS", 1)
     small = att.chunked(pq, pk, V, chunk_size=4)
     prefix = att.parallel(pq, pk, V, causal=True)  # also one token per block now
     tol = 2 * att.linear_error_bound(pq, pk, V, causal=True)
@@ -296,7 +296,7 @@ def test_blocked_paths_match_unblocked(monkeypatch):
         }
 
     expected = forms()
-    monkeypatch.setattr(_att, "_BLOCK_ELEMENTS", 20)
+    monkeypatch.setattr(_att, "BLOCK_ELEMENTS", 20)
     got = forms()
     for key in expected:
         assert np.allclose(got[key], expected[key], rtol=64 * U, atol=0), key
@@ -766,8 +766,14 @@ def test_every_public_name_is_documented():
 
 
 def test_facade_exports_the_implementation():
-    assert set(att.__all__) <= set(_att.__all__)
-    assert att.softmax is _att.softmax
+    from kernelcheck._src.attention import exact, registry
+
+    assert att.softmax is exact.softmax
+    assert att.FORMS is registry.FORMS
+    for name in att.__all__:
+        obj = getattr(att, name)
+        where = getattr(obj, "__module__", type(obj).__module__)
+        assert where.startswith("kernelcheck._src.attention."), (name, where)
 
 
 def test_taylor_features_example():

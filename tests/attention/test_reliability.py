@@ -76,6 +76,10 @@ TRIPLE_FORMS = {
 }
 
 
+#: The forms of TRIPLE_FORMS that are causal whatever the call says.
+CAUSAL_ONLY = ("recurrent", "chunked")
+
+
 def _triple_cases():
     cases = []
     for form, (fn, names, what, A0, B0) in TRIPLE_FORMS.items():
@@ -140,20 +144,31 @@ def _triple_cases():
                     rf"^`{name}` has extended precision dtype",
                 ),
             ]
+        causal = form in CAUSAL_ONLY
+        if causal:  # queries, keys and values of one length
+            n_msg = (
+                rf"^`{qn}`, `{kn}` and `{vn}` must have the same number of tokens n \(axis -2\) "
+                r"for causal attention, got 5, 4 and 5"
+            )
+            nv_msg = n_msg.replace("5, 4 and 5", "5, 5 and 3")
+        else:  # cross-attention: any number of queries, keys and values of one length
+            n_msg = (
+                rf"^`{kn}` and `{vn}` must have the same number of tokens \(axis -2\), "
+                r"got 4 and 5"
+            )
+            nv_msg = n_msg.replace("got 4 and 5", "got 5 and 3")
         cases += [
             (
                 f"{form}-n-mismatch",
                 lambda fn=fn, A0=A0, B0=B0: fn(A0, B0[:4], V),
                 InvalidArgument,
-                rf"^`{qn}`, `{kn}` and `{vn}` must have the same number of tokens n \(axis -2\), "
-                r"got 5, 4 and 5",
+                n_msg,
             ),
             (
                 f"{form}-nv-mismatch",
                 lambda fn=fn, A0=A0, B0=B0: fn(A0, B0, V[:3]),
                 InvalidArgument,
-                rf"^`{qn}`, `{kn}` and `{vn}` must have the same number of tokens n \(axis -2\), "
-                r"got 5, 5 and 3",
+                nv_msg,
             ),
             (
                 f"{form}-last-mismatch",
@@ -524,8 +539,8 @@ BAD_CALLS = _triple_cases() + [
         "cost-form",
         lambda: A.cost_model("flash", 4, 2, 2, 2),
         InvalidArgument,
-        r"^`form` must be one of 'softmax', 'kernelized', 'parallel', 'recurrent', 'chunked'; "
-        r"got 'flash'",
+        r"^`form` must be one of 'softmax', 'kernelized', 'parallel', 'recurrent', 'chunked', "
+        r"'gated_parallel', 'gated_recurrent', 'gated_chunked'; got 'flash'",
     ),
     (
         "cost-n",
@@ -574,6 +589,147 @@ BAD_CALLS = _triple_cases() + [
         lambda: A.cost_model("chunked", 4, 2, 2, 2, causal=False),
         InvalidArgument,
         r"^`causal` must be True for form 'chunked' \(it is causal only\)",
+    ),
+]
+
+
+#: The gated family (C20) and the registry: gates, states and names refused up front.
+G = np.full(5, 0.9)
+REC = A.gated_recurrence()
+BAD_GATED_FORMS = {  # the gated forms the rows below call
+    "gated_parallel": A.gated_parallel,
+    "gated_recurrent": A.gated_recurrent,
+    "gated_chunked": A.gated_chunked,
+    "gated_error_bound": A.gated_error_bound,
+}
+for _name, _fn in BAD_GATED_FORMS.items():
+    BAD_CALLS += [
+        (
+            f"{_name}-gate-zero",
+            lambda fn=_fn: fn(PQ, PK, V, np.r_[0.5, 0.0, 0.5, 0.5, 0.5]),
+            InvalidArgument,
+            r"^`gates` must lie in \(0, 1\], but 1 do not \(first at index \(1,\): 0.0\)",
+        ),
+        (
+            f"{_name}-gate-above-one",
+            lambda fn=_fn: fn(PQ, PK, V, 1.5),
+            InvalidArgument,
+            r"^`gates` must lie in \(0, 1\], but 1 do not \(first at index \(\): 1.5\)",
+        ),
+        (
+            f"{_name}-gate-nan",
+            lambda fn=_fn: fn(PQ, PK, V, np.r_[0.5, np.nan, 0.5, 0.5, 0.5]),
+            InvalidArgument,
+            r"^`gates` must be finite, but 1 entry is NaN or Inf",
+        ),
+        (
+            f"{_name}-gate-shape",
+            lambda fn=_fn: fn(PQ, PK, V, np.full(4, 0.5)),
+            InvalidArgument,
+            r"^`gates` must broadcast to \(5,\) \(batch \+ \(n,\)",
+        ),
+        (
+            f"{_name}-gate-str",
+            lambda fn=_fn: fn(PQ, PK, V, "0.5"),
+            InvalidArgument,
+            r"^`gates` must be a numeric array, got str",
+        ),
+    ]
+for _name in ("gated_recurrent", "gated_chunked"):
+    BAD_CALLS += [
+        (
+            f"{_name}-state-shape",
+            lambda fn=BAD_GATED_FORMS[_name]: fn(PQ, PK, V, G, initial_state=A.init(3, 2)),
+            InvalidArgument,
+            r"^`initial_state.S` must have shape \(\.\.\., D, d_v\) = \(\.\.\., 4, 2\)",
+        ),
+        (
+            f"{_name}-state-type",
+            lambda fn=BAD_GATED_FORMS[_name]: fn(PQ, PK, V, G, initial_state=np.zeros((4, 2))),
+            InvalidArgument,
+            r"^`initial_state` must be a State \(S, z\)",
+        ),
+        (
+            f"{_name}-state-no-z",
+            lambda fn=BAD_GATED_FORMS[_name]: fn(
+                PQ, PK, V, G, normalize=True, initial_state=A.init(4, 2, normalize=False)
+            ),
+            InvalidArgument,
+            r"^`initial_state.z` is None, but the normalised form needs",
+        ),
+        (
+            f"{_name}-normalize-int",
+            lambda fn=BAD_GATED_FORMS[_name]: fn(PQ, PK, V, G, normalize=1),
+            InvalidArgument,
+            r"^`normalize` must be True or False, got int 1",
+        ),
+    ]
+BAD_CALLS += [
+    (
+        "gated_error_bound-bidirectional",
+        lambda: A.gated_error_bound(PQ, PK, V, G, causal=False),
+        InvalidArgument,
+        r"^`causal` must be True: a decay or gate orders the tokens",
+    ),
+    (
+        "gated_chunked-chunk-zero",
+        lambda: A.gated_chunked(PQ, PK, V, G, chunk_size=0),
+        InvalidArgument,
+        r"^`chunk_size` must be >= 1, got 0",
+    ),
+    (
+        "gated_recurrence-normalize",
+        lambda: A.gated_recurrence(normalize="no"),
+        InvalidArgument,
+        r"^`normalize` must be True or False, got str 'no'",
+    ),
+    (
+        "gated_recurrence-init-dtype",
+        lambda: REC.init(4, 2, dtype=np.int32),
+        InvalidArgument,
+        r"^`dtype` must be float64 or float32, got int32",
+    ),
+    (
+        "gated_recurrence-step-gate",
+        lambda: REC.step(REC.init(4, 2), PQ[0], PK[0], V[0], 2.0),
+        InvalidArgument,
+        r"^`g` must lie in \(0, 1\]",
+    ),
+    (
+        "gated_recurrence-step-state",
+        lambda: REC.step("state", PQ[0], PK[0], V[0], 0.5),
+        InvalidArgument,
+        r"^`state` must be a State from init\(\), got str",
+    ),
+    (
+        "gated_recurrence-step-normalised-needs-z",
+        lambda: A.gated_recurrence(normalize=True).step(REC.init(4, 2), PQ[0], PK[0], V[0], 0.5),
+        InvalidArgument,
+        r"^`state.z` is None, but this recurrence is normalised",
+    ),
+    (
+        "recurrent-state-bidirectional-parallel",
+        lambda: A.linear_error_bound(PQ, PK, V, initial_state=S0),
+        InvalidArgument,
+        r"^`initial_state` applies to causal attention",
+    ),
+    (
+        "chunked-state-z-shape",
+        lambda: A.chunked(PQ, PK, V, initial_state=A.State(S0.S, np.zeros(3))),
+        InvalidArgument,
+        r"^`initial_state.z` must have last dimension D = 4, got array of shape \(3,\)",
+    ),
+    (
+        "get_form-unknown",
+        lambda: A.get_form("flash"),
+        InvalidArgument,
+        r"^`form` must be one of 'softmax', 'kernelized'",
+    ),
+    (
+        "get_form-type",
+        lambda: A.get_form(["softmax"]),
+        InvalidArgument,
+        r"^`form` must be one of",
     ),
 ]
 

@@ -1,7 +1,7 @@
 """The claims registry and the essay report.
 
 The registry must hold every claim whose capability has landed (all of
-C1..C18), each check must return a well-formed :class:`ClaimResult`, and the
+C1..C20), each check must return a well-formed :class:`ClaimResult`, and the
 claims pages of the documentation must agree with the registry.  The
 verdicts expected at the quick level are "verified" for every claim: the
 claims are theorems (or, for C8, the corrected statement), so the library
@@ -22,7 +22,7 @@ from kernelcheck._src.claims import registry as claims_src
 from kernelcheck.errors import InvalidArgument
 
 ROOT = Path(__file__).resolve().parents[2]
-ALL_IDS = [f"C{i}" for i in range(1, 19)]
+ALL_IDS = [f"C{i}" for i in range(1, 21)]
 
 
 @pytest.fixture(scope="module")
@@ -91,7 +91,7 @@ def test_checks_are_deterministic():
 def test_get_claim_and_bad_ids():
     assert C.get_claim("c7").id == "C7"
     assert C.get_claim(" C12 ").id == "C12"
-    for bad in ("C0", "C19", "7", "", "CX"):
+    for bad in ("C0", "C21", "7", "", "CX"):
         with pytest.raises(InvalidArgument, match="`claim_id`"):
             C.get_claim(bad)
     with pytest.raises(InvalidArgument, match="`claim_id` must be a string"):
@@ -133,7 +133,7 @@ def test_essay_report_renders_every_claim(quick_results):
         assert f"### {cid}: " in md
     assert "![C12](C12.png)" in md
     d = report.to_dict()
-    assert d["summary"] == {"verified": 18, "refuted": 0, "inconclusive": 0, "total": 18}
+    assert d["summary"] == {"verified": 20, "refuted": 0, "inconclusive": 0, "total": 20}
     assert json.loads(json.dumps(d))["claims"][7]["id"] == "C8"
 
 

@@ -417,24 +417,16 @@ def test_sigint_during_essay_leaves_no_file(tmp_path):
 
 
 def test_sigint_while_writing_completes_the_report_then_exits(tmp_path, monkeypatch):
-    """SIGINT arriving during the writes is held until every file is in place."""
+    """SIGINT arriving while the files are moved into place is held until every one is."""
     from kernelcheck._src.claims import essay
+    from kernelcheck._src.core import report as bundle
 
     report = essay.run_essay(["C7", "C12"], "quick")
-    real_write = essay.write_bytes_atomic
-    calls = []
-
-    def write_and_interrupt(path, data):
-        if not calls:
-            os.kill(os.getpid(), signal.SIGINT)  # delivered while writing the first file
-        calls.append(Path(path).name)
-        return real_write(path, data)
-
-    monkeypatch.setattr(essay, "write_bytes_atomic", write_and_interrupt)
+    calls = _interrupt_on_first_call(bundle, "_move", monkeypatch)
     with pytest.raises(InterruptedAfterWrite):
         essay.write_report(report, tmp_path)
     names = sorted(p.name for p in tmp_path.iterdir())
-    assert names == sorted(calls)
+    assert names == sorted(Path(c).name for c in calls)
     assert {"report.md", "report.json"} <= set(names)
     assert json.loads((tmp_path / "report.json").read_text())["summary"]["total"] == 2
 
@@ -460,14 +452,17 @@ _SCALING_SMALL = ["scaling", "--sizes", "32,64,128", "--repeats", "1", "--json"]
 
 
 def _interrupt_on_first_call(module, name, monkeypatch):
-    """Make ``module.name`` deliver a real SIGINT to this process on its first call."""
+    """Make ``module.name`` deliver a real SIGINT to this process on its first call.
+
+    Records the destination (second argument) of every call, else the first.
+    """
     real = getattr(module, name)
     calls = []
 
     def wrapped(*args, **kwargs):
         if not calls:
             os.kill(os.getpid(), signal.SIGINT)
-        calls.append(args[0] if args else None)
+        calls.append(args[1] if len(args) > 1 else (args[0] if args else None))
         return real(*args, **kwargs)
 
     monkeypatch.setattr(module, name, wrapped)
@@ -477,15 +472,13 @@ def _interrupt_on_first_call(module, name, monkeypatch):
 @pytest.mark.parametrize("command", ["unbiased", "scaling"])
 def test_sigint_during_the_writes_completes_the_report(command, tmp_path, monkeypatch, capsys):
     """SIGINT while ``--out`` files are written: every file lands whole, then exit 130."""
-    from kernelcheck._src.scaling import experiment as scaling
-    from kernelcheck._src.verify import unbiased as verify_unbiased
+    from kernelcheck._src.core import report as bundle
 
     out = tmp_path / "out"
+    calls = _interrupt_on_first_call(bundle, "_move", monkeypatch)
     if command == "unbiased":
-        calls = _interrupt_on_first_call(verify_unbiased, "write_bytes_atomic", monkeypatch)
         argv, expected = _UNBIASED_SMALL, {"report.json", "report.md"}
     else:
-        calls = _interrupt_on_first_call(scaling, "atomic_write", monkeypatch)
         argv, expected = _SCALING_SMALL, {"scaling.md", "scaling.json"}
     code = cli.main([*argv, "--out", str(out)])
     err = capsys.readouterr().err

@@ -53,7 +53,10 @@ FEATURE_BAD = [
     (lambda c: c(0, 4, seed=0), "`dim` must be >= 1"),
     (lambda c: c(2, 0, seed=0), "`num_features` must be >= 1"),
     (lambda c: c(2.0, 4, seed=0), "`dim` must be an integer"),
-    (lambda c: c(2, 4, seed=0, orthogonal="yes"), "`orthogonal` must be a bool, got str 'yes'"),
+    (
+        lambda c: c(2, 4, seed=0, orthogonal="yes"),
+        "`orthogonal` must be True or False, got str 'yes'",
+    ),
     (lambda c: c(2, 4, seed=0, scale=0.0), "`scale` must be > 0"),
     (lambda c: c(2, 4, seed=0, scale=math.inf), "`scale` must be finite"),
     (lambda c: c(2, 4, seed=0, scale="1"), "`scale` must be a real number"),

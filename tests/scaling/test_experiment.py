@@ -317,7 +317,7 @@ def test_plot_without_matplotlib_says_how_to_install(tmp_path, monkeypatch):
     f = _Counter()
     m = measure(f, (8, 16, 32), make_input=f.make_input, repeats=1)
     monkeypatch.setitem(sys.modules, "matplotlib", None)
-    with pytest.raises(ImportError, match="pip install matplotlib"):
+    with pytest.raises(ImportError, match=r"pip install 'kernelcheck\[plots\]'"):
         m.plot(tmp_path / "m.png")
     assert not list(tmp_path.iterdir())
 

@@ -31,7 +31,9 @@ def test_b(kernelcheck_seed, kernelcheck_rng):
     record("b", kernelcheck_seed, kernelcheck_rng.integers(0, 2**62))
 
 def test_profiles_are_registered():
-    for name in ("ci", "dev", "thorough"):
+    import kernelcheck.strategies  # registers the kernelcheck-* profiles
+
+    for name in ("kernelcheck-ci", "kernelcheck-dev", "kernelcheck-thorough"):
         settings.get_profile(name)
     record("profile", settings.default.max_examples, 0)
 
@@ -79,7 +81,10 @@ def test_fixtures_are_seeded_per_test_and_reproducible(tmp_path):
     with ThreadPoolExecutor(max_workers=2) as pool:
         f1 = pool.submit(_run, tmp_path / "one")
         f2 = pool.submit(
-            _run, tmp_path / "two", "--kernelcheck-seed=7", "--hypothesis-profile=thorough"
+            _run,
+            tmp_path / "two",
+            "--kernelcheck-seed=7",
+            "--hypothesis-profile=kernelcheck-thorough",
         )
         (first, stdout), (other, stdout7) = f1.result(), f2.result()
     # The seed is seed_for(node id, base seed) and the generator is default_rng(seed):
@@ -99,3 +104,41 @@ def test_seed_for_is_stable_and_in_range():
     assert s == seed_for("x::y", 3)
     assert 0 <= s < 2**63
     assert len({seed_for(f"t::{i}") for i in range(200)}) == 200
+
+
+PROBE = """
+import sys
+from hypothesis import settings
+
+def test_hypothesis_own_ci_profile_is_untouched():
+    ci = settings.get_profile("ci")
+    print("CI-PROFILE", ci.max_examples, ci.derandomize, sorted(map(str, ci.suppress_health_check)))
+"""
+
+
+def test_plugin_leaves_hypothesis_ci_profile_as_hypothesis_defines_it(tmp_path):
+    """With kernelcheck installed, CI=true pytest runs Hypothesis' own 'ci' profile unchanged."""
+
+    def ci_profile(*plugin_args):
+        (tmp_path / "test_probe.py").write_text(PROBE)
+        proc = subprocess.run(
+            [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-s", *plugin_args,
+             "test_probe.py"],
+            cwd=tmp_path, capture_output=True, text=True, timeout=120,
+            env={**os.environ, "CI": "true"},
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        return next(line for line in proc.stdout.splitlines() if "CI-PROFILE" in line)
+
+    with_plugin = ci_profile(*_plugin_args())
+    without = ci_profile("-p", "no:kernelcheck")
+    assert with_plugin == without
+
+
+def test_importing_the_plugin_loads_neither_hypothesis_nor_numpy():
+    code = (
+        "import sys, kernelcheck.pytest_plugin; "
+        "print(sorted(m for m in ('hypothesis', 'numpy') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr

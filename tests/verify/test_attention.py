@@ -349,7 +349,6 @@ def test_public_surface():
 
     assert va.__all__ == ["attention", "AttentionReport", "AttentionCase"]
     assert verify.AttentionReport is va.AttentionReport
-    assert va.__testing__ == ["assert_attention_matches"]
     assert verify.attention is va.attention
     for obj in (va.attention, va.assert_attention_matches, va.AttentionReport, va.AttentionCase):
         assert obj.__doc__

@@ -159,7 +159,7 @@ FEATURE_MAP_BAD = _point_cases("verify", lambda Z: verify.feature_map(Linear().f
         "verify-phi-raises",
         lambda: verify.feature_map(lambda Z: 1 / 0, X_FEATURES, kernel=Linear()),
         InvalidArgument,
-        r"^`phi` raised ZeroDivisionError on `X`: division by zero",
+        r"^`phi` on `X` raised ZeroDivisionError: division by zero",
     ),
     (
         "verify-phi-shape",
@@ -429,7 +429,7 @@ def test_unbiased_bad_input(call, text):
 
 def test_write_report_refuses_a_non_path(tmp_path):
     rep = unbiased(S, Exponential(), X_UNBIASED, trials=200, seed=0)
-    with pytest.raises(InvalidArgument, match="`out_dir` must be a path"):
+    with pytest.raises(InvalidArgument, match="`out_dir` must be a folder path"):
         write_report(rep, 3)
     with pytest.raises(AssertionError):
         assert_unbiased(

@@ -6,8 +6,8 @@ from typing import Any
 
 import numpy as np
 
+from kernelcheck._src.attention import blocking
 from kernelcheck._src.attention.blocking import (
-    BLOCK_ELEMENTS,
     batch_size,
     query_block_rows,
     swap,
@@ -61,13 +61,13 @@ def softmax(Q: Any, K: Any, V: Any, *, causal: bool = False, scale: float | None
     [[1.0], [2.0]]
     """
     Q, K, V, causal, scale = softmax_iv(Q, K, V, causal, scale)
-    batch, n, m = Q.shape[:-2], Q.shape[-2], K.shape[-2]
+    batch, n, nk = Q.shape[:-2], Q.shape[-2], K.shape[-2]
     out = np.empty(Q.shape[:-1] + V.shape[-1:], dtype=V.dtype)
     Qs = Q * Q.dtype.type(scale)
-    rows = query_block_rows(n, BLOCK_ELEMENTS // max(1, m * batch_size(batch)), causal)
+    rows = query_block_rows(n, blocking.BLOCK_ELEMENTS // max(1, nk * batch_size(batch)), causal)
     for i0 in range(0, n, rows):
         i1 = min(n, i0 + rows)
-        kend = i1 if causal else m
+        kend = i1 if causal else nk
         with np.errstate(over="ignore", invalid="ignore"):
             s = Qs[..., i0:i1, :] @ swap(K[..., :kend, :])
         if causal:
@@ -96,7 +96,7 @@ def softmax(Q: Any, K: Any, V: Any, *, causal: bool = False, scale: float | None
 def gram_blocks(kernel, Q2, K2, causal, fn):
     """Yield ``(i0, i1, G)`` Gram blocks of ``fn(Q2[i0:i1], K2)``, causally masked."""
     n, m = Q2.shape[0], K2.shape[0]
-    rows = query_block_rows(n, BLOCK_ELEMENTS // m, causal)
+    rows = query_block_rows(n, blocking.BLOCK_ELEMENTS // m, causal)
     for i0 in range(0, n, rows):
         i1 = min(n, i0 + rows)
         kend = i1 if causal else m

@@ -37,8 +37,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from kernelcheck._src.attention import blocking
 from kernelcheck._src.attention.blocking import (
-    BLOCK_ELEMENTS,
     batch_size,
     chunked_products,
     query_block_rows,
@@ -266,7 +266,7 @@ def gated_parallel(
     W = with_ones(V) if normalize else V
     L = np.cumsum(g.log_gates, axis=-1)  # (..., n), non-increasing
     H = np.empty(phi_q.shape[:-1] + W.shape[-1:], dtype=W.dtype)
-    rows = query_block_rows(n, BLOCK_ELEMENTS // max(1, n * batch_size(batch)), True)
+    rows = query_block_rows(n, blocking.BLOCK_ELEMENTS // max(1, n * batch_size(batch)), True)
     with np.errstate(over="ignore", invalid="ignore"):
         for i0 in range(0, n, rows):
             i1 = min(n, i0 + rows)

@@ -68,6 +68,7 @@ def new_figure(figsize: tuple[float, float] = (5.5, 3.8), dpi: int = 110):
         When matplotlib cannot be imported.
     """
     try:
+        import matplotlib  # noqa: F401 - honours a None sentinel in sys.modules
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
     except ImportError as exc:
@@ -132,6 +133,11 @@ def environment(**extra: Any) -> dict[str, Any]:
     return env
 
 
+def _move(src: str, dest: Path) -> None:
+    """Phase 2 of :func:`write_bundle`: one atomic rename."""
+    os.replace(src, dest)
+
+
 def _umask() -> int:
     mask = os.umask(0o022)
     os.umask(mask)
@@ -194,7 +200,7 @@ def write_bundle(
         with signals_deferred():  # phase 2: renames only
             while staged:
                 tmp, dest = staged[0]
-                os.replace(tmp, dest)
+                _move(tmp, dest)
                 staged.pop(0)
     finally:
         for tmp, _ in staged:

@@ -821,6 +821,7 @@ def _plot_iv(measurements: Any, path: Any, title: Any) -> list[Measurement]:
 
 def _plot_path_iv(path: Any) -> Path:
     try:
+        import matplotlib  # noqa: F401 - honours a None sentinel in sys.modules
         from matplotlib.backend_bases import FigureCanvasBase
     except ImportError as exc:
         raise PlotsUnavailable(PLOTS_SKIPPED) from exc

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1] / "kernelcheck"
+ROOT = Path(__file__).resolve().parents[2] / "kernelcheck"
 SRC = ROOT / "_src"
 
 #: The layers, bottom first; rooms in one tuple are siblings.
