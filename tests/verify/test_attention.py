@@ -328,7 +328,12 @@ BAD_CALLS = [
     ("d_v", lambda: verify.attention(np.add, d_v=2.5), "`d_v` must be an integer"),
     ("seed", lambda: verify.attention(np.add, seed=None), "`seed` must be given"),
     ("batch", lambda: verify.attention(np.add, batch_shape=[2]), "`batch_shape`"),
-    ("dtype", lambda: verify.attention(np.add, dtype=np.float16), "`dtype`"),
+    ("dtype", lambda: verify.attention(np.add, dtype=np.longdouble), "`dtype`"),
+    (
+        "bfloat16 in numpy",
+        lambda: verify.attention(np.add, dtype="bfloat16"),
+        "NumPy has no bfloat16",
+    ),
     ("causal", lambda: verify.attention(np.add, causal=1), "`causal`"),
     (
         "feature_ops",

@@ -685,9 +685,10 @@ ATTENTION_BAD = [
     ),
     (
         "verify-dtype",
-        lambda: verify.attention(att.softmax, dtype=np.float16),
+        lambda: verify.attention(att.softmax, dtype=np.int32),
         InvalidArgument,
-        r"^`dtype` must be float64 or float32, got float16",
+        r"^`dtype` must be one of float64, float32, float16, bfloat16 \(or their dtype objects\), "
+        r"got <class 'numpy.int32'>",
     ),
     (
         "verify-feature-ops",

@@ -8,6 +8,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from kernelcheck._src.attention.types import State
+from kernelcheck._src.core.rounding import RoundingModel
 from kernelcheck._src.core.validate import (
     as_array,
     as_bool,
@@ -135,8 +136,13 @@ def features_iv(phi_q, phi_k, V, causal, action) -> Inputs:
 # ---------------------------------------------------------------------------
 
 
-def dtype_iv(dtype: Any, default: np.dtype) -> np.dtype:
-    return default if dtype is None else as_float_dtype(dtype, "dtype")
+def dtype_iv(dtype: Any, default: np.dtype) -> Any:
+    """The precision an error bound is evaluated in: a float dtype, or a RoundingModel as is."""
+    if dtype is None:
+        return default
+    if isinstance(dtype, RoundingModel):
+        return dtype
+    return as_float_dtype(dtype, "dtype")
 
 
 def state_matrix_iv(state: Any, a: np.ndarray, V: np.ndarray, normalize: bool, causal: bool):

@@ -39,6 +39,8 @@ __all__ = [
     "matmul_error_bound",
     "feature_product_bound",
     "default_feature_ops",
+    "RoundingModel",
+    "probabilistic_lambda",
     "Tolerance",
 ]
 
@@ -129,7 +131,13 @@ def precision(dtype: Any = np.float64) -> Precision:
 
 
 def unit_roundoff(dtype: Any = np.float64) -> float:
-    """Unit roundoff ``u`` of a floating format (2**-53 for float64, 2**-8 for bfloat16)."""
+    """Unit roundoff ``u`` of a floating format (2**-53 for float64, 2**-8 for bfloat16).
+
+    For a :class:`RoundingModel`, the larger of its two precisions' (the last
+    rounding of a result is to storage).
+    """
+    if isinstance(dtype, RoundingModel):
+        return max(dtype.accumulate.u, dtype.storage.u)
     return precision(dtype).u
 
 
@@ -140,17 +148,23 @@ def eta(dtype: Any = np.float64) -> float:
     with ``|eta'|`` at most half the smallest subnormal for multiplication and division
     (Higham, sec. 2.1); half of it is not a float, so the smallest subnormal is used.
     """
+    if isinstance(dtype, RoundingModel):
+        return max(dtype.accumulate.eta, dtype.storage.eta)
     return precision(dtype).eta
 
 
 def gamma(k: float, dtype: Any = np.float64) -> float:
     """Higham's ``gamma_k = k u / (1 - k u)`` for ``k`` rounding errors.
 
+    For a :class:`RoundingModel` ``dtype``, its :meth:`RoundingModel.gamma`.
+
     Raises
     ------
     InvalidArgument
         When ``k u >= 1/2``: the model gives no useful bound that far out.
     """
+    if isinstance(dtype, RoundingModel):
+        return dtype.gamma(k)
     p = precision(dtype)
     ku = float(k) * p.u
     if not ku < 0.5:
@@ -199,6 +213,80 @@ def feature_product_bound(PX: np.ndarray, PY: np.ndarray, ops: int) -> np.ndarra
     their dtype (claims C4, C7-C9: the bound of every feature-map check).
     """
     return matmul_error_bound(PX, PY.T, extra_ops=2 * int(ops))
+
+
+def probabilistic_lambda(terms: float, failure: float) -> float:
+    """Higham and Mary's ``lambda`` for ``terms`` products that fail with probability ``failure``.
+
+    Their Theorem 2.4 (Higham and Mary, "A new approach to probabilistic
+    rounding error analysis", SIAM J. Sci. Comput. 41(5), 2019): for
+    independent rounding errors of mean zero, ``prod_{i<=k} (1 + delta_i) =
+    1 + theta_k`` with ``|theta_k| <= exp(lambda sqrt(k) u + k u^2 / (1 - u)) - 1``
+    except with probability at most ``2 exp(-lambda^2 (1 - u)^2 / 2)``.  A
+    union bound over ``terms`` such products gives ``lambda =
+    sqrt(2 log(2 terms / failure))`` (u small, the ``(1 - u)^2`` folded into a
+    one-percent margin).
+    """
+    terms = max(float(terms), 1.0)
+    return 1.01 * math.sqrt(2.0 * math.log(2.0 * terms / float(failure)))
+
+
+@dataclass(frozen=True)
+class RoundingModel:
+    """How a computation rounds: the precision it accumulates in, the one it stores in.
+
+    Mixed precision (16-bit storage, float32 accumulation, as PyTorch
+    kernels do): each term of a sum passes ``k`` roundings in the
+    accumulation precision and at most ``storage_ops`` more when
+    intermediates are stored, so its relative error is at most
+    ``(1 + gamma_k(accumulate)) (1 + gamma_storage_ops(storage)) - 1``.
+    With ``lam`` set, the accumulation factor is Higham and Mary's
+    probabilistic ``exp(lam sqrt(k) u + k u^2 / (1 - u)) - 1`` (see
+    :func:`probabilistic_lambda`), which holds except with the stated
+    probability under their model of independent, mean-zero rounding errors;
+    the few storage roundings stay worst-case.  Every kernelcheck error bound
+    that takes ``dtype`` accepts a RoundingModel.
+
+    Attributes
+    ----------
+    accumulate, storage : Precision
+    storage_ops : int
+        Storage roundings per term beyond those counted in ``k``.
+    lam : float or None
+        None for the worst-case model.
+    failure : float or None
+        The probability the probabilistic model's bound fails (None: worst case).
+    """
+
+    accumulate: Precision
+    storage: Precision
+    storage_ops: int = 0
+    lam: float | None = None
+    failure: float | None = None
+
+    def gamma(self, k: float) -> float:
+        """The relative factor of ``k`` accumulation roundings and the storage roundings."""
+        if self.lam is None:
+            g = gamma(k, self.accumulate)
+        else:
+            u = self.accumulate.u
+            g = math.expm1(self.lam * math.sqrt(max(float(k), 0.0)) * u + k * u * u / (1.0 - u))
+        if self.storage_ops:
+            g = (1.0 + g) * (1.0 + gamma(self.storage_ops, self.storage)) - 1.0
+        return g
+
+    def describe(self) -> str:
+        """The model in words, for reports."""
+        kind = (
+            "worst case"
+            if self.lam is None
+            else f"probabilistic (Higham-Mary, lambda = {self.lam:.3g}, fails with "
+            f"probability <= {self.failure:.1g})"
+        )
+        text = f"accumulate in {self.accumulate.name}, {kind}"
+        if self.storage_ops:
+            text += f"; {self.storage_ops} roundings per term stored in {self.storage.name}"
+        return text
 
 
 def default_feature_ops(d: int) -> int:

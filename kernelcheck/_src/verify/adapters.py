@@ -140,7 +140,9 @@ class Adapter:
         array of another framework, or a non-floating dtype.
         """
         fw = framework_of(value)
-        if fw != self.framework and not (self.framework == "numpy" and fw == "numpy"):
+        # framework="numpy" reads any array (a layer may return a CPU tensor); a torch or
+        # jax layer must answer in its own framework
+        if fw != self.framework and self.framework != "numpy":
             raise InvalidArgument(
                 f"`fn` returned a {fw} array as its {name}; with framework={self.framework!r} "
                 f"it must return a {self.framework} array"
@@ -150,12 +152,19 @@ class Adapter:
             dname = str(t.dtype).rsplit(".", 1)[-1]
             if dname not in PRECISIONS:
                 raise InvalidArgument(f"`fn` returned a {name} of dtype {t.dtype}, not a float")
-            return t.to(self.module.float64).numpy(), dname
+            import torch
+
+            return t.to(torch.float64).numpy(), dname
         if fw == "jax":
             dname = str(value.dtype)
             if dname not in PRECISIONS:
                 raise InvalidArgument(f"`fn` returned a {name} of dtype {value.dtype}, not a float")
             return np.asarray(value).astype(np.float64), dname
+        if not isinstance(value, np.ndarray) and not np.isscalar(value):
+            if not hasattr(value, "__array__") and not isinstance(value, (list, tuple)):
+                raise InvalidArgument(
+                    f"`fn` returned {describe(value)} as its {name}, not an array"
+                )
         arr = np.asarray(value)
         if arr.dtype.kind != "f" or arr.dtype.name not in PRECISIONS:
             raise InvalidArgument(f"`fn` returned a {name} of {describe(arr)}, not a float array")
@@ -217,7 +226,7 @@ def adapter(framework: Any = "numpy", dtype: Any = "float64", device: Any = None
     if framework == "jax" and prec.name == "float64":
         import jax
 
-        if not jax.config.jax_enable_x64:
+        if not jax.config.read("jax_enable_x64"):
             raise InvalidArgument(
                 "`dtype` float64 with framework='jax' needs 64-bit JAX, which is off by default "
                 "(jax would silently compute in float32): call "

@@ -1,0 +1,165 @@
+"""The inputs ``verify.attention`` hands to a layer: generated cases, user inputs, layouts.
+
+Every case uses the layer's own sizes (``d``, ``d_v``, batch and heads); a
+case that cannot apply to them is listed as skipped with the reason, never
+run.  Inputs are generated in float64 and then rounded (by the caller) to the
+precision the layer computes in; the reference sees exactly the rounded
+values.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from kernelcheck._src.core.validate import as_array, describe
+from kernelcheck.errors import InvalidArgument
+
+__all__ = ["CASES", "LAYOUTS", "Case", "generate_cases", "user_case", "to_layout", "from_layout"]
+
+#: The generated cases, in order.  ``positive values`` (values in [0.5, 1.5],
+#: moderate logits) is where the output is as large as the sums behind it, so
+#: the tolerance is smallest relative to the output: the case with the most
+#: power against small relative errors.
+CASES = (
+    "random",
+    "odd length",
+    "n=1",
+    "d=1",
+    "repeated tokens",
+    "large norms",
+    "tiny norms",
+    "positive values",
+)
+
+#: Layouts of the arrays handed to the layer: ``"...nd"`` (batch and heads
+#: leading, then tokens, then features) or ``"bnhd"`` (batch, tokens, heads,
+#: features: flash-linear-attention and many torch layers; gates ``(b, n, h)``).
+LAYOUTS = ("...nd", "bnhd")
+
+#: Logit size reached by the "large norms" case (beyond exp's float64 range, 709).
+LARGE_LOGIT = 1000.0
+
+#: Factor applied to Q and K in the "tiny norms" case.
+TINY = 1e-8
+
+
+class Case(NamedTuple):
+    """One input of the layer, in the internal ``(..., n, d)`` layout, float64.
+
+    ``skip`` is the reason the case cannot apply (then the arrays are None).
+    """
+
+    name: str
+    Q: np.ndarray | None
+    K: np.ndarray | None
+    V: np.ndarray | None
+    skip: str = ""
+
+
+def _rescale_rows(X: np.ndarray, norm: float) -> np.ndarray:
+    lengths = np.linalg.norm(X, axis=-1, keepdims=True)
+    lengths[lengths == 0] = 1.0
+    return X / lengths * norm
+
+
+def generate_cases(
+    rng: np.random.Generator,
+    n: int,
+    d: int,
+    d_v: int,
+    batch: tuple[int, ...],
+    *,
+    fixed_d: bool,
+    names: tuple[str, ...] = CASES,
+) -> list[Case]:
+    """The named cases for a layer of key dimension ``d`` (``fixed_d``: it takes no other)."""
+
+    def normal(*shape):
+        return rng.standard_normal(batch + shape)
+
+    out: list[Case] = []
+    # every case draws its numbers in the same order whichever cases are asked for,
+    # so a case's inputs depend on the seed and the sizes only
+    made = {
+        "random": (normal(n, d), normal(n, d), normal(n, d_v)),
+        "odd length": (normal(2 * n + 5, d), normal(2 * n + 5, d), normal(2 * n + 5, d_v)),
+        "n=1": (normal(1, d), normal(1, d), normal(1, d_v)),
+        "d=1": (normal(n, 1), normal(n, 1), normal(n, d_v)),
+    }
+    tokens, values = normal(3, d), normal(3, d_v)
+    idx = rng.integers(0, 3, size=n)
+    X = np.take(tokens, idx, axis=-2)
+    made["repeated tokens"] = (X, X.copy(), np.take(values, idx, axis=-2))
+    big = math.sqrt(LARGE_LOGIT * math.sqrt(d))
+    made["large norms"] = (
+        _rescale_rows(normal(n, d), big),
+        _rescale_rows(normal(n, d), big),
+        normal(n, d_v),
+    )
+    made["tiny norms"] = (TINY * normal(n, d), TINY * normal(n, d), normal(n, d_v))
+    small = 0.5 / math.sqrt(d)
+    made["positive values"] = (
+        small * normal(n, d),
+        small * normal(n, d),
+        0.5 + rng.random(batch + (n, d_v)),
+    )
+    for name in names:
+        if name == "d=1" and fixed_d and d != 1:
+            out.append(
+                Case(name, None, None, None, f"the layer's key dimension is fixed at d = {d}")
+            )
+            continue
+        Q, K, V = made[name]
+        out.append(Case(name, Q, K, V))
+    return out
+
+
+def user_case(inputs: Any, layout: str) -> Case:
+    """The user's own ``(Q, K, V)``, validated and brought to the internal layout."""
+    if not isinstance(inputs, (tuple, list)) or len(inputs) != 3:
+        raise InvalidArgument(
+            f"`inputs` must be a tuple (Q, K, V) of three arrays, got {describe(inputs)}"
+        )
+    Q, K, V = (
+        as_array(a, name, min_ndim=2, dtype=np.float64)
+        for a, name in zip(inputs, ("inputs[0] (Q)", "inputs[1] (K)", "inputs[2] (V)"), strict=True)
+    )
+    if layout == "bnhd":
+        for arr, name in ((Q, "Q"), (K, "K"), (V, "V")):
+            if arr.ndim != 4:
+                raise InvalidArgument(
+                    f"`inputs` {name} must have 4 dimensions (batch, n, heads, dim) for "
+                    f"layout='bnhd', got {describe(arr)}"
+                )
+        Q, K, V = (from_layout(a, layout) for a in (Q, K, V))
+    if not (Q.shape[:-1] == K.shape[:-1] and Q.shape[-1] == K.shape[-1]):
+        raise InvalidArgument(
+            f"`inputs` Q and K must have the same shape, got {describe(Q)} and {describe(K)}"
+        )
+    if V.shape[:-1] != K.shape[:-1]:
+        raise InvalidArgument(
+            f"`inputs` V must have the leading shape of K ({K.shape[:-1]}), got {describe(V)}"
+        )
+    return Case("user inputs", Q, K, V)
+
+
+def to_layout(X: np.ndarray, layout: str) -> np.ndarray:
+    """Internal ``(..., h, n, d)`` to the layer's layout (``bnhd``: ``(b, n, h, d)``)."""
+    if layout == "bnhd":
+        return np.swapaxes(X, -3, -2)
+    return X
+
+
+def from_layout(X: np.ndarray, layout: str) -> np.ndarray:
+    """The layer's layout back to the internal ``(..., h, n, d)``."""
+    return to_layout(X, layout)  # the swap is its own inverse
+
+
+def gates_to_layout(g: np.ndarray, layout: str) -> np.ndarray:
+    """Gates ``(..., h, n)`` to the layer's layout (``bnhd``: ``(b, n, h)``)."""
+    if layout == "bnhd":
+        return np.swapaxes(g, -2, -1)
+    return g

@@ -1,0 +1,269 @@
+"""The extra checks of ``verify.attention``: causality, state hand-over, chunk sizes.
+
+* **Causality** (``causal=True``): token j of a case is replaced by a very
+  different one and every output before j must stay within rounding of the
+  unperturbed output; a row that moves is a leak, reported as "output at t
+  depends on token t + k".
+* **State hand-over** (``state=True``, linear and gated references): the
+  layer's final state is compared with the reference's, and the sequence is
+  split (a prefill, then the rest, the last two tokens one at a time) and the
+  outputs compared with one pass.  A handed-over state carries the layer's
+  rounding error; its effect on every later output is added to the
+  tolerance, propagated through the recurrence (decays included).
+* **Chunk sizes**: when the layer takes a ``chunk_size`` argument its
+  output at several chunk sizes must match the reference.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from typing import Any
+
+import numpy as np
+
+from kernelcheck._src.attention.blocking import chunked_products
+from kernelcheck._src.attention.registry import get_form
+from kernelcheck._src.attention.types import State
+from kernelcheck._src.core.rounding import gamma
+from kernelcheck._src.verify.adapters import round_to
+from kernelcheck._src.verify.attention_report import AttentionCase, failed_case, skipped_case
+from kernelcheck._src.verify.attention_run import Judged, Run, call_layer, compare, read_output
+from kernelcheck.errors import InvalidArgument
+
+__all__ = ["causality_check", "state_checks", "state_reader", "chunk_size_checks", "takes"]
+
+#: At most this many positions are perturbed one at a time by the causality check.
+MAX_PERTURBED = 12
+
+
+def takes(fn, name: str) -> bool:
+    """Whether ``fn`` accepts the keyword argument ``name``."""
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+    return name in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+
+
+def _output(run: Run, Q, K, V, g, expected, **kwargs):
+    raw = call_layer(run, Q, K, V, g, **kwargs)
+    out, _, problem = read_output(run, raw, expected)
+    if problem:
+        raise _LayerProblem(problem)
+    return out
+
+
+class _LayerProblem(Exception):
+    pass
+
+
+def causality_check(run: Run, j0: Judged, rng: np.random.Generator) -> AttentionCase:
+    """Perturb one future token at a time; no earlier output may move beyond rounding."""
+    name = "causality"
+    if j0.reference is None or j0.model is None or j0.tolerance is None:
+        return skipped_case(name, (), f"case '{j0.case.name}' could not be judged")
+    Q, K, V, g = j0.Q, j0.K, j0.V, j0.gates
+    n = Q.shape[-2]
+    if n < 2:
+        return skipped_case(name, tuple(Q.shape), "needs at least two tokens")
+    p = run.adapter.precision
+    positions = range(1, n) if n <= MAX_PERTURBED + 1 else np.linspace(1, n - 1, MAX_PERTURBED)
+    try:
+        base = _output(run, Q, K, V, g, j0.reference.shape)
+    except Exception as exc:  # noqa: BLE001 - reported as the check's failure
+        return failed_case(name, tuple(Q.shape), f"fn failed on the unperturbed input: {exc}")
+    leaks: list[tuple[int, int]] = []
+    for j in sorted({int(x) for x in positions}):
+        Q2, K2, V2 = Q.copy(), K.copy(), V.copy()
+        Q2[..., j, :] = round_to(-2.0 * Q[..., j, :] + rng.standard_normal(Q.shape[-1]), p)
+        K2[..., j, :] = round_to(-2.0 * K[..., j, :] + rng.standard_normal(K.shape[-1]), p)
+        V2[..., j, :] = round_to(V[..., j, :] + 5.0, p)
+        try:
+            args2, kw2 = run.reference.args(Q2, K2, V2, g)
+            with np.errstate(all="ignore"):
+                ref2 = run.reference.output(args2, kw2)
+                tol2 = run.reference.tolerance(args2, kw2, j0.model, 0, ref2, Q.shape[-1])
+            moved = _output(run, Q2, K2, V2, g, ref2.shape)
+        except Exception:  # noqa: BLE001 - a perturbation the reference cannot take is not judged
+            continue
+        with np.errstate(invalid="ignore"):
+            diff = np.abs(moved[..., :j, :] - base[..., :j, :])
+            room = j0.tolerance[..., :j, :] + tol2[..., :j, :]
+        bad = (diff > room).any(axis=tuple(a for a in range(diff.ndim) if a != diff.ndim - 2))
+        leaks += [(int(i), j) for i in np.nonzero(bad)[0]]
+    shape = tuple(Q.shape)
+    if not leaks:
+        return AttentionCase(name, shape, True, 0.0, 0.0, 0.0, None, math.nan, "no leak")
+    t, j = min(leaks, key=lambda x: (x[1] - x[0], x[0]))
+    note = (
+        f"output at t = {t} depends on token t + {j - t} (perturbing future tokens moved "
+        f"{len({i for i, _ in leaks})} earlier rows beyond rounding)"
+    )
+    return AttentionCase(name, shape, False, math.inf, math.inf, math.inf, None, math.nan, note)
+
+
+# ----- state hand-over -------------------------------------------------------
+
+
+def state_reader(adapter, read_state=None):
+    """Read a layer's state as a :class:`State`: ``(S, z)``, ``S`` alone, or ``read_state(value)``.
+
+    ``read_state`` (the user's converter, e.g. for fla's ``(B, H, K, V)``
+    tensor without ``z``) returns ``S`` or ``(S, z)`` as arrays of any framework.
+    """
+
+    def read(value: Any) -> State:
+        if read_state is not None:
+            value = read_state(value)
+        if isinstance(value, State) or (isinstance(value, (tuple, list)) and len(value) == 2):
+            S, _ = adapter.to_numpy(value[0], "state S")
+            z = None if value[1] is None else adapter.to_numpy(value[1], "state z")[0]
+            return State(S, z)
+        if isinstance(value, (tuple, list)) and len(value) == 1:
+            value = value[0]
+        S, _ = adapter.to_numpy(value, "state")
+        return State(S, None)
+
+    return read
+
+
+def _state_bound(args, model, n: int) -> np.ndarray:
+    """Bound on the rounding of ``[S, z]`` after ``n`` tokens, in the layer's model and float64.
+
+    Every entry ``sum_j d_j phi(k_j) w_j`` (decays ``d_j <= 1``, ``w = [v, 1]``)
+    passes through at most ``3 n + 2 D + 8`` roundings in any of the forms.
+    """
+    pk, V = args[1], args[2]
+    D = pk.shape[-1]
+    k = 3 * n + 2 * D + 8
+    W = np.concatenate([np.abs(V), np.ones(V.shape[:-1] + (1,))], axis=-1)
+    mag = np.swapaxes(np.abs(pk), -1, -2) @ W
+    return (gamma(k, model) + gamma(k)) * mag * (1.0 + gamma(k))
+
+
+def _propagated(args, E0, log_gates, normalize, ref, den) -> np.ndarray:
+    """Effect on each output of an error ``E0`` (matrix ``[S, z]``) in the state handed in."""
+    aq = np.abs(args[0])
+    zeros = np.zeros(args[1].shape)
+    W = np.zeros(args[2].shape[:-1] + (E0.shape[-1],))
+    eff, _ = chunked_products(aq, zeros, W, 64, S0=E0, log_gates=log_gates)
+    if not normalize:
+        return eff
+    e_num, e_den = eff[..., :-1], eff[..., -1:]
+    lo = den - e_den
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = (e_num + np.abs(ref) * e_den) / lo
+    return np.where(lo > 0, out, np.inf)
+
+
+def state_checks(run: Run, j0: Judged, read, normalize: bool) -> list[AttentionCase]:
+    """Final state against the reference's, and a split run against one pass."""
+    if j0.reference is None:
+        return [skipped_case("state hand-over", (), f"case '{j0.case.name}' could not be judged")]
+    Q, K, V, g = j0.Q, j0.K, j0.V, j0.gates
+    n, shape = Q.shape[-2], tuple(Q.shape)
+    family = run.reference.family
+    form = get_form("gated_chunked" if family == "gated" else "chunked")
+    lead = j0.args[:4] if family == "gated" else j0.args[:3]
+    _, ref_state = form.call(*lead, causal=True, normalize=normalize, return_state=True)
+    out: list[AttentionCase] = []
+    try:
+        raw = call_layer(run, Q, K, V, g, initial_state=None)
+        if not (isinstance(raw, (tuple, list)) and len(raw) == 2):
+            raise InvalidArgument(
+                "with state=True, `fn(Q, K, V, initial_state=None)` must return (out, state), "
+                f"got {type(raw).__name__}"
+            )
+        state = read(raw[1])
+    except InvalidArgument:
+        raise
+    except Exception as exc:  # noqa: BLE001
+        return [failed_case("final state", shape, f"fn raised {type(exc).__name__}: {exc}")]
+    E = _state_bound(j0.args, j0.model, n)
+    E = E if normalize else E[..., :-1]
+    refM = (
+        ref_state.S if not normalize else np.concatenate([ref_state.S, ref_state.z[..., None]], -1)
+    )
+    gotS = (
+        state.S if not normalize else np.concatenate([state.S, np.asarray(state.z)[..., None]], -1)
+    )
+    if gotS.shape != refM.shape:
+        out.append(
+            failed_case("final state", shape, f"state of shape {gotS.shape}, expected {refM.shape}")
+        )
+    else:
+        out.append(compare("final state", shape, gotS, refM, E))
+    out.append(_split_check(run, j0, normalize))
+    return out
+
+
+def _split_check(run, j0, normalize) -> AttentionCase:
+    """Prefill half the tokens, then the rest but two, then the last two one at a time.
+
+    The layer's own state object is handed back to it as it returned it; the
+    converter only reads it (to compare with the reference).
+    """
+    Q, K, V, g = j0.Q, j0.K, j0.V, j0.gates
+    n, shape = Q.shape[-2], tuple(Q.shape)
+    name = "state hand-over"
+    if n < 4:
+        return skipped_case(name, shape, "needs at least four tokens to split")
+    cuts = [0, n // 2, n - 2, n - 1, n]
+    pieces, handed, tol_extra = [], None, np.zeros(j0.reference.shape)
+    log_g = None if j0.gates is None else np.log(j0.gates)
+    den = _normalizers(run, j0) if normalize else None
+    try:
+        for a, b in zip(cuts[:-1], cuts[1:], strict=True):
+            gs = None if g is None else g[..., a:b]
+            raw = call_layer(
+                run, Q[..., a:b, :], K[..., a:b, :], V[..., a:b, :], gs, initial_state=handed
+            )
+            got, _, problem = read_output(run, raw[0], j0.reference[..., a:b, :].shape)
+            if problem:
+                return failed_case(name, shape, f"piece {a}:{b}: {problem}")
+            pieces.append(np.asarray(got))
+            if a > 0:  # the handed state's error reaches every output of this piece
+                seg = tuple(x[..., a:b, :] for x in j0.args[:3])
+                E0 = _state_bound(tuple(x[..., :a, :] for x in j0.args[:3]), j0.model, a)
+                E0 = E0 if normalize else E0[..., :-1]
+                lg = None if log_g is None else log_g[..., a:b]
+                d = None if den is None else den[..., a:b, :]
+                tol_extra[..., a:b, :] = _propagated(
+                    seg, E0, lg, normalize, j0.reference[..., a:b, :], d
+                )
+            handed = raw[1]
+    except InvalidArgument:
+        raise
+    except Exception as exc:  # noqa: BLE001
+        return failed_case(name, shape, f"fn raised {type(exc).__name__}: {exc}")
+    joined: np.ndarray = np.concatenate(pieces, axis=-2)
+    return compare(
+        name, shape, joined, j0.reference, j0.tolerance + tol_extra, "cuts at n/2, n-2, n-1"
+    )
+
+
+def _normalizers(run, j0) -> np.ndarray:
+    report = run.reference.form.call(*j0.args, causal=True, on_bad_normalizer="report", **j0.kw)
+    return np.asarray(report.normalizer)[..., None]
+
+
+def chunk_size_checks(run: Run, j0: Judged, sizes=(1, 3, 16)) -> list[AttentionCase]:
+    """The layer's output at several chunk sizes, each against the reference."""
+    if j0.reference is None:
+        return []
+    out = []
+    for c in sizes:
+        name = f"chunk_size={c}"
+        try:
+            got = _output(run, j0.Q, j0.K, j0.V, j0.gates, j0.reference.shape, chunk_size=c)
+        except _LayerProblem as exc:
+            out.append(failed_case(name, tuple(j0.Q.shape), str(exc)))
+            continue
+        except Exception as exc:  # noqa: BLE001
+            out.append(
+                failed_case(name, tuple(j0.Q.shape), f"fn raised {type(exc).__name__}: {exc}")
+            )
+            continue
+        out.append(compare(name, tuple(j0.Q.shape), got, j0.reference, j0.tolerance))
+    return out

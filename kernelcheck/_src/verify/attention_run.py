@@ -1,0 +1,215 @@
+"""Running a user's attention layer case by case, and judging each output against the reference.
+
+The machinery behind ``verify.attention``: hand the rounded inputs to the
+layer in its framework and layout, read its output back, pick the rounding
+model it is judged with, compare entrywise, and diagnose a failure.  The
+extra checks (causality by perturbation, state hand-over, chunk sizes) live
+in :mod:`kernelcheck._src.verify.attention_checks`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from kernelcheck._src.core.rounding import (
+    PRECISIONS,
+    Precision,
+    RoundingModel,
+    precision,
+    probabilistic_lambda,
+)
+from kernelcheck._src.verify.adapters import Adapter, round_to
+from kernelcheck._src.verify.attention_cases import (
+    Case,
+    from_layout,
+    gates_to_layout,
+    to_layout,
+)
+from kernelcheck._src.verify.attention_diagnosis import diagnose
+from kernelcheck._src.verify.attention_reference import STORAGE_OPS, Reference
+from kernelcheck._src.verify.attention_report import AttentionCase, failed_case, skipped_case
+from kernelcheck.errors import BadNormalizer, InvalidArgument, NumericalFailure
+
+__all__ = ["Run", "Judged", "run_case", "compare", "rounding_model", "call_layer", "read_output"]
+
+
+class Run(NamedTuple):
+    """Everything a case needs: the layer, its framework, the reference and the options."""
+
+    fn: Any
+    adapter: Adapter
+    reference: Reference
+    layout: str
+    dtype: Precision | None  # declared storage precision (None: read it from the output)
+    accumulate: Precision | None
+    failure: float | None  # None: worst-case model; else the probabilistic model's failure rate
+    pass_gates: bool  # per-token gates are an input of the layer
+    seed_value: int | None
+
+
+class Judged(NamedTuple):
+    """A case's rounded inputs, reference, output and tolerance, for the extra checks."""
+
+    case: AttentionCase
+    Q: np.ndarray
+    K: np.ndarray
+    V: np.ndarray
+    gates: np.ndarray | None
+    reference: np.ndarray | None
+    tolerance: np.ndarray | None
+    model: RoundingModel | None
+    args: tuple
+    kw: dict
+
+
+def _is_16bit(p: Precision) -> bool:
+    return p.u > PRECISIONS["float32"].u
+
+
+def rounding_model(run: Run, out_dtype: str, shape: tuple) -> tuple[RoundingModel, int, str]:
+    """The model the layer is judged with, the roundings it did to its inputs, a note.
+
+    Storage is the declared ``dtype`` (or the output's precision when none is
+    declared); accumulation is ``accumulate`` (default float32 for 16-bit
+    storage, else the storage precision).  A layer handed float64 inputs that
+    computes in a lower precision rounds them itself: two more roundings per
+    term.
+    """
+    note = ""
+    if run.dtype is None:
+        storage = precision(out_dtype)
+        handed = run.adapter.precision
+    else:
+        storage = run.dtype
+        handed = run.dtype
+        if out_dtype != storage.name:
+            note = (
+                f"fn returned {out_dtype} while computing in {storage.name} (dtype=): judged "
+                f"in {storage.name}"
+            )
+    acc = run.accumulate
+    if acc is None:
+        acc = precision("float32") if _is_16bit(storage) else storage
+    storage_ops = 0 if storage.u <= acc.u else STORAGE_OPS[run.reference.family]
+    lam = None
+    if run.failure is not None:
+        terms = float(np.prod(shape, dtype=np.float64)) * shape[-2] * 8
+        lam = probabilistic_lambda(terms, run.failure)
+    model = RoundingModel(acc, storage, storage_ops, lam, run.failure)
+    cast_ops = 2 if handed.u < storage.u else 0
+    return model, cast_ops, note
+
+
+def call_layer(run: Run, Q, K, V, gates, **kwargs):
+    """``fn`` on the rounded inputs, as the layer's framework arrays in its layout."""
+    a = run.adapter
+    args = [a.to_framework(to_layout(X, run.layout)) for X in (Q, K, V)]
+    if run.pass_gates:
+        args.append(a.to_framework(gates_to_layout(gates, run.layout)))
+    return run.fn(*args, **kwargs)
+
+
+def read_output(run: Run, raw, expected: tuple) -> tuple[np.ndarray | None, str, str]:
+    """The layer's output in float64, internal layout; its dtype name; a failure note ('' if ok)."""
+    try:
+        out, dname = run.adapter.to_numpy(raw, "output")
+    except InvalidArgument as exc:
+        return None, "", str(exc)
+    if run.layout == "bnhd" and out.ndim == 4:
+        out = from_layout(out, run.layout)
+    if out.shape != expected:
+        return None, dname, f"fn returned shape {out.shape}, expected {expected}"
+    if not np.isfinite(out).all():
+        where = tuple(int(i) for i in np.argwhere(~np.isfinite(out))[0])
+        return out, dname, f"fn returned a non-finite value {out[where]!r} at {where}"
+    return out, dname, ""
+
+
+def compare(name: str, shape: tuple, got, ref, tol, note: str = "") -> AttentionCase:
+    """Entrywise ``|got - ref| <= tol``: the case's verdict and its numbers."""
+    err = np.abs(got - ref)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(err == 0, 0.0, err / tol)
+        rel = np.where(np.abs(ref) > 0, tol / np.abs(ref), np.inf)
+    where = tuple(int(i) for i in np.unravel_index(int(np.argmax(ratio)), ratio.shape))
+    at = tuple(int(i) for i in np.unravel_index(int(np.argmax(err)), err.shape))
+    ok = bool((err <= tol).all())
+    if not ok:
+        beyond = f"{int((err > tol).sum())} of {err.size} entries beyond tolerance"
+        note = f"{beyond}; {note}" if note else beyond
+    finite = rel[np.isfinite(rel)]
+    return AttentionCase(
+        name,
+        shape,
+        ok,
+        float(err.max()),
+        float(ratio[where]),
+        float(err[where]),
+        where,
+        float(tol[where]),
+        note,
+        max_error_at=at,
+        detectable=float(finite.min()) if finite.size else math.nan,
+    )
+
+
+def _rounded(run: Run, case: Case, gates):
+    """The case's inputs (and gates) rounded to the precision they are handed over in."""
+    p = run.adapter.precision
+    Q, K, V = (round_to(np.asarray(X), p) for X in (case.Q, case.K, case.V))
+    if gates is not None:
+        g = round_to(gates, p)
+        # a gate of 1 - 2^-12 rounds to 1 in bfloat16 (fine); one below the range would be 0
+        gates = np.where(g > 0, g, np.nextafter(0.0, 1.0, dtype=np.float64))
+    return Q, K, V, gates
+
+
+def run_case(run: Run, case: Case, gates) -> Judged:
+    """Run ``fn`` on one case and judge its output (a skipped or failed case is not an error)."""
+    ref_obj = run.reference
+    if case.skip or case.Q is None:
+        return _judged(skipped_case(case.name, (), case.skip))
+    shape = tuple(case.Q.shape)
+    try:
+        Q, K, V, g = _rounded(run, case, gates)
+    except InvalidArgument as exc:
+        return _judged(skipped_case(case.name, shape, str(exc)))
+    try:
+        args, kw = ref_obj.args(Q, K, V, g)
+        with np.errstate(all="ignore"):
+            ref = ref_obj.output(args, kw)
+    except (BadNormalizer, NumericalFailure) as exc:
+        reason = str(exc).split(";")[0]
+        return _judged(skipped_case(case.name, shape, f"reference not defined here: {reason}"))
+    except InvalidArgument as exc:
+        if case.name == "d=1":
+            return _judged(skipped_case(case.name, shape, f"reference does not accept d=1: {exc}"))
+        raise
+    try:
+        raw = call_layer(run, Q, K, V, g)
+    except Exception as exc:  # the user's code failed on this input: a finding, not a crash
+        return _judged(failed_case(case.name, shape, f"fn raised {type(exc).__name__}: {exc}"))
+    got, dname, problem = read_output(run, raw, ref.shape)
+    if got is None or problem and not dname:
+        return _judged(failed_case(case.name, shape, problem))
+    model, cast_ops, note = rounding_model(run, dname, shape)
+    with np.errstate(all="ignore"):
+        tol = ref_obj.tolerance(args, kw, model, cast_ops, ref, Q.shape[-1])
+    if problem:  # a non-finite output
+        where = tuple(int(i) for i in np.argwhere(~np.isfinite(got))[0])
+        c = AttentionCase(
+            case.name, shape, False, math.inf, math.inf, math.inf, where, float(tol[where]), problem
+        )
+        return Judged(c, Q, K, V, g, ref, tol, model, args, kw)
+    result = compare(case.name, shape, got, ref, tol, note)
+    if result.passed is False:
+        result = dataclasses.replace(result, diagnosis=diagnose(ref_obj, args, kw, got, tol, g))
+    return Judged(result, Q, K, V, g, ref, tol, model, args, kw)
+
+
+def _judged(case: AttentionCase) -> Judged:
+    return Judged(case, None, None, None, None, None, None, None, (), {})  # type: ignore[arg-type]
