@@ -12,7 +12,6 @@ the exact effect of a declared stabiliser.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import Any
 
