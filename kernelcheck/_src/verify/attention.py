@@ -204,7 +204,7 @@ def _attention_iv(fn, o: dict) -> _Options:
         int(seed) if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool) else None
     )
     model_failure = failure if error_model == "probabilistic" else None
-    run = Run(fn, ad, ref, layout, declared, acc, model_failure, callable(decay), seed_value)
+    run = Run(fn, ad, ref, layout, declared, acc, model_failure, callable(decay), seed_value, state)
     check = as_bool(o["check_causality"], "check_causality")
     return _Options(
         run, rng, cases, causal, decay, state, o["read_state"], check and causal, normalize

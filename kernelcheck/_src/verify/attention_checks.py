@@ -47,7 +47,11 @@ def takes(fn, name: str) -> bool:
 
 
 def _output(run: Run, Q, K, V, g, expected, **kwargs):
+    if run.state:
+        kwargs.setdefault("initial_state", None)
     raw = call_layer(run, Q, K, V, g, **kwargs)
+    if run.state:
+        raw = raw[0]
     out, _, problem = read_output(run, raw, expected)
     if problem:
         raise _LayerProblem(problem)

@@ -12,6 +12,7 @@ the exact effect of a declared stabiliser.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -128,6 +129,33 @@ class Reference:
     def output(self, args, kw):
         """The reference output (raises BadNormalizer / NumericalFailure where undefined)."""
         return self.form.call(*args, causal=self.causal, **kw)
+
+    def largest_intermediate(self, args, kw) -> float:
+        """An upper bound on the magnitude of the numbers any form stores on the way.
+
+        Linear and gated: the features, the state ``sum_j |phi(k_j)| |[v_j, 1]|``
+        and the numerators ``|phi(q)| . state`` (full sums bound every prefix;
+        decays are at most 1).  Softmax: the logits and ``n max |v|`` (weights
+        are at most 1 after the row maximum).  Kernelized: the Gram entries
+        times ``n max |v|``.  A layer storing in a format whose largest number
+        is below this cannot represent its own intermediates.
+        """
+        with np.errstate(over="ignore"):
+            if self.family in ("linear", "gated"):
+                aq, ak, V = np.abs(args[0]), np.abs(args[1]), np.abs(args[2])
+                W = np.concatenate([V, np.ones(V.shape[:-1] + (1,))], axis=-1)
+                state = np.swapaxes(ak, -1, -2) @ W
+                return float(max(aq.max(), ak.max(), state.max(), (aq @ state).max()))
+            n = args[1].shape[-2]
+            vmax = float(np.abs(args[2]).max())
+            if self.family == "softmax":
+                Q, K = args[0], args[1]
+                scale = kw.get("scale") or 1.0 / math.sqrt(Q.shape[-1])
+                logits = scale * float(np.abs(Q).max()) * float(np.abs(K).sum(axis=-1).max())
+                return max(logits, n * vmax)
+            G = np.abs(self.kernel(args[0].reshape(-1, args[0].shape[-1]),
+                                   args[1].reshape(-1, args[1].shape[-1])))  # fmt: skip
+            return float(G.max()) * n * max(vmax, 1.0)
 
     def extra_ops(self, d: int) -> int:
         """Roundings per term of the layer's own feature map (2 ops: one map on each side)."""

@@ -49,6 +49,7 @@ class Run(NamedTuple):
     failure: float | None  # None: worst-case model; else the probabilistic model's failure rate
     pass_gates: bool  # per-token gates are an input of the layer
     seed_value: int | None
+    state: bool = False  # fn(Q, K, V, initial_state=None) -> (out, state)
 
 
 class Judged(NamedTuple):
@@ -190,13 +191,33 @@ def run_case(run: Run, case: Case, gates) -> Judged:
             return _judged(skipped_case(case.name, shape, f"reference does not accept d=1: {exc}"))
         raise
     try:
-        raw = call_layer(run, Q, K, V, g)
+        raw = call_layer(run, Q, K, V, g, **({"initial_state": None} if run.state else {}))
+        if run.state:
+            if not (isinstance(raw, (tuple, list)) and len(raw) == 2):
+                raise InvalidArgument(
+                    "with state=True, `fn(Q, K, V, initial_state=None)` must return (out, state), "
+                    f"got {type(raw).__name__}"
+                )
+            raw = raw[0]
+    except InvalidArgument:
+        raise
     except Exception as exc:  # the user's code failed on this input: a finding, not a crash
         return _judged(failed_case(case.name, shape, f"fn raised {type(exc).__name__}: {exc}"))
     got, dname, problem = read_output(run, raw, ref.shape)
     if got is None or problem and not dname:
         return _judged(failed_case(case.name, shape, problem))
     model, cast_ops, note = rounding_model(run, dname, shape)
+    big = ref_obj.largest_intermediate(args, kw)
+    if big > model.storage.max / 2:
+        return _judged(
+            skipped_case(
+                case.name,
+                shape,
+                f"the layer's intermediates reach {big:.3g}, beyond half of {model.storage.name}'s "
+                f"largest number {model.storage.max:.3g}: this case tests the format's range, "
+                "not the layer's arithmetic",
+            )
+        )
     with np.errstate(all="ignore"):
         tol = ref_obj.tolerance(args, kw, model, cast_ops, ref, Q.shape[-1])
     if problem:  # a non-finite output
