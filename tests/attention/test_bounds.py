@@ -221,6 +221,7 @@ def test_linear_error_bound_is_inf_where_the_sign_is_uncertain():
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("extra, dtype", [(0, None), (2, np.float32)])
 def test_softmax_error_bound_is_the_docstring_formula(causal, extra, dtype):
+    """The bound is the smaller of the coarse (max |v|) and the fine (output-scaled) formula."""
     n, d, dv = 6, 3, 2
     Q, K = RNG.normal(size=(2, n, d))
     V = RNG.normal(size=(n, dv))
@@ -229,15 +230,32 @@ def test_softmax_error_bound_is_the_docstring_formula(causal, extra, dtype):
     eta = float(np.finfo(dtype or np.float64).smallest_subnormal)
     got = att.softmax_error_bound(Q, K, V, causal=causal, scale=scale, dtype=dtype, extra_ops=extra)
     for i in range(n):
-        J = range(i + 1) if causal else range(n)
-        kmax = np.abs(K[list(J)]).max(axis=0)
-        vmax = np.abs(V[list(J)]).max(axis=0)
+        J = list(range(i + 1) if causal else range(n))
+        kmax = np.abs(K[J]).max(axis=0)
+        vmax = np.abs(V[J]).max(axis=0)
         r = scale * np.abs(Q[i]) @ kmax * (1 + gamma(d + 2))
         theta = gamma(d + 2 + extra, dtype or np.float64) * r + 2 * u * r + 5 * u
         gn = gamma(n + extra, dtype or np.float64)
         factor = math.expm1(2 * theta) * (1 + u) + 2 * gn / (1 - gn) + u
-        expected = (factor * vmax + (3 * n + 2) * eta * (1 + vmax)) * (1 + gamma(6))
-        assert np.allclose(got[i], expected, rtol=1e3 * U, atol=0)
+        coarse = (factor * vmax + (3 * n + 2) * eta * (1 + vmax)) * (1 + gamma(6))
+        # the fine formula, from the weights directly
+        r64 = scale * np.abs(Q[i]) @ kmax * (1 + gamma(d + 2))
+        theta64 = gamma(d + 2) * r64 + 2 * U * r64 + 5 * U
+        gn64 = gamma(n)
+        margin = (
+            (math.expm1(2 * theta64) * (1 + U) + 2 * gn64 / (1 - gn64) + U) * vmax
+            + (3 * n + 2) * 2.0**-1074 * (1 + vmax)
+        ) * (1 + gamma(6))
+        s_ = scale * K[J] @ Q[i]
+        w = np.exp(s_ - s_.max())
+        a = w @ V[J] / w.sum()
+        A = w @ np.abs(V[J]) / w.sum()
+        dev = np.maximum(V[J].max(axis=0) - a, a - V[J].min(axis=0)) + margin
+        X = math.exp(2 * theta) * math.expm1(2 * theta) * dev
+        Y = gn / (1 - gn) * (math.exp(2 * theta) * (A + margin) + np.abs(a) + margin + X)
+        Z = u * (np.abs(a) + margin + X + Y)
+        fine = (X + Y + Z + (3 * n + 2) * eta * (1 + np.abs(V).max())) * (1 + gamma(8))
+        assert np.allclose(got[i], np.minimum(coarse, fine), rtol=1e3 * U, atol=0)
     default = att.softmax_error_bound(Q, K, V, causal=causal)
     explicit = att.softmax_error_bound(Q, K, V, causal=causal, scale=1 / math.sqrt(d))
     assert np.array_equal(default, explicit)

@@ -11,10 +11,12 @@ unit roundoff, ``gamma_k = k u / (1 - k u)``; each bound is entrywise on
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
 
+from kernelcheck._src.attention import exact
 from kernelcheck._src.attention.blocking import chunked_products, swap, with_ones
 from kernelcheck._src.attention.exact import gram_blocks
 from kernelcheck._src.attention.inputs import (
@@ -25,13 +27,21 @@ from kernelcheck._src.attention.inputs import (
     softmax_iv,
     state_matrix_iv,
 )
-from kernelcheck._src.core.rounding import eta, gamma, unit_roundoff
+from kernelcheck._src.core.rounding import (
+    RoundingModel,
+    eta,
+    gamma,
+    unit_roundoff,
+)
 from kernelcheck._src.core.validate import (
     as_bool,
     as_int,
     describe,
 )
-from kernelcheck.errors import InvalidArgument
+from kernelcheck.errors import (
+    InvalidArgument,
+    NumericalFailure,
+)
 
 # Accuracy of NumPy's exp, in units of u (libm and SIMD versions are within a
 # few ulp; 4 ulp is assumed by the softmax error model).
@@ -214,7 +224,59 @@ def linear_family_bound(phi_q, phi_k, V, causal, dt, extra_ops, normalize, M0, l
         E = E + g64 * (1.0 + g64) * absH
     if not normalize:
         return E * (1.0 + gamma(4, np.float64))
-    return _quotient_bound(absH * (1.0 + g64), E, H[..., -1], unit_roundoff(dt))
+    coarse = _quotient_bound(absH * (1.0 + g64), E, H[..., -1], unit_roundoff(dt))
+    if not (isinstance(dt, RoundingModel) and dt.storage_ops):
+        return coarse
+    rho = None if log_gates is None else rho_dt
+    fine = _linear_fine(absH * (1.0 + g64), H, V, causal, dt, k, D, extra_ops, rho, g64, E)
+    return np.minimum(coarse, fine)
+
+
+def _linear_fine(absH, H, V, causal, dt, k, D, extra_ops, rho, g64, E):
+    """The quotient bound of a layer storing in a coarser format, weights' roundings shared.
+
+    A 16-bit layer rounds its two feature vectors when it stores them (2
+    storage roundings, with the ``D + extra_ops`` of the dot product and the
+    maps, and the decays' ``rho``): an error ``delta_ij`` of the weight
+    ``w_ij``, common to the numerator and the normaliser, moves the average
+    by ``sum w delta (v - a) / sum w (1 + delta)``, at most
+    ``X = rho_w sum_j |w_ij| max_j |v_j - a_i| / lo``.  The sums carry
+    ``rho_s = (1 + gamma_k(acc))(1 + gamma_2(storage)) - 1`` each (the sum
+    and the stored state or normaliser):
+    ``Y = (rho_s |w| |v| + (|a| + X) rho_s |w| 1)(1 + rho_w) / lo``, and the
+    stored output ``Z = (u_s + u_a)(|a| + X + Y)``, with
+    ``lo = den - (rho_w + rho_s (1 + rho_w)) sum_j |w_ij|`` (``inf`` where it
+    is not positive).  ``a``, ``den`` are float64, widened by the float64
+    model's share of ``E``.
+    """
+    acc = dataclasses.replace(dt, storage_ops=0)
+    u_s, u_a = dt.storage.u, dt.accumulate.u
+    rho_w = (1.0 + gamma(D + extra_ops, acc)) * (1.0 + gamma(2, dt.storage)) - 1.0
+    if rho is not None:
+        rho_w = (1.0 + rho_w) * (1.0 + rho) - 1.0
+    rho_s = (1.0 + gamma(k, acc)) * (1.0 + gamma(2, dt.storage)) - 1.0
+    den = H[..., -1:]
+    sw = absH[..., -1:]
+    e64 = g64 * absH  # the float64 reference's own error, num and den
+    with np.errstate(divide="ignore", invalid="ignore"):
+        a = H[..., :-1] / den
+        margin = (e64[..., :-1] + np.abs(a) * e64[..., -1:]) / (den - e64[..., -1:])
+    V64 = np.asarray(V, dtype=np.float64)
+    if causal:
+        vhi, vlo = np.maximum.accumulate(V64, axis=-2), np.minimum.accumulate(V64, axis=-2)
+    else:
+        vhi, vlo = V64.max(axis=-2, keepdims=True), V64.min(axis=-2, keepdims=True)
+    dev = np.maximum(vhi - a, a - vlo) + margin
+    absa = np.abs(a) + margin
+    lo = den - e64[..., -1:] - (rho_w + rho_s * (1.0 + rho_w)) * sw
+    with np.errstate(divide="ignore", invalid="ignore"):
+        X = rho_w * sw * dev / lo
+        Y = (rho_s * absH[..., :-1] + (absa + X) * rho_s * sw) * (1.0 + rho_w) / lo
+        Z = (u_s + u_a) * (absa + X + Y)
+        out = (X + Y + Z + E[..., :-1] * 0.0) * (1.0 + gamma(8))
+    under = _underflow_term(1, dt, absH)  # the coarse bound's underflow share, per entry
+    out = out + under
+    return np.where((lo > 0) & np.isfinite(out), out, np.inf)
 
 
 def gated_error_bound(
@@ -323,6 +385,15 @@ def softmax_error_bound(
     ``max_j`` runs over ``j <= i`` when causal.  Algorithm-independent enough
     to bound any stable softmax attention (block-wise or online maxima).
 
+    A second bound uses the output's own scale instead of ``max_j |v_j|``
+    (see ``_softmax_fine``: the weights' perturbation moves the average by
+    at most ``e^(2 theta) expm1(2 theta) max_j |v_j - a_i|``, the sums by
+    ``gamma_n`` times ``sum_j w_ij |v_j| / sum_j w_ij + |a_i|``); it is much
+    smaller where the output is as large as the values (positive values) and
+    for layers that store in 16 bits, whose roundings of the weights and the
+    output it counts separately.  The result is the entrywise minimum of the
+    two bounds, each valid on its own.
+
     Parameters
     ----------
     Q, K : array_like, shape (..., n, d)
@@ -352,6 +423,19 @@ def softmax_error_bound(
     Q, K, V, causal, scale = softmax_iv(Q, K, V, causal, scale)
     dt = dtype_iv(dtype, V.dtype)
     extra_ops = as_int(extra_ops, "extra_ops", minimum=0)
+    with np.errstate(over="ignore", invalid="ignore"):
+        coarse, r, vmax = _softmax_coarse(Q, K, V, causal, scale, dt, extra_ops)
+        coarse64, _, _ = _softmax_coarse(Q, K, V, causal, scale, np.float64, 0)
+        try:
+            fine = _softmax_fine(Q, K, V, causal, scale, dt, extra_ops, r, coarse64)
+        except NumericalFailure:  # the float64 reference itself overflows: the coarse bound
+            fine = coarse
+        out = np.minimum(coarse, fine)  # both bound the error: the smaller one does
+    return np.broadcast_to(out, Q.shape[:-1] + V.shape[-1:]).copy()
+
+
+def _softmax_coarse(Q, K, V, causal, scale, dt, extra_ops):
+    """The bound with ``max_j |v_j|`` as the scale of every term (see the docstring)."""
     u = unit_roundoff(dt)
     n, d = K.shape[-2], Q.shape[-1]  # n: the number of keys summed over
     absK = np.abs(K).astype(np.float64)
@@ -362,25 +446,68 @@ def softmax_error_bound(
     else:  # (..., 1, d) and (..., 1, d_v), broadcast against every query
         kmax = absK.max(axis=-2, keepdims=True)
         vmax = absV.max(axis=-2, keepdims=True)
-    with np.errstate(over="ignore"):  # |q| |k| beyond the range: r = inf, the bound inf
-        r = (
-            scale
-            * np.sum(np.abs(Q).astype(np.float64) * kmax, axis=-1)
-            * (1.0 + gamma(d + 2, np.float64))
-        )
-        theta = gamma(d + 2 + extra_ops, dt) * r + 2.0 * u * r + (_EXP_ULPS + 1) * u
+    # |q| |k| beyond the range: r = inf, the bound inf
+    r = (
+        scale
+        * np.sum(np.abs(Q).astype(np.float64) * kmax, axis=-1)
+        * (1.0 + gamma(d + 2, np.float64))
+    )
+    theta = gamma(d + 2 + extra_ops, dt) * r + 2.0 * u * r + (_EXP_ULPS + 1) * u
     gn = gamma(n + extra_ops, dt)
-    with np.errstate(over="ignore"):
-        factor = np.expm1(2.0 * theta) * (1.0 + u) + 2.0 * gn / (1.0 - gn) + u
+    factor = np.expm1(2.0 * theta) * (1.0 + u) + 2.0 * gn / (1.0 - gn) + u
     # Gradual underflow: weights and products below the normal range carry an
     # absolute error of at most 2 eta each (at most 3 n + 2 of them per entry).
     under = (3 * n + 2) * eta(dt) * (1.0 + vmax)
     # Where every value is 0 the output is exactly 0 whatever the weights:
     # the weight term is 0 there (an infinite factor must not make it NaN).
-    with np.errstate(invalid="ignore", over="ignore"):
-        weighted = np.where(vmax > 0, factor[..., None] * vmax, 0.0)
-        out = (weighted + under) * (1.0 + gamma(6, np.float64))
-    return np.broadcast_to(out, Q.shape[:-1] + V.shape[-1:]).copy()
+    weighted = np.where(vmax > 0, factor[..., None] * vmax, 0.0)
+    out = (weighted + under) * (1.0 + gamma(6, np.float64))
+    return np.broadcast_to(out, Q.shape[:-1] + V.shape[-1:]), r, vmax
+
+
+def _softmax_fine(Q, K, V, causal, scale, dt, extra_ops, r, margin):
+    """The bound with the output's own scale: deviations ``|v_j - a_i|`` and ``sum_j w_ij |v_j|``.
+
+    With logit perturbations ``|t_ij| <= theta_i`` the perturbed average
+    ``a' = sum w e^t v / sum w e^t`` differs from ``a`` by
+    ``sum w (e^t - 1)(v - a) / sum w e^t``, at most
+    ``X = e^(2 theta) expm1(2 theta) max_j |v_j - a_i|``; the two sums of at
+    most n terms add ``Y = gamma_n / (1 - gamma_n) (e^(2 theta) A_i + |a_i| + X)``
+    with ``A_i = sum_j w_ij |v_j| / sum_j w_ij``; the stored output (and a
+    stored normaliser) ``Z = s u_s (|a_i| + X + Y)``.  ``a`` and ``A`` are
+    float64 softmax outputs, widened by ``margin`` (the float64 coarse bound).
+    For a :class:`~kernelcheck._src.core.rounding.RoundingModel` storing in a
+    coarser format, the logits carry ``4 u_s r_i`` more (the scaled queries,
+    the product and the subtraction of the maximum are stored) and the
+    weights ``3 u_s`` (the exponential, the sum and the division), the output
+    ``2 u_s``; the sums accumulate in the accumulation precision.
+    """
+    if isinstance(dt, RoundingModel) and dt.storage_ops:
+        acc = dataclasses.replace(dt, storage_ops=0)
+        u_a, u_s, stored = dt.accumulate.u, dt.storage.u, True
+    else:
+        acc, u_a = dt, unit_roundoff(dt)
+        u_s, stored = u_a, False
+    n, d = K.shape[-2], Q.shape[-1]
+    Q64, K64, V64 = (np.asarray(X, dtype=np.float64) for X in (Q, K, V))
+    a = exact.softmax(Q64, K64, V64, causal=causal, scale=scale)
+    A = exact.softmax(Q64, K64, np.abs(V64), causal=causal, scale=scale)
+    if causal:
+        vhi, vlo = np.maximum.accumulate(V64, axis=-2), np.minimum.accumulate(V64, axis=-2)
+    else:
+        vhi, vlo = V64.max(axis=-2, keepdims=True), V64.min(axis=-2, keepdims=True)
+    dev = np.maximum(vhi - a, a - vlo) + margin
+    theta = gamma(d + 2 + extra_ops, acc) * r + 2.0 * u_a * r + (_EXP_ULPS + 1) * u_a
+    if stored:
+        theta = theta + 4.0 * u_s * r + 3.0 * u_s
+    t2 = 2.0 * theta[..., None]
+    X = np.exp(t2) * np.expm1(t2) * dev
+    gn = gamma(n + extra_ops, acc)
+    absa = np.abs(a) + margin
+    Y = gn / (1.0 - gn) * (np.exp(t2) * (A + margin) + absa + X)
+    Z = (2.0 if stored else 1.0) * u_s * (absa + X + Y)
+    under = (3 * n + 2) * eta(dt) * (1.0 + np.abs(V64).max())
+    return (X + Y + Z + under) * (1.0 + gamma(8, np.float64))
 
 
 def kernelized_error_bound(
