@@ -246,7 +246,7 @@ def _cmd_kernel(args: argparse.Namespace) -> int:
 
 def _cmd_unbiased(args: argparse.Namespace) -> int:
     from kernelcheck._src.mc.distributed import suggested_shards
-    from kernelcheck._src.verify.unbiased import run_unbiased_cli
+    from kernelcheck._src.verify.unbiased_cli import run_unbiased_cli
 
     _check_out(args)
     with _executor(args) as executor:

@@ -12,14 +12,13 @@ Examples
 153
 """
 
+from kernelcheck._src.features.base import RandomFeatureSampler, draw_projection
 from kernelcheck._src.features.random import (
     ESTIMATORS,
     HyperbolicRandomFeatures,
     OptimalPositiveRandomFeatures,
     PositiveRandomFeatures,
-    RandomFeatureSampler,
     TrigonometricRandomFeatures,
-    draw_projection,
     optimal_positive_parameter,
 )
 from kernelcheck._src.kernels.algebra import monomial_dim, unweighted_monomials, weighted_monomials

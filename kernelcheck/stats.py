@@ -14,13 +14,12 @@ Examples
 (10000, (3,))
 """
 
+from kernelcheck._src.features.moments import central_from_raw_ratios, central_moments_of_mean
 from kernelcheck._src.mc.engine import (
     BERRY_ESSEEN_C,
     DEFAULT_SHARD_SIZE,
     Moments,
     berry_esseen_bound,
-    central_from_raw_ratios,
-    central_moments_of_mean,
     root_seed_sequence,
     run_trials,
     shard_seed,

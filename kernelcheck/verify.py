@@ -14,16 +14,9 @@ used and where it came from, ``__str__`` (a one-line verdict) and ``to_dict()``.
 from kernelcheck._src.verify.attention import AttentionCase, AttentionReport, attention
 from kernelcheck._src.verify.feature_map import FeatureMapReport, feature_map
 from kernelcheck._src.verify.kernel import KernelReport, kernel
-from kernelcheck._src.verify.unbiased import (
-    PairResult,
-    RatioBiasResult,
-    SweepPoint,
-    UnbiasedReport,
-    default_points,
-    ratio_bias,
-    unbiased,
-    write_report,
-)
+from kernelcheck._src.verify.ratio_bias import RatioBiasResult, ratio_bias
+from kernelcheck._src.verify.unbiased import PairResult, SweepPoint, UnbiasedReport, unbiased
+from kernelcheck._src.verify.unbiased_report import default_points, write_report
 
 __all__ = [
     "kernel",

@@ -26,7 +26,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats as sps
 
-from kernelcheck._src.features.random import ESTIMATORS, draw_projection
+from kernelcheck._src.features.base import draw_projection
+from kernelcheck._src.features.random import ESTIMATORS
 from kernelcheck.kernels import Exponential
 from kernelcheck.verify import unbiased
 

@@ -498,13 +498,14 @@ def test_interrupt_before_the_writes_leaves_no_file(command, tmp_path, monkeypat
     """KeyboardInterrupt during the run: exit 130, a message saying so, no file in ``--out``."""
     from kernelcheck._src.scaling import experiment as scaling
     from kernelcheck._src.verify import unbiased as verify_unbiased
+    from kernelcheck._src.verify import unbiased_report
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
     out = tmp_path / "out"
     if command == "unbiased":
-        monkeypatch.setattr(verify_unbiased, "render_plots", interrupted)
+        monkeypatch.setattr(unbiased_report, "render_plots", interrupted)
         monkeypatch.setattr(verify_unbiased.UnbiasedReport, "to_markdown", interrupted)
         argv = _UNBIASED_SMALL
     else:

@@ -16,13 +16,12 @@ import numpy as np
 import pytest
 from scipy.optimize import minimize_scalar
 
+from kernelcheck._src.features.base import RandomFeatureSampler, draw_projection
 from kernelcheck._src.features.random import (
     HyperbolicRandomFeatures,
     OptimalPositiveRandomFeatures,
     PositiveRandomFeatures,
-    RandomFeatureSampler,
     TrigonometricRandomFeatures,
-    draw_projection,
     optimal_positive_parameter,
 )
 from kernelcheck._src.kernels.featuremap import FeatureMap

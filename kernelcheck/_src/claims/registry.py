@@ -1851,7 +1851,7 @@ def _check_c13(level: str):
 @_register(
     "C16",
     requires=(
-        "kernelcheck._src.verify.unbiased:ratio_bias",
+        "kernelcheck._src.verify.ratio_bias:ratio_bias",
         "kernelcheck._src.features.random:PositiveRandomFeatures",
     ),
     checked_by=("kernelcheck.verify.ratio_bias", "kernelcheck.features.PositiveRandomFeatures"),
@@ -1861,7 +1861,7 @@ def _check_c16(level: str):
     import numpy as np
 
     from kernelcheck._src.features.random import PositiveRandomFeatures
-    from kernelcheck._src.verify.unbiased import ratio_bias
+    from kernelcheck._src.verify.ratio_bias import ratio_bias
 
     d = 2
     ms, trials = _pick(

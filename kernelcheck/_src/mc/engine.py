@@ -22,8 +22,9 @@ M2..M4.  One worker or a hundred, one shard or a hundred, in any completion
 order, therefore give bit-identical results for the same seed and shard size.
 
 Statistics helpers: Berry-Esseen bounds (Shevtsova 2011, C = 0.4748 for
-i.i.d. sums), moments of the mean of m i.i.d. terms from the moments of one
-term, and central moments from closed-form raw moment ratios.
+i.i.d. sums).  The closed-form moment formulas (moments of the mean of m
+i.i.d. terms, central moments from raw moment ratios) live below, in
+:mod:`kernelcheck._src.features.moments`.
 """
 
 from __future__ import annotations
@@ -36,19 +37,20 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy.special import comb, ndtri
+from scipy.special import ndtri
 
 from kernelcheck._src.core.results import ResultMixin
 from kernelcheck._src.core.validate import (
-    OWN_ERRORS,
     as_array,
     as_int,
     as_probability,
     as_real,
     as_seed_sequence,
+    call_user,
     check_callable,
     describe,
 )
+from kernelcheck._src.features.moments import as_moment_array
 from kernelcheck.errors import (
     InvalidArgument,
     NumericalFailure,
@@ -64,8 +66,6 @@ __all__ = [
     "BERRY_ESSEEN_C",
     "berry_esseen_bound",
     "trials_needed",
-    "central_moments_of_mean",
-    "central_from_raw_ratios",
 ]
 
 #: Trials per shard unless the caller says otherwise.  Part of the meaning of
@@ -235,6 +235,14 @@ def root_seed_sequence(seed: Any) -> np.random.SeedSequence:
     return as_seed_sequence(seed, "seed")
 
 
+def _check_root(root: Any) -> None:
+    if not isinstance(root, np.random.SeedSequence):
+        raise InvalidArgument(
+            f"`root` must be a numpy.random.SeedSequence (see root_seed_sequence), "
+            f"got {describe(root)}"
+        )
+
+
 def child_seed(root: np.random.SeedSequence, *path: int) -> np.random.SeedSequence:
     """The one rule for deriving seeds: the child of ``root`` at ``path``.
 
@@ -245,11 +253,7 @@ def child_seed(root: np.random.SeedSequence, *path: int) -> np.random.SeedSequen
     seed from here, at a path no other part uses, so the parts are
     independent and each depends only on the root seed and its path.
     """
-    if not isinstance(root, np.random.SeedSequence):
-        raise InvalidArgument(
-            f"`root` must be a numpy.random.SeedSequence (see root_seed_sequence), "
-            f"got {describe(root)}"
-        )
+    _check_root(root)
     keys = tuple(as_int(k, "path", minimum=0) for k in path)
     return np.random.SeedSequence(
         root.entropy, spawn_key=tuple(root.spawn_key) + keys, pool_size=root.pool_size
@@ -258,23 +262,12 @@ def child_seed(root: np.random.SeedSequence, *path: int) -> np.random.SeedSequen
 
 def shard_seed(root: np.random.SeedSequence, k: int) -> np.random.SeedSequence:
     """The seed of shard ``k``: ``child_seed(root, k)``, the k-th child of ``root.spawn``."""
-    if not isinstance(root, np.random.SeedSequence):
-        raise InvalidArgument(
-            f"`root` must be a numpy.random.SeedSequence (see root_seed_sequence), "
-            f"got {describe(root)}"
-        )
+    _check_root(root)
     return child_seed(root, as_int(k, "k", minimum=0))
 
 
 def _run_shard(fn: Callable, seed: np.random.SeedSequence, count: int) -> Moments:
-    try:
-        out = fn(np.random.default_rng(seed), count)
-    except OWN_ERRORS:
-        raise
-    except Exception as exc:
-        raise InvalidArgument(
-            f"the trial function `fn` raised {type(exc).__name__}: {exc}"
-        ) from exc
+    out = call_user(fn, "the trial function `fn`", np.random.default_rng(seed), count)
     aux = None
     if isinstance(out, tuple):
         out, aux = out
@@ -432,21 +425,6 @@ def run_trials(
     return total
 
 
-def _as_real_array(value, name: str, *, min_ndim: int = 0) -> np.ndarray:
-    """A real float64 array (not empty); +-inf and NaN allowed: these helpers do
-    arithmetic on closed-form moments, which may have overflowed."""
-    if isinstance(value, (str, bytes)):
-        raise InvalidArgument(f"`{name}` must be a real array, got {describe(value)}")
-    try:
-        arr = np.asarray(value)
-    except Exception as exc:  # ragged nested sequences
-        raise InvalidArgument(f"`{name}` must be a real array, got {describe(value)}") from exc
-    if arr.dtype.kind not in "biuf" or arr.ndim < min_ndim or arr.size == 0:
-        dims = f" with at least {min_ndim} dimension" if min_ndim else ""
-        raise InvalidArgument(f"`{name}` must be a non-empty real array{dims}, got {describe(arr)}")
-    return arr.astype(np.float64, copy=False)
-
-
 def berry_esseen_bound(std_ratio, n: int) -> np.ndarray:
     """Uniform Berry-Esseen bound ``C rho / (sigma^3 sqrt(n))`` on ``sup |F_n - Phi|``.
 
@@ -459,7 +437,7 @@ def berry_esseen_bound(std_ratio, n: int) -> np.ndarray:
     0.004748
     """
     n = as_int(n, "n", minimum=1)
-    return BERRY_ESSEEN_C * _as_real_array(std_ratio, "std_ratio") / math.sqrt(n)
+    return BERRY_ESSEEN_C * as_moment_array(std_ratio, "std_ratio") / math.sqrt(n)
 
 
 def trials_needed(std_ratio, tolerance: float) -> np.ndarray:
@@ -470,75 +448,8 @@ def trials_needed(std_ratio, tolerance: float) -> np.ndarray:
     >>> int(trials_needed(1.0, 0.01))
     2255
     """
-    r = _as_real_array(std_ratio, "std_ratio")
+    r = as_moment_array(std_ratio, "std_ratio")
     tolerance = as_real(tolerance, "tolerance", positive=True)
     with np.errstate(over="ignore", invalid="ignore"):
         out = np.ceil((BERRY_ESSEEN_C * r / tolerance) ** 2)
     return np.where(np.isfinite(out), out, np.inf)
-
-
-def central_from_raw_ratios(log_r: np.ndarray) -> np.ndarray:
-    """Central moments of Z/E[Z] from ``log r_j = log E[(Z/E Z)^j]``, j = 0..K.
-
-    ``mu_k = sum_j C(k, j) (-1)^(k-j) expm1(log r_j)`` (the ``-1`` terms sum to
-    zero for k >= 1); ``expm1`` keeps the small-variance case accurate.
-    Returns an array (K + 1, ...) with ``mu_0 = 1``, ``mu_1 = 0``.
-    """
-    log_r = _as_real_array(log_r, "log_r", min_ndim=1)
-    K = log_r.shape[0] - 1
-    with np.errstate(over="ignore", invalid="ignore"):
-        e = np.expm1(log_r)
-        out = np.empty_like(log_r)
-        out[0] = 1.0
-        if K >= 1:
-            out[1] = 0.0
-        for k in range(2, K + 1):
-            acc = np.zeros_like(log_r[0])
-            for j in range(2, k + 1):  # j = 0, 1 contribute -1 + 1 terms that cancel
-                acc = acc + comb(k, j, exact=True) * (-1) ** (k - j) * e[j]
-            acc = acc + (-1) ** (k - 1) * k * e[1]  # e[1] = 0 in exact arithmetic
-            out[k] = acc
-    return out
-
-
-def _convolve(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    K = a.shape[0] - 1
-    out = np.zeros_like(a)
-    with np.errstate(over="ignore", invalid="ignore"):
-        for k in range(K + 1):
-            for j in range(k + 1):
-                out[k] = out[k] + comb(k, j, exact=True) * a[j] * b[k - j]
-    return out
-
-
-def central_moments_of_mean(central: np.ndarray, m: int) -> np.ndarray:
-    """Central moments of the mean of ``m`` i.i.d. copies of Z from those of Z.
-
-    ``central[k]`` is ``E (Z - E Z)^k`` (k = 0..K, ``central[0] = 1``); the sum
-    of independent centred variables has ``E (U+V)^k = sum_j C(k,j) E U^j E V^(k-j)``,
-    applied by binary powering, then divided by ``m^k``.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> mu = np.array([1.0, 0.0, 1.0, 0.0, 3.0])          # a standard normal
-    >>> central_moments_of_mean(mu, 4).round(12).tolist()  # N(0, 1/4)
-    [1.0, 0.0, 0.25, 0.0, 0.1875]
-    """
-    m = as_int(m, "m", minimum=1)
-    central = _as_real_array(central, "central", min_ndim=1)
-    result = None
-    power = central
-    e = m
-    while e:
-        if e & 1:
-            result = power if result is None else _convolve(result, power)
-        e >>= 1
-        if e:
-            power = _convolve(power, power)
-    K = central.shape[0] - 1
-    scale = np.array([float(m) ** -k for k in range(K + 1)]).reshape(
-        (K + 1,) + (1,) * (central.ndim - 1)
-    )
-    with np.errstate(over="ignore", invalid="ignore"):
-        return result * scale

@@ -1,70 +1,58 @@
-"""Is a random-feature estimator unbiased, and how noisy is it (claims C13, C16, C17, C18)?
+"""Is a random-feature estimator unbiased, and how noisy is it (claims C13, C17, C18)?
 
 :func:`unbiased` draws ``trials`` feature maps from the user's sampler, and for
 every pair (x, y) of ``X`` x ``Y`` estimates ``E[phi(x) . phi(y)]`` with a
 confidence interval, tests ``bias = 0`` with a family-wise false-alarm rate
 ``alpha`` over all pairs (Holm), says which bias it could have detected, and
 compares the variance with closed-form theory when the sampler provides it.
-:func:`ratio_bias` shows that attention outputs built from unbiased numerator
-and denominator estimates are biased, with a bias shrinking like 1/m (C16).
 The statistics are described in ``docs/statistics.md``.
+
+Beside this module: the trial functions of a sampler
+(:mod:`~kernelcheck._src.verify.unbiased_trials`), the report files
+(:mod:`~kernelcheck._src.verify.unbiased_report`), the ``kernelcheck
+unbiased`` command (:mod:`~kernelcheck._src.verify.unbiased_cli`) and the
+bias of the attention ratio, C16 (:mod:`~kernelcheck._src.verify.ratio_bias`).
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
-from scipy.special import ndtr, ndtri
+from scipy.special import ndtri
 
-from kernelcheck._src.attention.exact import kernelized
-from kernelcheck._src.attention.linear import parallel
-from kernelcheck._src.core import report as bundle
-from kernelcheck._src.core.outcome import Outcome, outcome_of
-from kernelcheck._src.core.report import new_figure, png_bytes
+from kernelcheck._src.core.outcome import Outcome
 from kernelcheck._src.core.results import ResultMixin
-from kernelcheck._src.core.rounding import (
-    Tolerance,
-    default_feature_ops,
-    inner_product_factor,
-)
+from kernelcheck._src.core.rounding import Tolerance
 from kernelcheck._src.core.validate import (
     as_int,
-    as_output_folder,
     as_points,
     as_probability,
-    as_real,
-    call_user,
     check_callable,
-    check_choice,
     describe,
 )
 from kernelcheck._src.mc.engine import (
     BERRY_ESSEEN_C,
     DEFAULT_SHARD_SIZE,
     Moments,
-    berry_esseen_bound,
     child_seed,
     root_seed_sequence,
     run_trials,
-    shard_seed,
-    trials_needed,
 )
+from kernelcheck._src.verify.unbiased_stats import PairStats, pair_statistics
+from kernelcheck._src.verify.unbiased_trials import sampler_name, trial_function
 from kernelcheck.errors import InvalidArgument
 
 __all__ = [
     "unbiased",
+    "assert_unbiased",
     "UnbiasedReport",
     "PairResult",
     "SweepPoint",
-    "write_report",
-    "default_points",
-    "ratio_bias",
-    "RatioBiasResult",
 ]
 
 #: Default bound on the Berry-Esseen distance of a pair's standardised mean
@@ -77,98 +65,6 @@ VERDICTS = ("pass", "exact", "fail", "untestable")
 #: index: the probe trial that checks the sampler, then one per sweep point.
 _PROBE_PATH = 2**32
 _SWEEP_PATH = 2**32 + 1
-
-
-# ---------------------------------------------------------------------------
-# Trial functions (module-level classes: picklable for process executors)
-# ---------------------------------------------------------------------------
-
-
-def _check_features(F: Any, X: np.ndarray, name: str, D: int | None) -> np.ndarray:
-    arr = np.asarray(F)
-    if arr.dtype.kind not in "biuf":
-        raise InvalidArgument(
-            f"`sample` returned a feature map whose output on `{name}` is not a real array "
-            f"(got {describe(arr)})"
-        )
-    if arr.ndim != 2 or arr.shape[0] != X.shape[0] or (D is not None and arr.shape[1] != D):
-        want = f"({X.shape[0]}, D)" if D is None else f"({X.shape[0]}, {D})"
-        raise InvalidArgument(
-            f"`sample` returned a feature map whose output on `{name}` (shape {X.shape}) "
-            f"must have shape {want}, got {describe(arr)}"
-        )
-    arr = arr.astype(np.float64, copy=False)
-    if not np.isfinite(arr).all():
-        bad = tuple(int(i) for i in np.argwhere(~np.isfinite(arr))[0])
-        raise InvalidArgument(
-            f"`sample` returned a feature map whose output on `{name}` holds NaN or Inf "
-            f"(first at index {bad}: {arr[bad]!r})"
-        )
-    return arr
-
-
-def _rounding_scale(D: int, d: int) -> float:
-    """``gamma_(D + 2 ops)(1 + gamma_D)``, ``ops = 2 d + 8``: a length-D inner product of
-    feature entries computed with the user-map model of
-    :func:`~kernelcheck._src.core.rounding.default_feature_ops` (the built-in
-    random features fit it)."""
-    return inner_product_factor(D, 2 * default_feature_ops(d))
-
-
-class _SamplerTrials:
-    """Trials of a user sampler: one ``sample(rng)`` call per trial, GEMMs batched."""
-
-    def __init__(self, sample: Callable, X: np.ndarray, Y: np.ndarray):
-        self.sample, self.X, self.Y = sample, X, Y
-
-    def __call__(self, rng, n):
-        FXs, FYs = [], []
-        for _ in range(n):
-            phi = call_user(self.sample, "`sample`: the call sample(rng)", rng)
-            if not callable(phi):
-                raise InvalidArgument(
-                    f"`sample(rng)` must return a feature map (a callable X -> (n, D)), "
-                    f"got {describe(phi)}"
-                )
-            FX = _check_features(
-                call_user(phi, "`sample`: the call phi(X)", self.X), self.X, "X", None
-            )
-            FY = _check_features(
-                call_user(phi, "`sample`: the call phi(Y)", self.Y), self.Y, "Y", FX.shape[1]
-            )
-            FXs.append(FX)
-            FYs.append(FY)
-        dims = {F.shape[1] for F in FXs}
-        if len(dims) == 1:
-            FX, FY = np.stack(FXs), np.stack(FYs)
-            est = FX @ np.swapaxes(FY, -1, -2)
-            nx = np.sqrt(np.einsum("tij,tij->ti", FX, FX))
-            ny = np.sqrt(np.einsum("tij,tij->ti", FY, FY))
-            bound = _rounding_scale(FX.shape[2], self.X.shape[1]) * nx[:, :, None] * ny[:, None, :]
-        else:
-            est = np.stack([a @ b.T for a, b in zip(FXs, FYs, strict=True)])
-            bound = np.stack(
-                [
-                    _rounding_scale(a.shape[1], self.X.shape[1])
-                    * np.outer(np.linalg.norm(a, axis=1), np.linalg.norm(b, axis=1))
-                    for a, b in zip(FXs, FYs, strict=True)
-                ]
-            )
-        return est, bound
-
-
-class _BatchTrials:
-    """Trials of a vectorised sampler (``batch_estimates``): no Python loop per trial."""
-
-    def __init__(self, sampler, X: np.ndarray, Y: np.ndarray):
-        self.sampler, self.X, self.Y = sampler, X, Y
-
-    def __call__(self, rng, n):
-        est, bound = self.sampler.batch_estimates(rng, n, self.X, self.Y)
-        D = self.sampler.num_features * getattr(self.sampler._proto, "_per_row", 1)
-        if not np.isfinite(est).all():
-            raise InvalidArgument("`sample` produced a non-finite kernel estimate (overflow)")
-        return est, _rounding_scale(D, self.X.shape[1]) * bound
 
 
 # ---------------------------------------------------------------------------
@@ -424,18 +320,6 @@ class UnbiasedReport(ResultMixin):
         return "\n".join(lines) + "\n"
 
 
-def _name(obj) -> str:
-    """A stable name for a sampler (no memory addresses)."""
-    if (
-        isinstance(obj, type)
-        or callable(getattr(obj, "__code__", None))
-        or hasattr(obj, "__qualname__")
-    ):
-        return getattr(obj, "__qualname__", type(obj).__name__)
-    text = repr(obj)
-    return type(obj).__name__ if " at 0x" in text else text
-
-
 def _g(x: float) -> str:
     return "n/a" if not math.isfinite(x) else f"{x:.4g}"
 
@@ -451,22 +335,23 @@ def _fmt_trials(n: float) -> str:
 # ---------------------------------------------------------------------------
 
 
-def _holm(p: np.ndarray, alpha: float) -> np.ndarray:
-    """Holm's step-down rejections at family-wise level ``alpha`` (NaN = no test)."""
-    p = np.asarray(p, dtype=float)
-    reject = np.zeros(p.shape, dtype=bool)
-    idx = np.flatnonzero(np.isfinite(p))
-    M = idx.size
-    order = idx[np.argsort(p[idx], kind="stable")]
-    for rank, k in enumerate(order):
-        if p[k] <= alpha / (M - rank):
-            reject[k] = True
-        else:
-            break
-    return reject
+class _UnbiasedArgs(NamedTuple):
+    """The checked arguments of :func:`unbiased`."""
+
+    X: np.ndarray
+    Y: np.ndarray
+    trials: int
+    alpha: float
+    power: float
+    be_tol: float
+    shard_size: int
+    root: np.random.SeedSequence
+    sweep: tuple | None
 
 
-def _unbiased_iv(sample, target, X, Y, trials, seed, alpha, power, be_tolerance, shard_size, sweep):
+def _unbiased_iv(
+    sample, target, X, Y, trials, seed, alpha, power, be_tolerance, shard_size, sweep
+) -> _UnbiasedArgs:
     from kernelcheck._src.kernels.algebra import Kernel
 
     check_callable(sample, "sample")
@@ -496,13 +381,7 @@ def _unbiased_iv(sample, target, X, Y, trials, seed, alpha, power, be_tolerance,
         sweep = tuple(as_int(m, "sweep", minimum=1) for m in sweep)
         if not sweep:
             raise InvalidArgument("`sweep` must list at least one number of features")
-    return X, Y, trials, alpha, power, be_tolerance, shard_size, root, sweep
-
-
-def _trial_function(sample, X, Y):
-    if callable(getattr(sample, "batch_estimates", None)) and hasattr(sample, "_proto"):
-        return _BatchTrials(sample, X, Y)
-    return _SamplerTrials(sample, X, Y)
+    return _UnbiasedArgs(X, Y, trials, alpha, power, be_tolerance, shard_size, root, sweep)
 
 
 def unbiased(
@@ -579,7 +458,8 @@ def unbiased(
         Trials per seeded block (part of the meaning of the seed).
     sweep : sequence of int, optional
         Also measure the relative RMSE at these numbers of features (needs
-        ``sample.with_num_features``); plotted against m by :func:`write_report`.
+        ``sample.with_num_features``); plotted against m by
+        :func:`~kernelcheck.verify.write_report`.
     progress : bool, optional
         Progress bar (default: when stderr is a terminal).
     shards : int, optional
@@ -606,36 +486,34 @@ def unbiased(
     >>> rep.passed
     True
     """
-    X, Y, trials, alpha, power, be_tol, shard_size, root, sweep = _unbiased_iv(
+    a = _unbiased_iv(
         sample, target, X, Y, trials, seed, alpha, power, be_tolerance, shard_size, sweep
     )
-    fn = _trial_function(sample, X, Y)
+    fn = trial_function(sample, a.X, a.Y)
     # one trial up front: a broken sampler fails here with a clear message
-    fn(np.random.default_rng(child_seed(root, _PROBE_PATH)), 1)
-    moments = run_trials(
-        fn,
-        trials,
-        seed=root,
-        shard_size=shard_size,
-        executor=executor,
-        shards=shards,
-        progress=progress,
-        desc="unbiased",
+    fn(np.random.default_rng(child_seed(a.root, _PROBE_PATH)), 1)
+    run = functools.partial(
+        run_trials, shard_size=a.shard_size, executor=executor, shards=shards, progress=progress
     )
-    t = np.asarray(target(X, Y), dtype=np.float64)
-    t_err = np.asarray(target.error_bound(X, Y), dtype=np.float64)
-    theory = None
-    kind = "none"
+    moments = run(fn, a.trials, seed=a.root, desc="unbiased")
+    t = np.asarray(target(a.X, a.Y), dtype=np.float64)
+    t_err = np.asarray(target.error_bound(a.X, a.Y), dtype=np.float64)
+    theory, kind = _theory(sample, a.X, a.Y)
+    pairs, tests = _judge(moments, t, t_err, theory, kind, a.alpha, a.power, a.be_tol)
+    points = () if a.sweep is None else _sweep(sample, a, t, run)
+    return _report(sample, target, seed, a, kind, pairs, tests, points)
+
+
+def _theory(sample, X: np.ndarray, Y: np.ndarray) -> tuple[dict | None, str]:
+    """The sampler's closed-form moments (order 8) and their kind, or ``(None, "none")``."""
     theory_fn = getattr(sample, "theory", None)
     if callable(theory_fn):
-        theory = theory_fn(X, Y, order=8)
-        kind = getattr(sample, "theory_kind", "exact")
-    pairs, extra = _judge(moments, t, t_err, theory, kind, alpha, power, be_tol)
-    sweep_points = ()
-    if sweep is not None:
-        sweep_points = _sweep(
-            sample, X, Y, t, sweep, trials, root, shard_size, executor, progress, alpha, shards
-        )
+        return theory_fn(X, Y, order=8), getattr(sample, "theory_kind", "exact")
+    return None, "none"
+
+
+def _report(sample, target, seed, a: _UnbiasedArgs, kind, pairs, tests, points) -> UnbiasedReport:
+    """The report of :func:`unbiased` from the judged pairs and the sweep."""
     counts = {v: sum(p.verdict == v for p in pairs) for v in VERDICTS}
     if counts["fail"]:
         verdict = "fail"
@@ -646,8 +524,37 @@ def unbiased(
     testable = [p.detectable_relative_bias for p in pairs if p.test in ("z", "t")]
     det = max(testable) if testable else float("nan")
     need = [p.trials_needed for p in pairs if p.verdict == "untestable"]
+    tol_max = max((p.rounding_tolerance for p in pairs), default=0.0)
+    return UnbiasedReport(
+        passed=verdict == "pass",
+        verdict=verdict,
+        sampler=sampler_name(sample),
+        target=repr(target),
+        trials=a.trials,
+        alpha=a.alpha,
+        power=a.power,
+        be_tolerance=a.be_tol,
+        shard_size=a.shard_size,
+        seed=repr(seed) if not isinstance(seed, np.random.Generator) else "Generator",
+        theory=kind,
+        counts=counts,
+        detectable_relative_bias=float(det),
+        trials_for_all=float(max(need)) if need else float(a.trials),
+        pairs=tuple(pairs),
+        sweep=tuple(points),
+        tolerance=Tolerance(
+            float(tol_max),
+            "2 |target error bound| + gamma_(D+2 ops) (1 + gamma_D), ops = 2 d + 8, "
+            "max_t |phi(x)|_2 |phi(y)|_2 (largest over pairs)",
+        ),
+        notes=tuple(_notes(tests, a.alpha, a.be_tol, kind)),
+    )
+
+
+def _notes(tests: int, alpha: float, be_tol: float, kind: str) -> list[str]:
+    """The statements about the statistics used, for the report."""
     notes = [
-        f"Tests: {extra['tests']} hypotheses (bias = 0 per pair, and variance <= theory where "
+        f"Tests: {tests} hypotheses (bias = 0 per pair, and variance <= theory where "
         "the closed-form variance is known), Holm step-down at family-wise level "
         f"{alpha:g}.",
         f"Normal approximation trusted when the Berry-Esseen bound {BERRY_ESSEEN_C} "
@@ -675,186 +582,95 @@ def unbiased(
             "usually too small for skewed (lognormal-type) estimators; the gate on "
             "the sample kurtosis is then optimistic."
         )
-    tol_max = max((p.rounding_tolerance for p in pairs), default=0.0)
-    return UnbiasedReport(
-        passed=verdict == "pass",
-        verdict=verdict,
-        sampler=_name(sample),
-        target=repr(target),
-        trials=trials,
-        alpha=alpha,
-        power=power,
-        be_tolerance=be_tol,
-        shard_size=shard_size,
-        seed=repr(seed) if not isinstance(seed, np.random.Generator) else "Generator",
-        theory=kind,
-        counts=counts,
-        detectable_relative_bias=float(det),
-        trials_for_all=float(max(need)) if need else float(trials),
-        pairs=tuple(pairs),
-        sweep=tuple(sweep_points),
-        tolerance=Tolerance(
-            float(tol_max),
-            "2 |target error bound| + gamma_(D+2 ops) (1 + gamma_D), ops = 2 d + 8, "
-            "max_t |phi(x)|_2 |phi(y)|_2 (largest over pairs)",
-        ),
-        notes=tuple(notes),
-    )
+    return notes
 
 
 def _judge(mo: Moments, t, t_err, theory, kind, alpha, power, be_tol):
-    N = mo.count
+    """The verdict on every pair, and the number of hypotheses Holm's procedure tested."""
+    s = pair_statistics(mo, t, t_err, theory, kind, alpha, power, be_tol)
     nx, ny = t.shape
-    P = nx * ny
-    mean = mo.mean
-    s2 = mo.variance()
-    tol = 2.0 * t_err + (mo.maximum if mo.maximum is not None else 0.0)
-    dev = np.abs(mean - t)
-    excess = np.maximum(dev - tol, 0.0)
-    zc = float(ndtri(1.0 - alpha / (2.0 * P)))
-    zpow = float(ndtri(power))
-    nan = np.full(t.shape, np.nan)
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        if theory is not None:
-            mu = np.asarray(theory["mean"], dtype=float)
-            c = np.asarray(theory["central"], dtype=float)
-            var_th = mu**2 * c[2]
-            kurt_th = c[4] / c[2] ** 2
-            var_y_th = mu**4 * (c[4] - c[2] ** 2)  # Var((X - mu)^2)
-            ky = (c[8] - 4 * c[6] * c[2] + 6 * c[4] * c[2] ** 2 - 3 * c[2] ** 4) / (
-                c[4] - c[2] ** 2
-            ) ** 2
-        else:
-            var_th = kurt_th = var_y_th = ky = nan
-        use_th = kind == "exact"
-        sigma = np.sqrt(var_th) if use_th else np.sqrt(s2)
-        kurt = kurt_th if use_th else mo.kurtosis()
-        ratio = np.sqrt(np.maximum(kurt, 1.0))
-        be = berry_esseen_bound(ratio, N)
-        be = np.where(np.isfinite(be), be, np.inf)
-        need = trials_needed(ratio, be_tol)
-        se = sigma / math.sqrt(N)
-        z = excess / se
-        rounding = (np.sqrt(s2) <= tol) & (~use_th | ~(np.sqrt(var_th) > tol))
-        testable = (be <= be_tol) & ~rounding & (se > 0)
-        p_norm = 2.0 * ndtr(-z)
-        p_cheb = np.minimum(1.0, 1.0 / z**2)
-        p_mean = np.where(testable, p_norm, np.where(use_th & ~rounding, p_cheb, np.nan))
-        # variance above theory (one-sided), known fourth moment, gated on Var((X-mu)^2)
-        be_v = berry_esseen_bound(np.sqrt(np.maximum(ky, 1.0)), N)
-        var_testable = use_th & ~rounding & np.isfinite(be_v) & (be_v <= be_tol) & (var_y_th > 0)
-        z_v = (s2 - var_th) / np.sqrt(var_y_th / N)
-        p_var = np.where(var_testable, ndtr(-z_v), np.nan)
-        rej = _holm(np.concatenate([p_mean.ravel(), p_var.ravel()]), alpha)
-        rej_mean = rej[:P].reshape(t.shape)
-        rej_var = rej[P:].reshape(t.shape)
-        # MSE and its simultaneous interval
-        mse = (mo.m2 + N * (mean - t) ** 2) / N
-        if theory is not None:
-            mse_th = var_th + (mu - t) ** 2
-            var_y = var_y_th if use_th else mo.m4 / N - (mo.m2 / N) ** 2
-        else:
-            mse_th = nan
-            var_y = mo.m4 / N - (mo.m2 / N) ** 2
-        mse_h = zc * np.sqrt(np.maximum(var_y, 0.0) / N)
-        det = (zc + zpow) * se / np.abs(t)
-        ci_se = np.where(rounding, 0.0, se)
-    pairs = []
-    for a in range(nx):
-        for b in range(ny):
-            k = (a, b)
-            if rounding[k]:
-                test = "rounding"
-                if dev[k] <= tol[k]:
-                    verdict, reason = (
-                        "exact",
-                        (
-                            f"zero variance; |mean - target| = {dev[k]:.3g} "
-                            f"<= rounding tolerance {tol[k]:.3g}"
-                        ),
-                    )
-                else:
-                    verdict, reason = (
-                        "fail",
-                        (
-                            f"zero variance and |mean - target| = {dev[k]:.3g}"
-                            f" > rounding tolerance {tol[k]:.3g}"
-                        ),
-                    )
-            else:
-                test = (
-                    ("z" if use_th else "t") if testable[k] else ("chebyshev" if use_th else "none")
-                )
-                if rej_mean[k]:
-                    verdict = "fail"
-                    reason = (
-                        f"bias {mean[k] - t[k]:.3g} ({100 * (mean[k] - t[k]) / t[k]:.3g}% of "
-                        f"target), p = {p_mean[k]:.3g} rejected by Holm"
-                    )
-                elif rej_var[k]:
-                    verdict = "fail"
-                    reason = (
-                        f"variance {s2[k]:.3g} above the closed-form {var_th[k]:.3g} "
-                        f"(p = {p_var[k]:.3g}, rejected by Holm)"
-                    )
-                elif testable[k]:
-                    verdict, reason = "pass", f"no bias detected (p = {p_mean[k]:.3g})"
-                else:
-                    verdict = "untestable"
-                    reason = (
-                        f"untestable at N = {N}: Berry-Esseen bound {be[k]:.3g} > "
-                        f"{be_tol:g}; needs about {_fmt_trials(float(need[k]))} trials"
-                    )
-            pairs.append(
-                PairResult(
-                    i=a,
-                    j=b,
-                    target=float(t[k]),
-                    mean=float(mean[k]),
-                    std_error=float(se[k]),
-                    ci_low=float(mean[k] - zc * ci_se[k]),
-                    ci_high=float(mean[k] + zc * ci_se[k]),
-                    z=float(z[k])
-                    if np.isfinite(z[k])
-                    else (0.0 if excess[k] == 0 else float("inf")),
-                    p_value=float(p_mean[k]),
-                    test=test,
-                    verdict=verdict,
-                    reason=reason,
-                    berry_esseen=float(be[k]),
-                    trials_needed=float(need[k]),
-                    detectable_relative_bias=float(det[k]),
-                    variance=float(s2[k]),
-                    theory_variance=float(var_th[k]),
-                    variance_ratio=float(s2[k] / var_th[k]) if var_th[k] > 0 else float("nan"),
-                    variance_p=float(p_var[k]),
-                    mse=float(mse[k]),
-                    theory_mse=float(mse_th[k]),
-                    mse_halfwidth=float(mse_h[k]),
-                    rounding_tolerance=float(tol[k]),
-                )
+    pairs = [_pair_result(s, t, (a, b), be_tol) for a in range(nx) for b in range(ny)]
+    tests = int(np.isfinite(s.p_mean).sum() + np.isfinite(s.p_var).sum())
+    return pairs, tests
+
+
+def _verdict(s: PairStats, t, k: tuple, be_tol: float) -> tuple[str, str, str]:
+    """``(test, verdict, reason)`` of pair ``k``."""
+    dev, tol, mean = s.dev, s.tol, s.mean
+    if s.rounding[k]:
+        if dev[k] <= tol[k]:
+            return (
+                "rounding",
+                "exact",
+                f"zero variance; |mean - target| = {dev[k]:.3g} <= rounding tolerance {tol[k]:.3g}",
             )
-    tests = int(np.isfinite(p_mean).sum() + np.isfinite(p_var).sum())
-    return pairs, {"tests": tests}
+        return (
+            "rounding",
+            "fail",
+            f"zero variance and |mean - target| = {dev[k]:.3g} > rounding tolerance {tol[k]:.3g}",
+        )
+    use_th = s.use_th
+    test = ("z" if use_th else "t") if s.testable[k] else ("chebyshev" if use_th else "none")
+    if s.rej_mean[k]:
+        reason = (
+            f"bias {mean[k] - t[k]:.3g} ({100 * (mean[k] - t[k]) / t[k]:.3g}% of "
+            f"target), p = {s.p_mean[k]:.3g} rejected by Holm"
+        )
+        return test, "fail", reason
+    if s.rej_var[k]:
+        reason = (
+            f"variance {s.s2[k]:.3g} above the closed-form {s.var_th[k]:.3g} "
+            f"(p = {s.p_var[k]:.3g}, rejected by Holm)"
+        )
+        return test, "fail", reason
+    if s.testable[k]:
+        return test, "pass", f"no bias detected (p = {s.p_mean[k]:.3g})"
+    reason = (
+        f"untestable at N = {s.N}: Berry-Esseen bound {s.be[k]:.3g} > "
+        f"{be_tol:g}; needs about {_fmt_trials(float(s.need[k]))} trials"
+    )
+    return test, "untestable", reason
 
 
-def _sweep(sample, X, Y, t, ms, trials, root, shard_size, executor, progress, alpha, shards=None):
+def _pair_result(s: PairStats, t, k: tuple, be_tol: float) -> PairResult:
+    test, verdict, reason = _verdict(s, t, k, be_tol)
+    return PairResult(
+        i=k[0],
+        j=k[1],
+        target=float(t[k]),
+        mean=float(s.mean[k]),
+        std_error=float(s.se[k]),
+        ci_low=float(s.mean[k] - s.zc * s.ci_se[k]),
+        ci_high=float(s.mean[k] + s.zc * s.ci_se[k]),
+        z=float(s.z[k]) if np.isfinite(s.z[k]) else (0.0 if s.excess[k] == 0 else float("inf")),
+        p_value=float(s.p_mean[k]),
+        test=test,
+        verdict=verdict,
+        reason=reason,
+        berry_esseen=float(s.be[k]),
+        trials_needed=float(s.need[k]),
+        detectable_relative_bias=float(s.det[k]),
+        variance=float(s.s2[k]),
+        theory_variance=float(s.var_th[k]),
+        variance_ratio=float(s.s2[k] / s.var_th[k]) if s.var_th[k] > 0 else float("nan"),
+        variance_p=float(s.p_var[k]),
+        mse=float(s.mse[k]),
+        theory_mse=float(s.mse_th[k]),
+        mse_halfwidth=float(s.mse_h[k]),
+        rounding_tolerance=float(s.tol[k]),
+    )
+
+
+def _sweep(sample, a: _UnbiasedArgs, t, run: Callable) -> list[SweepPoint]:
+    """Relative RMSE at each m of ``a.sweep``; point q is seeded by
+    ``child_seed(root, _SWEEP_PATH + q)``."""
     points = []
     z95 = float(ndtri(0.975))
-    for q, m in enumerate(ms):
+    for q, m in enumerate(a.sweep or ()):
         s = sample.with_num_features(m)
-        fn = _trial_function(s, X, Y)
-        child = child_seed(root, _SWEEP_PATH + q)  # past the shards and the probe
-        mo = run_trials(
-            fn,
-            trials,
-            seed=child,
-            shard_size=shard_size,
-            executor=executor,
-            shards=shards,
-            progress=progress,
-            desc=f"sweep m={m}",
-        )
+        fn = trial_function(s, a.X, a.Y)
+        child = child_seed(a.root, _SWEEP_PATH + q)  # past the shards and the probe
+        mo = run(fn, a.trials, seed=child, desc=f"sweep m={m}")
         N = mo.count
         rel = (mo.m2 + N * (mo.mean - t) ** 2) / N / t**2
         var_rel = np.maximum(mo.m4 / N - (mo.m2 / N) ** 2, 0.0) / t**4
@@ -862,7 +678,7 @@ def _sweep(sample, X, Y, t, ms, trials, root, shard_size, executor, progress, al
         h = z95 * math.sqrt(float(var_rel.sum()) / N) / rel.size
         th = float("nan")
         if callable(getattr(s, "theoretical_mse", None)):
-            th = float(math.sqrt(float((s.theoretical_mse(X, Y) / t**2).mean())))
+            th = float(math.sqrt(float((s.theoretical_mse(a.X, a.Y) / t**2).mean())))
         points.append(
             SweepPoint(
                 m,
@@ -873,181 +689,6 @@ def _sweep(sample, X, Y, t, ms, trials, root, shard_size, executor, progress, al
             )
         )
     return points
-
-
-# ---------------------------------------------------------------------------
-# Files
-# ---------------------------------------------------------------------------
-
-
-def render_plots(report: UnbiasedReport) -> dict[str, bytes]:
-    """PNG plots of a report, by file name (nothing is written).
-
-    Raises :class:`~kernelcheck._src.core.report.PlotsUnavailable` without matplotlib.
-    """
-    out = {}
-    if report.sweep:
-        fig = new_figure((5, 4))
-        ax = fig.add_subplot()
-        m = np.array([s.num_features for s in report.sweep], dtype=float)
-        r = np.array([s.relative_rmse for s in report.sweep])
-        lo = np.array([s.rmse_low for s in report.sweep])
-        hi = np.array([s.rmse_high for s in report.sweep])
-        ax.errorbar(m, r, yerr=[r - lo, hi - r], fmt="o-", label="measured", capsize=3)
-        th = np.array([s.theory_relative_rmse for s in report.sweep])
-        if np.isfinite(th).all():
-            ax.plot(m, th, "s--", label="closed form")
-        ax.plot(m, r[0] * np.sqrt(m[0] / m), ":", color="gray", label="1/sqrt(m) reference")
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xlabel("number of features m")
-        ax.set_ylabel("relative RMSE")
-        ax.set_title("Error against number of features")
-        ax.legend()
-        out["error_vs_m.png"] = png_bytes(fig)
-    th = np.array([p.theory_mse for p in report.pairs])
-    mse = np.array([p.mse for p in report.pairs])
-    h = np.array([p.mse_halfwidth for p in report.pairs])
-    ok = np.isfinite(th) & (th > 0) & (mse > 0)
-    if ok.any():
-        fig = new_figure((5, 4))
-        ax = fig.add_subplot()
-        lo = np.minimum(h[ok], mse[ok] * 0.999)
-        ax.errorbar(th[ok], mse[ok], yerr=[lo, h[ok]], fmt="o", capsize=2, label="pairs")
-        lim = [min(th[ok].min(), mse[ok].min()), max(th[ok].max(), mse[ok].max())]
-        ax.plot(lim, lim, "k--", label="empirical = theoretical")
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xlabel("theoretical MSE" + (" (i.i.d. bound)" if report.theory == "bound" else ""))
-        ax.set_ylabel("empirical MSE")
-        ax.set_title("Empirical against theoretical MSE")
-        ax.legend()
-        out["mse.png"] = png_bytes(fig)
-    fig = new_figure((5, 4))
-    ax = fig.add_subplot()
-    tv = np.array([p.target for p in report.pairs])
-    rel = np.array([(p.mean - p.target) / p.target for p in report.pairs])
-    err = np.array([(p.ci_high - p.mean) / abs(p.target) for p in report.pairs])
-    colors = {
-        "pass": "tab:blue",
-        "exact": "tab:green",
-        "fail": "tab:red",
-        "untestable": "tab:orange",
-    }
-    for v, col in colors.items():
-        sel = np.array([p.verdict == v for p in report.pairs])
-        if sel.any():
-            ax.errorbar(tv[sel], rel[sel], yerr=err[sel], fmt="o", color=col, capsize=2, label=v)
-    ax.axhline(0.0, color="k", lw=0.8)
-    ax.set_xlabel("target kernel value")
-    ax.set_ylabel("relative bias (simultaneous CI)")
-    ax.set_title("Relative bias per pair")
-    ax.legend()
-    out["bias.png"] = png_bytes(fig)
-    return out
-
-
-def write_report(report: UnbiasedReport, out_dir, *, plots: bool = True) -> list[Path]:
-    """Write ``report.json``, ``report.md`` and the plots into ``out_dir``.
-
-    Everything is rendered in memory first and the set is written by
-    :func:`kernelcheck._src.core.report.write_bundle` (all new files or none;
-    SIGINT and SIGTERM held while they are moved into place, then raised as
-    ``InterruptedAfterWrite``).  Without matplotlib (or with ``plots=False``)
-    there are no plots, and ``report.md`` says why.  Returns the written paths.
-    """
-    if not isinstance(report, UnbiasedReport):
-        raise InvalidArgument(f"`report` must be an UnbiasedReport, got {describe(report)}")
-    as_output_folder(out_dir, "out_dir")
-    pngs, note = bundle.render_plots(lambda: render_plots(report)) if plots else ({}, None)
-    markdown = report.to_markdown()
-    if note:
-        markdown += f"\n{note}\n"
-    files: dict[str, bytes | str] = dict(pngs)
-    files["report.json"] = report.to_json(indent=2) + "\n"
-    files["report.md"] = markdown
-    return bundle.write_bundle(out_dir, files, name="out_dir")
-
-
-def default_points(n: int, dim: int, *, seed: Any, max_norm: float = 0.5) -> np.ndarray:
-    """``n`` points in R^dim with uniform directions and norms spread over (0, max_norm].
-
-    Norm of row i: ``max_norm (i + 1) / n``.  Used by :func:`run_unbiased_cli`.
-
-    Examples
-    --------
-    >>> P = default_points(4, 3, seed=0)
-    >>> np.round(np.linalg.norm(P, axis=1), 12).tolist()
-    [0.125, 0.25, 0.375, 0.5]
-    """
-    from kernelcheck._src.core.validate import as_rng
-
-    n = as_int(n, "n", minimum=1)
-    dim = as_int(dim, "dim", minimum=1)
-    max_norm = as_real(max_norm, "max_norm", positive=True)
-    G = as_rng(seed).standard_normal((n, dim))
-    G /= np.linalg.norm(G, axis=1, keepdims=True)
-    return G * (max_norm * np.arange(1, n + 1) / n)[:, None]
-
-
-def run_unbiased_cli(
-    *,
-    estimator: str = "positive",
-    dim: int = 4,
-    num_features: int = 16,
-    orthogonal: bool = False,
-    scale: float = 1.0,
-    points: int = 4,
-    max_norm: float = 0.5,
-    trials: int = 20000,
-    seed: int = 0,
-    alpha: float = 0.01,
-    out=None,
-    executor=None,
-    sweep=(4, 8, 16, 32, 64),
-    plots: bool = True,
-    progress: bool | None = None,
-    shards: int | None = None,
-) -> UnbiasedReport:
-    """The ``kernelcheck unbiased`` command as a function with defaults.
-
-    Builds the sampler ``ESTIMATORS[estimator].sampler(dim, num_features,
-    orthogonal=..., scale=...)``, two point sets ``X`` and ``Y`` from
-    :func:`default_points` (seeds ``seed`` and ``seed + 1``), runs
-    :func:`unbiased` against ``Exponential(scale)`` and, if ``out`` is given,
-    writes the report with :func:`write_report`.  ``executor`` and ``shards``
-    are passed to :func:`unbiased` (they never change the report).
-
-    Examples
-    --------
-    >>> rep = run_unbiased_cli(trials=2000, sweep=None, points=2)
-    >>> rep.verdict in ("pass", "inconclusive")
-    True
-    """
-    from kernelcheck._src.features.random import ESTIMATORS
-    from kernelcheck._src.kernels.algebra import Exponential
-
-    check_choice(estimator, "estimator", tuple(ESTIMATORS))
-    sampler = ESTIMATORS[estimator].sampler(dim, num_features, orthogonal=orthogonal, scale=scale)
-    seed = as_int(seed, "seed", minimum=0)
-    X = default_points(points, dim, seed=seed, max_norm=max_norm)
-    Y = default_points(points, dim, seed=seed + 1, max_norm=max_norm)
-    report = unbiased(
-        sampler,
-        Exponential(scale),
-        X,
-        Y,
-        trials=trials,
-        seed=seed,
-        alpha=alpha,
-        executor=executor,
-        sweep=sweep,
-        progress=progress,
-        shards=shards,
-    )
-    if out is not None:
-        write_report(report, out, plots=plots)
-    return report
 
 
 def assert_unbiased(sample, target, X, Y=None, **kwargs) -> UnbiasedReport:
@@ -1063,278 +704,3 @@ def assert_unbiased(sample, target, X, Y=None, **kwargs) -> UnbiasedReport:
             lines.append(f"... and {len(bad) - 20} more pairs")
         raise AssertionError("\n".join(lines))
     return report
-
-
-# ---------------------------------------------------------------------------
-# C16: the ratio of unbiased estimates is biased
-# ---------------------------------------------------------------------------
-
-
-class _AttentionTrials:
-    """Random-feature attention outputs of many trials (batched).
-
-    Returns (n, nq * dv + 1): the flattened outputs and, last, their
-    projection on the fixed unit vector ``direction``.
-    """
-
-    def __init__(self, sampler, Q, K, V, direction):
-        self.sampler, self.Q, self.K, self.V = sampler, Q, K, V
-        self.direction = direction
-
-    def __call__(self, rng, n):
-        proto = self.sampler._proto
-        Qs = proto._prepare(self.Q, "Q")
-        Ks = proto._prepare(self.K, "K")
-        outs = []
-        for c, ((FQ, _lq), (FK, lk)) in self.sampler.batch_features(rng, n, [Qs, Ks]):
-            # per-query factors cancel; key factors only up to their common maximum
-            wk = np.exp(lk - lk.max(axis=-1, keepdims=True))
-            FKw = FK * wk[..., None]
-            V = np.broadcast_to(self.V, (c,) + self.V.shape)
-            flat = parallel(FQ, FKw, V).reshape(c, -1)  # (c, nq * dv), trials batched
-            outs.append(np.concatenate([flat, (flat @ self.direction)[:, None]], axis=1))
-        return np.concatenate(outs)
-
-
-@dataclass(frozen=True)
-class RatioBiasResult(ResultMixin):
-    """Report of :func:`ratio_bias` (claim C16).
-
-    Attributes
-    ----------
-    passed : bool
-        The claim holds: ``beta`` (the 1/m coefficient) is nonzero at level
-        ``alpha`` and the model ``beta/m + gamma/m^2`` fits (goodness-of-fit
-        p-value above ``alpha``).
-    num_features : tuple of int
-        The m values.
-    bias_norm, bias_norm_se : tuple of float
-        ``sqrt(max(|mean - A|^2 - sum var / N, 0))`` per m (the noise-corrected
-        Frobenius norm of the output's bias) and its delta-method standard error.
-    projected_bias, projected_se : tuple of float
-        ``<mean - A, u>`` per m and its standard error (u: unit bias direction
-        from an independent pilot run at a quarter of the smallest m).
-    beta, beta_se, gamma, gamma_se : float
-        Weighted least-squares fit ``<b(m), u> = beta / m + gamma / m^2``
-        (``+ delta / m^3`` with five or more values of m).
-    gof_p : float
-        Chi-square goodness-of-fit p-value of that fit (``len(m) - terms`` dof).
-    slope : float
-        Log-log slope of ``|<b(m), u>|`` between the two largest m (tends to -1).
-    relative_variance : float
-        Largest relative variance ``Var / k^2`` of a one-feature kernel
-        estimate over the (q, k) pairs (closed form, NaN if unknown): the
-        1/m law is asymptotic and shows once m is well above this number.
-    trials, alpha : number
-        Settings.
-    sampler : str
-        The sampler (its m replaced by each entry of ``num_features``).
-    """
-
-    passed: bool
-    num_features: tuple
-    bias_norm: tuple
-    bias_norm_se: tuple
-    projected_bias: tuple
-    projected_se: tuple
-    beta: float
-    beta_se: float
-    gamma: float
-    gamma_se: float
-    gof_p: float
-    slope: float
-    relative_variance: float
-    trials: int
-    alpha: float
-    sampler: str
-
-    @property
-    def outcome(self) -> Outcome:
-        """Verified when the 1/m bias is found and its model fits, else refuted."""
-        return outcome_of(self.passed)
-
-    def __str__(self) -> str:
-        return (
-            f"ratio bias (C16): {'PASS' if self.passed else 'FAIL'} -- attention output "
-            f"bias |b| = {self.bias_norm[0]:.3g} at m = {self.num_features[0]}; "
-            f"b(m) = beta/m + gamma/m^2 with beta = {self.beta:.3g} +- {self.beta_se:.2g} "
-            f"(z = {self.beta / self.beta_se:.3g}), fit p = {self.gof_p:.3g}; "
-            f"log-log slope at the largest m {self.slope:.3f} (tends to -1)"
-        )
-
-
-def ratio_bias(
-    sampler,
-    Q,
-    K,
-    V,
-    *,
-    num_features=(8, 16, 32, 64, 128),
-    trials: int = 20000,
-    seed: Any,
-    alpha: float = 0.01,
-    executor=None,
-    shard_size: int = DEFAULT_SHARD_SIZE,
-    progress: bool | None = None,
-    shards: int | None = None,
-) -> RatioBiasResult:
-    """Show that random-feature attention is biased, with bias ~ 1/m (claim C16).
-
-    The output ``a_i = phi(q_i)^T S / phi(q_i)^T z`` (``S = sum_j phi(k_j) v_j^T``,
-    ``z = sum_j phi(k_j)``) is a ratio of two unbiased estimates; expanding
-    ``1 / D`` around ``E D`` gives
-    ``E[N/D] - E N / E D = (E N Var D / E D - Cov(N, D)) / (E D)^2 + O(m^-2)``,
-    and for means of m i.i.d. terms every central moment of order k is
-    ``O(m^-ceil(k/2))``: the bias is ``beta / m + gamma / m^2 + O(m^-3)``.
-
-    A pilot run (its own seed, twice the trials, at a quarter of the
-    smallest m) gives the unit bias direction u; for each m the engine
-    estimates ``E[a]`` and ``E<a, u>`` over ``trials`` trials, so
-    ``<b(m), u>`` is an unbiased, nearly normal estimate.  A weighted
-    least-squares fit of ``beta / m + gamma / m^2`` (plus ``delta / m^3``
-    with five or more values of m) decides the claim: ``beta != 0``
-    (two-sided z test at ``alpha``) and the fit's chi-square goodness of fit
-    (p > ``alpha``).
-
-    The expansion is asymptotic: its coefficients grow with the relative
-    variance of one feature, ``exp(|q' + k'|^2) - 1`` for positive features,
-    so the 1/m law shows once m is well above it (``relative_variance`` in
-    the result); for larger norms the fit sees the pre-asymptotic regime and
-    fails.  The positive maps are the ones this applies to: with
-    trigonometric features the denominator takes both signs and the ratio
-    has no finite mean.
-
-    Parameters
-    ----------
-    sampler : RandomFeatureSampler
-        E.g. ``PositiveRandomFeatures.sampler(d, m)`` (its m is replaced by
-        each entry of ``num_features``).
-    Q, K : array_like, shape (nq, d), (nk, d)
-    V : array_like, shape (nk, dv)
-    num_features : sequence of int
-        At least three values of m.
-    trials, seed, alpha, executor, shard_size, progress, shards
-        As in :func:`unbiased`.
-
-    Returns
-    -------
-    RatioBiasResult
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from kernelcheck.features import PositiveRandomFeatures
-    >>> rng = np.random.default_rng(0)
-    >>> Q, K, V = rng.normal(size=(3, 2)), rng.normal(size=(5, 2)), rng.normal(size=(5, 2))
-    >>> r = ratio_bias(PositiveRandomFeatures.sampler(2, 4), Q, K, V, num_features=(4, 8, 16),
-    ...                trials=20000, seed=1)
-    >>> r.beta / r.beta_se > 3
-    True
-    """
-    from scipy.stats import chi2
-
-    if not (
-        callable(getattr(sampler, "with_num_features", None))
-        and callable(getattr(sampler, "batch_features", None))
-    ):
-        raise InvalidArgument(
-            "`sampler` must be a RandomFeatureSampler (e.g. PositiveRandomFeatures.sampler(d, m)),"
-            f" got {describe(sampler)}"
-        )
-    Q = as_points(Q, "Q", dim=sampler.dim).astype(np.float64)
-    K = as_points(K, "K", dim=sampler.dim).astype(np.float64)
-    V = as_points(V, "V").astype(np.float64)
-    if V.shape[0] != K.shape[0]:
-        raise InvalidArgument(
-            f"`V` must have one row per row of `K` ({K.shape[0]}), got {describe(V)}"
-        )
-    if isinstance(num_features, (str, bytes)) or not hasattr(num_features, "__iter__"):
-        raise InvalidArgument(
-            f"`num_features` must be a sequence of at least three m, got {describe(num_features)}"
-        )
-    ms = tuple(as_int(m, "num_features", minimum=1) for m in num_features)
-    if len(ms) < 3 or len(set(ms)) != len(ms):
-        raise InvalidArgument(f"`num_features` must list at least three distinct m, got {ms}")
-    trials = as_int(trials, "trials", minimum=2)
-    alpha = as_probability(alpha, "alpha")
-    root = root_seed_sequence(seed)
-    A = kernelized(Q, K, V, sampler.kernel).ravel()  # exact attention with the target kernel
-    P = A.size
-
-    def run(m, q, u, n=trials):
-        fn = _AttentionTrials(sampler.with_num_features(m), Q, K, V, u)
-        return run_trials(
-            fn,
-            n,
-            seed=shard_seed(root, q),
-            shard_size=shard_size,
-            executor=executor,
-            shards=shards,
-            progress=progress,
-            desc=f"attention m={m}",
-        )
-
-    # the pilot runs at m / 4, where the bias (~1/m) stands out of the noise
-    # (~1/sqrt(m)) twice as well, with twice the trials
-    pilot = run(max(1, min(ms) // 4), len(ms), np.zeros(P), 2 * trials)
-    b0 = pilot.mean[:P] - A
-    nb0 = float(np.linalg.norm(b0))
-    u = b0 / nb0 if nb0 > 0 else np.full(P, 1.0 / math.sqrt(P))
-    norms, norm_se, proj, proj_se = [], [], [], []
-    for q, m in enumerate(ms):
-        mo = run(m, q, u)
-        b = mo.mean[:P] - A
-        var = mo.variance()[:P] / mo.count
-        B = float((b * b).sum() - var.sum())
-        se_B = math.sqrt(float(4.0 * (b * b * var).sum() + 2.0 * (var * var).sum()))
-        root_B = math.sqrt(max(B, 0.0))
-        norms.append(root_B)
-        norm_se.append(se_B / (2.0 * root_B) if root_B > 0 else float("inf"))
-        proj.append(float(mo.mean[P] - A @ u))
-        proj_se.append(float(mo.std_error()[P]))
-    if not all(se > 0 and math.isfinite(se) for se in proj_se):
-        raise InvalidArgument(
-            "the attention outputs do not vary between trials (one key, or `V` constant "
-            "over the keys): the ratio is then exact, so there is no bias to fit (C16)"
-        )
-    m_arr = np.array(ms, dtype=float)
-    y = np.array(proj)
-    w = 1.0 / np.array(proj_se) ** 2
-    powers = (1, 2, 3) if len(ms) >= 5 else (1, 2)
-    Xd = np.stack([m_arr ** -float(k) for k in powers], axis=1)
-    XtW = Xd.T * w
-    cov = np.linalg.inv(XtW @ Xd)
-    coef = cov @ (XtW @ y)
-    resid = y - Xd @ coef
-    chi = float((w * resid**2).sum())
-    gof_p = float(chi2.sf(chi, len(ms) - len(powers)))
-    beta, gamma_ = float(coef[0]), float(coef[1])
-    beta_se, gamma_se = float(math.sqrt(cov[0, 0])), float(math.sqrt(cov[1, 1]))
-    order = np.argsort(m_arr)
-    i1, i2 = order[-2], order[-1]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        slope = float(np.log(abs(y[i2]) / abs(y[i1])) / np.log(m_arr[i2] / m_arr[i1]))
-    zc = float(ndtri(1.0 - alpha / 2.0))
-    passed = bool(abs(beta) > zc * beta_se and gof_p > alpha)
-    rel_var = float("nan")
-    if callable(getattr(sampler, "theory", None)):
-        one = sampler.with_num_features(1).theory(Q, K, order=2)["central"][2]
-        rel_var = float(np.max(one))
-    return RatioBiasResult(
-        passed=passed,
-        num_features=ms,
-        bias_norm=tuple(norms),
-        bias_norm_se=tuple(norm_se),
-        projected_bias=tuple(proj),
-        projected_se=tuple(proj_se),
-        beta=beta,
-        beta_se=beta_se,
-        gamma=gamma_,
-        gamma_se=gamma_se,
-        gof_p=gof_p,
-        slope=slope,
-        relative_variance=rel_var,
-        trials=trials,
-        alpha=alpha,
-        sampler=_name(sampler),
-    )
