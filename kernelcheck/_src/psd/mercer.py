@@ -22,11 +22,11 @@ import scipy.linalg
 from kernelcheck._src.core.outcome import Outcome, outcome_of
 from kernelcheck._src.core.results import ResultMixin
 from kernelcheck._src.core.rounding import Tolerance
-from kernelcheck._src.core.validate import as_array, as_points, describe
+from kernelcheck._src.core.validate import as_array, as_points, call_user, describe
 from kernelcheck._src.kernels.featuremap import FeatureMap
 from kernelcheck._src.psd.ladder import check_psd_iv
 from kernelcheck._src.psd.tolerance import eigh_error, frobenius
-from kernelcheck.errors import BadNormalizer, InvalidArgument, NumericalFailure
+from kernelcheck.errors import InvalidArgument, NumericalFailure
 
 __all__ = ["MercerFeatures", "mercer_features", "Nystrom"]
 
@@ -114,16 +114,10 @@ def _kernel_block(kernel, A, B, what: str) -> np.ndarray:
 
     A user kernel that raises, or returns something other than a finite real
     matrix, gives :class:`InvalidArgument` naming the call (kernelcheck's
-    own errors pass through).
+    own errors pass through; the kernel gets copies of the points).
     """
-    try:
-        out = kernel(A) if B is None else kernel(A, B)
-    except (InvalidArgument, NumericalFailure, BadNormalizer):
-        raise
-    except Exception as exc:
-        raise InvalidArgument(
-            f"`kernel`: the call {what} raised {type(exc).__name__}: {exc}"
-        ) from exc
+    label = f"`kernel`: the call {what}"
+    out = call_user(kernel, label, A) if B is None else call_user(kernel, label, A, B)
     return np.asarray(as_array(out, what, ndim=2), dtype=np.float64)
 
 
