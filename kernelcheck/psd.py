@@ -9,7 +9,8 @@
 See ``docs/psd.md`` for the ladder and the tolerance model.
 """
 
-from kernelcheck._src.psd.ladder import PSDResult, Verdict, check_psd
+from kernelcheck._src.psd.ladder import check_psd
 from kernelcheck._src.psd.mercer import MercerFeatures, Nystrom, mercer_features
+from kernelcheck._src.psd.result import PSDResult, Verdict
 
 __all__ = ["check_psd", "PSDResult", "Verdict", "mercer_features", "MercerFeatures", "Nystrom"]

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from kernelcheck import Linear
 from kernelcheck._src.core.rounding import Tolerance
-from kernelcheck._src.psd.ladder import default_tolerance, frobenius
+from kernelcheck._src.psd.tolerance import default_tolerance, frobenius
 from kernelcheck.errors import NumericalFailure
 from kernelcheck.psd import Verdict, check_psd, mercer_features
 from kernelcheck.strategies import kernels, point_sets

@@ -1,6 +1,6 @@
 """Boundary tests of the certified Cholesky rungs of check_psd (claim C5).
 
-Rump's certificate (``_certified_cholesky``; S. M. Rump, BIT 46, 2006) proves
+Rump's certificate (``certified_cholesky``; S. M. Rump, BIT 46, 2006) proves
 ``K + shift I`` positive definite when a floating-point Cholesky of a matrix
 ``B`` succeeds, provided ``B`` has the off-diagonal of ``T = D (K + shift I) D``
 exactly, ``B_jj <= T_jj - c`` exactly, and
@@ -24,12 +24,10 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from kernelcheck._src.psd import ladder as P
-from kernelcheck._src.psd.ladder import (
-    MPMATH_PRECISIONS,
-    _certified_cholesky,
-    default_tolerance,
-)
+from kernelcheck._src.psd import cholesky as C
+from kernelcheck._src.psd.cholesky import certified_cholesky
+from kernelcheck._src.psd.highprec import MPMATH_PRECISIONS, mp_certified_cholesky
+from kernelcheck._src.psd.tolerance import default_tolerance
 from kernelcheck.psd import Verdict, check_psd
 
 U = Fraction(1, 2**53)
@@ -64,15 +62,15 @@ def lambda_min_2x2(K) -> tuple[Fraction, Fraction]:
 
 @pytest.fixture
 def handed_to_lapack(monkeypatch):
-    """Record a copy of every matrix ``_certified_cholesky`` gives to ``dpotrf``."""
+    """Record a copy of every matrix ``certified_cholesky`` gives to ``dpotrf``."""
     seen: list[np.ndarray] = []
-    real = P.lapack.dpotrf
+    real = C.lapack.dpotrf
 
     def spy(a, *args, **kwargs):
         seen.append(np.array(a, dtype=np.float64, copy=True))
         return real(a, *args, **kwargs)
 
-    monkeypatch.setattr(P.lapack, "dpotrf", spy)
+    monkeypatch.setattr(C.lapack, "dpotrf", spy)
     return seen
 
 
@@ -151,7 +149,7 @@ def test_rump_preconditions_hold_exactly_on_the_matrix_factorised(name, shift, h
     K = PRECONDITION_CORPUS[name]
     n = K.shape[0]
     s = 0.0 if shift == "zero" else default_tolerance(K).value
-    ch = _certified_cholesky(K, s)
+    ch = certified_cholesky(K, s)
     if not handed_to_lapack:  # refused before factorising: a non-positive K_jj + shift
         assert not ch.ok and any(F(K[j, j]) + F(s) <= 0 for j in range(n))
         return
@@ -218,11 +216,11 @@ def test_scaling_is_refused_where_products_leave_the_range(handed_to_lapack):
     """C5: a PD matrix whose scaling would underflow an off-diagonal product is
     factorised unscaled (``d = 1``), exactly as given; the verdict stays certified."""
     K = _extreme_low()
-    ch = _certified_cholesky(K, 0.0)
+    ch = certified_cholesky(K, 0.0)
     assert np.all(ch.d == 1.0)
     assert np.array_equal(handed_to_lapack[0][~np.eye(3, dtype=bool)], K[~np.eye(3, dtype=bool)])
     K2 = _extreme_high()
-    ch2 = _certified_cholesky(K2, 0.0)
+    ch2 = certified_cholesky(K2, 0.0)
     assert np.all(ch2.d == 1.0) and not ch2.ok
     r = check_psd(K2, tol=0)
     assert r.verdict is Verdict.NOT_PSD and rayleigh(K2, r.witness) < 0
@@ -277,15 +275,15 @@ def _graded(off: tuple[int, int, float]) -> np.ndarray:
     ],
 )
 def test_entrywise_scaling_limits(off, applied):
-    """The documented condition of ``_scaling`` for graded matrices: every product
+    """The documented condition of ``van_der_sluis_scaling`` for graded matrices: every product
     ``K_ij d_i`` and ``K_ij d_i d_j`` of a nonzero entry within ``[2^-969, 2^1022)``.
     The products here are computed in exact binary arithmetic by hand (powers of
     two), so the test states the limits independently of the code's exponent
     bookkeeping."""
-    from kernelcheck._src.psd.ladder import _scaling
+    from kernelcheck._src.psd.cholesky import van_der_sluis_scaling
 
     K = _graded(off)
-    d = _scaling(np.diagonal(K).copy(), K)
+    d = van_der_sluis_scaling(np.diagonal(K).copy(), K)
     if applied:
         np.testing.assert_array_equal(d, [2.0**-300, 1.0, 2.0**300])
     else:
@@ -462,15 +460,15 @@ def test_certificate_of_k_plus_tol_with_a_diagonal_entry_below_tol():
     r = check_psd(K, tol=0.5)
     assert (r.verdict, r.method, r.certified) == (Verdict.POSITIVE_SEMIDEFINITE, "cholesky", True)
     assert r.rungs[-1] == "cholesky+tol"
-    ch = _certified_cholesky(K, 0.5)
+    ch = certified_cholesky(K, 0.5)
     T = [F(ch.d[j]) ** 2 * (F(K[j, j]) + F(0.5)) for j in range(2)]
     assert ch.ok and F(ch.c) >= rump_shift(T)
     # the pivot vector [-6, 1] has Rayleigh quotient -2.6 / 37 ~ -0.07
     r = check_psd(K, tol=0.05, method="cholesky")
     assert r.verdict is Verdict.NOT_PSD and rayleigh(K, r.witness) < -Fraction(0.05)
     # a diagonal entry below -shift: refused without factorising
-    assert not _certified_cholesky(np.diag([1.0, -0.5]), 0.25).ok
-    assert _certified_cholesky(np.diag([1.0, -0.5]), 0.75).ok
+    assert not certified_cholesky(np.diag([1.0, -0.5]), 0.25).ok
+    assert certified_cholesky(np.diag([1.0, -0.5]), 0.75).ok
 
 
 MP_CORPUS = {
@@ -505,7 +503,7 @@ def test_mpmath_certificate_preconditions_hold_exactly(name, prec, monkeypatch):
         return out
 
     monkeypatch.setattr(libmp, "mpf_sub", spy)
-    P._mp_certified_cholesky(K, shift, prec)
+    mp_certified_cholesky(K, shift, prec)
     assert len(seen) == n
 
     def frac(m) -> Fraction:

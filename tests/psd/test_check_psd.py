@@ -22,11 +22,9 @@ import numpy as np
 import pytest
 
 from kernelcheck import Gaussian, InvalidArgument
-from kernelcheck._src.psd.ladder import (
-    MPMATH_MAX_N,
-    assert_psd,
-    default_tolerance,
-)
+from kernelcheck._src.psd.highprec import MPMATH_MAX_N
+from kernelcheck._src.psd.ladder import assert_psd
+from kernelcheck._src.psd.tolerance import default_tolerance
 from kernelcheck.psd import PSDResult, Verdict, check_psd
 from tests.psd import sylvester
 

@@ -25,14 +25,9 @@ import scipy.linalg
 
 from kernelcheck import Gaussian
 from kernelcheck._src.core.rounding import Tolerance, gamma
-from kernelcheck._src.psd.ladder import (
-    EIGH_P,
-    MPMATH_MAX_N,
-    MPMATH_PRECISIONS,
-    _Ladder,
-    default_tolerance,
-    frobenius,
-)
+from kernelcheck._src.psd.highprec import MPMATH_MAX_N, MPMATH_PRECISIONS
+from kernelcheck._src.psd.ladder import _Ladder
+from kernelcheck._src.psd.tolerance import EIGH_P, default_tolerance, frobenius
 from kernelcheck.psd import PSDResult, Verdict, check_psd
 from tests.psd import sylvester
 

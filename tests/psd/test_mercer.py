@@ -60,7 +60,7 @@ def test_mercer_features_reproduce_psd_corpus_and_refuse_the_rest(i):
 
 def test_mercer_threshold_dropping_and_bound():
     from kernelcheck._src.core.rounding import gamma
-    from kernelcheck._src.psd.ladder import EIGH_P, frobenius
+    from kernelcheck._src.psd.tolerance import EIGH_P, frobenius
 
     K = np.diag([1.0, 0.5, 0.25])
     F = mercer_features(K, tol=0.5)

@@ -9,7 +9,10 @@ the smallest exponent among its non-zero entries.  On ``M``:
 * :func:`exact_decision` decides whether ``M`` (hence ``K``) is positive
   definite, positive semi-definite or not, by fraction-free symmetric
   Gaussian elimination (Bareiss), and for a non-PSD matrix returns an integer
-  witness ``w`` with ``w^T M w < 0``.
+  witness ``w`` with ``w^T M w < 0``;
+* :func:`as_witness` turns a candidate vector from any rung (float, integer,
+  rational or mpf) into a :class:`Witness` when ``v^T K v < -tol v^T v``
+  holds exactly -- the check behind every ``NOT_PSD`` verdict.
 
 Bareiss elimination keeps every intermediate an integer (a minor of ``M``):
 after eliminating the pivot set ``P`` the trailing entries equal
@@ -20,7 +23,9 @@ up to about ``n (53 + exponent range)`` bits; see :data:`EXACT_MAX_N`.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 
@@ -31,6 +36,8 @@ __all__ = [
     "quadratic_form",
     "exact_decision",
     "ExactWitness",
+    "Witness",
+    "as_witness",
 ]
 
 #: Default largest n for which ``check_psd`` runs exact elimination.  Measured
@@ -260,3 +267,57 @@ def _witness(M: np.ndarray, k: int, j: int | None, positives: list[int]) -> Exac
     if g > 1:
         v = np.array([int(x) // g for x in v], dtype=object)
     return ExactWitness("not_psd", vector=v, positives=positives)
+
+
+# ---------------------------------------------------------------------------
+# Exact witness verification
+# ---------------------------------------------------------------------------
+
+
+@dataclass
+class Witness:
+    """A vector ``v`` with ``v^T K v < -tol v^T v``, verified exactly, and its Rayleigh quotient."""
+
+    vector: Any
+    value: Fraction  # v^T K v / v^T v, exact
+
+
+def as_witness(K: np.ndarray, v, t: float, e: int | None) -> Witness | None:
+    """Return the witness if ``v^T K v < -t v^T v`` holds exactly, else None.
+
+    A float vector is tried first as given; an integer vector is also tried
+    rounded to float64 (a float witness is easier to use), keeping the exact
+    integers when rounding destroys it.  ``e`` is a common exponent of ``K``
+    (:func:`min_exponent`), passed on to :func:`quadratic_form`.
+    """
+    candidates = []
+    if isinstance(v, np.ndarray) and v.dtype.kind == "f":
+        if not np.isfinite(v).all() or not np.any(v):
+            return None
+        candidates.append(v.astype(np.float64))
+    else:
+        # exact: Python ints, Fractions or mpf (the mpmath rung's pivot vector), times
+        # a common positive scale, which the Rayleigh quotient does not see
+        ints, _ = vector_to_ints(v)
+        if not any(ints):
+            return None
+        big = max(abs(int(x)) for x in ints)
+        shift = max(big.bit_length() - 1000, 0)
+        vf = np.array([float(int(x) >> shift) if shift else float(x) for x in ints])
+        if np.isfinite(vf).all() and np.any(vf):
+            candidates.append(vf)
+        candidates.append(ints)
+    for cand in candidates:
+        q = quadratic_form(K, cand, e=e)
+        norm2 = _exact_norm2(cand)
+        rq = q / norm2
+        if rq < -Fraction(t):
+            return Witness(cand, rq)
+    return None
+
+
+def _exact_norm2(v) -> Fraction:
+    """``v^T v`` exactly, for a float or an integer vector."""
+    if isinstance(v, np.ndarray) and v.dtype.kind == "f":
+        return sum((Fraction(float(x)) ** 2 for x in v), Fraction(0))
+    return Fraction(sum(int(x) * int(x) for x in v))

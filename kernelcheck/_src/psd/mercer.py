@@ -21,12 +21,12 @@ import scipy.linalg
 
 from kernelcheck._src.core.outcome import Outcome, outcome_of
 from kernelcheck._src.core.results import ResultMixin
-from kernelcheck._src.core.rounding import Tolerance, gamma
-from kernelcheck._src.core.validate import as_array, as_points, describe
+from kernelcheck._src.core.rounding import Tolerance
+from kernelcheck._src.core.validate import as_array, as_points, call_user, describe
 from kernelcheck._src.kernels.featuremap import FeatureMap
-from kernelcheck._src.psd.exact import EXACT_MAX_N
-from kernelcheck._src.psd.ladder import EIGH_P, _check_psd_iv, frobenius
-from kernelcheck.errors import BadNormalizer, InvalidArgument, NumericalFailure
+from kernelcheck._src.psd.ladder import check_psd_iv
+from kernelcheck._src.psd.tolerance import eigh_error, frobenius
+from kernelcheck.errors import InvalidArgument, NumericalFailure
 
 __all__ = ["MercerFeatures", "mercer_features", "Nystrom"]
 
@@ -114,22 +114,16 @@ def _kernel_block(kernel, A, B, what: str) -> np.ndarray:
 
     A user kernel that raises, or returns something other than a finite real
     matrix, gives :class:`InvalidArgument` naming the call (kernelcheck's
-    own errors pass through).
+    own errors pass through; the kernel gets copies of the points).
     """
-    try:
-        out = kernel(A) if B is None else kernel(A, B)
-    except (InvalidArgument, NumericalFailure, BadNormalizer):
-        raise
-    except Exception as exc:
-        raise InvalidArgument(
-            f"`kernel`: the call {what} raised {type(exc).__name__}: {exc}"
-        ) from exc
+    label = f"`kernel`: the call {what}"
+    out = call_user(kernel, label, A) if B is None else call_user(kernel, label, A, B)
     return np.asarray(as_array(out, what, ndim=2), dtype=np.float64)
 
 
 def _mercer_iv(K, tol, symmetrize):
-    A, tolerance, _, _, _, _, _ = _check_psd_iv(K, tol, "auto", symmetrize, EXACT_MAX_N)
-    return A, tolerance
+    args = check_psd_iv(K, tol, symmetrize=symmetrize)
+    return args.K, args.tolerance
 
 
 def mercer_features(K, *, tol=None, symmetrize: bool = False) -> MercerFeatures:
@@ -166,7 +160,7 @@ def mercer_features(K, *, tol=None, symmetrize: bool = False) -> MercerFeatures:
     for ``K + E`` with ``||E||_2 <= p(n) u ||K||_2`` and ``U`` orthonormal to
     ``p(n) u`` ("a modestly growing function of n", LAPACK Users' Guide
     section 4.7; taken here as ``p(n) = 64 (n + 2)``, the
-    ``kernelcheck._src.psd.ladder.EIGH_P`` constant shared with ``check_psd``);
+    ``kernelcheck._src.psd.tolerance.EIGH_P`` constant shared with ``check_psd``);
     dropping eigenvalues ``<= tol`` adds at most ``tol``; forming
     ``Phi Phi^T`` adds ``gamma_r ||Phi||^2 <= gamma_r tr K``.  Hence
     ``||Phi Phi^T - K||_2 <= max_dropped |lambda| + 3 gamma_{p(n)} ||K||_F``.
@@ -188,7 +182,7 @@ def mercer_features(K, *, tol=None, symmetrize: bool = False) -> MercerFeatures:
     w = w[::-1]
     U = U[:, ::-1]
     fro = frobenius(A)
-    eig_err = gamma(EIGH_P(n)) * fro
+    eig_err = eigh_error(A)
     t = float(tolerance.value)
     if w[-1] < -t - eig_err:
         raise InvalidArgument(

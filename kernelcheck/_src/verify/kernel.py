@@ -39,7 +39,9 @@ from kernelcheck._src.core.outcome import Outcome, outcome_of
 from kernelcheck._src.core.results import ResultMixin
 from kernelcheck._src.core.rounding import Tolerance
 from kernelcheck._src.core.validate import as_int, as_points, check_choice, describe
-from kernelcheck._src.psd.ladder import PSDResult, Verdict, check_psd, default_tolerance, frobenius
+from kernelcheck._src.psd.ladder import check_psd
+from kernelcheck._src.psd.result import PSDResult, Verdict
+from kernelcheck._src.psd.tolerance import default_tolerance, frobenius
 from kernelcheck.errors import InvalidArgument, NumericalFailure
 
 __all__ = ["kernel", "KernelReport"]
