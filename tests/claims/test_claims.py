@@ -225,6 +225,8 @@ def test_the_executor_is_an_argument_handed_to_the_checks_that_use_one():
         plain.key_number,
         plain.details,
     )
+    with pytest.raises(InvalidArgument, match="`executor` must be"):
+        C.get_claim("C7").check("quick", executor=object())
 
 
 # ---------------------------------------------------------------------------

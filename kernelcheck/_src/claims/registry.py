@@ -65,6 +65,7 @@ __all__ = [
     "get_claim",
     "run_claims",
     "claim_ids_iv",
+    "check_executor",
     "property_tests",
     "scan_property_tests",
 ]
@@ -194,6 +195,7 @@ class Claim:
         ClaimResult
         """
         check_choice(level, "level", LEVELS)
+        check_executor(executor)
         start = time.perf_counter()
         if self.uses_executor:
             verdict, key, details = self.check_fn(level, executor=executor)
@@ -207,6 +209,14 @@ class Claim:
             details=to_jsonable(details),
             duration=duration,
             level=level,
+        )
+
+
+def check_executor(executor: Any) -> None:
+    """Refuse an ``executor`` that is neither None nor an object with ``submit``."""
+    if executor is not None and not callable(getattr(executor, "submit", None)):
+        raise InvalidArgument(
+            "`executor` must be a concurrent.futures.Executor (an object with submit)"
         )
 
 
@@ -490,10 +500,7 @@ def run_claims(
     claim_ids = claim_ids_iv(claim_ids)
     if on_result is not None:
         check_callable(on_result, "on_result")
-    if executor is not None and not callable(getattr(executor, "submit", None)):
-        raise InvalidArgument(
-            "`executor` must be a concurrent.futures.Executor (an object with submit)"
-        )
+    check_executor(executor)
     return _run_claims(claim_ids, level, on_result, executor)
 
 
