@@ -1,8 +1,9 @@
 """The claims registry and the essay report.
 
-The registry must hold every claim whose capability has landed (all of
-C1..C20), each check must return a well-formed :class:`ClaimResult`, and the
-claims pages of the documentation must agree with the registry.  The
+The registry must hold every claim (C1..C20, built once from the check
+modules of their groups), each check must return a well-formed
+:class:`ClaimResult`, and the claims pages of the documentation must agree
+with the registry.  The
 verdicts expected at the quick level are "verified" for every claim: the
 claims are theorems (or, for C8, the corrected statement), so the library
 computing them is what is under test.
@@ -42,11 +43,32 @@ def test_registry_is_complete_and_ordered():
         assert claim.checked_by, cid
 
 
-def test_every_capability_requirement_resolves():
-    """A registered claim's requirements import; a missing one would drop the claim."""
-    for entry in claims_src._ENTRIES:
-        missing = [r for r in entry.requires if not claims_src._available(r)]
-        assert not missing, (entry.id, missing)
+def test_registry_holds_exactly_the_statements_in_order():
+    """The registry is plain data: one claim per statement, in claim order, no probing."""
+    assert list(claims_src.CLAIMS) == list(C.STATEMENTS) == ALL_IDS
+    assert C.registry() == dict(claims_src.CLAIMS)
+    assert C.registry() is not C.registry()  # a fresh dict the caller may filter
+    for cid in ALL_IDS:
+        assert C.get_claim(cid) is claims_src.CLAIMS[cid]
+
+
+def test_each_check_module_holds_the_checks_of_its_group():
+    modules = claims_src.CHECK_MODULES
+    assert list(modules) == [slug for slug, _title, _ids in C.GROUPS]
+    for slug, _title, ids in C.GROUPS:
+        entries = modules[slug].CHECKS
+        assert [e.id for e in entries] == list(ids), slug
+        for e in entries:
+            claim = C.get_claim(e.id)
+            assert claim.group == slug
+            assert claim.check_fn is e.fn
+            assert claim.checked_by == tuple(e.checked_by)
+            assert claim.uses_executor is e.uses_executor
+
+
+def test_only_monte_carlo_and_search_checks_take_an_executor():
+    uses = [cid for cid, claim in C.registry().items() if claim.uses_executor]
+    assert uses == ["C5", "C13", "C16", "C17", "C18"]
 
 
 def test_groups_partition_the_claims():
@@ -105,7 +127,7 @@ def test_a_failing_check_is_reported_inconclusive_not_hidden(monkeypatch):
         raise RuntimeError("boom")
 
     claim = C.Claim("C7", "t", "s", "kernels", broken)
-    monkeypatch.setattr(claims_src, "registry", lambda: {"C7": claim})
+    monkeypatch.setattr(claims_src, "CLAIMS", {"C7": claim})
     (r,) = C.run_claims(["C7"], "quick")
     assert r.verdict is C.ClaimVerdict.INCONCLUSIVE
     assert "RuntimeError: boom" in r.key_number
@@ -152,11 +174,59 @@ def test_property_tests_are_found_by_claim_id(tmp_path):
     (props / "test_x.py").write_text(
         "def test_c09_c12_truncation():\n    pass\n\ndef test_c3_not_two_digits():\n    pass\n"
     )
-    found = claims_src.property_tests(tmp_path)
+    found = claims_src.scan_property_tests(tmp_path)
     assert found == {
         "C9": ("properties/test_x.py::test_c09_c12_truncation",),
         "C12": ("properties/test_x.py::test_c09_c12_truncation",),
     }
+    assert claims_src.scan_property_tests(tmp_path / "elsewhere") == {}
+
+
+def test_properties_are_scanned_once_per_process(monkeypatch):
+    """property_tests() is cached, and the registry never rescans ``properties/``."""
+    first = claims_src.property_tests()
+    assert claims_src.property_tests() is first
+
+    def rescan(root):
+        raise AssertionError("properties/ rescanned")
+
+    monkeypatch.setattr(claims_src, "scan_property_tests", rescan)
+    assert claims_src.property_tests() is first
+    for cid, claim in C.registry().items():
+        assert C.get_claim(cid).properties == claim.properties == first.get(cid, ())
+    assert C.get_claim("C13").properties  # the checkout's properties/ is found
+    C.run_claims(["C7"], "quick")
+
+
+class _CountingExecutor:
+    """A thread pool that counts the tasks submitted to it."""
+
+    def __init__(self, pool):
+        self.pool, self.submitted = pool, 0
+
+    def submit(self, fn, /, *args, **kwargs):
+        self.submitted += 1
+        return self.pool.submit(fn, *args, **kwargs)
+
+
+def test_the_executor_is_an_argument_handed_to_the_checks_that_use_one():
+    from concurrent.futures import ThreadPoolExecutor
+
+    plain = C.get_claim("C13").check("quick")
+    with ThreadPoolExecutor(2) as pool:
+        counting = _CountingExecutor(pool)
+        pooled = C.get_claim("C13").check("quick", executor=counting)
+        assert counting.submitted > 0
+        used = counting.submitted
+        (r,) = C.run_claims(["C7"], "quick", executor=counting)  # C7 takes none: ignored
+        assert counting.submitted == used and r.passed
+    assert (pooled.verdict, pooled.key_number, pooled.details) == (
+        plain.verdict,
+        plain.key_number,
+        plain.details,
+    )
+    with pytest.raises(InvalidArgument, match="`executor` must be"):
+        C.get_claim("C7").check("quick", executor=object())
 
 
 # ---------------------------------------------------------------------------

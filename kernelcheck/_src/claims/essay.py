@@ -22,13 +22,13 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from kernelcheck._src.claims.registry import (
+    CLAIMS,
     GROUPS,
     LEVELS,
     STATEMENTS,
     ClaimResult,
     ClaimVerdict,
-    _claim_ids_iv,
-    registry,
+    claim_ids_iv,
     run_claims,
 )
 from kernelcheck._src.core import report as bundle
@@ -282,7 +282,7 @@ def run_essay(
     1 of 1 claims verified, 0 refuted, 0 inconclusive (quick, 0.0 s)
     """
     check_choice(level, "level", LEVELS)
-    ids = _claim_ids_iv(claim_ids) or list(registry())
+    ids = claim_ids_iv(claim_ids) or list(CLAIMS)
     if stream is not None and not callable(getattr(stream, "write", None)):
         raise InvalidArgument(
             f"`stream` must be a text stream (with write), got {describe(stream)}"

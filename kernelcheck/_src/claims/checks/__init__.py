@@ -1,0 +1,1 @@
+"""The claim checks, one module per group of the essay; each exposes ``CHECKS``."""

@@ -1,0 +1,214 @@
+"""Claim checks of the group "The recurrence" (C14, C15).
+
+The recurrent and chunked forms are compared with the causal parallel form
+within its error bound (C14); Taylor and random-feature linear attention are
+shown to converge to softmax attention, the Taylor error inside a bound
+derived from the C12 remainder (C15).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from kernelcheck._src.attention.bounds import linear_error_bound, softmax_error_bound
+from kernelcheck._src.attention.exact import softmax
+from kernelcheck._src.attention.linear import chunked, parallel, recurrent
+from kernelcheck._src.claims.checks.common import (
+    Check,
+    all_verdict,
+    fit_exponent,
+    fmt,
+    pick,
+    qkv,
+    statement,
+    taylor_remainder_bound,
+)
+from kernelcheck._src.claims.examples import recurrence_feature_maps
+from kernelcheck._src.core.rounding import gamma
+from kernelcheck._src.features.random import PositiveRandomFeatures
+from kernelcheck._src.kernels.algebra import Exponential, Linear, exp
+
+__all__ = ["CHECKS", "check_c14", "check_c15"]
+
+
+def check_c14(level: str):
+    """The recurrence equals the causal parallel form and the chunked form (any chunk size)."""
+    n, d, d_v = pick(level, (37, 3, 2), (301, 4, 8), (1500, 6, 16))
+    Q, K_, V = qkv(14, n, d, d_v, 0.5)
+    rows, worst = [], 0.0
+    for name, phi in recurrence_feature_maps(d):
+        pq, pk = phi(Q), phi(K_)
+        ref = parallel(pq, pk, V, causal=True)
+        tol = linear_error_bound(pq, pk, V, causal=True)
+        rec = recurrent(pq, pk, V)
+        outs = {"recurrent": rec}
+        for c in (1, 7, 64, n):
+            outs[f"chunked C={c}"] = chunked(pq, pk, V, chunk_size=c)
+        for label, out in outs.items():
+            err = np.abs(out - ref)
+            ratio = float((err / tol).max())
+            worst = max(worst, ratio)
+            rows.append(
+                statement(
+                    f"{label} = parallel causal ({name})",
+                    bool((err <= tol).all()),
+                    f"max |error| {fmt(err.max())}, {fmt(ratio)} x tol",
+                )
+            )
+    key = f"recurrent = parallel = chunked (C = 1, 7, 64, n) on n = {n}: worst {fmt(worst)} x tol"
+    return all_verdict(rows), key, {"n": n, "statements": rows}
+
+
+def _taylor_convergence(Q, K_, V, A, EA, orders) -> tuple[list[float], list[float], bool]:
+    """Max error of order-M Taylor attention against softmax, its bound, and whether it holds.
+
+    With s_ij = q_i.k_j, r_ij the C12 remainder bound of exp(s_ij),
+    Z_i = sum_j exp(s_ij) and a_i the softmax output, the order-M output a'_i
+    obeys |a'_ic - a_ic| <= sum_j r_ij |v_jc - a_ic| / (Z_i - sum_j r_ij)
+    (a' - a = sum_j delta_ij (v_j - a_i) / Z'_i with |delta_ij| <= r_ij),
+    widened by (1 + gamma_4n) for the rounding of the bound's own sums, plus
+    the two forms' rounding bounds.
+    """
+    n = Q.shape[0]
+    S_abs = np.abs(Linear()(Q, K_)) + Linear().error_bound(Q, K_)
+    Z = Exponential()(Q, K_).sum(axis=1)
+    errors, bounds, ok = [], [], True
+    for M in orders:
+        phi = exp(Linear(), order=M).features()
+        pq, pk = phi(Q), phi(K_)
+        out = parallel(pq, pk, V)
+        tol = linear_error_bound(pq, pk, V) + EA
+        r = taylor_remainder_bound(S_abs, M)
+        den = Z - r.sum(axis=1)
+        if (den <= 0).any():
+            bound = np.full_like(A, np.inf)
+        else:
+            bound = (r[:, :, None] * np.abs(V[None, :, :] - A[:, None, :])).sum(axis=1)
+            bound = bound / den[:, None] * (1.0 + gamma(4 * n))
+        err = np.abs(out - A)
+        ok &= bool((err <= bound + tol).all())
+        errors.append(float(err.max()))
+        bounds.append(float(bound.max()))
+    return errors, bounds, ok
+
+
+def _random_feature_rms(Q, K_, V, A, ms, draws: int) -> list[float]:
+    """RMS error against softmax of positive-random-feature attention, per m (C15)."""
+    d = Q.shape[1]
+    rms = []
+    for m in ms:
+        sq = []
+        for r_ in range(draws):
+            rf = PositiveRandomFeatures(d, m, seed=np.random.SeedSequence([15, m, r_]))
+            sq.append(np.mean((parallel(rf(Q), rf(K_), V) - A) ** 2))
+        rms.append(float(np.sqrt(np.mean(sq))))
+    return rms
+
+
+def _c15_plot(orders, errors, bounds, ms, rms) -> dict[str, Any]:
+    return {
+        "title": "linear attention -> softmax",
+        "xlabel": "Taylor order M / log2(m) for random features",
+        "ylabel": "error against softmax",
+        "yscale": "log",
+        "series": [
+            {"label": "Taylor max |error|", "x": list(orders), "y": errors},
+            {
+                "label": "C12-derived bound",
+                "x": list(orders),
+                "y": bounds,
+                "style": "dashed",
+            },
+            {
+                "label": "random features RMS (x = log2 m)",
+                "x": [math.log2(m) for m in ms],
+                "y": rms,
+            },
+        ],
+    }
+
+
+def check_c15(level: str):
+    """Taylor and random-feature linear attention converge to softmax attention.
+
+    Taylor (even M, so normalisers stay positive): the order-M error stays
+    within the C12-derived bound of :func:`_taylor_convergence` and falls with
+    M.  Random features: the RMS error over independent draws falls with the
+    number of features m; its log-log slope (Theil-Sen) must be negative with
+    95% confidence (theory: -1/2).
+    """
+    n, d, d_v = pick(level, (24, 3, 2), (64, 4, 4), (128, 4, 8))
+    orders = pick(level, (0, 2, 4, 6), (0, 2, 4, 6, 8, 10), (0, 2, 4, 6, 8, 10, 12))
+    Q, K_, V = qkv(15, n, d, d_v, 0.45)
+    A = softmax(Q, K_, V, scale=1.0)
+    EA = softmax_error_bound(Q, K_, V, scale=1.0)
+    errors, bounds, ok = _taylor_convergence(Q, K_, V, A, EA, orders)
+    monotone = all(b <= a for a, b in zip(errors, errors[1:], strict=False))
+    ms = pick(level, (16, 64, 256), (16, 32, 64, 128, 256, 512, 1024), (16, 64, 256, 1024, 4096))
+    draws = pick(level, 3, 6, 12)
+    rms = _random_feature_rms(Q, K_, V, A, ms, draws)
+    fit = fit_exponent(ms, rms, confidence=0.95)
+    rows = [
+        statement(
+            "Taylor order M (even) -> softmax, within the C12-derived bound at every M",
+            ok,
+            ", ".join(
+                f"M={M}: {fmt(e)} <= {fmt(b)}"
+                for M, e, b in zip(orders, errors, bounds, strict=True)
+            ),
+        ),
+        statement(
+            "the Taylor error falls as M grows",
+            monotone,
+            f"max |error| {fmt(errors[0])} (M={orders[0]}) -> {fmt(errors[-1])} (M={orders[-1]})",
+        ),
+        statement(
+            "positive random features -> softmax as m grows (RMS error ~ m^p, p < 0)",
+            fit.high < 0,
+            f"p = {fit.slope:.2f}, 95% CI [{fit.low:.2f}, {fit.high:.2f}] (theory -0.5) over "
+            f"m = {ms[0]}..{ms[-1]}, {draws} draws each",
+        ),
+    ]
+    key = (
+        f"Taylor error {fmt(errors[0])} (M={orders[0]}) -> {fmt(errors[-1])} (M={orders[-1]}) "
+        f"within bound; random features RMS ~ m^{fit.slope:.2f}"
+    )
+    details = {
+        "orders": list(orders),
+        "taylor_error": errors,
+        "taylor_bound": bounds,
+        "num_features": list(ms),
+        "random_feature_rms": rms,
+        "statements": rows,
+        "plot": _c15_plot(orders, errors, bounds, ms, rms),
+    }
+    return all_verdict(rows), key, details
+
+
+#: The checks of this group, in claim order.
+CHECKS: tuple[Check, ...] = (
+    Check(
+        "C14",
+        check_c14,
+        (
+            "kernelcheck.attention.recurrent",
+            "kernelcheck.attention.parallel",
+            "kernelcheck.attention.chunked",
+            "kernelcheck.attention.linear_error_bound",
+        ),
+    ),
+    Check(
+        "C15",
+        check_c15,
+        (
+            "kernelcheck.attention.parallel",
+            "kernelcheck.attention.softmax",
+            "kernelcheck.kernels.exp(Linear(), order=M)",
+            "kernelcheck.features.PositiveRandomFeatures",
+            "kernelcheck.scaling.fit_exponent",
+        ),
+    ),
+)
