@@ -54,6 +54,7 @@ from kernelcheck._src.verify.attention_cases import (
 from kernelcheck._src.verify.attention_checks import (
     causality_check,
     chunk_size_checks,
+    grad_checks,
     state_checks,
     state_reader,
     takes,
@@ -79,6 +80,8 @@ class _Options(NamedTuple):
     read_state: Any
     check_causality: bool
     normalize: bool
+    grad: bool
+    vjp: Any
 
 
 def _decay_iv(decay, feature_map, causal, batch):
@@ -206,9 +209,13 @@ def _attention_iv(fn, o: dict) -> _Options:
     model_failure = failure if error_model == "probabilistic" else None
     run = Run(fn, ad, ref, layout, declared, acc, model_failure, callable(decay), seed_value, state)
     check = as_bool(o["check_causality"], "check_causality")
+    grad = as_bool(o["grad"], "grad")
+    if o["vjp"] is not None:
+        check_callable(o["vjp"], "vjp")
     return _Options(
-        run, rng, cases, causal, decay, state, o["read_state"], check and causal, normalize
-    )
+        run, rng, cases, causal, decay, state, o["read_state"], check and causal, normalize, grad,
+        o["vjp"],
+    )  # fmt: skip
 
 
 def _case_names(cases, inputs) -> tuple[str, ...]:
@@ -252,6 +259,8 @@ def attention(
     state: bool = False,
     read_state: Any = None,
     check_causality: bool = True,
+    grad: bool = False,
+    vjp: Any = None,
 ) -> AttentionReport:
     """Check an attention layer against kernelcheck's reference (claims C1, C10, C14, C19, C20).
 
@@ -344,6 +353,15 @@ def attention(
         than kernelcheck's ``(S, z)`` (``S`` alone unnormalised).
     check_causality : bool
         With ``causal=True``, perturb future tokens and report any leak.
+    grad : bool
+        Check the layer's vector-Jacobian product along a random cotangent
+        (never ``.sum()``) on the ``random`` and ``positive values`` cases,
+        against :func:`~kernelcheck.attention.softmax_vjp` or
+        :func:`~kernelcheck.attention.linear_vjp` within their error bounds:
+        ``dQ, dK, dV`` for softmax, ``dV`` for linear references.  torch and
+        jax layers are differentiated by their framework.
+    vjp : callable, optional
+        For a NumPy layer: ``vjp(Q, K, V, G) -> (dQ, dK, dV)``.
 
     Returns
     -------
@@ -391,6 +409,10 @@ def _extra_checks(opts: _Options, judged, rng) -> list[AttentionCase]:
         checks += state_checks(opts.run, base, read, opts.normalize)
     if takes(opts.run.fn, "chunk_size"):
         checks += chunk_size_checks(opts.run, base)
+    if opts.grad:
+        for j in judged:
+            if j.case.name in ("random", "positive values", "user inputs"):
+                checks += grad_checks(opts.run, j, rng, opts.vjp)
     return checks
 
 

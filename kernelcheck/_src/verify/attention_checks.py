@@ -27,11 +27,19 @@ from kernelcheck._src.attention.registry import get_form
 from kernelcheck._src.attention.types import State
 from kernelcheck._src.core.rounding import gamma
 from kernelcheck._src.verify.adapters import round_to
+from kernelcheck._src.verify.attention_cases import from_layout, gates_to_layout, to_layout
 from kernelcheck._src.verify.attention_report import AttentionCase, failed_case, skipped_case
 from kernelcheck._src.verify.attention_run import Judged, Run, call_layer, compare, read_output
 from kernelcheck.errors import InvalidArgument
 
-__all__ = ["causality_check", "state_checks", "state_reader", "chunk_size_checks", "takes"]
+__all__ = [
+    "causality_check",
+    "state_checks",
+    "state_reader",
+    "chunk_size_checks",
+    "grad_checks",
+    "takes",
+]
 
 #: At most this many positions are perturbed one at a time by the causality check.
 MAX_PERTURBED = 12
@@ -270,4 +278,112 @@ def chunk_size_checks(run: Run, j0: Judged, sizes=(1, 3, 16)) -> list[AttentionC
             )
             continue
         out.append(compare(name, tuple(j0.Q.shape), got, j0.reference, j0.tolerance))
+    return out
+
+
+# ----- gradients ---------------------------------------------------------------
+
+
+def _layer_vjp(run: Run, Q, K, V, g, G, vjp):
+    """The layer's gradients of ``<G, out>`` with respect to Q, K, V, from its framework."""
+    a = run.adapter
+    kwargs = {"initial_state": None} if run.state else {}
+    if run.adapter.framework == "torch":
+        import torch
+
+        ts = [a.to_framework(to_layout(X, run.layout), requires_grad=True) for X in (Q, K, V)]
+        extra = [a.to_framework(gates_to_layout(g, run.layout))] if run.pass_gates else []
+        out = run.fn(*ts, *extra, **kwargs)
+        out = out[0] if run.state else out
+        out.backward(a.to_framework(to_layout(round_to(G, a.precision), run.layout)).to(out.dtype))
+        grads = [t.grad if t.grad is not None else torch.zeros_like(t) for t in ts]
+    elif run.adapter.framework == "jax":
+        import jax
+
+        extra = [a.to_framework(gates_to_layout(g, run.layout))] if run.pass_gates else []
+
+        def f(q, k, v):
+            out = run.fn(q, k, v, *extra, **kwargs)
+            return out[0] if run.state else out
+
+        out, pull = jax.vjp(f, *(a.to_framework(to_layout(X, run.layout)) for X in (Q, K, V)))
+        grads = pull(
+            a.to_framework(to_layout(round_to(G, a.precision), run.layout)).astype(out.dtype)
+        )
+    else:
+        if vjp is None:
+            return None
+        grads = vjp(*(to_layout(X.copy(), run.layout) for X in (Q, K, V)), to_layout(G, run.layout))
+    out = []
+    for grad in grads:
+        arr, _ = a.to_numpy(grad, "gradient")
+        out.append(from_layout(arr, run.layout) if run.layout == "bnhd" else arr)
+    return out
+
+
+def grad_checks(run: Run, j0: Judged, rng: np.random.Generator, vjp=None) -> list[AttentionCase]:
+    """The layer's vector-Jacobian product along a random cotangent, against the reference's."""
+    from kernelcheck._src.attention.vjp import (
+        linear_vjp,
+        linear_vjp_error_bound,
+        softmax_vjp,
+        softmax_vjp_error_bound,
+    )
+
+    label = f"gradient ({j0.case.name})"
+    if j0.reference is None:
+        return [skipped_case(label, (), f"case '{j0.case.name}' could not be judged")]
+    fam, shape = run.reference.family, tuple(j0.Q.shape)
+    if fam not in ("softmax", "linear"):
+        return [skipped_case(label, shape, f"no reference gradient for the {fam} reference yet")]
+    if run.adapter.framework == "numpy" and vjp is None:
+        return [skipped_case(label, shape, "a NumPy layer needs vjp= for the gradient check")]
+    positive = j0.case.name == "positive values"
+    G = (
+        0.5 + rng.random(j0.reference.shape)
+        if positive
+        else rng.standard_normal(j0.reference.shape)
+    )
+    G = round_to(G, run.adapter.precision)
+    try:
+        got = _layer_vjp(run, j0.Q, j0.K, j0.V, j0.gates, G, vjp)
+    except Exception as exc:  # noqa: BLE001 - the layer's backward failed: a finding
+        return [failed_case(label, shape, f"the backward pass raised {type(exc).__name__}: {exc}")]
+    causal = run.reference.causal
+    if fam == "softmax":
+        scale = j0.kw.get("scale")
+        ref = softmax_vjp(j0.Q, j0.K, j0.V, G, causal=causal, scale=scale)
+        tol = [
+            b + b64
+            for b, b64 in zip(
+                softmax_vjp_error_bound(
+                    j0.Q, j0.K, j0.V, G, causal=causal, scale=scale, dtype=j0.model
+                ),  # fmt: skip
+                softmax_vjp_error_bound(j0.Q, j0.K, j0.V, G, causal=causal, scale=scale),
+                strict=True,
+            )
+        ]
+        names = ("dQ", "dK", "dV")
+        pairs = list(zip(names, got, ref, tol, strict=True))
+    else:
+        pq, pk = j0.args[0], j0.args[1]
+        norm = run.reference.normalize
+        ref = linear_vjp(pq, pk, j0.V, G, causal=causal, normalize=norm)
+        extra = run.reference.extra_ops(j0.Q.shape[-1])
+        b = linear_vjp_error_bound(pq, pk, j0.V, G, causal=causal, normalize=norm,
+                                   dtype=j0.model, extra_ops=extra)  # fmt: skip
+        b64 = linear_vjp_error_bound(pq, pk, j0.V, G, causal=causal, normalize=norm)
+        pairs = [("dV", got[2], ref.dV, b.dV + b64.dV)]
+    out = []
+    for name, g_, r, t in pairs:
+        case = f"gradient {name} ({j0.case.name})"
+        if g_.shape != r.shape:
+            out.append(failed_case(case, shape, f"{name} of shape {g_.shape}, expected {r.shape}"))
+        elif not np.isfinite(g_).all():
+            out.append(failed_case(case, shape, f"{name} holds NaN or Inf"))
+        else:
+            out.append(compare(case, shape, g_, r, t))
+    if fam == "linear":
+        note = "the feature map's Jacobian is the layer's own: dV checked"
+        out.append(skipped_case(f"gradient dQ, dK ({j0.case.name})", shape, note))
     return out

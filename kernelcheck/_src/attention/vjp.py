@@ -1,0 +1,262 @@
+"""Vector-Jacobian products of the attention forms, with their a-priori error bounds.
+
+For a cotangent ``G`` of the output's shape, the VJP of a form is the
+gradient of ``<G, out>`` with respect to each input: what a layer's backward
+pass computes.  Formulas (row ``i`` of the output, ``j`` over the keys it
+sees):
+
+* softmax, ``O = P V`` with ``P = softmax(scale Q K^T)`` (masked):
+  ``dV = P^T G``, ``dP = G V^T``, ``dS = P o (dP - rowsum(P o dP))``,
+  ``dQ = scale dS K``, ``dK = scale dS^T Q``;
+* linear, ``a_i = num_i / den_i`` with ``num_i = sum_j w_ij v_j``,
+  ``den_i = sum_j w_ij``, ``w = phi_q phi_k^T`` (masked):
+  ``dW_ij = g_i . (v_j - a_i) / den_i``, ``dV = W^T (G / den)``,
+  ``dphi_q = dW phi_k``, ``dphi_k = dW^T phi_q``; unnormalised
+  ``dW_ij = g_i . v_j`` and ``dV = W^T G``.
+
+The references form the n x n weight matrix in float64 (memory ``n^2`` per
+batch entry, refused up front beyond the size limit); they are the
+reference backward passes of ``verify.attention(..., grad=True)``.  Error
+bounds (Higham's standard model, ``gamma_k = k u / (1 - k u)``; inputs taken
+as exact): every entry of a VJP is a sum of products of at most three
+factors computed with at most ``k`` roundings each, so it is within
+``rho`` times the same sum of absolute values, with ``rho`` the relative
+error of the factors (see each bound).
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from kernelcheck._src.attention.inputs import dtype_iv, features_iv, softmax_iv
+from kernelcheck._src.core.rounding import eta, gamma, unit_roundoff
+from kernelcheck._src.core.validate import as_array, as_bool, check_size, describe
+from kernelcheck.errors import InvalidArgument, NumericalFailure
+
+__all__ = [
+    "VJP",
+    "softmax_vjp",
+    "softmax_vjp_error_bound",
+    "linear_vjp",
+    "linear_vjp_error_bound",
+]
+
+#: Accuracy of exp in units of u (as in the forward bound).
+_EXP_ULPS = 4
+
+
+class VJP(NamedTuple):
+    """The gradients of ``<G, out>`` with respect to the three inputs of a form."""
+
+    dA: np.ndarray  # dQ (softmax) or dphi_q (linear)
+    dB: np.ndarray  # dK or dphi_k
+    dV: np.ndarray
+
+
+def _swap(X):
+    return np.swapaxes(X, -1, -2)
+
+
+def _cotangent(G, out_shape) -> np.ndarray:
+    G = as_array(G, "G", dtype=np.float64)
+    if G.shape != out_shape:
+        raise InvalidArgument(f"`G` must have the output's shape {out_shape}, got {describe(G)}")
+    return G
+
+
+def _mask(n: int, m: int, causal: bool) -> np.ndarray:
+    return np.tril(np.ones((n, m), dtype=bool)) if causal else np.ones((n, m), dtype=bool)
+
+
+def _softmax_parts(Q, K, V, causal, scale):
+    n, m = Q.shape[-2], K.shape[-2]
+    check_size(int(np.prod(Q.shape[:-2], dtype=np.int64)) * n * m, "the softmax VJP's weights")
+    Q64, K64, V64 = (np.asarray(X, dtype=np.float64) for X in (Q, K, V))
+    S = scale * (Q64 @ _swap(K64))
+    mask = _mask(n, m, causal)
+    S = np.where(mask, S, -np.inf)
+    mx = S.max(axis=-1, keepdims=True)
+    if not np.isfinite(mx).all():
+        raise NumericalFailure(
+            "softmax VJP: logits beyond the float64 range; scale the inputs down"
+        )
+    P = np.exp(S - mx)
+    P /= P.sum(axis=-1, keepdims=True)
+    return Q64, K64, V64, P
+
+
+def softmax_vjp(Q: Any, K: Any, V: Any, G: Any, *, causal: bool = False, scale=None) -> VJP:
+    """The VJP of :func:`~kernelcheck.attention.softmax` along ``G``: ``(dQ, dK, dV)`` (C1).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kernelcheck.attention import softmax, softmax_vjp
+    >>> rng = np.random.default_rng(0)
+    >>> Q, K, V, G = rng.normal(size=(4, 5, 3))
+    >>> dQ, dK, dV = softmax_vjp(Q, K, V, G)
+    >>> E = rng.normal(size=Q.shape); h = 1e-6
+    >>> fd = ((softmax(Q + h * E, K, V) - softmax(Q - h * E, K, V)) * G).sum() / (2 * h)
+    >>> bool(abs(fd - (dQ * E).sum()) < 1e-7)
+    True
+    """
+    Q, K, V, causal, scale = softmax_iv(Q, K, V, causal, scale)
+    G = _cotangent(G, Q.shape[:-1] + V.shape[-1:])
+    Q64, K64, V64, P = _softmax_parts(Q, K, V, causal, scale)
+    dV = _swap(P) @ G
+    dP = G @ _swap(V64)
+    c = np.sum(P * dP, axis=-1, keepdims=True)
+    dS = P * (dP - c)
+    return VJP(scale * (dS @ K64), scale * (_swap(dS) @ Q64), dV)
+
+
+def softmax_vjp_error_bound(
+    Q: Any, K: Any, V: Any, G: Any, *, causal: bool = False, scale=None, dtype: Any = None
+) -> VJP:
+    """Entrywise bounds on the rounding of a softmax backward pass (C1).
+
+    The weights carry a relative error ``rho_i = (1 + expm1(2 theta_i))(1 + gamma_(n+1)) - 1``
+    (``theta_i`` of :func:`~kernelcheck.attention.softmax_error_bound`: logits,
+    maximum, exp; then the normalising sum).  With ``gamma = gamma_(n + d_v + 2)``:
+
+        E_dV = (rho + gamma (1 + rho)) P^T |G|,
+        E_dP = gamma |G| |V|^T,  E_c = (rho + gamma (1 + rho)) |G| . (P |V|),
+        E_dS = rho P |dP - c| + P (E_dP + E_c)(1 + rho) + u |dS|,
+        E_dQ = scale (gamma |dS| |K| + E_dS |K|)(1 + u),  E_dK likewise with Q,
+
+    evaluated in float64 on the reference's ``P``, ``dP``, ``dS`` (their own
+    float64 error absorbed by a factor ``1 + gamma_(n + d + 8)`` in float64),
+    plus ``(3 n + 8) eta`` per term for gradual underflow.
+    """
+    Q, K, V, causal, scale = softmax_iv(Q, K, V, causal, scale)
+    dt = dtype_iv(dtype, V.dtype)
+    G = _cotangent(G, Q.shape[:-1] + V.shape[-1:])
+    Q64, K64, V64, P = _softmax_parts(Q, K, V, causal, scale)
+    n, d, dv = K.shape[-2], Q.shape[-1], V.shape[-1]
+    u = unit_roundoff(dt)
+    absK = np.abs(K64).max(axis=-2, keepdims=True)
+    r = scale * np.sum(np.abs(Q64) * absK, axis=-1, keepdims=True)
+    theta = gamma(d + 2, dt) * r + 2.0 * u * r + (_EXP_ULPS + 1) * u
+    rho = (1.0 + np.expm1(2.0 * theta)) * (1.0 + gamma(n + 1, dt)) - 1.0
+    g = gamma(n + dv + 2, dt)
+    aG, aV = np.abs(G), np.abs(V64)
+    EdV = _swap(P * (rho + g * (1.0 + rho))) @ aG
+    dP = G @ _swap(V64)
+    c = np.sum(P * dP, axis=-1, keepdims=True)
+    dS = P * (dP - c)
+    EdP = g * (aG @ _swap(aV))
+    Ec = (rho + g * (1.0 + rho)) * np.sum(aG * (P @ aV), axis=-1, keepdims=True)
+    EdS = rho * P * np.abs(dP - c) + P * (EdP + Ec) * (1.0 + rho) + u * np.abs(dS)
+    aS, aQ, aK = np.abs(dS), np.abs(Q64), np.abs(K64)
+    EdQ = scale * (gamma(n, dt) * (aS @ aK) + EdS @ aK) * (1.0 + u)
+    EdK = scale * (gamma(n, dt) * (_swap(aS) @ aQ) + _swap(EdS) @ aQ) * (1.0 + u)
+    f64 = 1.0 + gamma(n + d + 8)
+    under = (3 * n + 8) * eta(dt) * (1.0 + float(aG.max(initial=0.0))) * (1.0 + float(aV.max()))
+    return VJP(EdQ * f64 + under, EdK * f64 + under, EdV * f64 + under)
+
+
+def _linear_parts(phi_q, phi_k, V, causal, normalize):
+    n, m = phi_q.shape[-2], phi_k.shape[-2]
+    check_size(int(np.prod(phi_q.shape[:-2], dtype=np.int64)) * n * m, "the linear VJP's weights")
+    pq, pk, V64 = (np.asarray(X, dtype=np.float64) for X in (phi_q, phi_k, V))
+    W = np.where(_mask(n, m, causal), pq @ _swap(pk), 0.0)
+    if not normalize:
+        return pq, pk, V64, W, None, None
+    den = W.sum(axis=-1, keepdims=True)
+    if not (den > 0).all():
+        raise NumericalFailure("linear VJP: a normaliser is <= 0 (claim C12); no gradient there")
+    return pq, pk, V64, W, den, (W @ V64) / den
+
+
+def linear_vjp(
+    phi_q: Any, phi_k: Any, V: Any, G: Any, *, causal: bool = False, normalize: bool = True
+) -> VJP:
+    """The VJP of :func:`~kernelcheck.attention.parallel` along ``G``: ``(dphi_q, dphi_k, dV)``.
+
+    Claims C10, C14, C19: the gradient of every linear form (parallel,
+    recurrent, chunked compute the same function).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kernelcheck.attention import linear_vjp, parallel
+    >>> rng = np.random.default_rng(0)
+    >>> pq, pk = rng.random((2, 6, 3)); V, G = rng.normal(size=(2, 6, 2))
+    >>> dq, dk, dV = linear_vjp(pq, pk, V, G, causal=True)
+    >>> E = rng.normal(size=pk.shape); h = 1e-7
+    >>> f = lambda x: (parallel(pq, x, V, causal=True) * G).sum()
+    >>> bool(abs((f(pk + h * E) - f(pk - h * E)) / (2 * h) - (dk * E).sum()) < 1e-6)
+    True
+    """
+    phi_q, phi_k, V, causal, _ = features_iv(phi_q, phi_k, V, causal, "raise")
+    normalize = as_bool(normalize, "normalize")
+    G = _cotangent(G, phi_q.shape[:-1] + V.shape[-1:])
+    pq, pk, V64, W, den, a = _linear_parts(phi_q, phi_k, V, causal, normalize)
+    mask = _mask(pq.shape[-2], pk.shape[-2], causal)
+    if normalize:
+        Gn = G / den
+        dW = np.where(mask, Gn @ _swap(V64) - np.sum(Gn * a, axis=-1, keepdims=True), 0.0)
+        dV = _swap(W) @ Gn
+    else:
+        dW = np.where(mask, G @ _swap(V64), 0.0)
+        dV = _swap(W) @ G
+    return VJP(dW @ pk, _swap(dW) @ pq, dV)
+
+
+def linear_vjp_error_bound(
+    phi_q: Any,
+    phi_k: Any,
+    V: Any,
+    G: Any,
+    *,
+    causal: bool = False,
+    normalize: bool = True,
+    dtype: Any = None,
+    extra_ops: int = 0,
+) -> VJP:
+    """Entrywise bounds on the rounding of a linear attention backward pass (C10, C14, C19).
+
+    Weights ``w_ij = phi_q_i . phi_k_j`` carry ``gamma_(D + extra_ops)``; the
+    normaliser ``den_i`` and the output ``a_i`` carry ``rho_a``, the forward
+    model's relative error (``gamma_(2n + 2D + 4 + extra_ops)`` on each sum,
+    ``2 rho_a / (1 - rho_a)`` on the quotient); with ``g = gamma_(n + d_v + D + 2)``:
+
+        E_dW = ((1 + g)(1 + 2 rho_a) - 1) (|G| |V|^T + |g . a| 1^T) / den   (masked),
+        E_dV = ((1 + g)(1 + gamma_w)(1 + rho_a) - 1) |W|^T |G| / den,
+        E_dphi_q = g |dW| |phi_k| + E_dW |phi_k|,  E_dphi_k likewise with phi_q,
+
+    unnormalised without the ``den`` and ``a`` terms; all evaluated in
+    float64 on the reference's quantities (their float64 error absorbed by a
+    factor ``1 + gamma_(3n + D + 8)``), plus ``(3 n + 8) eta`` per term.
+    """
+    phi_q, phi_k, V, causal, _ = features_iv(phi_q, phi_k, V, causal, "raise")
+    normalize = as_bool(normalize, "normalize")
+    dt = dtype_iv(dtype, V.dtype)
+    G = _cotangent(G, phi_q.shape[:-1] + V.shape[-1:])
+    pq, pk, V64, W, den, a = _linear_parts(phi_q, phi_k, V, causal, normalize)
+    n, D, dv = pk.shape[-2], pq.shape[-1], V.shape[-1]
+    mask = _mask(pq.shape[-2], n, causal)
+    g = gamma(n + dv + D + 2 + extra_ops, dt)
+    gw = gamma(D + extra_ops, dt)
+    aG, aV, aW = np.abs(G), np.abs(V64), np.abs(W)
+    if normalize:
+        rho_a = gamma(2 * n + 2 * D + 4 + extra_ops, dt)
+        rho_a = 2.0 * rho_a / (1.0 - rho_a)
+        Gn = G / den
+        dW = np.where(mask, Gn @ _swap(V64) - np.sum(Gn * a, axis=-1, keepdims=True), 0.0)
+        mag = (aG @ _swap(aV) + np.abs(np.sum(G * a, axis=-1, keepdims=True))) / den
+        EdW = np.where(mask, ((1.0 + g) * (1.0 + 2.0 * rho_a) - 1.0) * mag, 0.0)
+        EdV = ((1.0 + g) * (1.0 + gw) * (1.0 + rho_a) - 1.0) * (_swap(aW) @ (aG / den))
+    else:
+        dW = np.where(mask, G @ _swap(V64), 0.0)
+        EdW = np.where(mask, g * (aG @ _swap(aV)), 0.0)
+        EdV = ((1.0 + g) * (1.0 + gw) - 1.0) * (_swap(aW) @ aG)
+    aq, ak, adW = np.abs(pq), np.abs(pk), np.abs(dW)
+    Edq = g * (adW @ ak) + EdW @ ak
+    Edk = g * (_swap(adW) @ aq) + _swap(EdW) @ aq
+    f64 = 1.0 + gamma(3 * n + D + 8)
+    top = float(max(aq.max(), ak.max(), aV.max(), aG.max(initial=0.0)))
+    under = (3 * n + 8) * eta(dt) * (1.0 + top) ** 3
+    return VJP(Edq * f64 + under, Edk * f64 + under, EdV * f64 + under)
