@@ -195,6 +195,11 @@ def _attention_iv(fn, o: dict) -> _Options:
         )
     if state and not causal:
         raise InvalidArgument("`state=True` needs causal=True: a state carries the past tokens")
+    if state and not takes(fn, "initial_state"):
+        raise InvalidArgument(
+            "`state=True` calls fn(Q, K, V, initial_state=None) and expects (out, state) back, "
+            "but `fn` takes no `initial_state` argument"
+        )
     if o["read_state"] is not None:
         check_callable(o["read_state"], "read_state")
     names = _case_names(o["cases"], o["inputs"])
