@@ -212,7 +212,12 @@ def _attention_iv(fn, o: dict) -> _Options:
         int(seed) if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool) else None
     )
     model_failure = failure if error_model == "probabilistic" else None
-    run = Run(fn, ad, ref, layout, declared, acc, model_failure, callable(decay), seed_value, state)
+    fn_kwargs = o["fn_kwargs"]
+    if fn_kwargs is not None and not isinstance(fn_kwargs, dict):
+        raise InvalidArgument(f"`fn_kwargs` must be a dict of keyword arguments, got {fn_kwargs!r}")
+    log_gates = as_bool(o["log_gates"], "log_gates")
+    run = Run(fn, ad, ref, layout, declared, acc, model_failure, callable(decay), seed_value, state,
+              dict(fn_kwargs or {}), log_gates)  # fmt: skip
     check = as_bool(o["check_causality"], "check_causality")
     grad = as_bool(o["grad"], "grad")
     if o["vjp"] is not None:
@@ -266,6 +271,8 @@ def attention(
     check_causality: bool = True,
     grad: bool = False,
     vjp: Any = None,
+    fn_kwargs: dict | None = None,
+    log_gates: bool = False,
 ) -> AttentionReport:
     """Check an attention layer against kernelcheck's reference (claims C1, C10, C14, C19, C20).
 
@@ -367,6 +374,13 @@ def attention(
         jax layers are differentiated by their framework.
     vjp : callable, optional
         For a NumPy layer: ``vjp(Q, K, V, G) -> (dQ, dK, dV)``.
+    fn_kwargs : dict, optional
+        Keyword arguments passed to every call of ``fn`` (e.g.
+        ``{"output_final_state": True}``).  A layer that returns a tuple is
+        read as ``(out, ...)``.
+    log_gates : bool
+        Hand ``fn`` the logarithms of the gates (flash-linear-attention's
+        convention) instead of the gates.
 
     Returns
     -------

@@ -29,7 +29,14 @@ from kernelcheck._src.core.rounding import gamma
 from kernelcheck._src.verify.adapters import round_to
 from kernelcheck._src.verify.attention_cases import from_layout, gates_to_layout, to_layout
 from kernelcheck._src.verify.attention_report import AttentionCase, failed_case, skipped_case
-from kernelcheck._src.verify.attention_run import Judged, Run, call_layer, compare, read_output
+from kernelcheck._src.verify.attention_run import (
+    Judged,
+    Run,
+    call_layer,
+    compare,
+    output_of,
+    read_output,
+)
 from kernelcheck.errors import InvalidArgument
 
 __all__ = [
@@ -57,9 +64,7 @@ def takes(fn, name: str) -> bool:
 def _output(run: Run, Q, K, V, g, expected, **kwargs):
     if run.state:
         kwargs.setdefault("initial_state", None)
-    raw = call_layer(run, Q, K, V, g, **kwargs)
-    if run.state:
-        raw = raw[0]
+    raw = output_of(run, call_layer(run, Q, K, V, g, **kwargs))
     out, _, problem = read_output(run, raw, expected)
     if problem:
         raise _LayerProblem(problem)
@@ -292,19 +297,17 @@ def _layer_vjp(run: Run, Q, K, V, g, G, vjp):
         import torch
 
         ts = [a.to_framework(to_layout(X, run.layout), requires_grad=True) for X in (Q, K, V)]
-        extra = [a.to_framework(gates_to_layout(g, run.layout))] if run.pass_gates else []
-        out = run.fn(*ts, *extra, **kwargs)
-        out = out[0] if run.state else out
+        extra = [_gate_arg(run, g)] if run.pass_gates else []
+        out = output_of(run, run.fn(*ts, *extra, **{**(run.fn_kwargs or {}), **kwargs}))
         out.backward(a.to_framework(to_layout(round_to(G, a.precision), run.layout)).to(out.dtype))
         grads = [t.grad if t.grad is not None else torch.zeros_like(t) for t in ts]
     elif run.adapter.framework == "jax":
         import jax
 
-        extra = [a.to_framework(gates_to_layout(g, run.layout))] if run.pass_gates else []
+        extra = [_gate_arg(run, g)] if run.pass_gates else []
 
         def f(q, k, v):
-            out = run.fn(q, k, v, *extra, **kwargs)
-            return out[0] if run.state else out
+            return output_of(run, run.fn(q, k, v, *extra, **{**(run.fn_kwargs or {}), **kwargs}))
 
         out, pull = jax.vjp(f, *(a.to_framework(to_layout(X, run.layout)) for X in (Q, K, V)))
         grads = pull(
@@ -319,6 +322,13 @@ def _layer_vjp(run: Run, Q, K, V, g, G, vjp):
         arr, _ = a.to_numpy(grad, "gradient")
         out.append(from_layout(arr, run.layout) if run.layout == "bnhd" else arr)
     return out
+
+
+def _gate_arg(run: Run, g):
+    g = gates_to_layout(g, run.layout)
+    return run.adapter.to_framework(
+        round_to(np.log(g), run.adapter.precision) if run.log_gates else g
+    )
 
 
 def grad_checks(run: Run, j0: Judged, rng: np.random.Generator, vjp=None) -> list[AttentionCase]:

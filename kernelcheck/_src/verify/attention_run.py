@@ -34,7 +34,16 @@ from kernelcheck._src.verify.attention_reference import STORAGE_OPS, Reference
 from kernelcheck._src.verify.attention_report import AttentionCase, failed_case, skipped_case
 from kernelcheck.errors import BadNormalizer, InvalidArgument, NumericalFailure
 
-__all__ = ["Run", "Judged", "run_case", "compare", "rounding_model", "call_layer", "read_output"]
+__all__ = [
+    "Run",
+    "Judged",
+    "run_case",
+    "compare",
+    "rounding_model",
+    "call_layer",
+    "output_of",
+    "read_output",
+]
 
 
 class Run(NamedTuple):
@@ -50,6 +59,8 @@ class Run(NamedTuple):
     pass_gates: bool  # per-token gates are an input of the layer
     seed_value: int | None
     state: bool = False  # fn(Q, K, V, initial_state=None) -> (out, state)
+    fn_kwargs: dict | None = None  # passed to every call of fn
+    log_gates: bool = False  # hand fn log(g) instead of g (fla's convention)
 
 
 class Judged(NamedTuple):
@@ -110,8 +121,28 @@ def call_layer(run: Run, Q, K, V, gates, **kwargs):
     a = run.adapter
     args = [a.to_framework(to_layout(X, run.layout)) for X in (Q, K, V)]
     if run.pass_gates:
-        args.append(a.to_framework(gates_to_layout(gates, run.layout)))
-    return run.fn(*args, **kwargs)
+        g = gates_to_layout(gates, run.layout)
+        args.append(a.to_framework(round_to(np.log(g), a.precision) if run.log_gates else g))
+    return run.fn(*args, **{**(run.fn_kwargs or {}), **kwargs})
+
+
+def output_of(run: Run, raw):
+    """The output in what ``fn`` returned: ``out``, or ``out`` of ``(out, state)``.
+
+    With ``state=True`` the layer returns ``(out, state)``; otherwise a tuple
+    or list is read as ``(out, ...)`` (the convention of layers that also
+    return a state or weights, e.g. flash-linear-attention's ``(o, S)``).
+    """
+    if run.state:
+        if not (isinstance(raw, (tuple, list)) and len(raw) == 2):
+            raise InvalidArgument(
+                "with state=True, `fn(Q, K, V, initial_state=None)` must return (out, state), "
+                f"got {type(raw).__name__}"
+            )
+        return raw[0]
+    if isinstance(raw, (tuple, list)) and raw:
+        return raw[0]
+    return raw
 
 
 def read_output(run: Run, raw, expected: tuple) -> tuple[np.ndarray | None, str, str]:
@@ -191,14 +222,9 @@ def run_case(run: Run, case: Case, gates) -> Judged:
             return _judged(skipped_case(case.name, shape, f"reference does not accept d=1: {exc}"))
         raise
     try:
-        raw = call_layer(run, Q, K, V, g, **({"initial_state": None} if run.state else {}))
-        if run.state:
-            if not (isinstance(raw, (tuple, list)) and len(raw) == 2):
-                raise InvalidArgument(
-                    "with state=True, `fn(Q, K, V, initial_state=None)` must return (out, state), "
-                    f"got {type(raw).__name__}"
-                )
-            raw = raw[0]
+        raw = output_of(
+            run, call_layer(run, Q, K, V, g, **({"initial_state": None} if run.state else {}))
+        )
     except InvalidArgument:
         raise
     except Exception as exc:  # the user's code failed on this input: a finding, not a crash
