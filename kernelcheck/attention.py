@@ -14,6 +14,8 @@
 * :func:`linear_error_bound`, :func:`softmax_error_bound`,
   :func:`kernelized_error_bound`, :func:`gated_error_bound` -- a-priori
   rounding-error bounds of the forms;
+* :func:`softmax_vjp`, :func:`linear_vjp` and their error bounds -- the
+  reference backward passes (vector-Jacobian products);
 * :func:`cost_model` -- operation counts and state sizes (C2, C3, C11);
 * :data:`FORMS` -- the registry: every form with its error bound, cost
   model and whether it is causal only (:class:`Form`, :func:`get_form`).
@@ -50,6 +52,13 @@ from kernelcheck._src.attention.gated import (
 from kernelcheck._src.attention.linear import chunked, init, parallel, recurrent, step
 from kernelcheck._src.attention.registry import FORMS, Form, cost_model, get_form
 from kernelcheck._src.attention.types import AttentionCost, AttentionOutput, State
+from kernelcheck._src.attention.vjp import (
+    VJP,
+    linear_vjp,
+    linear_vjp_error_bound,
+    softmax_vjp,
+    softmax_vjp_error_bound,
+)
 
 __all__ = [
     "softmax",
@@ -72,6 +81,11 @@ __all__ = [
     "gated_parallel",
     "gated_chunked",
     "gated_error_bound",
+    "softmax_vjp",
+    "linear_vjp",
+    "softmax_vjp_error_bound",
+    "linear_vjp_error_bound",
+    "VJP",
     "FORMS",
     "Form",
     "get_form",

@@ -15,6 +15,7 @@ Examples
 ...     assert (G == G.T).all() or abs(G - G.T).max() <= 1e-12 * abs(G).max()
 """
 
+from kernelcheck._src.testing.attention_strategies import AttentionInputs, attention_inputs
 from kernelcheck._src.testing.profiles import PROFILES, register_profiles
 from kernelcheck._src.testing.strategies import feature_maps, kernels, point_set_pairs, point_sets
 
@@ -23,6 +24,8 @@ __all__ = [
     "point_set_pairs",
     "kernels",
     "feature_maps",
+    "attention_inputs",
+    "AttentionInputs",
     "register_profiles",
     "PROFILES",
 ]

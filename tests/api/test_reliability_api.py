@@ -756,6 +756,8 @@ EXEMPT = {
     "kernelcheck.attention.Form": "registry entry kernelcheck builds; get_form has rows",
     "kernelcheck.attention.Recurrence": "pair built by gated_recurrence, whose parts have rows",
     "kernelcheck.strategies.register_profiles": "takes no arguments",
+    "kernelcheck.strategies.AttentionInputs": "record drawn by attention_inputs",
+    "kernelcheck.attention.VJP": "result built by the *_vjp functions",
     "kernelcheck.claims.Claim": "registry entry kernelcheck builds; Claim.check has a row",
     "kernelcheck.claims.ClaimResult": "result built by Claim.check",
     "kernelcheck.claims.ClaimVerdict": "enum of claim verdicts",

@@ -734,6 +734,26 @@ BAD_CALLS += [
 ]
 
 
+#: The reference backward passes: the cotangent's shape and the usual input checks.
+_G = np.ones((5, 2))
+BAD_CALLS += [
+    ("softmax_vjp-G-shape", lambda: A.softmax_vjp(Q, K, V, np.ones((4, 2))), InvalidArgument,
+     r"^`G` must have the output's shape \(5, 2\), got array of shape \(4, 2\)"),
+    ("softmax_vjp-G-nan", lambda: A.softmax_vjp(Q, K, V, _G * np.nan), InvalidArgument,
+     r"^`G` must be finite"),
+    ("softmax_vjp-Q", lambda: A.softmax_vjp(Q[:, :2], K, V, _G), InvalidArgument,
+     r"^`Q` and `K` must have the same last dimension"),
+    ("softmax_vjp_error_bound-dtype", lambda: A.softmax_vjp_error_bound(Q, K, V, _G, dtype="int8"),
+     InvalidArgument, r"^`dtype` must be float64 or float32"),
+    ("linear_vjp-G-shape", lambda: A.linear_vjp(PQ, PK, V, np.ones((5, 3))), InvalidArgument,
+     r"^`G` must have the output's shape \(5, 2\)"),
+    ("linear_vjp-normalize", lambda: A.linear_vjp(PQ, PK, V, _G, normalize="yes"),
+     InvalidArgument, r"^`normalize` must be True or False"),
+    ("linear_vjp_error_bound-G", lambda: A.linear_vjp_error_bound(PQ, PK, V, "G"),
+     InvalidArgument, r"^`G` must be a numeric array, got str"),
+]  # fmt: skip
+
+
 @pytest.mark.parametrize(
     "call, error, message", [c[1:] for c in BAD_CALLS], ids=[c[0] for c in BAD_CALLS]
 )

@@ -461,3 +461,38 @@ def test_wrong_framework_or_shape_fails_its_case_with_a_message():
     assert not numpy_out.passed and "must return a torch array" in numpy_out.cases[0].note
     wrong_shape = verify.attention(lambda Q, K, V: V[..., :1, :], framework="torch")
     assert not wrong_shape.passed and "expected" in wrong_shape.cases[0].note
+
+
+# ---------------------------------------------------------------------------
+# Hypothesis drives the verifier
+
+
+from hypothesis import given, settings  # noqa: E402
+
+from kernelcheck.strategies import attention_inputs  # noqa: E402
+
+
+@settings(max_examples=15, deadline=None)
+@given(attention_inputs(max_n=12, dtypes=("float64", "float32", "bfloat16")))
+def test_sdpa_passes_on_drawn_inputs(x):
+    report = verify.attention(
+        sdpa(x.causal), framework="torch", inputs=(x.Q, x.K, x.V), causal=x.causal, dtype=x.dtype
+    )
+    assert report.passed, report.details()
+
+
+@settings(max_examples=10, deadline=None)
+@given(attention_inputs(min_n=3, max_n=12, causal=True, positive_values=True))
+def test_a_shifted_mask_fails_on_drawn_inputs(x):
+    report = verify.attention(
+        sdpa(mask_shift=1), framework="torch", inputs=(x.Q, x.K, x.V), causal=True,
+        dtype=x.dtype, check_causality=False,
+    )  # fmt: skip
+    assert not report.passed
+
+
+def test_attention_inputs_refuses_bad_bounds():
+    with pytest.raises(InvalidArgument, match="min_n=5 is larger than max_n=2"):
+        attention_inputs(min_n=5, max_n=2)
+    with pytest.raises(InvalidArgument, match="`dtypes` must be one of"):
+        attention_inputs(dtypes=("float8",))

@@ -1,0 +1,112 @@
+"""Hypothesis strategies for attention inputs, to drive ``verify.attention(..., inputs=...)``."""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import numpy as np
+from hypothesis import strategies as st
+
+from kernelcheck._src.core.rounding import PRECISIONS
+from kernelcheck._src.core.validate import as_int, as_real, check_choice
+from kernelcheck.errors import InvalidArgument
+
+__all__ = ["AttentionInputs", "attention_inputs"]
+
+
+class AttentionInputs(NamedTuple):
+    """One drawn input: arrays of shape (*batch, n, d), (*batch, n, d), (*batch, n, d_v).
+
+    ``causal`` and ``dtype`` are drawn too, so a test passes them on:
+    ``verify.attention(fn, inputs=(x.Q, x.K, x.V), causal=x.causal, dtype=x.dtype)``.
+    """
+
+    Q: np.ndarray
+    K: np.ndarray
+    V: np.ndarray
+    causal: bool
+    dtype: str
+
+
+def attention_inputs(
+    *,
+    min_n: int = 1,
+    max_n: int = 32,
+    d: int | None = None,
+    max_d: int = 8,
+    d_v: int | None = None,
+    batch_shapes: Any = ((), (2,), (2, 3)),
+    dtypes: Any = ("float64", "float32"),
+    causal: bool | None = None,
+    max_norm: float = 3.0,
+    positive_values: bool = False,
+) -> st.SearchStrategy[AttentionInputs]:
+    """Inputs of an attention layer: shapes, dtypes, norms and causality drawn by Hypothesis.
+
+    Parameters
+    ----------
+    min_n, max_n : int
+        Range of the sequence length.
+    d, d_v : int, optional
+        Fixed key / value dimensions (a layer with a fixed head size); drawn
+        from 1..``max_d`` when None (``d_v`` defaults to ``d``).
+    batch_shapes : sequence of tuples
+        Leading shapes to choose from.
+    dtypes : sequence of str
+        Precisions to choose from (names of float64, float32, float16, bfloat16).
+    causal : bool, optional
+        Fixed, or drawn when None.
+    max_norm : float
+        Largest row norm of Q and K (logits stay below ``max_norm**2``).
+    positive_values : bool
+        Values in [0.5, 1.5] (the power case) instead of [-2, 2].
+
+    Examples
+    --------
+    >>> from hypothesis import given, settings
+    >>> from kernelcheck.strategies import attention_inputs
+    >>> @settings(max_examples=5)
+    ... @given(attention_inputs(d=4))
+    ... def test_shapes(x):
+    ...     assert x.Q.shape[-1] == 4 and x.V.shape[:-1] == x.K.shape[:-1]
+    >>> test_shapes()
+    """
+    min_n = as_int(min_n, "min_n", minimum=1)
+    max_n = as_int(max_n, "max_n", minimum=1)
+    if min_n > max_n:
+        raise InvalidArgument(f"min_n={min_n} is larger than max_n={max_n}")
+    max_d = as_int(max_d, "max_d", minimum=1)
+    d = None if d is None else as_int(d, "d", minimum=1)
+    d_v = None if d_v is None else as_int(d_v, "d_v", minimum=1)
+    shapes = tuple(tuple(as_int(b, "batch_shapes", minimum=1) for b in s) for s in batch_shapes)
+    if not shapes:
+        raise InvalidArgument("`batch_shapes` must hold at least one shape")
+    names = tuple(check_choice(t, "dtypes", tuple(PRECISIONS)) for t in dtypes)
+    if not names:
+        raise InvalidArgument("`dtypes` must hold at least one precision")
+    max_norm = as_real(max_norm, "max_norm", positive=True)
+
+    @st.composite
+    def draw(data):
+        batch = data(st.sampled_from(shapes))
+        n = data(st.integers(min_n, max_n))
+        dd = d if d is not None else data(st.integers(1, max_d))
+        dv = d_v if d_v is not None else dd
+        seed = data(st.integers(0, 2**32 - 1))
+        rng = np.random.default_rng(seed)
+        norms = data(st.floats(1e-3, max_norm))
+
+        def rows(k):
+            X = rng.standard_normal(batch + (n, k))
+            length = np.linalg.norm(X, axis=-1, keepdims=True)
+            return X / np.where(length > 0, length, 1.0) * norms * rng.random(batch + (n, 1))
+
+        V = (
+            0.5 + rng.random(batch + (n, dv))
+            if positive_values
+            else rng.uniform(-2, 2, batch + (n, dv))
+        )
+        is_causal = causal if causal is not None else data(st.booleans())
+        return AttentionInputs(rows(dd), rows(dd), V, bool(is_causal), data(st.sampled_from(names)))
+
+    return draw()
