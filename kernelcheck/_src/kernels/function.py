@@ -2,7 +2,10 @@
 
 :func:`kernel_from_function` wraps ``f(x, y) -> float`` as a candidate kernel
 node (:class:`FunctionKernel`) that :func:`kernelcheck.verify.kernel` can
-judge.
+judge.  The user's function is called through
+:func:`~kernelcheck._src.core.validate.call_user`: it receives copies of the
+points (so it cannot change the caller's ``X``) and an exception it raises is
+reported as ``"`f` (name) raised ..."``.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import numpy as np
 
 from kernelcheck._src.core.validate import (
     as_bool,
+    call_user,
     check_callable,
     describe,
     result_dtype,
@@ -58,22 +62,24 @@ class FunctionKernel(Kernel):
     def supports_mp(self) -> bool:
         return self.mp_function is not None
 
+    def _call_array(self, A: np.ndarray, B: np.ndarray) -> np.ndarray:
+        return np.asarray(self.function(A, B))
+
+    def _call_float(self, x: np.ndarray, y: np.ndarray) -> float:
+        return float(self.function(x, y))
+
     def _gram(self, X, Y):
         n, m = X.shape[0], Y.shape[0]
         dt = result_dtype(X, Y)
-        try:
-            if self.vectorized:
-                out = self.function(X[:, None, :], Y[None, :, :])
-                G = np.asarray(out)
-            else:
-                G = np.empty((n, m), dtype=dt)
-                for i in range(n):
-                    for j in range(m):
-                        G[i, j] = float(self.function(X[i], Y[j]))
-        except InvalidArgument:
-            raise
-        except Exception as exc:
-            raise InvalidArgument(f"`f` ({self.name}) raised {type(exc).__name__}: {exc}") from exc
+        label = f"`f` ({self.name})"
+        # call_user hands the function copies: it cannot change the caller's points
+        if self.vectorized:
+            G = call_user(self._call_array, label, X[:, None, :], Y[None, :, :])
+        else:
+            G = np.empty((n, m), dtype=dt)
+            for i in range(n):
+                for j in range(m):
+                    G[i, j] = call_user(self._call_float, label, X[i], Y[j])
         if G.dtype.kind not in "biuf":
             raise InvalidArgument(f"`f` ({self.name}) must return real numbers, got {describe(G)}")
         if G.shape != (n, m):
@@ -96,19 +102,22 @@ class FunctionKernel(Kernel):
             "Gram entries (compose only built-in nodes, or judge with a tolerance of your own)"
         )
 
+    def _call_mp(self, x: list, y: list):
+        import mpmath
+
+        assert self.mp_function is not None  # guarded by supports_mp
+        return mpmath.mpf(self.mp_function(x, y))
+
     def _mp(self, X, Y):
         import mpmath
 
+        label = f"`mp_function` of {self!r}"
         out = []
         for i, x in enumerate(X):
             row = []
             for j, y in enumerate(Y):
-                try:
-                    value = mpmath.mpf(self.mp_function(x, y))
-                except Exception as exc:
-                    raise InvalidArgument(
-                        f"`mp_function` of {self!r} raised {type(exc).__name__}: {exc}"
-                    ) from exc
+                # lists of mpf: passed as copies, like the arrays of `f`
+                value = call_user(self._call_mp, label, list(x), list(y))
                 if not mpmath.isfinite(value):
                     raise InvalidArgument(
                         f"`mp_function` of {self!r} returned a non-finite value {value} at "
