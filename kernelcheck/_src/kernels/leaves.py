@@ -12,6 +12,7 @@ the Hypothesis strategies and the command-line help read.
 
 from __future__ import annotations
 
+import abc
 import math
 
 import numpy as np
@@ -129,7 +130,44 @@ class Constant(Kernel, role="constant"):
         return 1
 
 
-class Polynomial(Kernel):
+class _Formula(Kernel):
+    """A leaf that is a formula of other nodes (``_formula()``), which answers every question.
+
+    Values, error bounds (so the error model), mpmath entries and feature
+    maps are those of the formula; the leaf keeps its own name, parameters,
+    printing and equality.
+    """
+
+    __slots__ = ()
+
+    @abc.abstractmethod
+    def _formula(self) -> Kernel:
+        """The same kernel written with the algebra's other nodes."""
+
+    def _gram(self, X, Y):
+        return self._formula()._gram(X, Y)
+
+    def _gram_err(self, X, Y):
+        return self._formula()._gram_err(X, Y)
+
+    def _mp(self, X, Y):
+        return self._formula()._mp(X, Y)
+
+    @property
+    def has_finite_features(self) -> bool:
+        return self._formula().has_finite_features
+
+    def _phi(self, X, form):
+        return self._formula()._phi(X, form)
+
+    def _feature_dim(self, d, form):
+        return self._formula()._feature_dim(d, form)
+
+    def _phi_ops(self, form):
+        return self._formula()._phi_ops(form)
+
+
+class Polynomial(_Formula):
     """The polynomial kernel ``k(x, y) = (x . y + c) ** degree`` (claim C8), ``c >= 0``.
 
     Feature maps: with ``z = [x, sqrt(c)]`` (just ``x`` when ``c = 0``), the
@@ -170,33 +208,11 @@ class Polynomial(Kernel):
     def _base(self) -> Kernel:
         return Linear() + Constant(self.c) if self.c else Linear()
 
-    def _equivalent(self) -> Kernel:
+    def _formula(self) -> Kernel:
         return Power(self._base(), self.degree)
 
-    def _gram(self, X, Y):
-        return self._equivalent()._gram(X, Y)
 
-    def _gram_err(self, X, Y):
-        return self._equivalent()._gram_err(X, Y)
-
-    def _mp(self, X, Y):
-        return self._equivalent()._mp(X, Y)
-
-    @property
-    def has_finite_features(self) -> bool:
-        return True
-
-    def _phi(self, X, form):
-        return self._equivalent()._phi(X, form)
-
-    def _feature_dim(self, d, form):
-        return self._equivalent()._feature_dim(d, form)
-
-    def _phi_ops(self, form):
-        return self._equivalent()._phi_ops(form)
-
-
-class Exponential(Kernel):
+class Exponential(_Formula):
     """The exponential dot-product kernel ``k(x, y) = exp(scale * x . y)`` (claims C9, C10).
 
     Its feature space is infinite (C9): ``features()`` raises and points to
@@ -221,18 +237,9 @@ class Exponential(Kernel):
     def __repr__(self) -> str:
         return "Exponential()" if self.scale == 1.0 else f"Exponential(scale={self.scale!r})"
 
-    def _equivalent(self) -> Kernel:
+    def _formula(self) -> Kernel:
         inner = Linear() if self.scale == 1.0 else Scaled(self.scale, Linear())
         return Exp(inner, None)
-
-    def _gram(self, X, Y):
-        return self._equivalent()._gram(X, Y)
-
-    def _gram_err(self, X, Y):
-        return self._equivalent()._gram_err(X, Y)
-
-    def _mp(self, X, Y):
-        return self._equivalent()._mp(X, Y)
 
     def _infinite_reason(self) -> str:
         s = "" if self.scale == 1.0 else f"{self.scale!r} * "
