@@ -389,6 +389,25 @@ def _executor(args: argparse.Namespace):
     return dask_executor(scheduler=args.scheduler, workers=args.workers)
 
 
+#: Stands in the help of ``kernelcheck kernel`` for the names of the kernel language.
+_KERNEL_NAMES = "<the names of the kernel language>"
+
+
+class _KernelHelpFormatter(argparse.HelpFormatter):
+    """Writes the names of the kernel language (from the catalogue of leaves) into the help.
+
+    The names are read when the help is shown, not when the parser is built,
+    so that ``kernelcheck --help`` does not load the kernels (and NumPy).
+    """
+
+    def add_text(self, text: str | None) -> None:
+        if text and _KERNEL_NAMES in text:
+            from kernelcheck._src.kernels.expr import language_names
+
+            text = text.replace(_KERNEL_NAMES, language_names())
+        super().add_text(text)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``kernelcheck`` argument parser (subcommands essay, psd, kernel, unbiased, scaling)."""
     from kernelcheck._src.core.version import __version__
@@ -444,9 +463,9 @@ def build_parser() -> argparse.ArgumentParser:
         '0.5*poly(2)", "gaussian(lengthscale=2)", "laplacian", "linear**2") and check '
         "that it is a kernel in dimension d: PSD Gram matrices (C5) and, when its feature "
         "space is finite, that its exact feature map reproduces it (C4, C7, C8). Names: "
-        "linear, const(c), poly(m, c=0), exponential(scale=1), gaussian(lengthscale=1), "
-        "laplacian(lengthscale=1), exp(k, order=None); operators + - * / **.",
+        f"{_KERNEL_NAMES}; operators + - * / **.",
         epilog=_EPILOG,
+        formatter_class=_KernelHelpFormatter,
     )
     p.add_argument("expr", metavar="EXPR", help="the kernel expression (quote it)")
     p.add_argument("--dim", type=_positive_int, required=True, help="input dimension d")

@@ -21,8 +21,12 @@ from kernelcheck._src.features.random import (
     TrigonometricRandomFeatures,
     optimal_positive_parameter,
 )
-from kernelcheck._src.kernels.algebra import monomial_dim, unweighted_monomials, weighted_monomials
 from kernelcheck._src.kernels.featuremap import FORMS, ExactFeatureMap, FeatureMap
+from kernelcheck._src.kernels.monomials import (
+    monomial_dim,
+    unweighted_monomials,
+    weighted_monomials,
+)
 
 __all__ = [
     "FeatureMap",

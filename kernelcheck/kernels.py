@@ -1,6 +1,9 @@
 """Kernels as immutable values with an algebra (claims C4, C7, C8, C9, C12).
 
-See :mod:`kernelcheck._src.kernels.algebra` for the error model of each node.
+The nodes live in ``kernelcheck/_src/kernels/``: the base class in ``base``,
+the leaves in ``leaves`` (listed in the catalogue ``catalog``), user-function
+kernels in ``function``, the combinators in ``combinators`` and the monomial
+maps in ``monomials``; each node's docstring states its error model.
 
 Examples
 --------
@@ -15,25 +18,18 @@ exp(Linear(), order=3) + 0.5 * Polynomial(2)
 True
 """
 
-from kernelcheck._src.kernels.algebra import (
+from kernelcheck._src.kernels.base import Kernel
+from kernelcheck._src.kernels.combinators import Exp, Power, Product, Scaled, Sum, exp
+from kernelcheck._src.kernels.function import FunctionKernel, kernel_from_function
+from kernelcheck._src.kernels.leaves import (
     Constant,
-    Exp,
     Exponential,
-    FunctionKernel,
     Gaussian,
-    Kernel,
     Laplacian,
     Linear,
     Polynomial,
-    Power,
-    Product,
-    Scaled,
-    Sum,
-    exp,
-    kernel_from_function,
-    monomial_dim,
-    unweighted_monomials,
 )
+from kernelcheck._src.kernels.monomials import monomial_dim, unweighted_monomials
 
 __all__ = [
     "Kernel",

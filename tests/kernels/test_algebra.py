@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 
 from kernelcheck._src.core.rounding import gamma, unit_roundoff
-from kernelcheck._src.kernels import algebra as _k
+from kernelcheck._src.kernels import leaves as _leaves
+from kernelcheck._src.kernels import monomials as _monomials
 from kernelcheck.errors import InfiniteFeatureSpace, InvalidArgument, NumericalFailure
 from kernelcheck.kernels import (
     Constant,
@@ -160,7 +161,7 @@ def test_power_error_bound_formula(m):
 @pytest.mark.parametrize("m", range(0, 9))
 def test_int_power_value_and_count(m):
     G = RNG.normal(size=(3, 3))
-    val, ops = _k._int_power(G, m)
+    val, ops = _monomials.int_power(G, m)
     assert np.allclose(val, G**m, rtol=8 * m * U + U, atol=0)
     # binary exponentiation: floor(log2 m) squarings + (popcount(m) - 1) products
     expected_ops = 0 if m == 0 else (m.bit_length() - 1) + (bin(m).count("1") - 1)
@@ -248,8 +249,8 @@ def test_laplacian_error_bound_formula():
 
 def test_sqdist_is_clipped_at_zero():
     Z = np.array([[1e8, 1.0], [1e8, 1.0 + 2**-20]])
-    d2 = _k._DistanceKernel._sqdist(Z, Z)
-    d2e, _ = _k._DistanceKernel._sqdist_err(Z, Z)
+    d2 = _leaves._DistanceKernel._sqdist(Z, Z)
+    d2e, _ = _leaves._DistanceKernel._sqdist_err(Z, Z)
     assert (d2 >= 0).all() and (d2e >= 0).all()
     assert np.array_equal(d2, d2e)
 
@@ -530,7 +531,7 @@ def test_algebra_promotes_numbers_and_refuses_others():
         unweighted_monomials(np.ones((1, 7)), 64)  # C(70, 64) * 64 = 8391423040 indices
     assert unweighted_monomials(np.ones((2, 3), np.float32), 0).dtype == np.float32
     assert unweighted_monomials(np.ones((2, 3), np.float32), 2).dtype == np.float32
-    assert _k.MAX_ORDER == 64
+    assert _monomials.MAX_ORDER == 64
     assert Power(Linear(), 64).m == 64 and Exp(Linear(), 64).order == 64
 
 
@@ -559,6 +560,37 @@ def test_function_kernel_loop_and_vectorised_modes_agree():
     assert not kernel_from_function(rbf).supports_mp
     with pytest.raises(InfiniteFeatureSpace):
         kernel_from_function(rbf).features()
+
+
+def test_function_kernel_gives_the_user_function_copies():
+    """A user function that writes into its arguments changes neither the caller's points
+    nor the other entries: each call receives its own copies (DESIGN: user callbacks get
+    copies), so the Gram of x . y is exact and symmetric whatever the function does."""
+    import mpmath
+
+    def doubling(x, y):
+        x *= 2.0
+        return float(x @ y)
+
+    def zeroing(A, B):
+        out = (A * B).sum(-1)
+        A[...] = 0.0
+        B[...] = 0.0
+        return out
+
+    def mp_clearing(x, y):
+        value = mpmath.fdot(x, y)
+        x.clear()
+        return value
+
+    P = np.arange(6.0).reshape(3, 2)
+    Q = np.arange(4.0).reshape(2, 2)
+    P0, Q0 = P.copy(), Q.copy()
+    assert np.array_equal(kernel_from_function(doubling)(P, Q), 2 * (P0 @ Q0.T))
+    assert np.array_equal(kernel_from_function(zeroing, vectorized=True)(P, Q), P0 @ Q0.T)
+    k = kernel_from_function(doubling, mp_function=mp_clearing)
+    assert np.array_equal(np.array(k.gram_mp(P, Q, dps=20).tolist(), dtype=float), P0 @ Q0.T)
+    assert np.array_equal(P, P0) and np.array_equal(Q, Q0)
 
 
 def test_function_kernel_with_mp_function_evaluates_in_mpmath():

@@ -1,8 +1,9 @@
 """A small, safe expression language for kernels (used by ``kernelcheck kernel EXPR``).
 
 The text is read by a hand-written tokenizer and a recursive-descent parser,
-never by :func:`eval`; the only names it knows are the kernels of
-:mod:`kernelcheck.kernels` and the operations of their algebra.
+never by :func:`eval`; the only names it knows are the kernel leaves of the
+catalogue (:data:`kernelcheck._src.kernels.catalog.LEAVES`), ``exp`` and the
+operations of the algebra.
 
 Grammar (``*`` and ``+`` bind as in Python, ``**`` is right-associative and
 binds tighter than a unary minus)::
@@ -15,20 +16,11 @@ binds tighter than a unary minus)::
     args    := arg ("," arg)* [","]
     arg     := NAME "=" expr | expr
 
-Names (each also callable without parentheses when all its arguments have
-defaults):
-
-=========================================  =============================================
-text                                       kernel
-=========================================  =============================================
-``linear``                                 ``Linear()``: x.y (C7)
-``const(c)``, ``constant(c)``              ``Constant(c)``
-``poly(m, c=0)``, ``polynomial(m, c=0)``   ``Polynomial(m, c)``: (x.y + c)^m (C8)
-``exponential(scale=1)``                   ``Exponential(scale)``: exp(scale x.y) (C9)
-``gaussian(lengthscale=1)``, ``rbf(...)``  ``Gaussian(lengthscale)``
-``laplacian(lengthscale=1)``               ``Laplacian(lengthscale)``
-``exp(k, order=None)``                     ``kernels.exp(k, order=order)`` (C9, C12)
-=========================================  =============================================
+Names: every spelling of a catalogue row, called with the row's constructor
+arguments (``poly(2, c=1)``, ``polynomial(degree=2)``; :func:`language_names`
+lists them all), and ``exp(k, order=None)`` for ``kernels.exp(k, order=order)``
+(C9, C12).  A name whose arguments all have defaults may be written without
+parentheses (``linear``, ``gaussian``).
 
 Arithmetic: ``k1 + k2``, ``k1 * k2``, ``c * k``, ``k / c``, ``k ** m``, ``c + k``
 (a number added to a kernel is the constant kernel ``const(c)``), ``k1 - k2``
@@ -56,9 +48,21 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from kernelcheck._src.kernels.catalog import LEAVES, REQUIRED, Leaf
+from kernelcheck._src.kernels.combinators import exp
+from kernelcheck._src.kernels.leaves import Constant
 from kernelcheck.errors import InvalidArgument
 
-__all__ = ["ExprError", "Token", "tokenize", "parse_kernel", "FUNCTIONS", "MAX_LENGTH", "MAX_DEPTH"]
+__all__ = [
+    "ExprError",
+    "Token",
+    "tokenize",
+    "parse_kernel",
+    "language_names",
+    "FUNCTIONS",
+    "MAX_LENGTH",
+    "MAX_DEPTH",
+]
 
 #: Longest expression accepted, in characters.
 MAX_LENGTH = 10_000
@@ -155,7 +159,7 @@ def tokenize(text: str) -> list[Token]:
 class _Param:
     name: str
     kind: str  # "kernel", "number", "int", "optional_int"
-    default: Any = ...  # ... means required
+    default: Any = REQUIRED
 
 
 @dataclass(frozen=True)
@@ -166,83 +170,48 @@ class _Function:
     summary: str
 
 
-def _kernels():
-    from kernelcheck import kernels
+def _leaf_function(leaf: Leaf) -> _Function:
+    params = tuple(_Param(p.name, p.kind, p.default) for p in leaf.params)
+    return _Function(leaf.name, params, leaf.cls, leaf.summary)
 
-    return kernels
+
+def _exp(k, order):
+    return exp(k, order=order)
+
+
+#: ``exp``, the one combinator written as a call (the others are operators).
+_EXP = _Function(
+    "exp",
+    (_Param("k", "kernel"), _Param("order", "optional_int", None)),
+    _exp,
+    "exp(k), or its Taylor series truncated after degree `order`",
+)
 
 
 def _functions() -> dict[str, _Function]:
-    def linear():
-        return _kernels().Linear()
-
-    def constant(c):
-        return _kernels().Constant(c)
-
-    def poly(degree, c):
-        return _kernels().Polynomial(degree, c=c)
-
-    def exponential(scale):
-        return _kernels().Exponential(scale=scale)
-
-    def gaussian(lengthscale):
-        return _kernels().Gaussian(lengthscale=lengthscale)
-
-    def laplacian(lengthscale):
-        return _kernels().Laplacian(lengthscale=lengthscale)
-
-    def exp(k, order):
-        return _kernels().exp(k, order=order)
-
-    funcs = [
-        _Function("linear", (), linear, "x.y"),
-        _Function("constant", (_Param("c", "number"),), constant, "the constant c"),
-        _Function(
-            "poly",
-            (_Param("degree", "int"), _Param("c", "number", 0.0)),
-            poly,
-            "(x.y + c)^degree",
-        ),
-        _Function("exponential", (_Param("scale", "number", 1.0),), exponential, "exp(scale x.y)"),
-        _Function(
-            "gaussian",
-            (_Param("lengthscale", "number", 1.0),),
-            gaussian,
-            "exp(-||x-y||^2 / (2 lengthscale^2))",
-        ),
-        _Function(
-            "laplacian",
-            (_Param("lengthscale", "number", 1.0),),
-            laplacian,
-            "exp(-||x-y|| / lengthscale)",
-        ),
-        _Function(
-            "exp",
-            (_Param("k", "kernel"), _Param("order", "optional_int", None)),
-            exp,
-            "exp(k), or its Taylor series truncated after degree `order`",
-        ),
-    ]
-    table = {f.name: f for f in funcs}
-    table["const"] = table["constant"]
-    table["polynomial"] = table["poly"]
-    table["rbf"] = table["gaussian"]
+    table = {}
+    for leaf in LEAVES:
+        func = _leaf_function(leaf)
+        for spelling in leaf.spellings:
+            table[spelling] = func
+    table[_EXP.name] = _EXP
     return table
 
 
-#: Names the language knows, each with its parameters; aliases included.
+#: Names the language knows: every spelling of every catalogue leaf, then ``exp``.
 FUNCTIONS: tuple[str, ...] = (
-    "linear",
-    "const",
-    "constant",
-    "poly",
-    "polynomial",
-    "exponential",
-    "gaussian",
-    "rbf",
-    "laplacian",
-    "exp",
+    *(spelling for leaf in LEAVES for spelling in leaf.spellings),
+    _EXP.name,
 )
+
+
+def language_names() -> str:
+    """The names of the language as the help lists them.
+
+    ``linear, const(c), poly(degree, c=0), ..., exp(k, order=None)``: each
+    catalogue leaf by its first spelling with its arguments, then ``exp``.
+    """
+    return ", ".join([leaf.usage() for leaf in LEAVES] + [_signature(_EXP)])
 
 
 class _Parser:
@@ -425,7 +394,7 @@ class _Parser:
         values: dict[str, Any] = {}
         for param in params:
             if param.name not in bound:
-                if param.default is ...:
+                if param.default is REQUIRED:
                     raise self.error(
                         f"{name_tok.text} needs the argument {param.name!r} ({_signature(func)})",
                         name_tok,
@@ -461,7 +430,7 @@ class _Parser:
 def _signature(func: _Function) -> str:
     parts = []
     for p in func.params:
-        if p.default is ...:
+        if p.default is REQUIRED:
             parts.append(p.name)
         else:
             parts.append(f"{p.name}={p.default!r}")
@@ -477,7 +446,7 @@ def _is_num(x) -> bool:
 
 
 def _as_kernel(x):
-    return _kernels().Constant(x) if _is_num(x) else x
+    return Constant(x) if _is_num(x) else x
 
 
 def _add(a, b):
@@ -535,7 +504,7 @@ def _finite(x: float) -> float:
 
 
 def parse_kernel(text: str):
-    """Parse a kernel expression into a kernel object of :mod:`kernelcheck.kernels`.
+    """Parse a kernel expression into a kernel of :mod:`kernelcheck.kernels`.
 
     Parameters
     ----------

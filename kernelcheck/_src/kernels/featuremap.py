@@ -3,12 +3,16 @@ reproduce (exact maps) or estimate (random maps) a kernel (claim C4).
 
 The base class fixes the interface every map shares; :class:`ExactFeatureMap`
 is the map a finite kernel returns from ``k.features()``.
+
+This module sits below the kernel classes (``Kernel.features()`` builds an
+:class:`ExactFeatureMap`) and never imports them: a map's kernel is anything
+with the node interface :class:`KernelNode`, which every kernelcheck kernel has.
 """
 
 from __future__ import annotations
 
 import abc
-from typing import TYPE_CHECKING
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -16,10 +20,7 @@ from kernelcheck._src.core.rounding import feature_product_bound
 from kernelcheck._src.core.validate import as_int, as_points, check_choice, check_size, describe
 from kernelcheck.errors import InvalidArgument, NumericalFailure
 
-if TYPE_CHECKING:  # pragma: no cover
-    from kernelcheck._src.kernels.algebra import Kernel
-
-__all__ = ["FeatureMap", "ExactFeatureMap", "FORMS"]
+__all__ = ["FeatureMap", "ExactFeatureMap", "KernelNode", "FORMS"]
 
 #: The exact-map forms: ``"symmetric"`` keeps each unique monomial once with
 #: the multinomial weight ``sqrt(m! / alpha!)`` (C(d+m-1, m) coordinates for
@@ -27,12 +28,37 @@ __all__ = ["FeatureMap", "ExactFeatureMap", "FORMS"]
 FORMS = ("symmetric", "tensor")
 
 
+@runtime_checkable
+class KernelNode(Protocol):
+    """What a feature map needs of its kernel: the node interface of every kernelcheck kernel.
+
+    Evaluation (``k(X, Y)``, ``k.error_bound(X, Y)``) and the finite-feature
+    hooks the exact map composes (``_require_finite`` raises
+    :class:`~kernelcheck.errors.InfiniteFeatureSpace` for an infinite feature
+    space; ``_phi``, ``_feature_dim``, ``_phi_ops`` build the features, count
+    them and count the roundings behind one entry).  Declared here so that
+    this module needs no kernel class.
+    """
+
+    def __call__(self, X: Any, Y: Any = None) -> np.ndarray: ...
+
+    def error_bound(self, X: Any, Y: Any = None) -> np.ndarray: ...
+
+    def _require_finite(self) -> None: ...
+
+    def _phi(self, X: np.ndarray, form: str) -> np.ndarray: ...
+
+    def _feature_dim(self, d: int, form: str) -> int: ...
+
+    def _phi_ops(self, form: str) -> int: ...
+
+
 class FeatureMap(abc.ABC):
     """A map ``phi: R^d -> R^D`` applied row-wise: ``phi(X)`` has shape (n, D).
 
     Attributes
     ----------
-    kernel : Kernel
+    kernel : KernelNode
         The kernel the map reproduces (``exact=True``) or estimates.
     exact : bool
         ``phi(X) @ phi(Y).T == kernel(X, Y)`` up to rounding (True), or only
@@ -43,7 +69,7 @@ class FeatureMap(abc.ABC):
 
     @property
     @abc.abstractmethod
-    def kernel(self) -> Kernel:
+    def kernel(self) -> KernelNode:
         """The kernel this map reproduces or estimates."""
 
     @abc.abstractmethod
@@ -85,10 +111,8 @@ class ExactFeatureMap(FeatureMap):
 
     exact = True
 
-    def __init__(self, kernel: Kernel, form: str = "symmetric"):
-        from kernelcheck._src.kernels.algebra import Kernel  # the kernels module imports this one
-
-        if not isinstance(kernel, Kernel):
+    def __init__(self, kernel: KernelNode, form: str = "symmetric"):
+        if not isinstance(kernel, KernelNode):
             raise InvalidArgument(f"`kernel` must be a kernelcheck Kernel, got {describe(kernel)}")
         check_choice(form, "form", FORMS)
         kernel._require_finite()
@@ -96,7 +120,7 @@ class ExactFeatureMap(FeatureMap):
         self.form = form
 
     @property
-    def kernel(self) -> Kernel:
+    def kernel(self) -> KernelNode:
         return self._kernel
 
     @property

@@ -12,20 +12,9 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from kernelcheck._src.core.validate import as_int, as_real
-from kernelcheck._src.kernels.algebra import (
-    Constant,
-    Exp,
-    Exponential,
-    Gaussian,
-    Kernel,
-    Laplacian,
-    Linear,
-    Polynomial,
-    Power,
-    Product,
-    Scaled,
-    Sum,
-)
+from kernelcheck._src.kernels.base import Kernel
+from kernelcheck._src.kernels.catalog import LEAVES, Leaf, LeafParam
+from kernelcheck._src.kernels.combinators import Exp, Power, Product, Scaled, Sum
 from kernelcheck._src.kernels.featuremap import FORMS
 from kernelcheck.errors import InvalidArgument
 
@@ -131,23 +120,18 @@ def point_set_pairs(
     return st.integers(d_lo, d_hi).flatmap(pair)
 
 
-_FINITE_LEAVES = ("linear", "constant", "polynomial")
-_INFINITE_LEAVES = ("exponential", "gaussian", "laplacian")
+def _argument(param: LeafParam) -> st.SearchStrategy:
+    """The values of one leaf argument: its catalogue ``draws``."""
+    if isinstance(param.draws, range):
+        return st.integers(param.draws.start, param.draws.stop - 1)
+    return st.sampled_from(param.draws)
 
 
-def _leaf(name: str) -> st.SearchStrategy[Kernel]:
-    scale = st.sampled_from([0.25, 0.5, 1.0, 2.0])
-    if name == "linear":
-        return st.just(Linear())
-    if name == "constant":
-        return scale.map(Constant)
-    if name == "polynomial":
-        return st.builds(Polynomial, st.integers(0, 3), st.sampled_from([0.0, 0.5, 1.0]))
-    if name == "exponential":
-        return st.sampled_from([0.25, 0.5, 1.0]).map(Exponential)
-    if name == "gaussian":
-        return scale.map(Gaussian)
-    return scale.map(Laplacian)
+def _leaf(leaf: Leaf) -> st.SearchStrategy[Kernel]:
+    """The leaves of one catalogue row, with arguments drawn from the row."""
+    if not leaf.params:
+        return st.just(leaf.cls())
+    return st.builds(leaf.cls, *(_argument(p) for p in leaf.params))
 
 
 def kernels(
@@ -164,10 +148,11 @@ def kernels(
     max_depth : int
         Largest depth of the tree (a leaf has depth 1).
     finite : bool
-        Only nodes with finite feature maps (``Linear``, ``Constant``,
-        ``Polynomial``, sums, positive scalings, products, powers and
-        truncated ``exp``) when True; else also ``Exponential``,
-        ``Gaussian``, ``Laplacian`` and untruncated ``exp``.
+        Only nodes with finite feature maps (the catalogue's leaves with
+        finite features -- ``Linear``, ``Constant``, ``Polynomial`` -- sums,
+        positive scalings, products, powers and truncated ``exp``) when
+        True; else also the other leaves (``Exponential``, ``Gaussian``,
+        ``Laplacian``) and untruncated ``exp``.
     max_features, feature_dim_at : int
         With ``finite=True``, keep only trees whose symmetric feature
         dimension at input dimension ``feature_dim_at`` is at most
@@ -176,8 +161,11 @@ def kernels(
     max_depth = as_int(max_depth, "max_depth", minimum=1, maximum=8)
     max_features = as_int(max_features, "max_features", minimum=1)
     feature_dim_at = as_int(feature_dim_at, "feature_dim_at", minimum=1)
-    leaves = _FINITE_LEAVES if finite else _FINITE_LEAVES + _INFINITE_LEAVES
-    leaf = st.one_of([_leaf(name) for name in leaves])
+    # finite leaves first: Hypothesis shrinks toward the first strategies of one_of
+    leaves = [row for row in LEAVES if row.finite_features]
+    if not finite:
+        leaves += [row for row in LEAVES if not row.finite_features]
+    leaf = st.one_of([_leaf(row) for row in leaves])
 
     def extend(children: st.SearchStrategy[Kernel]) -> st.SearchStrategy[Kernel]:
         options = [

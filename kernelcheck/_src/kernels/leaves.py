@@ -1,0 +1,372 @@
+"""The leaves of the kernel algebra (claims C7, C8, C9, C10).
+
+:class:`Linear`, :class:`Constant`, :class:`Polynomial`, :class:`Exponential`,
+and the distance kernels :class:`Gaussian` and :class:`Laplacian`.  Each
+leaf states its rounding-error model in its docstring (the standard model
+with gradual underflow, see :mod:`~kernelcheck._src.kernels.base`).
+
+Adding a leaf: one class here (or in its own module) and one row in
+:data:`kernelcheck._src.kernels.catalog.LEAVES`, which the expression parser,
+the Hypothesis strategies and the command-line help read.
+"""
+
+from __future__ import annotations
+
+import abc
+import math
+
+import numpy as np
+
+from kernelcheck._src.core.rounding import eta, gamma, unit_roundoff
+from kernelcheck._src.core.validate import as_real, result_dtype
+from kernelcheck._src.kernels.base import Kernel
+from kernelcheck._src.kernels.combinators import Exp, Power, Scaled
+from kernelcheck._src.kernels.monomials import check_degree
+
+__all__ = ["Linear", "Constant", "Polynomial", "Exponential", "Gaussian", "Laplacian"]
+
+
+class Linear(Kernel):
+    """The linear kernel ``k(x, y) = x . y`` with ``phi(x) = x`` (claim C7).
+
+    Error model: ``|fl(x . y) - x . y| <= gamma_d (1 + gamma_d) |x| . |y|``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> Linear()(np.array([[1.0, 2.0]]), np.array([[3.0, 4.0]]))
+    array([[11.]])
+    """
+
+    __slots__ = ()
+
+    def _key(self) -> tuple:
+        return ()
+
+    def __repr__(self) -> str:
+        return "Linear()"
+
+    def _gram(self, X, Y):
+        return X @ Y.T
+
+    def _gram_err(self, X, Y):
+        d = X.shape[1]
+        g = gamma(d, X.dtype)
+        return X @ Y.T, (g * (1 + g)) * (np.abs(X) @ np.abs(Y).T) + d * eta(X.dtype)
+
+    def _mp(self, X, Y):
+        import mpmath
+
+        return [[mpmath.fdot(x, y) for y in Y] for x in X]
+
+    @property
+    def has_finite_features(self) -> bool:
+        return True
+
+    def _phi(self, X, form):
+        return X.copy()
+
+    def _feature_dim(self, d, form):
+        return d
+
+    def _phi_ops(self, form):
+        return 0
+
+
+class Constant(Kernel, role="constant"):
+    """The constant kernel ``k(x, y) = c`` with ``phi(x) = [sqrt(c)]`` (c >= 0).
+
+    A negative ``c`` is allowed as a value of the algebra (it is not a kernel,
+    and ``features()`` says so); :func:`kernelcheck.verify.kernel` refutes it.
+
+    Error model: exact values; the feature ``sqrt(c)`` has one rounding.
+    """
+
+    __slots__ = ("c",)
+    c: float
+
+    def __init__(self, c: float):
+        self._set(c=as_real(c, "c"))
+
+    def _key(self) -> tuple:
+        return (self.c,)
+
+    def _as_constant(self) -> float:
+        return self.c
+
+    def __repr__(self) -> str:
+        return f"Constant({self.c!r})"
+
+    def _gram(self, X, Y):
+        return np.full((X.shape[0], Y.shape[0]), self.c, dtype=result_dtype(X, Y))
+
+    def _gram_err(self, X, Y):
+        G = self._gram(X, Y)
+        return G, np.zeros_like(G)
+
+    def _mp(self, X, Y):
+        import mpmath
+
+        c = mpmath.mpf(self.c)
+        return [[c for _ in Y] for _ in X]
+
+    @property
+    def has_finite_features(self) -> bool:
+        return self.c >= 0
+
+    def _infinite_reason(self) -> str:
+        return (
+            f"{self!r} has a negative value, so it is not a kernel and has no real feature "
+            "map (Theorem 1, C5)"
+        )
+
+    def _phi(self, X, form):
+        return np.full((X.shape[0], 1), math.sqrt(self.c), dtype=X.dtype)
+
+    def _feature_dim(self, d, form):
+        return 1
+
+    def _phi_ops(self, form):
+        return 1
+
+
+class _Formula(Kernel):
+    """A leaf that is a formula of other nodes (``_formula()``), which answers every question.
+
+    Values, error bounds (so the error model), mpmath entries and feature
+    maps are those of the formula; the leaf keeps its own name, parameters,
+    printing and equality.
+    """
+
+    __slots__ = ()
+
+    @abc.abstractmethod
+    def _formula(self) -> Kernel:
+        """The same kernel written with the algebra's other nodes."""
+
+    def _gram(self, X, Y):
+        return self._formula()._gram(X, Y)
+
+    def _gram_err(self, X, Y):
+        return self._formula()._gram_err(X, Y)
+
+    def _mp(self, X, Y):
+        return self._formula()._mp(X, Y)
+
+    @property
+    def has_finite_features(self) -> bool:
+        return self._formula().has_finite_features
+
+    def _phi(self, X, form):
+        return self._formula()._phi(X, form)
+
+    def _feature_dim(self, d, form):
+        return self._formula()._feature_dim(d, form)
+
+    def _phi_ops(self, form):
+        return self._formula()._phi_ops(form)
+
+
+class Polynomial(_Formula):
+    """The polynomial kernel ``k(x, y) = (x . y + c) ** degree`` (claim C8), ``c >= 0``.
+
+    Feature maps: with ``z = [x, sqrt(c)]`` (just ``x`` when ``c = 0``), the
+    ``"tensor"`` form is ``z (x) z (x) ... (x) z`` (D = (d + [c > 0]) ** degree);
+    the ``"symmetric"`` form keeps each unique monomial ``z ** alpha`` once with
+    weight ``sqrt(degree! / alpha!)`` (D = C(D_z + degree - 1, degree)).
+
+    Error model: the inner value ``s = x . y + c`` is accurate to
+    ``e_s = gamma_(d+1) (|x| . |y| + |c|)``; the power is taken by repeated
+    multiplication (``p <= 2 log2(degree) + 1`` roundings), so
+    ``|err| <= degree (|s| + e_s)^(degree-1) e_s + gamma_p |s|^degree``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X = np.array([[1.0, 1.0]])
+    >>> Polynomial(2, c=1.0)(X)
+    array([[9.]])
+    """
+
+    __slots__ = ("degree", "c")
+    degree: int
+    c: float
+
+    def __init__(self, degree: int, c: float = 0.0):
+        degree = check_degree(degree, "degree")
+        c = as_real(c, "c", nonnegative=True)
+        self._set(degree=degree, c=c)
+
+    def _key(self) -> tuple:
+        return (self.degree, self.c)
+
+    def __repr__(self) -> str:
+        if self.c:
+            return f"Polynomial({self.degree}, c={self.c!r})"
+        return f"Polynomial({self.degree})"
+
+    def _base(self) -> Kernel:
+        return Linear() + Constant(self.c) if self.c else Linear()
+
+    def _formula(self) -> Kernel:
+        return Power(self._base(), self.degree)
+
+
+class Exponential(_Formula):
+    """The exponential dot-product kernel ``k(x, y) = exp(scale * x . y)`` (claims C9, C10).
+
+    Its feature space is infinite (C9): ``features()`` raises and points to
+    ``exp(scale * Linear(), order=M)`` (Taylor, C12) or random features (C13).
+    With ``scale = 1 / sqrt(d)`` it is the softmax kernel of attention (C10).
+
+    Error model: ``s = scale * x . y`` is accurate to
+    ``e_s = gamma_(d+1) scale |x| . |y|``; then
+    ``|err| <= exp(s + e_s) (expm1(e_s) + 2u)`` (libm's exp is accurate to
+    within 1 ulp).
+    """
+
+    __slots__ = ("scale",)
+    scale: float
+
+    def __init__(self, scale: float = 1.0):
+        self._set(scale=as_real(scale, "scale", positive=True))
+
+    def _key(self) -> tuple:
+        return (self.scale,)
+
+    def __repr__(self) -> str:
+        return "Exponential()" if self.scale == 1.0 else f"Exponential(scale={self.scale!r})"
+
+    def _formula(self) -> Kernel:
+        inner = Linear() if self.scale == 1.0 else Scaled(self.scale, Linear())
+        return Exp(inner, None)
+
+    def _infinite_reason(self) -> str:
+        s = "" if self.scale == 1.0 else f"{self.scale!r} * "
+        return (
+            f"{self!r} has an infinite feature space (C9). Truncate its Taylor series with "
+            f"kernelcheck.kernels.exp({s}Linear(), order=M) (C12), or sample random features "
+            f"with kernelcheck.features.PositiveRandomFeatures(dim, num_features, seed=..., "
+            f"scale={self.scale!r}) (C13)"
+        )
+
+
+class _DistanceKernel(Kernel):
+    """Shared evaluation of ``||x - y||^2`` for the stationary kernels.
+
+    ``d2 = |x|^2 + |y|^2 - 2 x . y``, clipped at 0 (the exact value is >= 0,
+    so clipping only reduces the error), accurate to
+    ``e_d2 = gamma_(d+3) (|x|^2 + |y|^2 + 2 |x| . |y|)``.
+    """
+
+    __slots__ = ("lengthscale",)
+    lengthscale: float
+
+    def __init__(self, lengthscale: float = 1.0):
+        self._set(lengthscale=as_real(lengthscale, "lengthscale", positive=True))
+
+    def _key(self) -> tuple:
+        return (self.lengthscale,)
+
+    def __repr__(self) -> str:
+        name = type(self).__name__
+        return (
+            f"{name}()" if self.lengthscale == 1.0 else f"{name}(lengthscale={self.lengthscale!r})"
+        )
+
+    @staticmethod
+    def _sqdist(X, Y):
+        nx = np.einsum("ij,ij->i", X, X)
+        ny = np.einsum("ij,ij->i", Y, Y)
+        d2 = nx[:, None] + ny[None, :] - 2.0 * (X @ Y.T)
+        np.maximum(d2, 0.0, out=d2)
+        return d2
+
+    @staticmethod
+    def _sqdist_err(X, Y):
+        d = X.shape[1]
+        nx = np.einsum("ij,ij->i", X, X)
+        ny = np.einsum("ij,ij->i", Y, Y)
+        absxy = np.abs(X) @ np.abs(Y).T
+        g = gamma(d + 3, X.dtype)
+        err = (g * (1 + gamma(d, X.dtype))) * (nx[:, None] + ny[None, :] + 2.0 * absxy)
+        err += 3 * d * eta(X.dtype)
+        d2 = nx[:, None] + ny[None, :] - 2.0 * (X @ Y.T)
+        np.maximum(d2, 0.0, out=d2)
+        return d2, err
+
+    @staticmethod
+    def _mp_sqdist(x, y):
+        import mpmath
+
+        return mpmath.fsum((a - b) ** 2 for a, b in zip(x, y))
+
+    def _infinite_reason(self) -> str:
+        return (
+            f"{self!r} has an infinite feature space; sample random Fourier features for it, "
+            "or use kernelcheck.mercer_features on a finite point set (C6)"
+        )
+
+
+class Gaussian(_DistanceKernel):
+    """The Gaussian kernel ``k(x, y) = exp(-||x - y||^2 / (2 lengthscale^2))``.
+
+    Infinite feature space.  Error model: with ``d2`` accurate to ``e_d2``
+    (see the distance rule), ``|err| <= exp(-(d2 - e_d2)_+ / (2 l^2)) e_d2 / (2 l^2)
+    + 3u k``.
+    """
+
+    __slots__ = ()
+
+    def _gram(self, X, Y):
+        return np.exp(self._sqdist(X, Y) * (-0.5 / self.lengthscale**2))
+
+    def _gram_err(self, X, Y):
+        d2, e = self._sqdist_err(X, Y)
+        a = 0.5 / self.lengthscale**2
+        G = np.exp(-a * d2)
+        lo = np.maximum(d2 - e, 0.0)
+        u = unit_roundoff(X.dtype)
+        return G, np.exp(-a * lo) * (a * e) * (1 + 4 * u) + 4 * u * G + 2 * eta(G.dtype)
+
+    def _mp(self, X, Y):
+        import mpmath
+
+        a = mpmath.mpf(0.5) / mpmath.mpf(self.lengthscale) ** 2
+        return [[mpmath.exp(-a * self._mp_sqdist(x, y)) for y in Y] for x in X]
+
+
+class Laplacian(_DistanceKernel):
+    """The Laplacian kernel ``k(x, y) = exp(-||x - y|| / lengthscale)``.
+
+    Infinite feature space.  Error model: ``|sqrt(a) - sqrt(b)| <=
+    min(sqrt(e), e / sqrt(b))`` for ``|a - b| <= e``, so the distance error
+    is ``e_r = min(sqrt(e_d2), e_d2 / sqrt(d2)) + 2u r``, and
+    ``|err| <= exp(-(r - e_r)_+ / l) e_r / l + 3u k``.
+    """
+
+    __slots__ = ()
+
+    def _gram(self, X, Y):
+        return np.exp(-np.sqrt(self._sqdist(X, Y)) / self.lengthscale)
+
+    def _gram_err(self, X, Y):
+        d2, e = self._sqdist_err(X, Y)
+        r = np.sqrt(d2)
+        u = unit_roundoff(X.dtype)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            by_ratio = np.where(d2 > 0, e / np.where(d2 > 0, r, 1.0), np.inf)
+        er = np.minimum(np.sqrt(e), by_ratio) * (1 + 4 * u) + 2 * u * r
+        G = np.exp(-r / self.lengthscale)
+        lo = np.maximum(r - er, 0.0)
+        return G, (
+            np.exp(-lo / self.lengthscale) * er / self.lengthscale * (1 + 4 * u)
+            + 4 * u * G
+            + 2 * eta(G.dtype)
+        )
+
+    def _mp(self, X, Y):
+        import mpmath
+
+        ell = mpmath.mpf(self.lengthscale)
+        return [[mpmath.exp(-mpmath.sqrt(self._mp_sqdist(x, y)) / ell) for y in Y] for x in X]
