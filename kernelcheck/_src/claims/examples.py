@@ -13,15 +13,15 @@ from typing import Any
 import numpy as np
 
 from kernelcheck._src.features.random import PositiveRandomFeatures
-from kernelcheck._src.kernels.algebra import (
+from kernelcheck._src.kernels.base import Kernel
+from kernelcheck._src.kernels.combinators import exp
+from kernelcheck._src.kernels.leaves import (
     Constant,
     Exponential,
     Gaussian,
-    Kernel,
     Laplacian,
     Linear,
     Polynomial,
-    exp,
 )
 
 __all__ = [

@@ -172,7 +172,7 @@ class RandomFeatures(FeatureMap):
     @property
     def kernel(self):
         """``Exponential(scale)``, the kernel this map estimates."""
-        from kernelcheck._src.kernels.algebra import Exponential
+        from kernelcheck._src.kernels.leaves import Exponential
 
         return Exponential(self._scale)
 

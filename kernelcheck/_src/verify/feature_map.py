@@ -23,7 +23,7 @@ from kernelcheck._src.core.validate import (
     check_callable,
     describe,
 )
-from kernelcheck._src.kernels.algebra import Kernel
+from kernelcheck._src.kernels.base import Kernel
 from kernelcheck._src.kernels.featuremap import ExactFeatureMap, FeatureMap
 from kernelcheck.errors import InvalidArgument
 

@@ -352,7 +352,7 @@ class _UnbiasedArgs(NamedTuple):
 def _unbiased_iv(
     sample, target, X, Y, trials, seed, alpha, power, be_tolerance, shard_size, sweep
 ) -> _UnbiasedArgs:
-    from kernelcheck._src.kernels.algebra import Kernel
+    from kernelcheck._src.kernels.base import Kernel
 
     check_callable(sample, "sample")
     if not isinstance(target, Kernel):

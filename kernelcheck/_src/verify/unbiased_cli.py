@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from kernelcheck._src.core.validate import as_int, check_choice
 from kernelcheck._src.features.random import ESTIMATORS
-from kernelcheck._src.kernels.algebra import Exponential
+from kernelcheck._src.kernels.leaves import Exponential
 from kernelcheck._src.verify.unbiased import UnbiasedReport, unbiased
 from kernelcheck._src.verify.unbiased_report import default_points, write_report
 

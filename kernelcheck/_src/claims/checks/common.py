@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from kernelcheck._src.core.outcome import Outcome
-from kernelcheck._src.kernels.algebra import Exponential
+from kernelcheck._src.kernels.leaves import Exponential
 from kernelcheck._src.mc.distributed import suggested_shards
 from kernelcheck._src.scaling.experiment import fit_exponent, geometric_sizes, run_scaling
 from kernelcheck._src.verify.unbiased import unbiased

@@ -25,15 +25,10 @@ from kernelcheck._src.claims.checks.common import (
 )
 from kernelcheck._src.claims.examples import FINITE_KERNELS, NON_KERNELS, PSD_KERNELS
 from kernelcheck._src.core.outcome import Outcome
-from kernelcheck._src.kernels.algebra import (
-    Exponential,
-    Linear,
-    Polynomial,
-    exp,
-    kernel_from_function,
-    monomial_dim,
-    unweighted_monomials,
-)
+from kernelcheck._src.kernels.combinators import exp
+from kernelcheck._src.kernels.function import kernel_from_function
+from kernelcheck._src.kernels.leaves import Exponential, Linear, Polynomial
+from kernelcheck._src.kernels.monomials import monomial_dim, unweighted_monomials
 from kernelcheck._src.psd.ladder import check_psd
 from kernelcheck._src.psd.mercer import mercer_features
 from kernelcheck._src.verify.feature_map import feature_map

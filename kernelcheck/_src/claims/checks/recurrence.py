@@ -29,7 +29,8 @@ from kernelcheck._src.claims.checks.common import (
 from kernelcheck._src.claims.examples import recurrence_feature_maps
 from kernelcheck._src.core.rounding import gamma
 from kernelcheck._src.features.random import PositiveRandomFeatures
-from kernelcheck._src.kernels.algebra import Exponential, Linear, exp
+from kernelcheck._src.kernels.combinators import exp
+from kernelcheck._src.kernels.leaves import Exponential, Linear
 
 __all__ = ["CHECKS", "check_c14", "check_c15"]
 

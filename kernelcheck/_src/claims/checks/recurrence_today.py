@@ -22,7 +22,8 @@ from kernelcheck._src.claims.checks.common import (
     statement,
 )
 from kernelcheck._src.core.rounding import gamma
-from kernelcheck._src.kernels.algebra import Linear, exp
+from kernelcheck._src.kernels.combinators import exp
+from kernelcheck._src.kernels.leaves import Linear
 
 __all__ = ["CHECKS", "check_c19", "check_c20"]
 
