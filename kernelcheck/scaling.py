@@ -5,7 +5,7 @@ robust per-size statistic) and records its peak memory in a separate
 :mod:`tracemalloc` pass; :func:`fit_exponent` fits ``value ~ c n^p`` on the
 log-log scale with Theil-Sen and gives a confidence interval for p;
 :func:`run_scaling` measures softmax against linear attention and puts the
-clock next to each form's cost model.  See :mod:`kernelcheck._src.scaling.experiment`.
+clock next to each form's cost model.  See :mod:`kernelcheck._src.scaling`.
 
 Examples
 --------
@@ -18,24 +18,18 @@ Examples
 """
 
 from kernelcheck._src.scaling.experiment import (
-    CLOCKS,
     DEFAULT_FORMS,
     DEFAULT_SIZES,
     EXPECTED_EXPONENTS,
-    FIT_METHODS,
     QUICK_SIZES,
     SCALING_FORMS,
-    STATISTICS,
-    ExponentFit,
     FormScaling,
-    Measurement,
     ScalingReport,
-    fit_exponent,
-    geometric_sizes,
-    measure,
-    plot_measurements,
     run_scaling,
 )
+from kernelcheck._src.scaling.fit import FIT_METHODS, STATISTICS, ExponentFit, fit_exponent
+from kernelcheck._src.scaling.measure import CLOCKS, Measurement, measure, plot_measurements
+from kernelcheck._src.scaling.sizes import geometric_sizes
 
 __all__ = [
     "measure",

@@ -1,62 +1,35 @@
-"""Measured complexity: time and memory against n, log-log slopes with intervals.
+"""The C2/C3 experiment: how softmax and linear attention scale with n (claims C2, C3, C11).
 
-Claims C2 (exact attention costs O(n^2 d) per sequence), C3 (linear attention
-costs O(n d), more exactly O(n D d_v)) and C11 (the recurrent state does not grow
-with n) are statements about how cost grows with the sequence length n.  This
-module measures that growth on real runs and says how sure it is:
-
-* :func:`measure` runs a function over a grid of sizes (warm-up, repeats, a
-  robust per-size statistic), then, in a separate pass, records the peak
-  memory allocated during one call with :mod:`tracemalloc`;
-* :func:`fit_exponent` fits ``value ~ c n^p`` on the log-log scale with a
-  robust slope estimator (Theil-Sen) and a confidence interval (Sen's
-  Kendall-tau interval, or a bootstrap over the repeats);
-* :func:`run_scaling` measures softmax against linear attention with the
-  library's attention forms and puts the clock next to each form's cost model.
-
-What an interval means.  The interval accounts for run-to-run noise only.  A
-fixed overhead (Python calls, allocation, cache effects at small n) bends the
-log-log curve; no interval can turn a bent curve into a power law.  The remedy
-used here is to measure where the asymptotic regime holds (large enough n and a
-workload per call that dominates the fixed costs) and to show the achieved
-throughput against the cost model per size, so that a bend is visible.
+:func:`run_scaling` measures the attention forms of :data:`SCALING_FORMS`
+(each one of the attention registry's forms) over a grid of sequence lengths
+with :func:`~kernelcheck._src.scaling.measure.measure`, fits the exponent of
+time with :func:`~kernelcheck._src.scaling.fit.fit_exponent`, puts the clock
+next to each form's cost model and, with ``out``, writes the report through
+:func:`~kernelcheck._src.core.report.write_bundle`.  The run limits the BLAS
+threads and notes the machine's load before and after.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import gc
-import io
 import math
 import os
 import time
-import tracemalloc
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import NamedTuple
 
 import numpy as np
-from scipy import stats
 
 from kernelcheck._src.attention.registry import cost_model, get_form
 from kernelcheck._src.core.outcome import Outcome, exit_code
-from kernelcheck._src.core.report import (
-    PLOTS_SKIPPED,
-    PlotsUnavailable,
-    environment,
-    new_figure,
-    render_plots,
-    write_bundle,
-)
+from kernelcheck._src.core.report import environment, render_plots, write_bundle
 from kernelcheck._src.core.results import ResultMixin
 from kernelcheck._src.core.validate import (
-    OWN_ERRORS,
-    as_array,
     as_bool,
     as_int,
     as_probability,
-    as_real,
     as_rng,
     call_user,
     check_callable,
@@ -64,872 +37,22 @@ from kernelcheck._src.core.validate import (
     check_size,
     describe,
 )
+from kernelcheck._src.scaling.fit import STATISTICS, ExponentFit, verdict_outcome
+from kernelcheck._src.scaling.measure import CLOCKS, Measurement, measure, plot_measurements
+from kernelcheck._src.scaling.plot import render
+from kernelcheck._src.scaling.sizes import as_sizes, geometric_sizes
 from kernelcheck.errors import InvalidArgument
 
 __all__ = [
-    "STATISTICS",
-    "FIT_METHODS",
-    "CLOCKS",
-    "geometric_sizes",
-    "measure",
-    "fit_exponent",
-    "plot_measurements",
-    "Measurement",
-    "ExponentFit",
-    "FormScaling",
-    "ScalingReport",
-    "run_scaling",
     "DEFAULT_SIZES",
     "QUICK_SIZES",
     "EXPECTED_EXPONENTS",
     "SCALING_FORMS",
     "DEFAULT_FORMS",
+    "FormScaling",
+    "ScalingReport",
+    "run_scaling",
 ]
-
-#: Per-size statistics of the repeated timings.
-STATISTICS = ("median", "min")
-#: Methods for the confidence interval of a fitted exponent.
-FIT_METHODS = ("theil-sen", "bootstrap")
-#: Clocks :func:`measure` can read: elapsed time, or CPU time of the process.
-CLOCKS = ("wall", "cpu")
-_CLOCK_FUNCTIONS = {"wall": time.perf_counter, "cpu": time.process_time}
-
-_MAX_LOOPS = 1_000_000
-#: Largest size n accepted: integers up to 2**53 are exact in float64, where the fits work.
-_MAX_SIZE = 2**53
-# ---------------------------------------------------------------------------
-# Grid of sizes
-# ---------------------------------------------------------------------------
-
-
-def geometric_sizes(start: int, stop: int, *, num: int | None = None) -> tuple[int, ...]:
-    """A geometric grid of integer sizes from ``start`` to ``stop``.
-
-    Parameters
-    ----------
-    start, stop : int
-        First and last size, ``1 <= start < stop <= 2**53``.
-    num : int, optional
-        Number of sizes (``>= 2``, at most ``stop - start + 1``), spaced evenly
-        in ``log n`` and rounded to integers (duplicates after rounding are
-        dropped).  Default: the
-        doubling grid ``start, 2 start, 4 start, ...`` up to ``stop``
-        (``stop`` itself is included only when it is on the grid).
-
-    Returns
-    -------
-    tuple of int
-        Strictly increasing sizes.
-
-    Examples
-    --------
-    >>> geometric_sizes(1024, 16384)
-    (1024, 2048, 4096, 8192, 16384)
-    >>> geometric_sizes(10, 1000, num=3)
-    (10, 100, 1000)
-    """
-    start = as_int(start, "start", minimum=1, maximum=_MAX_SIZE)
-    stop = as_int(stop, "stop", minimum=1, maximum=_MAX_SIZE)
-    if stop <= start:
-        raise InvalidArgument(f"`stop` must be larger than `start` = {start}, got {stop}")
-    if num is None:
-        out = []
-        n = start
-        while n <= stop:
-            out.append(n)
-            n *= 2
-        if len(out) < 2:  # pragma: no cover - stop > start guarantees two for doubling
-            out.append(stop)
-        return tuple(out)
-    num = as_int(num, "num", minimum=2)
-    if num > stop - start + 1:
-        raise InvalidArgument(
-            f"`num` must be at most the {stop - start + 1} integers from `start` = {start} to "
-            f"`stop` = {stop}, got {num}"
-        )
-    grid = np.rint(np.geomspace(start, stop, num)).astype(np.int64)
-    return tuple(int(v) for v in np.unique(grid))
-
-
-def _sizes_iv(sizes: Any, name: str = "sizes", *, minimum_count: int = 2) -> tuple[int, ...]:
-    if isinstance(sizes, (str, bytes)) or not hasattr(sizes, "__len__"):
-        raise InvalidArgument(
-            f"`{name}` must be a sequence of positive integers, got {describe(sizes)}"
-        )
-    out = []
-    for i, s in enumerate(sizes):
-        if isinstance(s, (np.integer,)):
-            s = int(s)
-        out.append(as_int(s, f"{name}[{i}]", minimum=1, maximum=_MAX_SIZE))
-    if len(out) < minimum_count:
-        raise InvalidArgument(
-            f"`{name}` must hold at least {minimum_count} sizes to fit an exponent, got {len(out)}"
-        )
-    if any(b <= a for a, b in zip(out, out[1:], strict=False)):
-        raise InvalidArgument(f"`{name}` must be strictly increasing, got {tuple(out)}")
-    return tuple(out)
-
-
-# ---------------------------------------------------------------------------
-# Fitting an exponent
-# ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, eq=False)
-class ExponentFit(ResultMixin):
-    """A fitted power law ``value ~ exp(intercept) * n**slope`` with an interval.
-
-    Attributes
-    ----------
-    slope : float
-        The fitted exponent p (Theil-Sen: the median of the pairwise log-log
-        slopes).
-    low, high : float
-        The confidence interval for p at level ``confidence``.
-    intercept : float
-        Natural-log intercept: ``log value ~ intercept + slope * log n``.
-    confidence : float
-        Confidence level of ``[low, high]``.
-    method : str
-        ``"theil-sen"`` (Sen's Kendall-tau interval, as in
-        :func:`scipy.stats.theilslopes`) or ``"bootstrap"`` (percentile
-        interval over resampled repeats).
-    statistic : str
-        The per-size statistic the fit used (``"median"``, ``"min"``, or
-        ``"value"`` when one value per size was given).
-    sizes : numpy.ndarray
-        The sizes n, shape (k,).
-    values : numpy.ndarray
-        The per-size values fitted, shape (k,).
-    expected : tuple of float or None
-        The range the exponent was expected in, if one was given.
-    verdict : str
-        ``"pass"`` (the whole interval lies inside ``expected``), ``"fail"``
-        (the interval misses ``expected`` entirely), ``"inconclusive"``
-        (they overlap) or ``"not judged"`` (no range given).
-    passed : bool or None
-        ``verdict == "pass"``; None when not judged.
-    """
-
-    slope: float
-    low: float
-    high: float
-    intercept: float
-    confidence: float
-    method: str
-    statistic: str
-    sizes: np.ndarray
-    values: np.ndarray
-    expected: tuple[float, float] | None = None
-    verdict: str = "not judged"
-    passed: bool | None = None
-
-    @property
-    def outcome(self) -> Outcome:
-        """``pass`` verified, ``fail`` refuted; ``inconclusive`` and ``not judged`` inconclusive."""
-        return _OUTCOMES.get(self.verdict, Outcome.INCONCLUSIVE)
-
-    def predict(self, n) -> np.ndarray:
-        """The fitted law ``exp(intercept) * n**slope`` at sizes ``n``."""
-        n = np.asarray(n, dtype=np.float64)
-        return np.exp(self.intercept) * n**self.slope
-
-    def contains(self, p: float) -> bool:
-        """Whether the exponent ``p`` lies in the confidence interval."""
-        return bool(self.low <= p <= self.high)
-
-    @property
-    def half_width(self) -> float:
-        """Half the width of the confidence interval."""
-        return (self.high - self.low) / 2.0
-
-    def __str__(self) -> str:
-        text = (
-            f"exponent {self.slope:.3f} [{self.low:.3f}, {self.high:.3f}] "
-            f"({self.confidence:.0%} {self.method}, {len(self.sizes)} sizes "
-            f"{int(self.sizes[0])}..{int(self.sizes[-1])})"
-        )
-        if self.expected is not None:
-            text += f"; expected [{self.expected[0]:g}, {self.expected[1]:g}]: {self.verdict}"
-        return text
-
-
-def _pairwise_slopes(x: np.ndarray, Y: np.ndarray) -> np.ndarray:
-    """Slopes between every pair of columns with distinct x: Y is (..., k)."""
-    i, j = np.triu_indices(len(x), k=1)
-    dx = x[j] - x[i]
-    keep = dx != 0
-    return (Y[..., j[keep]] - Y[..., i[keep]]) / dx[keep]
-
-
-_OUTCOMES = {"pass": Outcome.VERIFIED, "fail": Outcome.REFUTED}
-
-
-def _judge(low: float, high: float, expected) -> tuple[str, bool | None]:
-    if expected is None:
-        return "not judged", None
-    lo, hi = expected
-    if lo <= low and high <= hi:
-        return "pass", True
-    if high < lo or low > hi:
-        return "fail", False
-    return "inconclusive", False
-
-
-def _expected_iv(expected: Any) -> tuple[float, float] | None:
-    if expected is None:
-        return None
-    if not hasattr(expected, "__len__") or len(expected) != 2:
-        raise InvalidArgument(
-            f"`expected` must be a pair (low, high) of exponents, got {describe(expected)}"
-        )
-    lo = as_real(expected[0], "expected[0]")
-    hi = as_real(expected[1], "expected[1]")
-    if not lo <= hi:
-        raise InvalidArgument(f"`expected` must have low <= high, got ({lo}, {hi})")
-    return (lo, hi)
-
-
-def _reduce(values: np.ndarray, statistic: str, axis: int = -1) -> np.ndarray:
-    return np.median(values, axis=axis) if statistic == "median" else np.min(values, axis=axis)
-
-
-def _fit_exponent_iv(sizes, values, confidence, method, statistic, n_resamples, seed, expected):
-    sizes = _sizes_iv(sizes, "sizes", minimum_count=3)
-    values = as_array(values, "values", dtype=np.float64)
-    if values.ndim not in (1, 2) or values.shape[0] != len(sizes):
-        raise InvalidArgument(
-            f"`values` must have shape ({len(sizes)},) or ({len(sizes)}, repeats) to match "
-            f"`sizes`, got {describe(values)}"
-        )
-    if not (values > 0).all():
-        bad = np.argwhere(~(values > 0))[0]
-        raise InvalidArgument(
-            f"`values` must be positive to take logarithms, got {values[tuple(bad)]!r} at "
-            f"index {tuple(int(b) for b in bad)}"
-        )
-    confidence = as_probability(confidence, "confidence")
-    check_choice(method, "method", FIT_METHODS)
-    check_choice(statistic, "statistic", STATISTICS)
-    n_resamples = as_int(n_resamples, "n_resamples", minimum=100)
-    if method == "bootstrap":
-        if values.ndim != 2 or values.shape[1] < 2:
-            raise InvalidArgument(
-                "`method` = 'bootstrap' resamples the repeats at each size, so `values` must "
-                f"have shape ({len(sizes)}, repeats) with repeats >= 2, got {describe(values)}"
-            )
-        rng = as_rng(seed)
-        check_size(n_resamples * values.size, f"the {n_resamples} bootstrap resamples")
-    else:
-        rng = None
-    return sizes, values, confidence, n_resamples, rng, _expected_iv(expected)
-
-
-def fit_exponent(
-    sizes: Sequence[int],
-    values,
-    *,
-    confidence: float = 0.95,
-    method: str = "theil-sen",
-    statistic: str = "median",
-    n_resamples: int = 2000,
-    seed=0,
-    expected: tuple[float, float] | None = None,
-) -> ExponentFit:
-    r"""Fit ``value ~ c n^p`` on the log-log scale and give an interval for p.
-
-    The exponent p of a cost ``T(n) = c n^p`` is the slope of
-    ``log T = log c + p log n``.  The slope is estimated robustly by
-    Theil-Sen: the median over pairs of sizes ``i < j`` of
-    ``(log T_j - log T_i) / (log n_j - log n_i)``.  One outlying size moves it
-    little, unlike a least-squares fit (claims C2, C3).
-
-    Parameters
-    ----------
-    sizes : sequence of int
-        At least 3 strictly increasing sizes n.
-    values : array_like, shape (k,) or (k, repeats)
-        Positive measured values (seconds, bytes, operations).  With several
-        repeats per size, the per-size ``statistic`` is fitted.
-    confidence : float
-        Confidence level of the interval (default 0.95).
-    method : {"theil-sen", "bootstrap"}
-        ``"theil-sen"``: Sen's interval from the distribution of Kendall's
-        tau (:func:`scipy.stats.theilslopes`), valid for independent errors.
-        ``"bootstrap"``: the repeats at each size are resampled with
-        replacement ``n_resamples`` times, the per-size statistic and the
-        Theil-Sen slope recomputed, and the percentile interval taken
-        (needs ``repeats >= 2``; the bootstrap of a minimum is known to be
-        rough, prefer ``"median"`` with it).
-    statistic : {"median", "min"}
-        Per-size statistic of the repeats (ignored for 1-d ``values``).
-    n_resamples : int
-        Bootstrap resamples (>= 100).
-    seed : int, SeedSequence or Generator
-        Seed of the bootstrap (unused by ``"theil-sen"``).
-    expected : (float, float), optional
-        A range for the exponent.  The verdict is ``"pass"`` when the whole
-        interval lies inside it, ``"fail"`` when the interval misses it, and
-        ``"inconclusive"`` otherwise.
-
-    Returns
-    -------
-    ExponentFit
-
-    Notes
-    -----
-    The interval reflects run-to-run noise only, not model error: a fixed
-    overhead at small n bends the curve and biases the slope whatever the
-    interval says.  Choose sizes where the asymptotic term dominates.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> n = np.array([1024, 2048, 4096, 8192])
-    >>> fit = fit_exponent(n, 3e-9 * n**2.0, expected=(1.8, 2.2))
-    >>> round(fit.slope, 6), fit.verdict
-    (2.0, 'pass')
-    """
-    sizes, values, confidence, n_resamples, rng, expected = _fit_exponent_iv(
-        sizes, values, confidence, method, statistic, n_resamples, seed, expected
-    )
-    x = np.log(np.asarray(sizes, dtype=np.float64))
-    if values.ndim == 2:
-        per_size = _reduce(values, statistic, axis=1)
-        used_statistic = statistic
-    else:
-        per_size = values
-        used_statistic = "value"
-    y = np.log(per_size)
-    res = stats.theilslopes(y, x, alpha=confidence)
-    slope, intercept = float(res.slope), float(res.intercept)
-    if method == "theil-sen":
-        low, high = float(res.low_slope), float(res.high_slope)
-    else:
-        k, r = values.shape
-        logs = np.log(values)
-        idx = rng.integers(0, r, size=(n_resamples, k, r))
-        draws = np.take_along_axis(np.broadcast_to(logs, (n_resamples, k, r)), idx, axis=2)
-        # log is monotone, so the median / min of the logs is the log of the statistic.
-        boot_y = _reduce(draws, statistic, axis=2)
-        boot = np.median(_pairwise_slopes(x, boot_y), axis=1)
-        a = (1.0 - confidence) / 2.0
-        low, high = (float(v) for v in np.quantile(boot, [a, 1.0 - a]))
-    low, high = min(low, slope), max(high, slope)
-    verdict, passed = _judge(low, high, expected)
-    return ExponentFit(
-        slope=slope,
-        low=low,
-        high=high,
-        intercept=intercept,
-        confidence=confidence,
-        method=method,
-        statistic=used_statistic,
-        sizes=np.asarray(sizes, dtype=np.int64),
-        values=per_size,
-        expected=expected,
-        verdict=verdict,
-        passed=passed,
-    )
-
-
-# ---------------------------------------------------------------------------
-# Measuring
-# ---------------------------------------------------------------------------
-
-
-def _plural(unit: str) -> str:
-    return unit[:-1] + "ies" if unit.endswith("y") else unit + "s"
-
-
-def _fmt_seconds(t: float) -> str:
-    if t >= 1:
-        return f"{t:.3g} s"
-    if t >= 1e-3:
-        return f"{t * 1e3:.3g} ms"
-    return f"{t * 1e6:.3g} us"
-
-
-def _fmt_bytes(b: float) -> str:
-    for unit, scale in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
-        if b >= scale:
-            return f"{b / scale:.3g} {unit}"
-    return f"{b:.0f} B"
-
-
-@dataclass(frozen=True, eq=False)
-class Measurement(ResultMixin):
-    """Times (and peak memory) of one function over a grid of sizes.
-
-    Attributes
-    ----------
-    label : str
-        What was measured.
-    sizes : tuple of int
-        The sizes n, strictly increasing.
-    times : numpy.ndarray
-        Per-size ``statistic`` of the repeated times, seconds per call, shape (k,).
-    raw_times : numpy.ndarray
-        Every timed repeat, seconds per call, shape (k, repeats).
-    statistic : str
-        ``"median"`` or ``"min"``.
-    repeats, warmup : int
-        Timed repeats and untimed warm-up calls per size.
-    loops : tuple of int
-        Calls per timed repeat at each size (calibrated so that one repeat
-        lasts at least ``min_time``); a repeat's time is divided by it.
-    peak_memory : numpy.ndarray or None
-        Peak bytes allocated during one call (inputs excluded, output
-        included), measured with :mod:`tracemalloc` in a separate untimed
-        pass; None when memory was not measured.
-    model_flops : numpy.ndarray or None
-        The cost model's operation count at each size, if one was given.
-    cost_unit : str
-        What the cost model counts (``"flop"`` by default; e.g. ``"entry"``
-        for a count of output entries).
-    clock : str
-        ``"wall"`` (elapsed time) or ``"cpu"`` (CPU time of the process).
-    """
-
-    label: str
-    sizes: tuple[int, ...]
-    times: np.ndarray
-    raw_times: np.ndarray
-    statistic: str
-    repeats: int
-    warmup: int
-    loops: tuple[int, ...]
-    peak_memory: np.ndarray | None = None
-    model_flops: np.ndarray | None = None
-    cost_unit: str = "flop"
-    clock: str = "wall"
-
-    # -- derived quantities -------------------------------------------------
-
-    def time_exponent(
-        self, *, confidence: float = 0.95, method: str = "theil-sen", seed=0, expected=None
-    ) -> ExponentFit:
-        """Fit the exponent of time against n (see :func:`fit_exponent`)."""
-        values = self.raw_times if method == "bootstrap" else self.times
-        return fit_exponent(
-            self.sizes,
-            values,
-            confidence=confidence,
-            method=method,
-            statistic=self.statistic,
-            seed=seed,
-            expected=expected,
-        )
-
-    def memory_exponent(self, *, confidence: float = 0.95, expected=None) -> ExponentFit | None:
-        """Fit the exponent of peak memory against n; None if not measured or not positive."""
-        if self.peak_memory is None or not (self.peak_memory > 0).all():
-            return None
-        return fit_exponent(
-            self.sizes,
-            self.peak_memory.astype(np.float64),
-            confidence=confidence,
-            expected=expected,
-        )
-
-    def model_exponent(self) -> ExponentFit | None:
-        """Fit the exponent of the cost model over the same sizes; None without a model."""
-        if self.model_flops is None:
-            return None
-        return fit_exponent(self.sizes, self.model_flops)
-
-    def throughput(self) -> np.ndarray | None:
-        """Model operations per second at each size (model flops / time)."""
-        if self.model_flops is None:
-            return None
-        return self.model_flops / self.times
-
-    def __str__(self) -> str:
-        fit = self.time_exponent()
-        return f"{self.label}: time {fit}"
-
-    # -- rendering ----------------------------------------------------------
-
-    def to_markdown(self) -> str:
-        """A Markdown table: one row per size, then the fitted exponents."""
-        head = ["n", f"{self.clock} time ({self.statistic})", "spread (min..max)", "loops"]
-        if self.peak_memory is not None:
-            head.append("peak memory")
-        if self.model_flops is not None:
-            head += [f"model {_plural(self.cost_unit)}", f"G{self.cost_unit}/s (model / time)"]
-        lines = [f"**{self.label}**", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-        thr = self.throughput()
-        flops = self.model_flops
-        for i, n in enumerate(self.sizes):
-            row = [
-                str(n),
-                _fmt_seconds(self.times[i]),
-                f"{_fmt_seconds(self.raw_times[i].min())}..{_fmt_seconds(self.raw_times[i].max())}",
-                str(self.loops[i]),
-            ]
-            if self.peak_memory is not None:
-                row.append(_fmt_bytes(self.peak_memory[i]))
-            if flops is not None and thr is not None:
-                row += [f"{flops[i]:.3g}", f"{thr[i] / 1e9:.3g}"]
-            lines.append("| " + " | ".join(row) + " |")
-        lines += ["", f"- time: {self.time_exponent()}"]
-        mem = self.memory_exponent()
-        if mem is not None:
-            lines.append(f"- peak memory: {mem}")
-        model = self.model_exponent()
-        if model is not None:
-            lines.append(f"- cost model ({_plural(self.cost_unit)}): exponent {model.slope:.3f}")
-        return "\n".join(lines) + "\n"
-
-    def plot(self, path) -> Path:
-        """Write a log-log plot of time and memory against n (see :func:`plot_measurements`)."""
-        return plot_measurements([self], path, title=self.label)
-
-
-def _measure_iv(fn, sizes, make_input, repeats, warmup, statistic, min_time, cost, label):
-    check_callable(fn, "fn")
-    sizes = _sizes_iv(sizes)
-    check_callable(make_input, "make_input")
-    repeats = as_int(repeats, "repeats", minimum=1)
-    warmup = as_int(warmup, "warmup", minimum=0)
-    check_choice(statistic, "statistic", STATISTICS)
-    min_time = as_real(min_time, "min_time", nonnegative=True)
-    if cost is not None:
-        if callable(cost):
-            flops = [call_user(cost, "`cost`", n) for n in sizes]
-        else:
-            flops = cost
-        flops = as_array(flops, "cost", ndim=1, dtype=np.float64)
-        if flops.shape != (len(sizes),) or not (flops > 0).all():
-            raise InvalidArgument(
-                f"`cost` must give one positive operation count per size ({len(sizes)}), "
-                f"got {describe(flops)}"
-            )
-        cost = flops
-    if label is None:
-        label = getattr(fn, "__name__", type(fn).__name__)
-    elif not isinstance(label, str):
-        raise InvalidArgument(f"`label` must be a string, got {describe(label)}")
-    return sizes, repeats, warmup, min_time, cost, label
-
-
-def _peak_bytes(fn, args) -> int:
-    """Peak traced allocation during one call of ``fn(*args)``, inputs excluded."""
-    gc.collect()
-    was_tracing = tracemalloc.is_tracing()
-    if not was_tracing:
-        tracemalloc.start()
-    try:
-        base = tracemalloc.get_traced_memory()[0]
-        tracemalloc.reset_peak()
-        out = fn(*args)
-        peak = tracemalloc.get_traced_memory()[1]
-        del out
-    finally:
-        if not was_tracing:
-            tracemalloc.stop()
-    return max(int(peak - base), 0)
-
-
-def measure(
-    fn: Callable,
-    sizes: Sequence[int],
-    *,
-    make_input: Callable[[int], Any],
-    repeats: int = 5,
-    warmup: int = 1,
-    statistic: str = "median",
-    min_time: float = 0.01,
-    memory: bool = True,
-    clock: str = "wall",
-    cost=None,
-    cost_unit: str = "flop",
-    label: str | None = None,
-) -> Measurement:
-    """Time ``fn`` at each size and record its peak memory (claims C2, C3).
-
-    For each n in ``sizes``: ``args = make_input(n)`` (untimed; a tuple is
-    unpacked into positional arguments, anything else is passed as the single
-    argument), ``warmup`` untimed calls, then ``repeats`` timed repeats with
-    the garbage collector paused.  A repeat runs ``fn`` ``loops`` times in a
-    row, ``loops`` chosen from the last warm-up call so that a repeat lasts at
-    least ``min_time`` seconds (1 when ``warmup`` is 0); its time is divided
-    by ``loops``.  The per-size time is the ``statistic`` (median or min) of
-    the repeats.
-
-    Memory is measured in a separate, untimed call under :mod:`tracemalloc`
-    (tracing slows allocation, so no timed call is ever traced): the peak
-    traced allocation above the baseline (inputs already allocated) is
-    recorded.  NumPy reports its array buffers to tracemalloc, so this
-    counts the arrays a call creates, its output included.  The traced call
-    comes first and serves as the first warm-up call (an extra one when
-    ``warmup`` is 0).
-
-    Parameters
-    ----------
-    fn : callable
-        The function to time.
-    sizes : sequence of int
-        Strictly increasing sizes, at least 2 (a geometric grid,
-        :func:`geometric_sizes`, spreads them evenly on the log scale).
-    make_input : callable
-        ``make_input(n)`` returns the arguments for size n.
-    repeats : int
-        Timed repeats per size (>= 1).
-    warmup : int
-        Untimed calls before timing (>= 0).
-    statistic : {"median", "min"}
-        Per-size statistic of the repeats.  The median resists occasional
-        slow repeats; the minimum estimates the undisturbed cost.
-    min_time : float
-        Minimum duration of one repeat in seconds (>= 0).
-    memory : bool
-        Whether to run the tracemalloc pass.
-    clock : {"wall", "cpu"}
-        ``"wall"``: elapsed time (:func:`time.perf_counter`).  ``"cpu"``: CPU
-        time of the process (:func:`time.process_time`, all its threads):
-        time spent waiting for a CPU while other processes run is not
-        counted, so a busy machine disturbs it far less.  With a
-        multi-threaded BLAS the CPU time adds up the threads (and their
-        spin-waiting), so use it with one BLAS thread.
-    cost : callable or array_like, optional
-        The cost model: ``cost(n)`` or one operation count per size.
-    cost_unit : str
-        What ``cost`` counts, for the tables and plots (default ``"flop"``).
-    label : str, optional
-        Name of the measurement (default: ``fn.__name__``).
-
-    Returns
-    -------
-    Measurement
-
-    Raises
-    ------
-    InvalidArgument
-        For bad arguments, and when ``fn``, ``make_input`` or ``cost`` raises
-        (the message names it, the size and the original exception;
-        kernelcheck's own errors pass through unchanged).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> m = measure(np.sort, [1000, 2000, 4000], repeats=3,
-    ...             make_input=lambda n: np.arange(n, dtype=float)[::-1].copy())
-    >>> m.sizes, m.raw_times.shape
-    ((1000, 2000, 4000), (3, 3))
-    """
-    sizes, repeats, warmup, min_time, cost, label = _measure_iv(
-        fn, sizes, make_input, repeats, warmup, statistic, min_time, cost, label
-    )
-    check_choice(clock, "clock", CLOCKS)
-    memory = as_bool(memory, "memory")
-    if not isinstance(cost_unit, str) or not cost_unit:
-        raise InvalidArgument(f"`cost_unit` must be a non-empty string, got {describe(cost_unit)}")
-    check_size(len(sizes) * repeats, f"the table of {repeats} timed repeats per size")
-    raw = np.empty((len(sizes), repeats))
-    loops = []
-    peaks = np.empty(len(sizes), dtype=np.int64) if memory else None
-    perf = _CLOCK_FUNCTIONS[clock]
-    for i, n in enumerate(sizes):
-        args = call_user(make_input, "`make_input`", n)
-        if not isinstance(args, tuple):
-            args = (args,)
-        try:
-            last = None
-            plain_warmup = warmup
-            if memory:
-                # The traced call is untimed; it is the first warm-up call.
-                t0 = perf()
-                peaks[i] = _peak_bytes(fn, args)  # type: ignore[index]
-                if warmup:
-                    last = perf() - t0
-                    plain_warmup = warmup - 1
-            for _ in range(plain_warmup):
-                t0 = perf()
-                fn(*args)
-                last = perf() - t0
-            if last is None or min_time == 0:
-                number = 1
-            else:
-                number = int(min(_MAX_LOOPS, max(1, math.ceil(min_time / max(last, 1e-9)))))
-            gc_was_enabled = gc.isenabled()
-            gc.disable()
-            try:
-                for r in range(repeats):
-                    t0 = perf()
-                    for _ in range(number):
-                        fn(*args)
-                    raw[i, r] = (perf() - t0) / number
-            finally:
-                if gc_was_enabled:
-                    gc.enable()
-        except OWN_ERRORS:
-            raise
-        except Exception as exc:  # the user's function, timed in a loop: not wrapped per call
-            raise InvalidArgument(f"`fn` at n = {n} raised {type(exc).__name__}: {exc}") from exc
-        loops.append(number)
-        del args
-    if not (raw > 0).all():  # pragma: no cover - perf_counter has sub-microsecond resolution
-        raise InvalidArgument(
-            "a timed call took no measurable time; raise `min_time` so that repeats are timed "
-            "over several calls"
-        )
-    return Measurement(
-        label=label,
-        sizes=tuple(sizes),
-        times=_reduce(raw, statistic, axis=1),
-        raw_times=raw,
-        statistic=statistic,
-        repeats=repeats,
-        warmup=warmup,
-        loops=tuple(loops),
-        peak_memory=peaks,
-        model_flops=cost,
-        cost_unit=cost_unit,
-        clock=clock,
-    )
-
-
-# ---------------------------------------------------------------------------
-# Plots
-# ---------------------------------------------------------------------------
-
-
-def _plot_iv(measurements: Any, path: Any, title: Any) -> list[Measurement]:
-    if isinstance(measurements, Measurement):
-        raise InvalidArgument(
-            "`measurements` must be a sequence of Measurement objects; pass one as [m], "
-            "or call m.plot(path)"
-        )
-    if isinstance(measurements, (str, bytes)) or not hasattr(measurements, "__iter__"):
-        raise InvalidArgument(
-            "`measurements` must be a sequence of Measurement objects, got "
-            f"{describe(measurements)}"
-        )
-    out = list(measurements)
-    if not out:
-        raise InvalidArgument("`measurements` must hold at least one Measurement, got none")
-    for i, m in enumerate(out):
-        if not isinstance(m, Measurement):
-            raise InvalidArgument(f"`measurements[{i}]` must be a Measurement, got {describe(m)}")
-    if not isinstance(path, (str, os.PathLike)):
-        raise InvalidArgument(f"`path` must be a file path, got {describe(path)}")
-    if title is not None and not isinstance(title, str):
-        raise InvalidArgument(f"`title` must be a string, got {describe(title)}")
-    return out
-
-
-def _plot_path_iv(path: Any) -> Path:
-    try:
-        import matplotlib  # noqa: F401 - honours a None sentinel in sys.modules
-        from matplotlib.backend_bases import FigureCanvasBase
-    except ImportError as exc:
-        raise PlotsUnavailable(PLOTS_SKIPPED) from exc
-
-    path = Path(path)
-    if path.is_dir():
-        raise InvalidArgument(f"`path` must be a file, but {str(path)!r} is a folder")
-    fmt = path.suffix.lstrip(".").lower() or "png"
-    supported = FigureCanvasBase.get_supported_filetypes()
-    if fmt not in supported:
-        raise InvalidArgument(
-            f"`path` must end in a suffix matplotlib can write ({', '.join(sorted(supported))}), "
-            f"got {path.suffix!r}"
-        )
-    return path
-
-
-def plot_measurements(
-    measurements: Sequence[Measurement], path, *, title: str | None = None
-) -> Path:
-    """Log-log plot of time, peak memory and model throughput against n.
-
-    One panel per quantity (time; peak memory when measured; model GFLOP/s
-    when a cost model was given), each measurement with its points and its
-    fitted power law drawn dashed, the slope in the legend.  The PNG (or any
-    format matplotlib infers from the suffix) is written atomically.
-    """
-    measurements = _plot_iv(measurements, path, title)
-    path = _plot_path_iv(path)
-    fmt = path.suffix.lstrip(".").lower() or "png"
-    data = _render(measurements, title, fmt)
-    write_bundle(path.parent, {path.name: data}, name="path")
-    return path
-
-
-def _render(measurements: list[Measurement], title: str | None, fmt: str = "png") -> bytes:
-    """The plot of :func:`plot_measurements` as bytes in format ``fmt``."""
-    from matplotlib.ticker import NullLocator
-
-    has_mem = any(m.peak_memory is not None and (m.peak_memory > 0).all() for m in measurements)
-    has_model = any(m.model_flops is not None for m in measurements)
-    panels = 1 + has_mem + has_model
-    fig = new_figure((5.2 * panels, 4.2))
-    axes = fig.subplots(1, panels, squeeze=False)
-    axes = axes[0]
-    colors = [f"C{i}" for i in range(10)]
-    for j, m in enumerate(measurements):
-        c = colors[j % len(colors)]
-        n = np.asarray(m.sizes, dtype=float)
-        ax = axes[0]
-        ax.loglog(np.repeat(n, m.repeats), m.raw_times.ravel(), ".", color=c, alpha=0.3)
-        fit = m.time_exponent()
-        ax.loglog(n, m.times, "o", color=c)
-        ax.loglog(
-            n,
-            fit.predict(n),
-            "--",
-            color=c,
-            label=f"{m.label}: p={fit.slope:.2f} [{fit.low:.2f}, {fit.high:.2f}]",
-        )
-        k = 1
-        if has_mem:
-            mem = m.memory_exponent()
-            if mem is not None:
-                axes[k].loglog(n, m.peak_memory, "o", color=c)
-                axes[k].loglog(
-                    n, mem.predict(n), "--", color=c, label=f"{m.label}: p={mem.slope:.2f}"
-                )
-            k += 1
-        thr = m.throughput()
-        if has_model and thr is not None:
-            axes[k].semilogx(n, thr / 1e9, "o-", color=c, label=m.label)
-    axes[0].set_xlabel("n")
-    first = measurements[0]
-    axes[0].set_ylabel(f"{first.clock} time per call, s ({first.statistic} of repeats)")
-    axes[0].set_title("time")
-    k = 1
-    if has_mem:
-        axes[k].set_xlabel("n")
-        axes[k].set_ylabel("peak allocation, bytes (tracemalloc)")
-        axes[k].set_title("peak memory")
-        k += 1
-    if has_model:
-        axes[k].set_xlabel("n")
-        units = sorted({m.cost_unit for m in measurements if m.model_flops is not None})
-        axes[k].set_ylabel(f"cost-model G{'/'.join(units)} per measured second")
-        axes[k].set_title("clock against cost model (flat = as modelled)")
-        axes[k].set_ylim(bottom=0)
-    ticks = sorted({n for m in measurements for n in m.sizes})
-    for ax in axes:
-        if len(ticks) <= 12:
-            ax.set_xticks(ticks)
-            ax.set_xticklabels([str(n) for n in ticks], rotation=30, fontsize=8)
-            ax.xaxis.set_minor_locator(NullLocator())
-        ax.grid(True, which="both", alpha=0.3)
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=7)
-    if title:
-        fig.suptitle(title)
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format=fmt, dpi=110)
-    return buf.getvalue()
-
-
-# ---------------------------------------------------------------------------
-# Softmax against linear attention
-# ---------------------------------------------------------------------------
 
 #: n = 1024 .. 16384, nine sizes a factor sqrt(2) apart (the range of claims C2/C3).
 #: Nine sizes give 36 pairwise slopes, so one size off the power law (data that
@@ -987,7 +110,7 @@ class FormScaling(ResultMixin):
     @property
     def outcome(self) -> Outcome:
         """The time fit's verdict as an outcome (see :attr:`ExponentFit.outcome`)."""
-        return _OUTCOMES.get(self.verdict, Outcome.INCONCLUSIVE)
+        return verdict_outcome(self.verdict)
 
     def __str__(self) -> str:
         return f"{self.name} ({self.claim}): time {self.time_fit}"
@@ -1135,6 +258,24 @@ SCALING_FORMS = _scaling_forms()
 DEFAULT_FORMS = ("softmax", "softmax-causal", "parallel", "chunked", "gated-chunked")
 
 
+class _ScalingArgs(NamedTuple):
+    """The checked arguments of :func:`run_scaling` (``num_features`` is ``D``)."""
+
+    sizes: tuple[int, ...]
+    d: int
+    D: int
+    chunk_size: int
+    repeats: int
+    statistic: str
+    confidence: float
+    rng: np.random.Generator
+    out: Path | None
+    quick: bool
+    forms: tuple[str, ...]
+    threads: int | None
+    clock: str
+
+
 def _run_scaling_iv(
     sizes,
     d,
@@ -1150,7 +291,7 @@ def _run_scaling_iv(
     threads,
     clock,
     progress,
-):
+) -> _ScalingArgs:
     if threads is not None:
         threads = as_int(threads, "threads", minimum=1)
     if clock is None:
@@ -1165,7 +306,7 @@ def _run_scaling_iv(
         check_choice(f, "forms", tuple(SCALING_FORMS))
     if sizes is None:
         sizes = QUICK_SIZES if quick else DEFAULT_SIZES
-    sizes = _sizes_iv(sizes, minimum_count=3)
+    sizes = as_sizes(sizes, minimum_count=3)
     d = as_int(d, "d", minimum=1)
     num_features = as_int(num_features, "num_features", minimum=1)
     chunk_size = as_int(chunk_size, "chunk_size", minimum=1)
@@ -1175,7 +316,7 @@ def _run_scaling_iv(
     check_choice(statistic, "statistic", STATISTICS)
     confidence = as_probability(confidence, "confidence")
     rng = as_rng(seed)
-    as_bool(quick, "quick")
+    quick = as_bool(quick, "quick")
     if progress is not None:
         check_callable(progress, "progress")
     # the inputs Q, K, V (3 n d) and the feature matrices (n D) of the largest size
@@ -1186,7 +327,21 @@ def _run_scaling_iv(
         out = Path(out)
         if out.exists() and not out.is_dir():
             raise InvalidArgument(f"`out` must be a directory, but {str(out)!r} is a file")
-    return sizes, d, num_features, chunk_size, repeats, confidence, rng, out, forms, threads, clock
+    return _ScalingArgs(
+        sizes=sizes,
+        d=d,
+        D=num_features,
+        chunk_size=chunk_size,
+        repeats=repeats,
+        statistic=statistic,
+        confidence=confidence,
+        rng=rng,
+        out=out,
+        quick=quick,
+        forms=forms,
+        threads=threads,
+        clock=clock,
+    )
 
 
 def run_scaling(
@@ -1285,7 +440,7 @@ def run_scaling(
     >>> report = run_scaling(quick=True)  # doctest: +SKIP
     >>> print(report.summary_table())     # doctest: +SKIP
     """
-    sizes, d, D, chunk_size, repeats, confidence, rng, out, forms, threads, clock = _run_scaling_iv(
+    iv = _run_scaling_iv(
         sizes,
         d,
         num_features,
@@ -1302,135 +457,155 @@ def run_scaling(
         progress,
     )
     t_start = time.perf_counter()
-    seeds = rng.integers(0, 2**63 - 1, size=2)
-    phi = _feature_map(d, D, int(seeds[0]))
+    run = _measure_forms(iv, _Inputs(iv.d, iv.D, iv.rng), progress)
+    report = _report(iv, run, t_start)
+    return report if iv.out is None else _write_report(report, iv.out)
 
-    def make_exact(n):
-        g = np.random.default_rng([int(seeds[1]), n])
-        return tuple(g.standard_normal((3, n, d)))
 
-    def make_linear(n):
-        Q, K, V = make_exact(n)
-        return phi(Q), phi(K), V
+class _Inputs:
+    """The inputs at each size n, the same bytes for the same seed and n.
 
-    def make_gated(n):  # per-token gates in (0.9, 1), as in a gated layer
-        g = np.random.default_rng([int(seeds[1]), n, 20]).uniform(0.9, 1.0, size=n)
-        return (*make_linear(n), g)
+    Gaussian ``Q, K, V`` of shape (n, d); their positive random features for
+    the linear forms; per-token gates in (0.9, 1) for the gated forms, as in
+    a gated layer.  Two seeds are drawn from ``rng``: the feature map's and
+    the inputs' (combined with n, so every size has its own stream).
+    """
 
-    load_before = _load_average()
-    limiter, thread_note = _thread_limit(threads)
+    def __init__(self, d: int, D: int, rng: np.random.Generator):
+        seeds = rng.integers(0, 2**63 - 1, size=2)
+        self.d = d
+        self.phi = _feature_map(d, D, int(seeds[0]))
+        self.seed = int(seeds[1])
+
+    def exact(self, n: int) -> tuple:
+        g = np.random.default_rng([self.seed, n])
+        return tuple(g.standard_normal((3, n, self.d)))
+
+    def linear(self, n: int) -> tuple:
+        Q, K, V = self.exact(n)
+        return self.phi(Q), self.phi(K), V
+
+    def gated(self, n: int) -> tuple:
+        g = np.random.default_rng([self.seed, n, 20]).uniform(0.9, 1.0, size=n)
+        return (*self.linear(n), g)
+
+    def for_form(self, entry) -> Callable[[int], tuple]:
+        """The inputs a registered form takes: queries and keys, features, or features and gates."""
+        if entry.inputs == "queries":
+            return self.exact
+        return self.gated if "gates" in entry.requires else self.linear
+
+
+class _Run(NamedTuple):
+    """The measured forms and the conditions of the run."""
+
+    forms: tuple[FormScaling, ...]
+    load_before: float | None
+    load_after: float | None
+    thread_note: str
+
+
+def _measure_forms(iv: _ScalingArgs, inputs: _Inputs, progress) -> _Run:
+    """Measure each form of ``iv.forms`` with the BLAS threads limited, reporting progress."""
+    load_before = _one_minute_load()
+    limiter, thread_note = _thread_limit(iv.threads)
     entries = []
     with limiter:
-        for key in forms:
-            entries.append(
-                _measure_form(
-                    key,
-                    sizes,
-                    d,
-                    D,
-                    chunk_size,
-                    repeats,
-                    statistic,
-                    confidence,
-                    make_exact,
-                    make_linear,
-                    clock,
-                    make_gated,
-                )
-            )
+        for key in iv.forms:
+            entries.append(_measure_form(key, iv, inputs))
             if progress is not None:
                 call_user(progress, "`progress`", str(entries[-1]))
-    load_after = _load_average()
+    return _Run(tuple(entries), load_before, _one_minute_load(), thread_note)
+
+
+def _notes(iv: _ScalingArgs, run: _Run) -> tuple[str, ...]:
+    """What the report says about its method, its clock, its threads and a busy machine."""
     notes: tuple[str, ...] = (
         "Time exponents are Theil-Sen slopes of log time against log n with Sen's "
-        f"{confidence:.0%} interval; a form passes when the whole interval lies in the "
+        f"{iv.confidence:.0%} interval; a form passes when the whole interval lies in the "
         "expected range.",
-        f"The linear forms use D = {D} positive random features (computed before timing; the "
+        f"The linear forms use D = {iv.D} positive random features (computed before timing; the "
         "cost model does not count them): their n x D matrices exceed the caches from the "
         "smallest n on, so every size runs in the same memory regime.",
-        f"Clock: {'CPU time of the process' if clock == 'cpu' else 'elapsed (wall) time'}; "
-        f"per-size statistic: {statistic} of {repeats} repeats. {thread_note}",
+        f"Clock: {'CPU time of the process' if iv.clock == 'cpu' else 'elapsed (wall) time'}; "
+        f"per-size statistic: {iv.statistic} of {iv.repeats} repeats. {run.thread_note}",
     )
-    busy = _busy_note(load_before, load_after, clock)
-    if busy:
-        notes = notes + (busy,)
-    plot_path = None
-    report = ScalingReport(
-        forms=tuple(entries),
-        sizes=tuple(sizes),
-        d=d,
-        D=D,
-        d_v=d,
-        chunk_size=chunk_size,
-        feature_map=f"positive random features, D = {D}",
-        repeats=repeats,
-        statistic=statistic,
-        confidence=confidence,
-        quick=bool(quick),
+    busy = _busy_note(run.load_before, run.load_after, iv.clock)
+    return notes + (busy,) if busy else notes
+
+
+def _report(iv: _ScalingArgs, run: _Run, t_start: float) -> ScalingReport:
+    """The report of a run that started at ``time.perf_counter() == t_start`` (no plot yet)."""
+    notes = _notes(iv, run)
+    return ScalingReport(
+        forms=run.forms,
+        sizes=iv.sizes,
+        d=iv.d,
+        D=iv.D,
+        d_v=iv.d,
+        chunk_size=iv.chunk_size,
+        feature_map=f"positive random features, D = {iv.D}",
+        repeats=iv.repeats,
+        statistic=iv.statistic,
+        confidence=iv.confidence,
+        quick=iv.quick,
         environment=environment(
-            load_average=[load_before, load_after],
-            blas_threads=threads,
-            clock=clock,
+            load_average=[run.load_before, run.load_after],
+            blas_threads=iv.threads,
+            clock=iv.clock,
         ),
         seconds=time.perf_counter() - t_start,
         plot_path=None,
-        passed=all(e.passed for e in entries),
+        passed=all(e.passed for e in run.forms),
         notes=notes,
     )
-    if out is not None:
-        pngs, note = render_plots(
-            lambda: {"scaling.png": _render([f.measurement for f in entries], _TITLE)}
-        )
-        plot_path = str(out / "scaling.png") if pngs else None
-        report = dataclasses.replace(
-            report, plot_path=plot_path, notes=report.notes + ((note,) if note else ())
-        )
-        files: dict[str, bytes | str] = dict(pngs)
-        files["scaling.json"] = report.to_json(indent=2)
-        files["scaling.md"] = report.to_markdown()
-        write_bundle(out, files, name="out")
+
+
+def _write_report(report: ScalingReport, out: Path) -> ScalingReport:
+    """Write ``scaling.png`` (when matplotlib is there), ``scaling.json`` and ``scaling.md``.
+
+    Returns the report with its plot path, and the note saying why there is
+    no plot when matplotlib is missing.
+    """
+    pngs, note = render_plots(
+        lambda: {"scaling.png": render([f.measurement for f in report.forms], _TITLE)}
+    )
+    plot_path = str(out / "scaling.png") if pngs else None
+    report = dataclasses.replace(
+        report, plot_path=plot_path, notes=report.notes + ((note,) if note else ())
+    )
+    files: dict[str, bytes | str] = dict(pngs)
+    files["scaling.json"] = report.to_json(indent=2)
+    files["scaling.md"] = report.to_markdown()
+    write_bundle(out, files, name="out")
     return report
 
 
-def _measure_form(
-    key,
-    sizes,
-    d,
-    D,
-    chunk_size,
-    repeats,
-    statistic,
-    confidence,
-    make_exact,
-    make_linear,
-    clock,
-    make_gated=None,
-) -> FormScaling:
+def _measure_form(key: str, iv: _ScalingArgs, inputs: _Inputs) -> FormScaling:
+    """Measure one form of :data:`SCALING_FORMS` and fit its exponents."""
     name, form, causal, claim, expected = SCALING_FORMS[key]
     entry = get_form(form)
-    kwargs = {"chunk_size": chunk_size} if "chunk_size" in entry.options else {}
+    kwargs = {"chunk_size": iv.chunk_size} if "chunk_size" in entry.options else {}
 
     def fn(a, b, V, *required):
         return entry.call(a, b, V, *required, causal=causal, **kwargs)
 
     def model(n):
-        return cost_model(form, n, d, D, d, chunk_size, causal=causal)
+        return cost_model(form, n, iv.d, iv.D, iv.d, iv.chunk_size, causal=causal)
 
     m = measure(
         fn,
-        sizes,
-        make_input=make_exact
-        if entry.inputs == "queries"
-        else (make_gated if "gates" in entry.requires else make_linear),
-        repeats=repeats,
+        iv.sizes,
+        make_input=inputs.for_form(entry),
+        repeats=iv.repeats,
         warmup=2,
-        statistic=statistic,
+        statistic=iv.statistic,
         cost=lambda n: float(model(n).flops),
         label=name,
-        clock=clock,
+        clock=iv.clock,
     )
-    tfit = m.time_exponent(confidence=confidence, expected=expected)
-    mfit = m.memory_exponent(confidence=confidence)
+    tfit = m.time_exponent(confidence=iv.confidence, expected=expected)
+    mfit = m.memory_exponent(confidence=iv.confidence)
     mexp = m.model_exponent()
     return FormScaling(
         name=name,
@@ -1441,7 +616,7 @@ def _measure_form(
         time_fit=tfit,
         memory_fit=mfit,
         model_exponent=None if mexp is None else mexp.slope,
-        state_size=tuple(int(model(n).state_size) for n in sizes),
+        state_size=tuple(int(model(n).state_size) for n in iv.sizes),
         verdict=tfit.verdict,
         passed=bool(tfit.passed),
     )
@@ -1462,11 +637,10 @@ def _thread_limit(threads):
     return threadpool_limits(limits=threads), f"BLAS limited to {threads} thread(s)."
 
 
-def _load_average() -> float | None:
-    try:
-        return float(os.getloadavg()[0])
-    except (AttributeError, OSError):  # pragma: no cover - not on every platform
-        return None
+def _one_minute_load() -> float | None:
+    """The 1-minute load average now, as the one environment record has it (None without)."""
+    load = environment()["load_average"]
+    return None if load is None else load[0]
 
 
 def _busy_note(before, after, clock: str = "wall") -> str | None:
