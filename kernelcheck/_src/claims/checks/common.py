@@ -25,7 +25,9 @@ import numpy as np
 from kernelcheck._src.core.outcome import Outcome
 from kernelcheck._src.kernels.leaves import Exponential
 from kernelcheck._src.mc.distributed import suggested_shards
-from kernelcheck._src.scaling.experiment import fit_exponent, geometric_sizes, run_scaling
+from kernelcheck._src.scaling.experiment import run_scaling
+from kernelcheck._src.scaling.fit import fit_exponent
+from kernelcheck._src.scaling.sizes import geometric_sizes
 from kernelcheck._src.verify.unbiased import unbiased
 
 __all__ = [
