@@ -41,8 +41,9 @@ def test_median_bootstrap_covers_at_its_level():
     assert binom.cdf(threshold - 1, R, 0.95) < 0.005  # the false-alarm rate stated above
     vals = _experiments(R, 5, seed=11)
     covered = sum(
-        fit_exponent(SIZES, v, method="bootstrap", statistic="median", seed=i, n_resamples=500)
-        .contains(P_TRUE)
+        fit_exponent(
+            SIZES, v, method="bootstrap", statistic="median", seed=i, n_resamples=500
+        ).contains(P_TRUE)
         for i, v in enumerate(vals)
     )
     assert covered >= threshold, covered
