@@ -158,7 +158,11 @@ def pair_statistics(mo: Moments, t, t_err, theory, kind, alpha, power, be_tol) -
         var_testable = use_th & ~rounding & np.isfinite(be_v) & (be_v <= be_tol) & (var_y_th > 0)
         z_v = (s2 - var_th) / np.sqrt(var_y_th / N)
         p_var = np.where(var_testable, ndtr(-z_v), np.nan)
-        rej = holm(np.concatenate([p_mean.ravel(), p_var.ravel()]), alpha)
+        p_all = np.concatenate([p_mean.ravel(), p_var.ravel()])
+        rej = holm(p_all, alpha)
+        # Holm's first step rejects a two-sided normal test beyond z_(1 - alpha/(2M)),
+        # M the number of tests: the power statements use that critical value
+        zdet = critical_value(alpha, max(int(np.isfinite(p_all).sum()), 1))
         rej_mean = rej[:P].reshape(t.shape)
         rej_var = rej[P:].reshape(t.shape)
         # MSE and its simultaneous interval
@@ -170,15 +174,15 @@ def pair_statistics(mo: Moments, t, t_err, theory, kind, alpha, power, be_tol) -
             mse_th = nan
             var_y = mo.m4 / N - (mo.m2 / N) ** 2
         mse_h = zc * np.sqrt(np.maximum(var_y, 0.0) / N)
-        det_abs = (zc + zpow) * se
+        det_abs = (zdet + zpow) * se
         det = det_abs / np.abs(t)
         ci_se = np.where(rounding, 0.0, se)
         # trials that detect the measured excess (mean, or variance above theory)
         # with probability `power`: how many a confirming run with another seed needs
         confirm = np.where(
             rej_var & ~rej_mean,
-            trials_to_detect(np.sqrt(var_y_th), s2 - var_th, zc, zpow),
-            trials_to_detect(sigma, excess, zc, zpow),
+            trials_to_detect(np.sqrt(var_y_th), s2 - var_th, zdet, zpow),
+            trials_to_detect(sigma, excess, zdet, zpow),
         )
         # ... and never fewer than the normal approximation needs (the closed-form
         # gate, or this run's N, whose gate passed)
