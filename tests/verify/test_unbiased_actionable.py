@@ -31,14 +31,13 @@ import pytest
 from scipy.special import ndtri
 from scipy.stats import binom
 
+from kernelcheck._src.verify.unbiased_stats import critical_value, pair_statistics
 from kernelcheck.errors import InvalidArgument
 from kernelcheck.features import PositiveRandomFeatures, TrigonometricRandomFeatures
 from kernelcheck.kernels import Exponential
 from kernelcheck.stats import Moments, run_trials, trials_needed
 from kernelcheck.testing import assert_unbiased
 from kernelcheck.verify import unbiased
-
-from kernelcheck._src.verify.unbiased_stats import critical_value, pair_statistics
 
 ALPHA, POWER = 0.01, 0.8
 K_TARGET, SIGMA = 1.0, 0.5
