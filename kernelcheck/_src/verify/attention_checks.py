@@ -52,13 +52,32 @@ __all__ = [
 MAX_PERTURBED = 12
 
 
-def takes(fn, name: str) -> bool:
-    """Whether ``fn`` accepts the keyword argument ``name``."""
+def _parameters(fn) -> dict:
+    """``fn``'s parameters; a module called as ``(*args, **kwargs)`` is read by its ``forward``."""
     try:
-        params = inspect.signature(fn).parameters
+        params = dict(inspect.signature(fn).parameters)
+        forward = getattr(fn, "forward", None)
+        if callable(forward) and all(
+            p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params.values()
+        ):
+            params = dict(inspect.signature(forward).parameters)
     except (TypeError, ValueError):
-        return False
-    return name in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+        return {}
+    return params
+
+
+def takes(fn, name: str, *, explicitly: bool = False) -> bool:
+    """Whether ``fn`` accepts the keyword argument ``name``.
+
+    With ``explicitly=True`` only a parameter of that name counts, not
+    ``**kwargs``: an option kernelcheck offers on its own initiative (the
+    chunk-size sweep) must never be forced on a layer that merely forwards
+    keyword arguments (``torch.nn.Module.__call__`` takes ``**kwargs``).
+    """
+    params = _parameters(fn)
+    if name in params:
+        return True
+    return not explicitly and any(p.kind is p.VAR_KEYWORD for p in params.values())
 
 
 def _output(run: Run, Q, K, V, g, expected, **kwargs):
