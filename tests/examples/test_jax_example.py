@@ -3,8 +3,9 @@
 The page's Python blocks are executed in order; their own asserts require
 both layers to pass, in float32 and bfloat16, forward and backward.  Then
 broken versions must fail: a causal layer with the mask off, a custom
-backward rule that forgets the causal mask in ``dV``, and a recurrence that
-updates the state after reading it (each token misses itself).
+backward rule that forgets the causal mask in ``dV``, a recurrence that
+updates the state after reading it (each token misses itself), and a layer
+that hands on a state scaled by a wrong factor.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ PAGE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "jax.md"
 def example():
     text = PAGE.read_text(encoding="utf-8")
     blocks = re.findall(r"```python\n(.*?)```", text, re.S)
-    assert len(blocks) == 2
+    assert len(blocks) == 3
     namespace: dict = {"__name__": "jax_example"}
     exec(compile("\n".join(blocks), str(PAGE), "exec"), namespace)  # the docs' own code
     return namespace
@@ -41,6 +42,9 @@ def test_the_example_passes_as_written(example):
     report = example["linear_report"]
     assert report.passed
     assert any(c.name.startswith("gradient dV") and c.passed for c in report.checks)
+    assert {"final state", "state hand-over"} <= {
+        c.name for c in example["state_report"].checks if c.passed
+    }
 
 
 def test_a_layer_without_its_mask_is_caught():
@@ -92,3 +96,16 @@ def test_a_state_updated_after_it_is_read_is_caught(example):
     report = verify.attention(late, framework="jax", causal=True, feature_map=example["phi_np"],
                               cases=("random",))  # fmt: skip
     assert not report.passed
+
+
+def test_a_handed_over_state_scaled_wrongly_is_caught(example):
+    stateful = example["stateful"]
+
+    def halves_z(Q, K, V, initial_state=None):
+        out, (S, z) = stateful(Q, K, V, initial_state)
+        return out, (S, 0.5 * z)
+
+    report = verify.attention(halves_z, framework="jax", causal=True, feature_map=example["phi_np"],
+                              state=True, cases=("random",))  # fmt: skip
+    assert report.cases[0].passed
+    assert {"final state", "state hand-over"} <= {c.name for c in report.failures()}
