@@ -163,12 +163,9 @@ def unbiased(
       ``be_tolerance`` is "untestable at this N, needs about K trials" -- unless
       its variance is known, when Chebyshev's ``p = 1/z^2`` (valid for any law)
       can still find a bias;
-    * pairs with zero variance are judged by rounding error;
-    * the one-sided test "variance above theory" (known variance and fourth
-      moment; a variance below theory is not a failure: lognormal-type sample
-      variances are mostly too small);
-    * Holm's step-down procedure over all these tests keeps the family-wise
-      false-alarm rate at ``alpha``;
+    * pairs with zero variance are judged by rounding error; the one-sided
+      test "variance above theory" needs the known variance and fourth moment;
+    * Holm's step-down procedure over all tests keeps the family-wise false-alarm rate at ``alpha``;
     * power: the smallest relative bias detected with probability ``power``,
       ``(z_(1-alpha/2P) + z_power) SE / |k|`` per pair; the report's headline
       is the median over the testable pairs (and the hardest pair beside it);
@@ -198,8 +195,7 @@ def unbiased(
     alpha : float
         Family-wise false-alarm rate, in (0, 1).
     executor : concurrent.futures.Executor, optional
-        Runs the shards (see :func:`kernelcheck.stats.run_trials`); the result
-        is identical for any executor.
+        Runs the shards (:func:`kernelcheck.stats.run_trials`); same result for any executor.
     power : float
         Power at which the detectable bias is reported.
     be_tolerance : float
@@ -213,8 +209,7 @@ def unbiased(
     progress : bool, optional
         Progress bar (default: when stderr is a terminal).
     shards : int, optional
-        Number of tasks the blocks are grouped into on ``executor`` (see
-        :func:`kernelcheck.stats.run_trials`); the report does not depend on it.
+        Tasks the blocks are grouped into on ``executor``; the report does not depend on it.
 
     Returns
     -------
@@ -240,8 +235,7 @@ def unbiased(
         sample, target, X, Y, trials, seed, alpha, power, be_tolerance, shard_size, sweep
     )
     fn = trial_function(sample, a.X, a.Y)
-    # one trial up front: a broken sampler fails here with a clear message
-    fn(np.random.default_rng(child_seed(a.root, _PROBE_PATH)), 1)
+    fn(np.random.default_rng(child_seed(a.root, _PROBE_PATH)), 1)  # a broken sampler fails here
     run = functools.partial(
         run_trials, shard_size=a.shard_size, executor=executor, shards=shards, progress=progress
     )
