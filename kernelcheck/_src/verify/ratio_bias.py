@@ -39,6 +39,7 @@ __all__ = [
     "fit_bias",
     "bias_norms",
     "AttentionTrials",
+    "values_and_feature_counts",
 ]
 
 
@@ -253,6 +254,14 @@ def _ratio_bias_iv(sampler, Q, K, V, num_features, trials, seed, alpha) -> _Rati
         )
     Q = as_points(Q, "Q", dim=sampler.dim).astype(np.float64)
     K = as_points(K, "K", dim=sampler.dim).astype(np.float64)
+    V, ms = values_and_feature_counts(V, K, num_features)
+    trials = as_int(trials, "trials", minimum=2)
+    alpha = as_probability(alpha, "alpha")
+    return _RatioBiasArgs(Q, K, V, ms, trials, alpha, root_seed_sequence(seed))
+
+
+def values_and_feature_counts(V, K: np.ndarray, num_features) -> tuple[np.ndarray, tuple]:
+    """``V`` checked against ``K`` (float64, one row per key) and at least three distinct m."""
     V = as_points(V, "V").astype(np.float64)
     if V.shape[0] != K.shape[0]:
         raise InvalidArgument(
@@ -265,9 +274,7 @@ def _ratio_bias_iv(sampler, Q, K, V, num_features, trials, seed, alpha) -> _Rati
     ms = tuple(as_int(m, "num_features", minimum=1) for m in num_features)
     if len(ms) < 3 or len(set(ms)) != len(ms):
         raise InvalidArgument(f"`num_features` must list at least three distinct m, got {ms}")
-    trials = as_int(trials, "trials", minimum=2)
-    alpha = as_probability(alpha, "alpha")
-    return _RatioBiasArgs(Q, K, V, ms, trials, alpha, root_seed_sequence(seed))
+    return V, ms
 
 
 class BiasSeries(NamedTuple):
