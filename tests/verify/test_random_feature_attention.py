@@ -190,3 +190,15 @@ def test_before_the_one_over_m_regime_a_rejection_is_inconclusive():
     assert "use m well above it" in str(r)
     with pytest.raises(AssertionError, match="INCONCLUSIVE"):
         T.assert_random_feature_attention(positive_layer(0.5), Q, K, V, trials=200, seed=4)
+
+
+def test_the_example_of_docs_statistics_runs_and_passes():
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "statistics.md").read_text("utf-8")
+    section = text.split("## A random-feature attention layer over redraws")[1].split("\n## ")[0]
+    (block,) = re.findall(r"```python\n(.*?)```", section, re.S)
+    namespace: dict = {}
+    exec(compile(block, "docs/statistics.md", "exec"), namespace)
+    assert namespace["report"].passed

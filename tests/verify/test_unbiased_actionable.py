@@ -216,3 +216,22 @@ def test_trials_to_detect_bad_input(value):
                    seed=0)  # fmt: skip
     with pytest.raises(InvalidArgument, match="`relative_bias`"):
         rep.trials_to_detect(value)
+
+
+def test_the_gate_figures_of_docs_statistics_are_what_the_function_returns():
+    """docs/statistics.md: K of the gate for a normal law and for positive features."""
+    import re
+    from pathlib import Path
+
+    from kernelcheck._src.mc.engine import trials_needed
+    from kernelcheck.features import PositiveRandomFeatures
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "statistics.md").read_text("utf-8")
+    normal = re.search(r"For a\s+normal law K is about ([\d,]+);", text)
+    assert normal, "the figure is gone from docs/statistics.md"
+    assert int(normal.group(1).replace(",", "")) == int(trials_needed(np.sqrt(3.0), 0.02))
+    positive = re.search(r"m = 16, about ([\d.e+]+);", text)
+    x = np.array([[np.sqrt(2.0) / 2]])
+    c = np.asarray(PositiveRandomFeatures.sampler(1, 16).theory(x, x, order=4)["central"])
+    k = float(trials_needed(np.sqrt(c[4] / c[2] ** 2), 0.02)[0, 0])
+    assert float(positive.group(1)) == pytest.approx(k, rel=0.05)
