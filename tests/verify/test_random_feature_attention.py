@@ -202,3 +202,18 @@ def test_the_example_of_docs_statistics_runs_and_passes():
     namespace: dict = {}
     exec(compile(block, "docs/statistics.md", "exec"), namespace)
     assert namespace["report"].passed
+
+
+def test_outputs_that_do_not_vary_are_judged_by_rounding():
+    """One key: every redraw returns V's row up to rounding; a row shifted by 1e-9 is refuted."""
+    Q, K, V = _inputs(n=(3, 1))
+    r = verify.random_feature_attention(positive_layer(), Q, K, V, trials=20, seed=0)
+    assert r.passed and np.isnan(r.gof_p), r  # rounding noise has no 1/m law to fit
+    assert np.all(r.asymptotic_bias_se < 1e-15)
+    assert r.detectable_bias < 1e-12
+
+    def shifted(Q, K, V, m, rng):
+        return positive_layer()(Q, K, V, m, rng) + 1e-9
+
+    bad = verify.random_feature_attention(shifted, Q, K, V, trials=20, seed=0)
+    assert bad.verdict == "fail" and (bad.z > 1e3).all()

@@ -360,8 +360,9 @@ def _report(a: _Args, A: np.ndarray, series, dtype) -> RandomFeatureAttentionRep
     means = np.stack([mo.mean[:P] for mo in series.moments])
     variances = np.stack([mo.variance()[:P] for mo in series.moments])
     proj, proj_se = series.projected()
+    proj_tol = tol @ np.abs(series.direction)
     j = asymptotic_bias(
-        a.ms, means, variances, a.trials, A.ravel(), tol, proj, proj_se, a.alpha, a.power
+        a.ms, means, variances, a.trials, A.ravel(), tol, proj, proj_se, a.alpha, a.power, proj_tol
     )
     norms, norm_se = bias_norms(series)
     rms = float(np.sqrt(np.mean(A**2)))

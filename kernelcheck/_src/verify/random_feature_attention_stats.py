@@ -22,7 +22,7 @@ several numbers of features m, and the exact output ``A``:
   or more m) and its chi-square goodness of fit (:func:`fit_bias`);
 * Holm's step-down procedure over the ``P`` entry tests and the goodness of
   fit keeps the family-wise false-alarm rate at ``alpha``;
-* power: an entry whose asymptotic bias is ``(z_(1 - alpha/2M) + z_power) se_p``
+* power: an entry whose asymptotic bias is ``tol_p + (z_(1 - alpha/2M) + z_power) se_p``
   (M tests, Holm's first-step critical value) is found with probability
   ``power``; a bias r times smaller needs r^2 times the trials.
 """
@@ -71,14 +71,27 @@ class AsymptoticBias(NamedTuple):
 
 
 def asymptotic_bias(
-    ms, means, variances, count: int, exact, tol, proj, proj_se, alpha: float, power: float
+    ms,
+    means,
+    variances,
+    count: int,
+    exact,
+    tol,
+    proj,
+    proj_se,
+    alpha: float,
+    power: float,
+    proj_tol=None,
 ) -> AsymptoticBias:
     """Judge the runs: entrywise tests of the asymptotic bias, the C16 fit, Holm over both.
 
     ``means``, ``variances`` and ``tol`` have shape (len(ms), P): per m and
     output entry the mean over ``count`` redraws, the sample variance of one
     redraw and the rounding tolerance; ``exact`` has shape (P,); ``proj`` and
-    ``proj_se`` are ``<mean - A, u>`` per m and its standard error.
+    ``proj_se`` are ``<mean - A, u>`` per m and its standard error, ``proj_tol``
+    the rounding tolerance of ``<a, u>`` per m: the C16 fit is tested only when
+    the projection's spread over redraws exceeds it at every m (outputs that
+    vary by rounding alone have no law to fit).
     """
     L = intercept_weights(ms)
     means, variances = np.asarray(means, float), np.asarray(variances, float)
@@ -89,14 +102,20 @@ def asymptotic_bias(
     with np.errstate(divide="ignore", invalid="ignore"):
         z = np.where(se > 0, excess / se, np.where(excess > 0, np.inf, 0.0))
     p = 2.0 * ndtr(-z)
-    fit = fit_bias(tuple(ms), tuple(proj), tuple(proj_se), alpha)
     dof = len(ms) - (3 if len(ms) >= 5 else 2)
-    fit_tested = bool(dof > 0 and all(s > 0 and math.isfinite(s) for s in proj_se))
+    proj_tol = np.zeros(len(ms)) if proj_tol is None else np.asarray(proj_tol, float)
+    spread = np.asarray(proj_se, float) * math.sqrt(count)
+    fit_tested = bool(dof > 0 and np.all(np.isfinite(spread) & (spread > proj_tol)))
+    if fit_tested:
+        fit = fit_bias(tuple(ms), tuple(proj), tuple(proj_se), alpha)
+    else:  # outputs that do not vary (one key): no law to fit, the entries are judged by rounding
+        nan = float("nan")
+        fit = BiasFit(True, nan, nan, nan, nan, nan, nan)
     p_all = np.concatenate([p, [fit.gof_p if fit_tested else np.nan]])
     rej = holm(p_all, alpha)
     M = max(int(np.isfinite(p_all).sum()), 1)
     zdet, zpow = critical_value(alpha, M), float(ndtri(power))
-    detectable = (zdet + zpow) * se
+    detectable = tolc + (zdet + zpow) * se  # the test sees |c| beyond the rounding tolerance
     worst = int(np.argmax(z))
     confirm = float(trials_to_detect(se[worst] * math.sqrt(count), excess[worst], zdet, zpow))
     return AsymptoticBias(
