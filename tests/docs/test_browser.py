@@ -11,7 +11,9 @@ line in a narrow window.
 Needs ``/usr/bin/chromium`` (``apt-get install -y chromium``; ``.ci/run``
 installs it when it is missing and it runs as root) and the ``playwright``
 package (the ``test`` extra; its own browser downloads are never used).
-Without either, the tests skip and say what to install.  Set
+Without either, the tests skip and say what to install (they fail instead
+where ``KERNELCHECK_REQUIRE_BROWSER`` is set, as ``.ci/run`` does once
+Chromium is there).  Set
 ``KERNELCHECK_SCREENSHOTS=DIR`` to keep the screenshots.
 """
 
@@ -51,13 +53,20 @@ PAGES = [
 VERDICT_NAME = re.compile(r"^[A-Z]{3,}(?:_[A-Z]+)*$|^(?:verified|refuted|inconclusive)$")
 
 
+def _unavailable(reason: str) -> None:
+    """Skip, or fail where ``KERNELCHECK_REQUIRE_BROWSER`` is set (``.ci/run`` sets it)."""
+    if os.environ.get("KERNELCHECK_REQUIRE_BROWSER"):
+        pytest.fail(f"KERNELCHECK_REQUIRE_BROWSER is set, but {reason}")
+    pytest.skip(reason)
+
+
 @pytest.fixture(scope="module")
 def browser():
     if missing_modules(["playwright"]):
-        pytest.skip("playwright is not installed: python3 -m pip install -e '.[test]'")
+        _unavailable("playwright is not installed: python3 -m pip install -e '.[test]'")
     executable = chromium_path()
     if executable is None:
-        pytest.skip(
+        _unavailable(
             "Chromium is not installed: apt-get install -y chromium "
             "(or set KERNELCHECK_CHROMIUM to a Chromium binary)"
         )
