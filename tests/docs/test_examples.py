@@ -52,7 +52,10 @@ FRAGMENTS = {
 }
 
 #: Pages whose blocks a test of their own runs (with checks of what they show).
-OWN_TESTS = {"examples/pytorch.md": "tests/examples/test_pytorch_example.py"}
+OWN_TESTS = {
+    "examples/pytorch.md": "tests/examples/test_pytorch_example.py",
+    "examples/jax.md": "tests/examples/test_jax_example.py",
+}
 
 
 def _pages() -> list[str]:
@@ -83,6 +86,8 @@ def _run_python(code: str, namespace: dict, label: str) -> None:
 def test_the_pages_with_examples_are_found():
     assert {"index.md", "attention.md", "claims/index.md"} <= set(PAGES)
     assert set(OWN_TESTS) <= set(PAGES)
+    for page, test in OWN_TESTS.items():  # the test that runs the page names it
+        assert f"docs/{page}" in (ROOT / test).read_text(encoding="utf-8"), (page, test)
 
 
 @pytest.mark.parametrize("page", PAGES)
