@@ -601,7 +601,9 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=_LazyHelpFormatter,
     )
     p.add_argument("expr", metavar="EXPR", help="the kernel expression (quote it)")
-    p.add_argument("--dim", type=_positive_int, required=True, help="input dimension d")
+    p.add_argument(
+        "--dim", type=_positive_int, required=True, metavar="d", help="input dimension d"
+    )
     p.add_argument(
         "--points",
         metavar="FILE",
@@ -620,7 +622,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--form",
         choices=("symmetric", "tensor"),
         default="symmetric",
-        help="feature map form to check (default symmetric)",
+        metavar="FORM",
+        help="symmetric or tensor: the feature map form to check (default symmetric)",
     )
     p.add_argument("--json", action="store_true", help="print the reports as JSON")
     p.set_defaults(func=_cmd_kernel)
@@ -637,7 +640,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--features",
         default="positive",
         choices=UNBIASED_FEATURES,
-        help="the random-feature estimator (default positive)",
+        metavar="KIND",
+        help=f"the random-feature estimator: {', '.join(UNBIASED_FEATURES)} (default positive)",
     )
     p.add_argument(
         "--dim", type=_positive_int, default=4, metavar="d", help="input dimension d (default 4)"
@@ -701,16 +705,16 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=_EPILOG,
         formatter_class=_LazyHelpFormatter,
     )
-    p.add_argument(
-        "--quick", action="store_true", help="smaller sizes (<the quick sizes>), fewer repeats"
-    )
+    p.add_argument("--quick", action="store_true", help="smaller sizes (<the quick sizes>)")
     p.add_argument(
         "--sizes",
         type=_size_list,
         metavar="N1,N2,...",
         help="the sequence lengths to time, comma separated (at least three)",
     )
-    p.add_argument("--repeats", type=_positive_int, metavar="R", help="timed repeats of each size")
+    p.add_argument(
+        "--repeats", type=_positive_int, metavar="R", help="timed repeats of each size (default 3)"
+    )
     p.add_argument(
         "--out", metavar="DIR", help="write scaling.md, scaling.json and scaling.png to DIR"
     )

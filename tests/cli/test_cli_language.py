@@ -178,3 +178,13 @@ def test_with_matplotlib_out_names_the_plots_it_wrote(tmp_path, capsys):
     wrote = next(line for line in text.splitlines() if line.startswith("wrote "))
     assert all(name in wrote for name in pngs), wrote
     assert PLOTS_SKIPPED not in text
+
+
+def test_kernel_help_states_the_library_s_search_budget(capsys):
+    import inspect
+
+    from kernelcheck import verify
+
+    budget = inspect.signature(verify.kernel).parameters["budget"].default
+    assert cli.main(["kernel", "--help"]) == 0
+    assert f"counterexample search (default {budget})" in " ".join(capsys.readouterr().out.split())
