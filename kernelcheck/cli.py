@@ -2,11 +2,11 @@
 
 Subcommands (``docs/cli.md`` lists every option; a test keeps the two equal)::
 
-    kernelcheck essay [--quick | --thorough] [--out DIR] [--json] [--claims C1,C5]
+    kernelcheck essay [--quick | --thorough] [--out DIR] [--json] [--claims IDS] ...
     kernelcheck psd FILE [--key NAME] [--tol T] [--method M] [--symmetrize] [--json]
-    kernelcheck kernel EXPR --dim d [--points FILE] [--seed S] [--budget B] [--json]
+    kernelcheck kernel EXPR --dim d [--points FILE] [--seed S] [--budget B] [--form FORM] ...
     kernelcheck unbiased [--features KIND] [--dim d] [--num-features m] [--trials N] ...
-    kernelcheck scaling [--quick] [--sizes N1,N2,...] [--out DIR] [--json]
+    kernelcheck scaling [--quick] [--sizes N1,N2,...] [--repeats R] [--out DIR] ...
 
 Every command speaks the one outcome vocabulary of kernelcheck: each verdict
 line starts with ``verified``, ``refuted`` or ``inconclusive``, and the exit
