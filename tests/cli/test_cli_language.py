@@ -188,3 +188,19 @@ def test_kernel_help_states_the_library_s_search_budget(capsys):
     budget = inspect.signature(verify.kernel).parameters["budget"].default
     assert cli.main(["kernel", "--help"]) == 0
     assert f"counterexample search (default {budget})" in " ".join(capsys.readouterr().out.split())
+
+
+def test_every_option_and_command_has_help():
+    import argparse
+
+    parser = cli.build_parser()
+    (sub,) = (a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    assert [c.dest for c in sub._choices_actions] == list(cli.COMMANDS)
+    for choice in sub._choices_actions:
+        assert choice.help, choice.dest
+    for name, p in sub.choices.items():
+        assert p.description and p.epilog == cli._EPILOG, name
+        for action in p._actions:
+            if action.help == argparse.SUPPRESS:
+                continue
+            assert action.help and len(action.help) > 8, (name, action.option_strings)
