@@ -204,3 +204,20 @@ def test_every_option_and_command_has_help():
             if action.help == argparse.SUPPRESS:
                 continue
             assert action.help and len(action.help) > 8, (name, action.option_strings)
+
+
+def test_json_carries_the_outcome_of_the_exit_code(matrices, capsys):
+    import json
+
+    for argv in (
+        ["psd", str(matrices / "notpsd.npy")],
+        ["kernel", "linear", "--dim", "2", "--budget", "2"],
+        ["unbiased", "--trials", "300", "--dim", "2", "--num-features", "4"],
+    ):
+        code = cli.main([*argv, "--json"])
+        report = json.loads(capsys.readouterr().out)
+        assert report["outcome"] == OUTCOME_OF_CODE[code], argv
+    code = cli.main(["essay", "--quick", "--claims", "C7", "--json"])
+    report = json.loads(capsys.readouterr().out)
+    assert report["exit_code"] == code == 0
+    assert [c["outcome"] for c in report["claims"]] == ["verified"]
