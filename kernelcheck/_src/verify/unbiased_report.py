@@ -17,7 +17,7 @@ import numpy as np
 from kernelcheck._src.core import report as bundle
 from kernelcheck._src.core.report import new_figure, png_bytes
 from kernelcheck._src.core.validate import as_int, as_output_folder, as_real, as_rng, describe
-from kernelcheck._src.verify.unbiased import UnbiasedReport
+from kernelcheck._src.verify.unbiased_results import UnbiasedReport
 from kernelcheck.errors import InvalidArgument
 
 __all__ = ["render_plots", "write_report", "default_points"]
