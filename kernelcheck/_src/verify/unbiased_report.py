@@ -120,6 +120,7 @@ def default_points(n: int, dim: int, *, seed: Any, max_norm: float = 0.5) -> np.
 
     Examples
     --------
+    >>> import numpy as np
     >>> P = default_points(4, 3, seed=0)
     >>> np.round(np.linalg.norm(P, axis=1), 12).tolist()
     [0.125, 0.25, 0.375, 0.5]
