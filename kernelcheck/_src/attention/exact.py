@@ -14,7 +14,7 @@ from kernelcheck._src.attention.blocking import (
     with_ones,
 )
 from kernelcheck._src.attention.inputs import kernelized_iv, softmax_iv
-from kernelcheck._src.attention.types import finish
+from kernelcheck._src.attention.types import all_finite, finish
 from kernelcheck._src.core.validate import (
     describe,
 )
@@ -60,31 +60,36 @@ def softmax(Q: Any, K: Any, V: Any, *, causal: bool = False, scale: float | None
     >>> softmax(Q, K, np.array([[1.0], [2.0]]), scale=1.0).tolist()
     [[1.0], [2.0]]
     """
+    # The inputs are checked up front (3 passes over n d numbers, against
+    # n^2 (d + d_v) work): checking only the result would miss a -Inf in K,
+    # whose logit is -Inf and whose weight is exactly 0 (a masked key).
     Q, K, V, causal, scale = softmax_iv(Q, K, V, causal, scale)
     batch, n, nk = Q.shape[:-2], Q.shape[-2], K.shape[-2]
     out = np.empty(Q.shape[:-1] + V.shape[-1:], dtype=V.dtype)
     Qs = Q * Q.dtype.type(scale)
     rows = query_block_rows(n, blocking.BLOCK_ELEMENTS // max(1, nk * batch_size(batch)), causal)
-    for i0 in range(0, n, rows):
-        i1 = min(n, i0 + rows)
-        kend = i1 if causal else nk
-        with np.errstate(over="ignore", invalid="ignore"):
+    # the future keys of a causal block are its own diagonal square's upper triangle
+    future = np.triu(np.ones((rows, rows), dtype=bool), 1) if causal else None
+    with np.errstate(over="ignore", invalid="ignore"):
+        for i0 in range(0, n, rows):
+            i1 = min(n, i0 + rows)
+            kend = i1 if causal else nk
             s = Qs[..., i0:i1, :] @ swap(K[..., :kend, :])
-        if causal:
-            future = np.arange(kend)[None, :] > np.arange(i0, i1)[:, None]
-            s[..., future] = -np.inf
-        m = s.max(axis=-1, keepdims=True)
-        if not np.isfinite(m).all():
-            raise NumericalFailure(
-                "`softmax` logits overflowed: scale * q . k is beyond the floating-point "
-                f"range ({Q.dtype}); scale the inputs down"
-            )
-        s -= m
-        np.exp(s, out=s)
-        denom = s.sum(axis=-1, keepdims=True)
-        with np.errstate(over="ignore", invalid="ignore"):
-            out[..., i0:i1, :] = (s @ V[..., :kend, :]) / denom
-    if not np.isfinite(out).all():
+            if future is not None:
+                s[..., i0:i1][..., future[: i1 - i0, : i1 - i0]] = -np.inf
+            m = s.max(axis=-1, keepdims=True)
+            if not np.isfinite(m).all():
+                raise NumericalFailure(
+                    "`softmax` logits overflowed: scale * q . k is beyond the floating-point "
+                    f"range ({Q.dtype}); scale the inputs down"
+                )
+            s -= m
+            np.exp(s, out=s)
+            denom = s.sum(axis=-1, keepdims=True)
+            block = out[..., i0:i1, :]
+            np.matmul(s, V[..., :kend, :], out=block)
+            block /= denom
+    if not all_finite(out):
         raise NumericalFailure(
             "`softmax` attention overflowed: a weighted sum of values is beyond the "
             f"floating-point range ({V.dtype}, max |V| = {float(np.abs(V).max()):.3g}); "
