@@ -68,15 +68,19 @@ def softmax(Q: Any, K: Any, V: Any, *, causal: bool = False, scale: float | None
     out = np.empty(Q.shape[:-1] + V.shape[-1:], dtype=V.dtype)
     Qs = Q * Q.dtype.type(scale)
     rows = query_block_rows(n, blocking.BLOCK_ELEMENTS // max(1, nk * batch_size(batch)), causal)
-    # the future keys of a causal block are its own diagonal square's upper triangle
-    future = np.triu(np.ones((rows, rows), dtype=bool), 1) if causal else None
+    # One logits buffer for every block (a fresh rows x nk array per block
+    # costs its page faults each time); each block is a contiguous view of its
+    # start (a strided view would make NumPy's ufuncs buffer their operands).
+    nb = batch_size(batch)
+    buf = np.empty(nb * min(rows, n) * nk, dtype=Q.dtype)
     with np.errstate(over="ignore", invalid="ignore"):
         for i0 in range(0, n, rows):
             i1 = min(n, i0 + rows)
             kend = i1 if causal else nk
-            s = Qs[..., i0:i1, :] @ swap(K[..., :kend, :])
-            if future is not None:
-                s[..., i0:i1][..., future[: i1 - i0, : i1 - i0]] = -np.inf
+            s = buf[: nb * (i1 - i0) * kend].reshape(batch + (i1 - i0, kend))
+            np.matmul(Qs[..., i0:i1, :], swap(K[..., :kend, :]), out=s)
+            if causal:
+                mask_future(s, i0)
             m = s.max(axis=-1, keepdims=True)
             if not np.isfinite(m).all():
                 raise NumericalFailure(
@@ -96,6 +100,33 @@ def softmax(Q: Any, K: Any, V: Any, *, causal: bool = False, scale: float | None
             "scale the values down"
         )
     return out
+
+
+#: Rows of the bands in which :func:`mask_future` masks a causal block's diagonal square.
+FUTURE_BAND = 32
+_FUTURE_TRI = np.triu(np.ones((FUTURE_BAND, FUTURE_BAND), dtype=bool), 1)
+
+
+def mask_future(s: np.ndarray, i0: int) -> None:
+    """Set the logits of future keys (``j > i``) of a causal query block to -Inf, in place.
+
+    ``s`` holds the logits of queries ``i0 .. i0 + r`` against keys
+    ``0 .. i0 + r`` (the block forms no later key).  Keys before ``i0`` are in
+    every row's past and are not touched; the future lies in the diagonal
+    square ``s[:, i0:]``.  The square is masked in bands of
+    :data:`FUTURE_BAND` rows: the keys after a band's last row are wholly in
+    its future (one slice assignment each), and the band's own
+    ``FUTURE_BAND``-square takes a small strict upper-triangular mask.  A
+    boolean mask over the block (or the square) would cost one byte and one
+    masked write per logit, and dominated the causal form's time.
+    ``exp(-Inf) = 0`` exactly, so the result is that of masking every future
+    logit: no formed pair, sum or bound changes.
+    """
+    r = s.shape[-2]
+    for a in range(0, r, FUTURE_BAND):
+        b = min(r, a + FUTURE_BAND)
+        s[..., a:b, i0 + b :] = -np.inf
+        np.copyto(s[..., a:b, i0 + a : i0 + b], -np.inf, where=_FUTURE_TRI[: b - a, : b - a])
 
 
 def gram_blocks(kernel, Q2, K2, causal, fn):
