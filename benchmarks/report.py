@@ -429,7 +429,8 @@ def main(argv: list[str] | None = None) -> int:
               "anyway; the output is then flagged)", file=sys.stderr)  # fmt: skip
         return 2
     start = datetime.now(timezone.utc)
-    rec = Recorder(args.budget, log=lambda s: print(s, file=sys.stderr))
+    # progress to the real stderr: pytest captures sys.stderr while the groups are timed
+    rec = Recorder(args.budget, log=lambda s: print(s, file=sys.__stderr__, flush=True))
     files = sorted(str(p) for p in HERE.glob("bench_*.py"))
     pytest_args = [*files, "-q", "-p", "no:benchmark", "-p", "no:cacheprovider", "-x"]
     pytest_args += ["-W", "ignore::pytest.PytestUnknownMarkWarning", "--rootdir", str(ROOT)]
