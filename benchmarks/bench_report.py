@@ -29,7 +29,7 @@ def test_interleave_times_every_member_once_per_round_in_rotated_order():
     ]
     report.interleave(entries, budget=10.0)
     assert all(len(e.times) == 4 for e in entries)
-    timed = calls[3:]  # after one untimed call each
+    timed = calls[3:]  # after one untimed call each (no warm-up time recorded)
     assert [timed[i : i + 3] for i in range(0, 12, 3)] == [
         ["a", "b", "c"],
         ["b", "c", "a"],

@@ -105,6 +105,7 @@ CASES = {
 @pytest.mark.parametrize("what", ["floor", "layer fwd+bwd", "verify"])
 @pytest.mark.parametrize("name", list(CASES))
 def test_verify_attention_overhead(benchmark, size_for, name, what):
+    benchmark.group = f"verify-attention ({name})"  # each case next to its own floor
     n = size_for(4096, 256)
     fn, floor, kw = CASES[name]
     if what == "floor":

@@ -69,6 +69,7 @@ class Entry:
     extra_info: dict = field(default_factory=dict)
     derived: Callable[[], dict] | None = None
     times: list[float] = field(default_factory=list)
+    first: float | None = None  # the warm-up call's time, which sizes the rounds
 
 
 class Fixture:
@@ -92,8 +93,11 @@ class Fixture:
 
     def _record(self, fn, args, kwargs, rounds):
         call = lambda: fn(*args, **kwargs)  # noqa: E731
+        t0 = time.perf_counter()
         result = call()  # the warm-up call: the test checks its result
+        first = time.perf_counter() - t0
         self._entry = Entry(self.name, self.group or "ungrouped", call, rounds, self.extra_info)
+        self._entry.first = first
         self._sink.append(self._entry)
         return result
 
@@ -157,10 +161,12 @@ def _spent():
 def interleave(entries: list[Entry], budget: float) -> None:
     """Time ``entries`` round-robin: one call of each per round, the order rotated."""
     first = []
-    for e in entries:  # one more untimed call: the size of a round
-        t = time.perf_counter()
-        e.fn()
-        first.append(time.perf_counter() - t)
+    for e in entries:  # the warm-up call's time, or one more untimed call
+        if e.first is None:
+            t = time.perf_counter()
+            e.fn()
+            e.first = time.perf_counter() - t
+        first.append(e.first)
     per_round = max(sum(first), 1e-9)
     rounds = int(min(max(e.rounds_wanted for e in entries), max(3, budget // per_round)))
     rounds = max(3, min(25, rounds))
@@ -282,8 +288,9 @@ GROUPS: dict[str, Group] = {
         ),
         "each a whole subprocess",
     ),
-    "verify-attention": Group(
-        "`verify.attention` against its GEMM floor (n = 4096, d = d_v = 64)",
+    "verify-attention (softmax grad)": Group(
+        "`verify.attention` of a softmax layer with gradients, against its GEMM floor "
+        "(n = 4096, d = d_v = 64)",
         "verify_attention_overhead[softmax grad-floor]",
         (
             Target(
@@ -292,8 +299,45 @@ GROUPS: dict[str, Group] = {
                 extra="overhead_excluding_fn_forward",
             ),
         ),  # fmt: skip
-        "overhead: `verify` less the time inside the layer's calls (`extra_info`); "
-        "the linear layer's floor is `[linear state-floor]`",
+        "overhead: `verify` less the time inside the layer's calls (`extra_info`)",
+    ),
+    "verify-attention (linear state)": Group(
+        "`verify.attention` of a chunked linear layer with a state, against its GEMM floor "
+        "(n = 4096, d = d_v = 64)",
+        "verify_attention_overhead[linear state-floor]",
+        (
+            Target(
+                "verify_attention_overhead[linear state-verify]",
+                at_most=3.0,
+                extra="overhead_excluding_fn_forward",
+            ),
+        ),  # fmt: skip
+        "overhead as above",
+    ),
+    "gram-polynomial": Group(
+        "`Polynomial(3, c=1)` Gram matrix against scikit-learn (X of shape (4000, 64))",
+        "gram_polynomial_sklearn_peer",
+        (Target("gram_polynomial_kernelcheck", at_most=1.2),),
+        "the GEMM `X @ X.T` is the floor: the same 2 n^2 d flops",
+    ),
+    "features-exp2": Group(
+        "exact Taylor features of exp, order 2 (d = 16, D = 153), against a plain NumPy build",
+        "features_exp2_numpy_peer[1024]",
+        note="compare rows of the same n; the rate column is per output entry",
+    ),
+    "causal-linear": Group(
+        "causal linear attention against the cumulative-sum peer (n = 4096, D = d_v = 64)",
+        "causal_linear_cumsum_peer",
+        note="the peer materialises every prefix state, n x D x d_v numbers",
+    ),
+    "psd": Group(
+        "`check_psd` against a bare Cholesky and `eigvalsh` (Gaussian Gram, n = 2000)",
+        "numpy_cholesky_floor",
+        (Target("check_psd_default", at_most=1.3), Target("numpy_eigvalsh_peer", at_least=1.0)),
+    ),
+    "psd-pipeline": Group(
+        "Gram matrix then `check_psd`, against Gram then Cholesky (n = 2000)",
+        "pipeline_gram_then_numpy_cholesky",
     ),
 }
 
@@ -303,12 +347,18 @@ GROUPS: dict[str, Group] = {
 # ---------------------------------------------------------------------------
 
 
+#: ``extra_info`` counts that give a time per unit column: the key and the unit.
+RATES = {"tokens": "token", "trials": "trial", "output_size": "entry"}
+
+
 def fmt_time(t: float) -> str:
     if t >= 1:
         return f"{t:.2f} s"
     if t >= 1e-3:
         return f"{t * 1e3:.3g} ms"
-    return f"{t * 1e6:.3g} us"
+    if t >= 1e-6:
+        return f"{t * 1e6:.3g} us"
+    return f"{t * 1e9:.3g} ns"
 
 
 def summarize(e: Entry) -> tuple[float, float]:
@@ -326,9 +376,9 @@ def render_group(key: str, entries: list[Entry], verdicts: list[str]) -> list[st
     if g.note:
         lines[-1] += f"  {g.note[0].upper()}{g.note[1:]}."
     extras = sorted({k for e in entries for k in e.extra_info})
-    rates = [c for c in ("tokens", "trials") if any(c in e.extra_info for e in entries)]
+    rates = [c for c in RATES if any(c in e.extra_info for e in entries)]
     head = "| benchmark | min | median | ratio (min) | ratio (median) |"
-    head += "".join(f" min per {c[:-1]} |" for c in rates)
+    head += "".join(f" min per {RATES[c]} |" for c in rates)
     lines += ["", head + "".join(f" {k} |" for k in extras)]
     lines.append("|---" * (5 + len(rates) + len(extras)) + "|")
     for e in entries:

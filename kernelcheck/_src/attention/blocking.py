@@ -1,13 +1,13 @@
 """Memory blocking and worker threads of the attention forms.
 
 Quadratic forms process query rows in blocks (:func:`query_block_rows`);
-linear forms work on blocks of rows that fit a core's cache
-(:data:`CACHE_BYTES`): the bidirectional products by blocks of rows
-(:func:`bidirectional_products`), the causal ones chunk by chunk in groups
-of chunks (:func:`causal_products`), on worker threads with single-threaded
-BLAS for large inputs.  Each block of rows goes to a *sink* (see
+linear forms make the bidirectional products whole
+(:func:`bidirectional_products`) and the causal ones chunk by chunk in groups
+of chunks that fit a core's cache (:data:`CACHE_BYTES`,
+:func:`causal_products`), on worker threads with single-threaded BLAS for
+large inputs.  Each group's rows go to a *sink* (see
 :class:`~kernelcheck._src.attention.types.NormalizedRows`) that checks and
-divides it while it is cached.  Memory beyond the inputs and the output
+divides them while they are cached.  Memory beyond the inputs and the output
 stays bounded, whatever n is.
 """
 
@@ -131,35 +131,34 @@ class MatrixRows(ValueRows):
 CACHE_BYTES = 1 << 20
 
 
-def bidirectional_products(A: np.ndarray, B: np.ndarray, values: ValueRows, sink) -> None:
-    """``H = A (B^T W)`` by blocks of rows, each handed to ``sink`` (claims C10, C14).
+def bidirectional_products(A: np.ndarray, B: np.ndarray, V: np.ndarray, normalize: bool):
+    """``num = A (B^T V)`` and, normalised, ``den = A (B^T 1)`` (claims C10, C14).
 
-    ``M = B^T W`` (D x m) is accumulated over blocks of key rows (so ``[V, 1]``
-    exists one block at a time), then each block of query rows
-    ``H[r0:r1] = A[r0:r1] M`` is written into ``sink.target(r0, r1)`` and
-    handed over with ``sink.take``.  Every entry of A reaches its row of H,
-    every entry of B and W reaches a whole column of M, hence every row of H
-    (products and sums with a NaN or Inf are not finite).  Summation: each
-    entry of M is a sum of n terms in blocks (at most ``n + n / rows``
-    roundings), then D terms.
+    The floor's two GEMMs, then the normalisers as a column sum of B and one
+    matrix-vector product: ``[V, 1]`` is never formed (its extra column costs a
+    copy of V and makes the products one column wider than the floor's), and
+    the products stay whole, so BLAS runs them at its best width on all its
+    threads (cache-sized blocks of rows ran up to 2x slower on a loaded
+    machine, each block paying the threads' synchronisation).  Returns
+    ``(num, den)`` (``den`` None unnormalised); ``num`` is fresh, for an
+    in-place division.
+
+    Non-finite inputs: an entry of A reaches its row of ``num`` and of
+    ``den``; an entry of B at (j, p) reaches row p of ``B^T V`` and entry p
+    of ``z = B^T 1``, hence every row of ``num`` or ``den`` (``NaN * 0``,
+    ``Inf * 0`` and ``Inf - Inf`` are NaN); an entry of V at (j, c) reaches
+    column c of ``B^T V``, hence column c of every row.  Summation: each
+    entry of ``B^T V`` and of z is a sum of n terms, then D terms: at most
+    ``n + D + 1`` roundings per term.
     """
-    batch, n, D = A.shape[:-2], A.shape[-2], A.shape[-1]
-    nk, m = B.shape[-2], values.m
-    rows = max(1, CACHE_BYTES // (8 * m * batch_size(batch)))
-    if values.normalize:
-        M = np.zeros(batch + (D, m), dtype=A.dtype)
-        tmp = np.empty_like(M)
-        for r0 in range(0, nk, rows):
-            r1 = min(nk, r0 + rows)
-            np.matmul(swap(B[..., r0:r1, :]), values(r0, r1), out=tmp)
-            M += tmp
-    else:
-        M = swap(B) @ values.V
-    for r0 in range(0, n, rows):
-        r1 = min(n, r0 + rows)
-        h = sink.target(r0, r1)
-        np.matmul(A[..., r0:r1, :], M, out=h)
-        sink.take(r0, r1, h)
+    M = swap(B) @ V
+    # each pass over an input right after the product that read it (the
+    # input is then still in the shared cache when it fits)
+    z = B.sum(axis=-2) if normalize else None
+    num = A @ M
+    if z is None:
+        return num, None
+    return num, (A @ z[..., None])[..., 0]
 
 
 def chunked_products(

@@ -51,7 +51,8 @@ def parallel(
     """Linear attention from feature matrices, in parallel (claims C10, C14, C19).
 
     Bidirectional: ``A = phi(Q) (phi(K)^T V) / phi(Q) (phi(K)^T 1)`` (row-wise
-    division), computed as two matrix products with ``[V, 1]``.  Causal:
+    division), computed as the two matrix products of the numerator and, for
+    the normalisers, a column sum and one matrix-vector product.  Causal:
     ``a_i = phi(q_i)^T S_i / phi(q_i) . z_i`` with the prefix sums
     ``S_i = sum_{j <= i} phi(k_j) v_j^T``, ``z_i = sum_{j <= i} phi(k_j)``,
     formed block by block: within a block of ``B`` tokens as the masked
@@ -82,17 +83,18 @@ def parallel(
     Notes
     -----
     Operation count per sequence (C3): bidirectional
-    ``4 n D (d_v + 1) + n d_v`` (two products with inner dimensions n and D,
-    then the divisions); causal that of :func:`chunked` with its block size
+    ``4 n D d_v + 3 n D + n d_v`` (two products with inner dimensions n and
+    D, the column sum and the matrix-vector product of the normalisers, then
+    the divisions); causal that of :func:`chunked` with its block size
     (``B = 32`` for ``D <= 1024``, else 64).  State: ``D (d_v + 1)``.  Error
     model: :func:`linear_error_bound`.
 
-    The rows are computed in blocks that fit a core's cache, each checked for
-    NaN and Inf and divided by its normalisers while cached; ``[V, 1]`` exists
-    one block at a time.  The inputs are not scanned for NaN or Inf up front:
-    every non-finite entry reaches the checked result (an entry of ``phi_q``
-    its row, of ``phi_k`` or ``V`` every later row), and only then are the
-    inputs scanned to name the argument.
+    ``[V, 1]`` is never formed for all n (causal: one cache-sized block at a
+    time, each block's rows checked for NaN and Inf and divided while cached;
+    bidirectional: not at all).  The inputs are not scanned for NaN or Inf up
+    front: every non-finite entry reaches the checked result (an entry of
+    ``phi_q`` its row, of ``phi_k`` or ``V`` every later row), and only then
+    are the inputs scanned to name the argument.
 
     Examples
     --------
@@ -120,7 +122,9 @@ def linear_rows(phi_q, phi_k, V, normalize, action, form, *, chunk=None, M0=None
     and the final state matrix (None bidirectional).
 
     The inputs come unchecked for NaN and Inf (``features_iv(finite=False)``):
-    each block of rows is checked as it is finished, and every non-finite
+    the result is checked (causal: each group of rows as it is finished;
+    bidirectional: the numerators and normalisers, then divided in place into
+    the numerators, which nobody else holds), and every non-finite
     input entry provably reaches a checked row (see
     :func:`~kernelcheck._src.attention.blocking.bidirectional_products` and
     :func:`~kernelcheck._src.attention.blocking.causal_products`), so a
@@ -129,18 +133,20 @@ def linear_rows(phi_q, phi_k, V, normalize, action, form, *, chunk=None, M0=None
     Inf at every position of every input.
     """
     batch, n, dv = phi_q.shape[:-2], phi_q.shape[-2], V.shape[-1]
+    inputs = ((phi_q, "phi_q"), (phi_k, "phi_k"), (V, "V"))
+    if chunk is None:
+        with np.errstate(over="ignore", invalid="ignore"):
+            num, den = bidirectional_products(phi_q, phi_k, V, normalize)
+        if den is None:
+            return finish_unnormalized(num, form, inputs), None
+        return finish(num, den, action, form, inputs, inplace=True), None
     values = ValueRows(V, normalize)
     if normalize:
         sink: RawRows | NormalizedRows = NormalizedRows(batch, n, dv, V.dtype)
     else:
         sink = RawRows(batch + (n, dv), V.dtype)
     with np.errstate(over="ignore", invalid="ignore"):
-        if chunk is None:
-            bidirectional_products(phi_q, phi_k, values, sink)
-            M = None
-        else:
-            M = causal_products(phi_q, phi_k, values, chunk, sink, S0=M0, log_gates=log_gates)
-    inputs = ((phi_q, "phi_q"), (phi_k, "phi_k"), (V, "V"))
+        M = causal_products(phi_q, phi_k, values, chunk, sink, S0=M0, log_gates=log_gates)
     return sink.result(action, form, inputs), M
 
 
