@@ -479,8 +479,9 @@ def main(argv: list[str] | None = None) -> int:
               "anyway; the output is then flagged)", file=sys.stderr)  # fmt: skip
         return 2
     start = datetime.now(timezone.utc)
-    # progress to the real stderr: pytest captures sys.stderr while the groups are timed
-    rec = Recorder(args.budget, log=lambda s: print(s, file=sys.__stderr__, flush=True))
+    # progress to the terminal: pytest captures file descriptor 2 while the groups are timed
+    err = os.dup(2)
+    rec = Recorder(args.budget, log=lambda s: os.write(err, (s + "\n").encode()))
     files = sorted(str(p) for p in HERE.glob("bench_*.py"))
     pytest_args = [*files, "-q", "-p", "no:benchmark", "-p", "no:cacheprovider", "-x"]
     pytest_args += ["-W", "ignore::pytest.PytestUnknownMarkWarning", "--rootdir", str(ROOT)]
