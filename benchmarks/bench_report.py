@@ -59,6 +59,8 @@ def test_rows_are_compared_with_the_reference_of_their_group_and_flagged_under_l
     assert "`parallel_causal`: 1.6x the reference, target at most 1.5x: **not met**" in text
     quiet = report.render(rows, t, t, (0.2, 0.2, 0.2), (0.3, 0.3, 0.3), False, [])
     assert "Measured under load" not in quiet
+    rose = report.render(rows, t, t, (0.2, 0.2, 0.2), (1.3, 0.3, 0.3), False, [])
+    assert "the load rose above 1 during the run" in rose
 
 
 def test_splice_replaces_only_the_generated_section():

@@ -430,10 +430,11 @@ def render(entries: list[Entry], start, end, load0, load1, allowed: bool, failur
         "",
     ]
     if loaded:
+        how = "run with `--allow-load`" if allowed else "the load rose above 1 during the run"
         lines += [
-            "> **Measured under load (1-minute load average above 1, run with "
-            "`--allow-load`).** These figures show the output format; the ratios are "
-            "compressed by the load and are not the project's figures.",
+            f"> **Measured under load (1-minute load average above 1, {how}).** These "
+            "figures show the output format; the ratios are compressed by the load and "
+            "are not the project's figures.",
             "",
         ]
     if failures:
