@@ -108,9 +108,10 @@ def linear_error_bound(
     Every linear form computes ``num_i = sum_{j in J(i)} (phi_q_i . phi_k_j) v_j``
     and ``den_i = sum_{j in J(i)} phi_q_i . phi_k_j`` with each term passing
     through at most ``k = 2 n + 2 D + 4`` rounded operations in any of the
-    three summation orders (bidirectional ``n + D + 1``; prefix sums and
-    recurrence ``n + D + 1`` plus one carry per block; chunks
-    ``C + 2 n / C + D + 1``).  Hence (Higham, Lemma 3.4)
+    summation orders the forms use (bidirectional, ``phi_k^T V`` and the
+    column sums ``phi_k^T 1`` over n terms, then D: ``n + D + 1``;
+    recurrence ``n + D + 1``; chunks of C tokens, which causal ``parallel``
+    uses too: ``C + 2 n / C + D + 1``).  Hence (Higham, Lemma 3.4)
 
         |num_hat - num| <= gamma_k |phi_q| |phi_k|^T |V| =: E_num,
         |den_hat - den| <= gamma_k |phi_q| |phi_k|^T 1   =: E_den,
