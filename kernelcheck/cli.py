@@ -4,7 +4,7 @@ Subcommands::
 
     kernelcheck essay [--quick | --thorough] [--out DIR] [--json] [--claims C1,C5]
     kernelcheck psd FILE [--key NAME] [--tol T] [--method M] [--symmetrize] [--json]
-    kernelcheck kernel EXPR --dim d [--points FILE] [--seed S] [--budget B] [--json]
+    kernelcheck kernel EXPR --dim d [--points FILE] [--seed S] [--budget B] [--symmetrize] [--json]
     kernelcheck unbiased [--features KIND] [--dim d] [--num-features m] [--trials N] ...
     kernelcheck scaling [--quick] [--out DIR] [--json]
 
@@ -17,6 +17,7 @@ error and never a traceback.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -185,6 +186,20 @@ def _cmd_essay(args: argparse.Namespace) -> int:
     )
 
 
+@contextlib.contextmanager
+def _option_named(flag: str):
+    """An error that tells a caller to pass ``symmetrize=True`` names the CLI flag instead."""
+    from kernelcheck.errors import InvalidArgument
+
+    try:
+        yield
+    except InvalidArgument as exc:
+        text = str(exc)
+        if "symmetrize=True" not in text:
+            raise
+        raise InvalidArgument(text.replace("symmetrize=True", flag)) from None
+
+
 def _cmd_psd(args: argparse.Namespace) -> int:
     K = load_matrix(args.file, args.key)
     if K.ndim != 2 or K.shape[0] != K.shape[1]:
@@ -196,7 +211,8 @@ def _cmd_psd(args: argparse.Namespace) -> int:
         kwargs["tol"] = args.tol
     if args.symmetrize:
         kwargs["symmetrize"] = True
-    result = check_psd(K, **kwargs)
+    with _option_named("--symmetrize"):
+        result = check_psd(K, **kwargs)
     if args.json:
         payload = {"file": str(args.file), **result.to_dict()}
         _print_json(payload, sys.stdout)
@@ -219,7 +235,10 @@ def _cmd_kernel(args: argparse.Namespace) -> int:
     kwargs: dict[str, Any] = {"dim": args.dim, "seed": args.seed}
     if args.budget is not None:
         kwargs["budget"] = args.budget
-    report = verify.kernel(kernel, X, **kwargs)
+    if args.symmetrize:
+        kwargs["symmetrize"] = True
+    with _option_named("--symmetrize"):
+        report = verify.kernel(kernel, X, **kwargs)
     reports: list[Any] = [report]
     out: dict[str, Any] = {
         "expression": args.expr,
@@ -451,7 +470,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--symmetrize",
         action="store_true",
-        help="use (K + K^T)/2 when K is not symmetric (never done silently)",
+        help="decide the exact symmetric part (K + K^T)/2 of a K asymmetric beyond rounding "
+        "level (an asymmetry at rounding level, max|K - K^T| <= 1024 u max|K|, is decided "
+        "that way without it, and the result says so)",
     )
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=_cmd_psd)
@@ -472,6 +493,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--points", metavar="FILE", help="points (n, d) to evaluate on (a matrix file)")
     p.add_argument("--seed", type=_nonnegative_int, default=0, help="seed (default 0)")
     p.add_argument("--budget", type=_positive_int, help="counterexample search budget")
+    p.add_argument(
+        "--symmetrize",
+        action="store_true",
+        help="judge the exact symmetric part of a Gram asymmetric beyond rounding level",
+    )
     p.add_argument(
         "--form",
         choices=("symmetric", "tensor"),
