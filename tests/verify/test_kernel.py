@@ -309,3 +309,16 @@ def test_linear_kernel_passes_at_every_rank(d):
     X = np.random.default_rng(d).standard_normal((300, d))
     rep = verify_kernel(kc.Linear(), X)
     assert rep.passed and rep.verdict == "psd" and rep.psd.certified
+
+
+@pytest.mark.parametrize(
+    "k",
+    [kc.Linear(), kc.Polynomial(2), kc.exp(kc.Linear(), order=3), kc.Gaussian()],
+    ids=repr,
+)
+def test_common_kernels_are_decided_certified_at_n_300(k):
+    """C5: the Grams of the essay's kernels (rank-deficient for the first three at
+    n = 300 points in R^5) are decided PSD and certified, never inconclusive."""
+    X = np.random.default_rng(0).standard_normal((300, 5)) / np.sqrt(5)
+    rep = verify_kernel(k, X)
+    assert rep.passed and rep.psd.certified and rep.psd.is_psd
