@@ -23,6 +23,20 @@ must agree with a successful factorisation and a positive smallest
 eigenvalue), so under ``--benchmark-disable`` (n = 300) the file is a
 correctness test.
 
+Group ``psd-lowrank``: a rank-5 Gram ``X X^T`` (n = 2000, X Gaussian (n, 5)),
+singular, so rounding leaves it indefinite by about ``u ||K||``:
+
+* ``check_psd(K)`` -- decided PSD within the default tolerance by the
+  low-rank certificate (pivoted Cholesky, rigorous residual bound);
+* ``numpy.linalg.cholesky(K + 1e-8 I)`` -- the floor: a factorisation of the
+  shifted matrix, no proof.
+
+Target: check_psd <= 3 x the floor.
+
+Group ``psd-exact``: FLINT's exact elimination (``check_psd(K, tol=0)``) of
+a 300 x 300 rank-20 integer Gram (entries of X in [-5, 5]); target under
+10 s.
+
 Reproduce: ``python3 -m pytest benchmarks/bench_psd.py --benchmark-only``.
 """
 
@@ -87,3 +101,37 @@ def test_pipeline_gram_then_numpy_cholesky(benchmark, size_for):
     X = _points(size_for(2000, 300))
     L = benchmark(lambda: np.linalg.cholesky(Gaussian(np.sqrt(20.0))(X) + 1e-3 * np.eye(len(X))))
     assert np.all(np.diagonal(L) > 0)  # a factor exists: the Gram is definite
+
+
+def _lowrank_gram(n: int, r: int = 5) -> np.ndarray:
+    X = np.random.default_rng(1).standard_normal((n, r))
+    return X @ X.T
+
+
+@pytest.mark.benchmark
+def test_check_psd_rank_deficient(benchmark, size_for):
+    benchmark.group = "psd-lowrank"
+    K = _lowrank_gram(size_for(2000, 300))
+    r = benchmark(check_psd, K)
+    assert (r.verdict, r.method, r.certified) == (Verdict.POSITIVE_SEMIDEFINITE, "lowrank", True)
+    assert -r.tol.value <= r.lower_bound <= 0
+
+
+@pytest.mark.benchmark
+def test_numpy_cholesky_shifted_floor(benchmark, size_for):
+    benchmark.group = "psd-lowrank"
+    K = _lowrank_gram(size_for(2000, 300))
+    shifted = K + 1e-8 * np.eye(K.shape[0])
+    L = benchmark(np.linalg.cholesky, shifted)
+    assert np.all(np.diagonal(L) > 0)
+
+
+@pytest.mark.benchmark
+def test_exact_rung_on_a_rank_deficient_integer_gram(benchmark, size_for):
+    pytest.importorskip("flint")
+    benchmark.group = "psd-exact"
+    n = size_for(300, 120)
+    X = np.random.default_rng(2).integers(-5, 6, size=(n, 20)).astype(float)
+    K = X @ X.T
+    r = benchmark.pedantic(check_psd, (K,), {"tol": 0}, rounds=1, iterations=1)
+    assert (r.verdict, r.method, r.certified) == (Verdict.POSITIVE_SEMIDEFINITE, "exact", True)

@@ -4,7 +4,7 @@ Subcommands (``docs/cli.md`` lists every option; a test keeps the two equal)::
 
     kernelcheck essay [--quick | --thorough] [--out DIR] [--json] [--claims IDS] ...
     kernelcheck psd FILE [--key NAME] [--tol T] [--method M] [--symmetrize] [--json]
-    kernelcheck kernel EXPR --dim d [--points FILE] [--seed S] [--budget B] [--form FORM] ...
+    kernelcheck kernel EXPR --dim d [--points FILE] [--seed S] [--budget B] [--symmetrize] ...
     kernelcheck unbiased [--features KIND] [--dim d] [--num-features m] [--trials N] ...
     kernelcheck scaling [--quick] [--sizes N1,N2,...] [--repeats R] [--out DIR] ...
 
@@ -21,6 +21,7 @@ standard error and never a traceback.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -229,6 +230,20 @@ def _cmd_essay(args: argparse.Namespace) -> int:
     )
 
 
+@contextlib.contextmanager
+def _option_named(flag: str):
+    """An error that tells a caller to pass ``symmetrize=True`` names the CLI flag instead."""
+    from kernelcheck.errors import InvalidArgument
+
+    try:
+        yield
+    except InvalidArgument as exc:
+        text = str(exc)
+        if "symmetrize=True" not in text:
+            raise
+        raise InvalidArgument(text.replace("symmetrize=True", flag)) from None
+
+
 def _cmd_psd(args: argparse.Namespace) -> int:
     from kernelcheck._src.core.validate import check_choice
     from kernelcheck._src.psd.ladder import METHODS
@@ -244,7 +259,8 @@ def _cmd_psd(args: argparse.Namespace) -> int:
         kwargs["tol"] = args.tol
     if args.symmetrize:
         kwargs["symmetrize"] = True
-    result = check_psd(K, **kwargs)
+    with _option_named("--symmetrize"):
+        result = check_psd(K, **kwargs)
     if args.json:
         payload = {"file": str(args.file), **result.to_dict()}
         _print_json(payload, sys.stdout)
@@ -271,7 +287,10 @@ def _cmd_kernel(args: argparse.Namespace) -> int:
     kwargs: dict[str, Any] = {"dim": args.dim, "seed": args.seed}
     if args.budget is not None:
         kwargs["budget"] = args.budget
-    report = verify.kernel(kernel, X, **kwargs)
+    if args.symmetrize:
+        kwargs["symmetrize"] = True
+    with _option_named("--symmetrize"):
+        report = verify.kernel(kernel, X, **kwargs)
     reports: list[Any] = [report]
     out: dict[str, Any] = {
         "expression": args.expr,
@@ -584,7 +603,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--symmetrize",
         action="store_true",
-        help="use (K + K^T)/2 when K is not symmetric (never done silently)",
+        help="decide the exact symmetric part (K + K^T)/2 of a K asymmetric beyond rounding "
+        "level (an asymmetry at rounding level, max|K - K^T| <= 1024 u max|K|, is decided "
+        "that way without it, and the result says so)",
     )
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=_cmd_psd)
@@ -617,6 +638,11 @@ def build_parser() -> argparse.ArgumentParser:
         type=_positive_int,
         metavar="B",
         help="restarts of the counterexample search (default 32)",
+    )
+    p.add_argument(
+        "--symmetrize",
+        action="store_true",
+        help="judge the exact symmetric part of a Gram asymmetric beyond rounding level",
     )
     p.add_argument(
         "--form",

@@ -191,6 +191,32 @@ KERNEL_NODE_BAD = [
         r"^`kernel` kernel_from_function\(<lambda>\) has no rounding-error model",
     ),
     (
+        "fk-error-bound-negative",
+        lambda: FunctionKernel(lambda x, y: 1.0, error_bound=-1.0),
+        IA,
+        r"^`error_bound` must be >= 0",
+    ),
+    (
+        "fk-error-bound-nan",
+        lambda: FunctionKernel(lambda x, y: 1.0, error_bound=math.nan),
+        IA,
+        r"^`error_bound` must be",
+    ),
+    (
+        "fk-error-bound-shape",
+        lambda: FunctionKernel(lambda x, y: 1.0, error_bound=lambda A, B: np.ones(2)).error_bound(
+            X
+        ),
+        IA,
+        r"^`error_bound` of kernel_from_function\(<lambda>\) must return a real array of shape",
+    ),
+    (
+        "fk-blocks-and-vectorized",
+        lambda: FunctionKernel(lambda x, y: 1.0, vectorized=True, blocks=True),
+        IA,
+        r"^`vectorized` and `blocks` exclude each other",
+    ),
+    (
         "efm-kernel",
         lambda: ExactFeatureMap(5),
         IA,

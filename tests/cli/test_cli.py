@@ -575,3 +575,22 @@ def test_cli_kernel_and_unbiased_extremes(tmp_path, capsys):
         ["unbiased", "--num-points", "1", "--dim", "1", "--num-features", "2", "--trials", "300"]
     )
     assert code in (0, 3)
+
+
+def test_psd_decides_a_gram_at_rounding_level_asymmetry_and_names_the_flag(tmp_path, capsys):
+    """C5: an ``.npy`` Gram whose asymmetry is at rounding level (one ulp) is decided
+    without options and says so; a 1e-6 asymmetry is refused naming ``--symmetrize``
+    (not the Python spelling), and decided with it."""
+    from kernelcheck import cli
+
+    K = np.array([[2.0, 1.0, 0.5], [1.0, 2.0, 1.0], [0.5, 1.0, 2.0]])
+    K[0, 1] = np.nextafter(1.0, 2.0)
+    np.save(tmp_path / "k.npy", K)
+    assert cli.main(["psd", str(tmp_path / "k.npy")]) == 0
+    assert "symmetric part of K" in capsys.readouterr().out
+    K[0, 1] = 1.0 + 1e-6
+    np.save(tmp_path / "bad.npy", K)
+    assert cli.main(["psd", str(tmp_path / "bad.npy")]) == 2
+    err = capsys.readouterr().err
+    assert "pass --symmetrize" in err and "symmetrize=True" not in err
+    assert cli.main(["psd", str(tmp_path / "bad.npy"), "--symmetrize"]) == 0

@@ -485,8 +485,9 @@ BAD_CALLS = (
             lambda: kernel_from_function(lambda x, y: 1.0).error_bound(X),
             InvalidArgument,
             r"^`kernel` kernel_from_function\(<lambda>\) has no rounding-error "
-            r"model; kernelcheck cannot bound its Gram entries \(compose only built-in nodes, or "
-            r"judge with a tolerance of your own\)",
+            r"model; kernelcheck cannot bound its Gram entries \(pass error_bound= to "
+            r"kernel_from_function, compose only built-in nodes, or judge with a tolerance of "
+            r"your own\)",
         ),
         (
             "function-in-sum-error-bound",

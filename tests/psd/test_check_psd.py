@@ -152,10 +152,9 @@ def test_symmetrize_uses_the_mean_and_records_the_asymmetry():
     assert not plain.symmetrized and plain.asymmetry == 0.0
     with pytest.raises(InvalidArgument) as info:
         check_psd(K)
-    assert (
-        "max |K - K^T| = 2 at index (0, 1) (0.667 relative to max |K| = 3); pass symmetrize=True "
-        "to test (K + K^T) / 2 instead (the result records it)"
-    ) in str(info.value)
+    text = str(info.value)
+    assert "max |K - K^T| = 2 at index (0, 1) (0.667 relative to max |K| = 3)" in text
+    assert "pass symmetrize=True to test the exact symmetric part (K + K^T) / 2" in text
 
 
 @pytest.mark.parametrize(
@@ -202,7 +201,18 @@ def test_float32_input_is_judged_at_float32_resolution():
 # ---------------------------------------------------------------------------
 
 
-RUNGS = {"diagonal", "cholesky", "minor", "eigh", "cholesky+tol", "mpmath", "exact"}
+RUNGS = {
+    "diagonal",
+    "cholesky",
+    "minor",
+    "eigh",
+    "cholesky+tol",
+    "lowrank",
+    "gershgorin",
+    "ball",
+    "mpmath",
+    "exact",
+}
 
 
 def _check_result(K, r, tol_value):
@@ -222,7 +232,9 @@ def _check_result(K, r, tol_value):
         assert q < -Fraction(tol_value)
         assert r.witness_value == float(q)
         assert r.witness_value_exact == f"{q.numerator}/{q.denominator}"
-        assert r.eigenvalue_interval()[1] <= r.witness_value or np.isnan(r.min_eigenvalue)
+        # the interval's upper end is the exact quotient rounded up, never to nearest
+        high = r.eigenvalue_interval()[1]
+        assert Fraction(high) >= q and high <= np.nextafter(r.witness_value, np.inf)
     elif r.verdict is Verdict.POSITIVE_SEMIDEFINITE:
         if r.certified:
             assert psd_t
@@ -242,7 +254,9 @@ def test_every_rung_agrees_with_sylvester(i, tol, method):
     assert r.tol.value == t
     _check_result(K, r, t)
     if method != "auto" and r.verdict is not Verdict.INCONCLUSIVE:
-        assert r.method in (method, "diagonal") or (method == "cholesky" and r.method == "cholesky")
+        # a forced eigh whose estimate is clear hands it to the certified Cholesky
+        certified_eigh = method == "eigh" and r.method == "cholesky" and r.certified
+        assert r.method in (method, "diagonal") or certified_eigh
     if method == "exact" and K.shape[0] <= 64:
         assert r.verdict is not Verdict.INCONCLUSIVE and r.certified  # exact always decides
     if method == "auto" and tol == 0.0:
@@ -429,9 +443,11 @@ def test_inconclusive_result_fields_and_text():
     r = check_psd(X @ X.T, tol=0, max_exact_n=4)
     assert r.verdict is Verdict.INCONCLUSIVE and r.certified is False
     assert "cholesky+tol" not in r.rungs and r.method == r.rungs[-1]
+    # the estimate's interval, one float outward, within the proven bounds (a diagonal entry)
     low, high = r.eigenvalue_interval()
-    assert low == r.min_eigenvalue - r.min_eigenvalue_error
-    assert high == r.min_eigenvalue + r.min_eigenvalue_error
+    assert low == np.nextafter(r.min_eigenvalue - r.min_eigenvalue_error, -np.inf)
+    assert r.upper_bound == np.diagonal(X @ X.T).min()
+    assert high == min(r.upper_bound, np.nextafter(r.min_eigenvalue + r.min_eigenvalue_error, 1))
 
 
 def _witness_with_support(k: int) -> np.ndarray:
@@ -467,7 +483,10 @@ def test_psd_result_str_reads_as_the_verdict():
     text = str(pd)
     assert text.startswith("POSITIVE_DEFINITE (certified by cholesky; n=2")
     assert text.endswith(")") and pd.reason not in text
-    est = check_psd(np.eye(3), method="eigh")
+    # a forced eigh whose estimate is clear is certified by the Cholesky rung ...
+    assert str(check_psd(np.eye(3), method="eigh")).startswith("POSITIVE_DEFINITE (certified by")
+    # ... and an estimate that decides nothing says so
+    est = check_psd(np.ones((3, 3)), method="eigh")
     assert not est.certified and "(estimated by eigh;" in str(est)
     inc = check_psd(np.array([[1.0, 1.0], [1.0, 1.0]]), tol=0, method="exact", max_exact_n=0)
     assert str(inc).endswith(": " + inc.reason) and (inc.method, inc.rungs) == ("none", ())
@@ -498,4 +517,5 @@ def test_assert_psd_passes_tol_and_method_through():
     r = check_psd(K)
     assert f"below -tol by {-(r.witness_value + r.tol.value):.3g}" in str(info.value)
     assert assert_psd(K, tol=0.5).is_psd
-    assert assert_psd(np.eye(2), method="eigh").method == "eigh"
+    r = assert_psd(np.eye(2), method="eigh")
+    assert "eigh" in r.rungs and r.certified

@@ -26,7 +26,9 @@ import scipy.linalg
 from kernelcheck import Gaussian
 from kernelcheck._src.core.rounding import Tolerance, gamma
 from kernelcheck._src.psd.highprec import MPMATH_MAX_N, MPMATH_PRECISIONS
+from kernelcheck._src.psd.inputs import check_psd_iv
 from kernelcheck._src.psd.ladder import _Ladder
+from kernelcheck._src.psd.schur import flint
 from kernelcheck._src.psd.tolerance import EIGH_P, default_tolerance, frobenius
 from kernelcheck.psd import PSDResult, Verdict, check_psd
 from tests.psd import sylvester
@@ -107,6 +109,9 @@ def _pd_gram(n, seed=0):
 
 
 FLOAT_RUNGS = ("diagonal", "cholesky", "minor", "eigh")
+#: With ``tol > 0`` the certificates of ``K + tol I`` come before the eigendecomposition.
+TOL_RUNGS = ("diagonal", "cholesky", "minor", "cholesky+tol", "lowrank", "eigh")
+HAS_FLINT = flint() is not None
 
 
 def pair(b: float) -> np.ndarray:
@@ -117,7 +122,8 @@ def pair(b: float) -> np.ndarray:
 def test_tol0_decides_by_exact_elimination_before_mpmath():
     """C5: ``lambda_min = 2**-50`` is below the float64 certificate's resolution
     (``c ~ 7u``): at ``tol = 0`` the exact rung decides PD, mpmath is not tried;
-    with the exact rung out of reach (``max_exact_n = 1``) mpmath decides it."""
+    with the exact rung out of reach (``max_exact_n = 1``) FLINT's ball arithmetic
+    decides it (mpmath when python-flint is absent)."""
     K = pair(1 - 2.0**-50)
     r = check_psd(K, tol=0)
     assert (r.verdict, r.method, r.rungs) == (
@@ -126,11 +132,9 @@ def test_tol0_decides_by_exact_elimination_before_mpmath():
         FLOAT_RUNGS + ("exact",),
     )
     r = check_psd(K, tol=0, max_exact_n=1)
-    assert (r.verdict, r.method, r.rungs) == (
-        Verdict.POSITIVE_DEFINITE,
-        "mpmath",
-        FLOAT_RUNGS + ("mpmath",),
-    )
+    rung = "ball" if HAS_FLINT else "mpmath"
+    expected = (Verdict.POSITIVE_DEFINITE, rung, FLOAT_RUNGS + (rung,))
+    assert (r.verdict, r.method, r.rungs) == expected
 
 
 def test_positive_tol_tries_mpmath_before_exact():
@@ -142,11 +146,11 @@ def test_positive_tol_tries_mpmath_before_exact():
     t = 2.0**-40
     r = check_psd(pair(1 + (t - 2.0**-52)), tol=t)
     assert (r.verdict, r.method, r.certified) == (Verdict.POSITIVE_SEMIDEFINITE, "mpmath", True)
-    assert r.rungs == FLOAT_RUNGS + ("cholesky+tol", "mpmath")
+    assert r.rungs == TOL_RUNGS + ("mpmath",)
     assert "tol I" in r.reason
     r = check_psd(pair(1 + t), tol=t)
     assert (r.verdict, r.method, r.certified) == (Verdict.POSITIVE_SEMIDEFINITE, "exact", True)
-    assert r.rungs == FLOAT_RUNGS + ("cholesky+tol", "mpmath", "exact")
+    assert r.rungs == TOL_RUNGS + ("mpmath",) + (("ball",) if HAS_FLINT else ()) + ("exact",)
     # a hair below: NOT_PSD, with an exact witness below -tol
     r = check_psd(pair(1 + t + 2.0**-52), tol=t)
     assert r.verdict is Verdict.NOT_PSD and r.witness_value < -t
@@ -165,20 +169,21 @@ def test_forced_cholesky_includes_the_certificate_of_k_plus_tol():
 @pytest.mark.parametrize(
     "lam,tol,expected", [(0.1, 0.5, True), (-0.2, 0.5, True), (-0.7, 0.5, False)]
 )
-def test_forced_eigh_reads_psd_off_the_estimate_uncertified(lam, tol, expected):
-    """C5: the forced eigh rung says PSD (``certified is False``, the reason naming the
-    Cholesky rung as the one that certifies) when ``lambda_min - error >= -tol``;
-    below ``-tol`` it returns the eigenvector witness."""
+def test_forced_eigh_hands_a_clear_estimate_to_the_certificate(lam, tol, expected):
+    """C5: when ``lambda_min - error > 0`` (``>= -tol``) the forced eigh rung hands the
+    estimate to the certified Cholesky of ``K`` (``K + tol I``), so the verdict is
+    certified, not "estimated"; below ``-tol`` it returns the eigenvector witness."""
     K = np.diag([lam, 1.0])
     r = check_psd(K, tol=tol, method="eigh")
-    assert r.method == "eigh"
+    assert r.rungs[0] == "eigh"
     if expected:
-        assert (r.verdict, r.certified) == (Verdict.POSITIVE_SEMIDEFINITE, False)
         assert r.min_eigenvalue - r.min_eigenvalue_error >= -tol
-        # uncertified: the reason points to the rung that can certify
-        assert RUNG_WORDS["cholesky"] in r.reason
+        pd = lam > 0
+        verdict = Verdict.POSITIVE_DEFINITE if pd else Verdict.POSITIVE_SEMIDEFINITE
+        assert (r.verdict, r.certified, r.method) == (verdict, True, "cholesky")
+        assert r.rungs[-1] == ("cholesky" if pd else "cholesky+tol")
     else:
-        assert r.verdict is Verdict.NOT_PSD and r.witness_value < -tol
+        assert r.method == "eigh" and r.verdict is Verdict.NOT_PSD and r.witness_value < -tol
 
 
 def test_forced_mpmath_names_its_last_precision_when_it_cannot_decide():
@@ -226,7 +231,7 @@ def test_ladder_order_decides_cheap_cases_first():
     # PSD but singular with a positive tolerance: certified by Cholesky of K + tol I
     s = check_psd(np.array([[1.0, 1.0], [1.0, 1.0]]), tol=0.25)
     assert s.verdict is Verdict.POSITIVE_SEMIDEFINITE and s.certified and s.method == "cholesky"
-    assert s.rungs[-1] == "cholesky+tol" and "eigh" in s.rungs
+    assert s.rungs[-1] == "cholesky+tol" and "eigh" not in s.rungs
 
 
 def test_max_exact_n_zero_and_limits_reported():
@@ -475,7 +480,7 @@ def test_negative_diagonal_reason_names_the_entry():
     r = check_psd(K, tol=0.1)
     i, j, val = re.search(r"K\[(\d+),(\d+)\] = " + NUM, r.reason).groups()
     assert int(i) == int(j) == 3 and close3(val, K[3, 3])
-    assert r.witness_value == K[3, 3] and r.min_eigenvalue == K[3, 3]
+    assert r.witness_value == K[3, 3] and r.upper_bound == K[3, 3]
 
 
 def _after_a_mild_failure(blocks: list[np.ndarray]) -> np.ndarray:
@@ -540,7 +545,7 @@ def test_minor_rung_with_entries_near_the_float_limit():
 
 
 def _ladder(t: float, lam: float, err: float) -> _Ladder:
-    lad = _Ladder(np.eye(3), Tolerance(t, "test"), 0, False, 0.0)
+    lad = _Ladder(check_psd_iv(np.eye(3), Tolerance(t, "test")))
     lad.lam, lad.lam_err = lam, err
     return lad
 
@@ -688,6 +693,8 @@ RUNG_WORDS = {
     "minor": "minor",
     "eigh": "eigen",
     "mpmath": "-bit",
+    "ball": "ball arithmetic",
+    "lowrank": "pivoted Cholesky",
     "exact": ("exact elimination", "zero matrix"),
 }
 
@@ -739,7 +746,9 @@ def test_reason_texts_carry_the_result_numbers():
     lam, err = re.search(r"lambda_min ~ " + NUM + r" \+- " + NUM, r.reason).groups()
     assert r.verdict is Verdict.INCONCLUSIVE
     assert close3(lam, r.min_eigenvalue) and close3(err, r.min_eigenvalue_error)
-    assert r.min_eigenvalue_error == gamma(EIGH_P(3)) * frobenius(K)
+    # the model's bound, widened by underflow ((n + 2)^2 eta) and rounded up
+    g = gamma(EIGH_P(3)) * frobenius(K)
+    assert g <= r.min_eigenvalue_error <= g * (1 + 2.0**-50)
     # mpmath limit
     big = np.eye(MPMATH_MAX_N + 1)
     r = check_psd(big, tol=0, method="mpmath")

@@ -175,5 +175,150 @@ def test_a_plain_callable_that_raises_on_the_points_is_invalid_argument():
     def broken(X, Y=None):
         raise RuntimeError("boom")
 
-    with pytest.raises(InvalidArgument, match="`kernel` raised RuntimeError"):
+    # refused before any work, with what each reading raised and the fix
+    with pytest.raises(InvalidArgument, match="it raised RuntimeError: boom") as info:
         verify_kernel(broken, np.ones((3, 2)))
+    assert "kernel_from_function(f, blocks=True)" in str(info.value)
+
+
+# ---------------------------------------------------------------------------
+# the kernels users have: asymmetric Grams, plain functions, error bounds, domains
+# ---------------------------------------------------------------------------
+
+
+def _asymmetric(A, B):
+    """``exp(A B^T)`` with a 1e-9 asymmetry: a bug-level asymmetry, not rounding."""
+    G = np.exp(A @ B.T)
+    if G.shape[0] == G.shape[1] and G.shape[0] > 1:
+        G[0, 1] += 1e-9
+    return G
+
+
+def test_symmetrize_is_an_option_of_verify_kernel():
+    """C5: a Gram asymmetric beyond rounding level is refused naming ``symmetrize=True``;
+    with it the exact symmetric part is judged and the report says so."""
+    X = np.linspace(-1, 1, 6).reshape(3, 2)
+    k = kc.kernel_from_function(_asymmetric, blocks=True)
+    with pytest.raises(InvalidArgument, match="pass symmetrize=True"):
+        verify_kernel(k, X)
+    rep = verify_kernel(k, X, symmetrize=True)
+    assert rep.passed and rep.psd.symmetrized and "(K + K^T)/2" in rep.psd.reason
+
+
+def test_a_plain_function_of_two_point_sets_is_judged_with_a_note():
+    """C5: ``lambda A, B: exp(A B^T)`` (the issue's example) is read as
+    ``kernel_from_function(f, blocks=True)``, says so, and passes; a non-kernel written
+    the same way is caught by the search."""
+    rep = verify_kernel(lambda A, B: np.exp(A @ B.T), dim=3, budget=8)
+    assert rep.passed and "blocks=True" in rep.reason
+    bad = verify_kernel(lambda A, B: -np.abs(A[:, None, 0] - B[None, :, 0]), dim=1, budget=8)
+    assert bad.verdict == "violation" and "plain function" in bad.reason
+
+
+def test_search_reports_the_first_error_of_a_kernel_that_always_raises():
+    """C5: a kernel that cannot be evaluated anywhere is inconclusive and the reason
+    carries the real error, not only "could not be evaluated"."""
+    bad = kc.kernel_from_function(lambda x, y: 1 / 0, name="raises")
+    rep = verify_kernel(bad, dim=2, budget=8)
+    assert rep.verdict == "inconclusive" and "ZeroDivisionError" in rep.reason
+
+
+def test_error_bound_makes_a_user_kernel_a_target_with_its_own_tolerance():
+    """C5: ``kernel_from_function(f, error_bound=...)`` gives the kernel an error model:
+    ``error_bound`` returns it, and verify.kernel's tolerance is its Frobenius norm plus
+    the float resolution."""
+    X = np.linspace(-1, 1, 8).reshape(4, 2)
+    for eb in (1e-12, lambda A, B: np.full((A.shape[0], B.shape[0]), 1e-12)):
+        k = kc.kernel_from_function(lambda A, B: np.exp(A @ B.T), blocks=True, error_bound=eb)
+        assert np.array_equal(k.error_bound(X), np.full((4, 4), 1e-12))
+        rep = verify_kernel(k, X)
+        assert rep.passed and rep.tol.value >= 4 * 1e-12 and "error_bound" in rep.tol.source
+
+
+@pytest.mark.parametrize(
+    "kwargs, text",
+    [
+        ({"error_bound": -1.0}, "`error_bound` must be >= 0"),
+        ({"error_bound": float("nan")}, "`error_bound`"),
+        ({"error_bound": lambda A, B: np.ones(3)}, "must return a real array of shape (4, 4)"),
+        ({"error_bound": lambda A, B: -np.ones((4, 4))}, "finite bounds >= 0"),
+        ({"vectorized": True, "blocks": True}, "exclude each other"),
+    ],
+)
+def test_error_bound_bad_input(kwargs, text):
+    X = np.zeros((4, 2))
+
+    def make():
+        k = kc.kernel_from_function(lambda A, B: A @ B.T, **kwargs)
+        return k.error_bound(X)
+
+    with pytest.raises(InvalidArgument) as info:
+        make()
+    assert text in str(info.value)
+
+
+def test_domain_restricts_the_search():
+    """C5: the Hilbert kernel ``1 / (x + y + 1)`` is a kernel on ``x > -1/2`` (searched
+    there: no counterexample, every point inside) but not on the whole line (its Gram
+    has a pole and changes sign); a sampler domain draws the points."""
+
+    def hilbert(A, B):
+        return 1.0 / (A[:, None, 0] + B[None, :, 0] + 1.0)
+
+    rep = verify_kernel(hilbert, dim=1, budget=8, domain=(-0.5, np.inf))
+    assert rep.passed and rep.verdict == "no_counterexample" and (rep.points > -0.5).all()
+    assert "in the box (-0.5, inf)" in rep.budget
+    assert not verify_kernel(hilbert, dim=1, budget=16).passed
+
+    def sampler(rng, n):
+        return rng.uniform(0.1, 2.0, size=(n, 1))
+
+    rep = verify_kernel(hilbert, dim=1, budget=4, domain=sampler)
+    assert rep.passed and (rep.points >= 0.1).all() and "sampler" in rep.budget
+
+
+@pytest.mark.parametrize(
+    "domain, text",
+    [
+        ((1.0, 1.0), "`domain` is empty"),
+        ((2.0, 1.0), "`domain` is empty"),
+        ((np.inf, np.inf), "`domain` is empty"),
+        ((np.nan, 1.0), "`domain` low must not be NaN"),
+        (([0.0, 0.0, 0.0], 1.0), "array of length dim = 2"),
+        ("box", "`domain` must be a box"),
+        ((0.0,), "`domain` must be a box"),
+        (lambda rng, n: np.ones((n, 3)), "must return a finite real array of shape"),
+        (lambda rng, n: np.full((n, 2), np.nan), "must return a finite real array of shape"),
+    ],
+)
+def test_domain_bad_input(domain, text):
+    with pytest.raises(InvalidArgument) as info:
+        verify_kernel(kc.Gaussian(), dim=2, budget=1, domain=domain)
+    assert text in str(info.value)
+
+
+def test_domain_is_for_the_search_only():
+    with pytest.raises(InvalidArgument, match="`domain` restricts the search"):
+        verify_kernel(kc.Gaussian(), np.zeros((2, 2)), domain=(0, 1))
+
+
+@pytest.mark.parametrize("d", [1, 5, 50])
+def test_linear_kernel_passes_at_every_rank(d):
+    """C5: ``verify.kernel(Linear(), X)`` passes for rank-deficient Grams (n = 300 > d),
+    decided and certified (the issue's failing case was d = 5)."""
+    X = np.random.default_rng(d).standard_normal((300, d))
+    rep = verify_kernel(kc.Linear(), X)
+    assert rep.passed and rep.verdict == "psd" and rep.psd.certified
+
+
+@pytest.mark.parametrize(
+    "k",
+    [kc.Linear(), kc.Polynomial(2), kc.exp(kc.Linear(), order=3), kc.Gaussian()],
+    ids=repr,
+)
+def test_common_kernels_are_decided_certified_at_n_300(k):
+    """C5: the Grams of the essay's kernels (rank-deficient for the first three at
+    n = 300 points in R^5) are decided PSD and certified, never inconclusive."""
+    X = np.random.default_rng(0).standard_normal((300, 5)) / np.sqrt(5)
+    rep = verify_kernel(k, X)
+    assert rep.passed and rep.psd.certified and rep.psd.is_psd

@@ -526,10 +526,12 @@ def _nan(A, B=None):
 
 KERNEL_BAD = [
     (lambda: verify_kernel("lin", X_KERNEL), "`kernel` must be a kernel"),
-    (lambda: verify_kernel(_nan, X_KERNEL), "must be finite"),
+    # a plain function is read as f(X, Y) -> block (then checked like any kernel's) ...
+    (lambda: verify_kernel(_nan, X_KERNEL), "returned a non-finite value"),
+    # ... or refused at once when no reading fits
     (
         lambda: verify_kernel(lambda A, B=None: np.ones((4, 3)), X_KERNEL),
-        "must be a square 2-d matrix",
+        "no reading works",
     ),
     (
         lambda: verify_kernel(kernel_from_function(lambda x, y: float("nan")), X_KERNEL),

@@ -15,7 +15,9 @@ from collections.abc import Callable
 import numpy as np
 
 from kernelcheck._src.core.validate import (
+    as_array,
     as_bool,
+    as_real,
     call_user,
     check_callable,
     describe,
@@ -30,18 +32,29 @@ __all__ = ["FunctionKernel", "kernel_from_function"]
 class FunctionKernel(Kernel):
     """A user similarity function ``f(x, y) -> float`` viewed as a candidate kernel.
 
-    Made by :func:`kernel_from_function`.  It has no feature map and no
-    error model (``error_bound`` raises); ``gram_mp`` works when an
-    ``mp_function`` was supplied.
+    Made by :func:`kernel_from_function`.  It has no feature map; its error
+    model is the ``error_bound`` it was given (without one ``error_bound``
+    raises); ``gram_mp`` works when an ``mp_function`` was supplied.
     """
 
-    __slots__ = ("function", "vectorized", "mp_function", "name")
+    __slots__ = ("function", "vectorized", "blocks", "mp_function", "name", "bound")
     function: Callable
     vectorized: bool
+    blocks: bool
     mp_function: Callable | None
     name: str
+    bound: float | Callable | None
 
-    def __init__(self, function, *, vectorized=False, mp_function=None, name=None):
+    def __init__(
+        self,
+        function,
+        *,
+        vectorized=False,
+        blocks=False,
+        mp_function=None,
+        name=None,
+        error_bound=None,
+    ):
         check_callable(function, "f")
         if mp_function is not None:
             check_callable(mp_function, "mp_function")
@@ -50,10 +63,32 @@ class FunctionKernel(Kernel):
         if not isinstance(name, str):
             raise InvalidArgument(f"`name` must be a string, got {describe(name)}")
         vectorized = as_bool(vectorized, "vectorized")
-        self._set(function=function, vectorized=vectorized, mp_function=mp_function, name=name)
+        blocks = as_bool(blocks, "blocks")
+        if vectorized and blocks:
+            raise InvalidArgument(
+                "`vectorized` and `blocks` exclude each other: `blocks=True` is for "
+                "f(X, Y) -> (n, m) on two point sets, `vectorized=True` for a broadcasting f"
+            )
+        if error_bound is not None and not callable(error_bound):
+            error_bound = as_real(error_bound, "error_bound", nonnegative=True)
+        self._set(
+            function=function,
+            vectorized=vectorized,
+            blocks=blocks,
+            mp_function=mp_function,
+            name=name,
+            bound=error_bound,
+        )
 
     def _key(self) -> tuple:
-        return (self.function, self.vectorized, self.mp_function, self.name)
+        return (
+            self.function,
+            self.vectorized,
+            self.blocks,
+            self.mp_function,
+            self.name,
+            self.bound,
+        )
 
     def __repr__(self) -> str:
         return f"kernel_from_function({self.name})"
@@ -73,7 +108,9 @@ class FunctionKernel(Kernel):
         dt = result_dtype(X, Y)
         label = f"`f` ({self.name})"
         # call_user hands the function copies: it cannot change the caller's points
-        if self.vectorized:
+        if self.blocks:
+            G = call_user(self._call_array, label, X, Y)
+        elif self.vectorized:
             G = call_user(self._call_array, label, X[:, None, :], Y[None, :, :])
         else:
             G = np.empty((n, m), dtype=dt)
@@ -83,9 +120,14 @@ class FunctionKernel(Kernel):
         if G.dtype.kind not in "biuf":
             raise InvalidArgument(f"`f` ({self.name}) must return real numbers, got {describe(G)}")
         if G.shape != (n, m):
+            how = (
+                f"with blocks=True must map point sets of shapes ({n}, d) and ({m}, d)"
+                if self.blocks
+                else f"with vectorized=True must broadcast inputs of shapes ({n}, 1, d) and "
+                f"(1, {m}, d)"
+            )
             raise InvalidArgument(
-                f"`f` ({self.name}) with vectorized=True must broadcast inputs of shapes "
-                f"({n}, 1, d) and (1, {m}, d) to a result of shape ({n}, {m}), got {describe(G)}"
+                f"`f` ({self.name}) {how} to a result of shape ({n}, {m}), got {describe(G)}"
             )
         # a fresh array: the combinators update Gram blocks in place
         G = G.astype(dt, copy=True)
@@ -97,10 +139,30 @@ class FunctionKernel(Kernel):
         return G
 
     def _gram_err(self, X, Y):
-        raise InvalidArgument(
-            f"`kernel` {self!r} has no rounding-error model; kernelcheck cannot bound its "
-            "Gram entries (compose only built-in nodes, or judge with a tolerance of your own)"
-        )
+        if self.bound is None:
+            raise InvalidArgument(
+                f"`kernel` {self!r} has no rounding-error model; kernelcheck cannot bound its "
+                "Gram entries (pass error_bound= to kernel_from_function, compose only built-in "
+                "nodes, or judge with a tolerance of your own)"
+            )
+        G = self._gram(X, Y)
+        shape = (X.shape[0], Y.shape[0])
+        if not callable(self.bound):
+            return G, np.full(shape, float(self.bound))
+        label = f"`error_bound` of {self!r}"
+        E = as_array(call_user(self.bound, label, X, Y), "error_bound(X, Y)")
+        if E.shape != shape or E.dtype.kind not in "biuf":
+            raise InvalidArgument(
+                f"`error_bound` of {self!r} must return a real array of shape {shape} "
+                f"(one bound per Gram entry), got {describe(E)}"
+            )
+        E = np.asarray(E, dtype=np.float64)
+        if not (np.isfinite(E).all() and (E >= 0).all()):
+            raise InvalidArgument(
+                f"`error_bound` of {self!r} must return finite bounds >= 0, got min "
+                f"{float(np.nanmin(E)) if np.isfinite(E).any() else float('nan'):.3g}"
+            )
+        return G, E
 
     def _call_mp(self, x: list, y: list):
         import mpmath
@@ -138,19 +200,32 @@ def kernel_from_function(
     f: Callable,
     *,
     vectorized: bool = False,
+    blocks: bool = False,
     mp_function: Callable | None = None,
     name: str | None = None,
+    error_bound: float | Callable | None = None,
 ) -> FunctionKernel:
-    """Wrap a similarity function of two vectors as a candidate kernel.
+    """Wrap a similarity function as a candidate kernel, a target of every verifier.
 
     Parameters
     ----------
     f : callable
         ``f(x, y) -> float`` for two 1-d arrays of length d.  With
         ``vectorized=True``, ``f(X[:, None, :], Y[None, :, :])`` must return
-        the (n, m) block at once (one call instead of n m).
-    vectorized : bool
-        See above.
+        the (n, m) block at once (one call instead of n m); with
+        ``blocks=True``, ``f(X, Y)`` takes the two point sets of shapes
+        (n, d) and (m, d) and returns the (n, m) Gram block (for example
+        ``lambda X, Y: np.exp(X @ Y.T)``).
+    vectorized, blocks : bool
+        See above (at most one of them).
+    error_bound : float or callable, optional
+        The kernel's rounding-error model: an upper bound of
+        ``|f computed - f exact|`` for every entry (a float >= 0), or
+        ``error_bound(X, Y) -> (n, m)`` array of entrywise bounds >= 0.  With
+        it the kernel has :meth:`~kernelcheck.kernels.Kernel.error_bound`, so
+        :func:`kernelcheck.verify.kernel` sets its tolerance from it and
+        :func:`kernelcheck.verify.unbiased` / ``feature_map`` accept it as a
+        target.
     mp_function : callable, optional
         The same function on lists of mpmath numbers, enabling
         :meth:`Kernel.gram_mp` and so the precision ladder of
@@ -166,5 +241,15 @@ def kernel_from_function(
     kernel_from_function(tanh)
     >>> k(np.zeros((2, 3))).shape
     (2, 2)
+    >>> e = kernel_from_function(lambda X, Y: np.exp(X @ Y.T), blocks=True, error_bound=1e-15)
+    >>> float(e.error_bound(np.zeros((2, 3)))[0, 1])
+    1e-15
     """
-    return FunctionKernel(f, vectorized=vectorized, mp_function=mp_function, name=name)
+    return FunctionKernel(
+        f,
+        vectorized=vectorized,
+        blocks=blocks,
+        mp_function=mp_function,
+        name=name,
+        error_bound=error_bound,
+    )

@@ -146,7 +146,8 @@ def quadratic_form(K: np.ndarray, v, *, e: int | None = None) -> Fraction:
     v : ndarray (n,) float, or a sequence of ints / Fractions / mpf
         The vector, also taken exactly.
     e : int, optional
-        A common exponent of ``K`` (from :func:`min_exponent`), if known.
+        A common exponent of ``K`` (from :func:`min_exponent`), if known;
+        otherwise that of the rows and columns in the support of ``v``.
 
     Notes
     -----
@@ -155,16 +156,16 @@ def quadratic_form(K: np.ndarray, v, *, e: int | None = None) -> Fraction:
     n**2 big-integer multiply-adds.
     """
     w, s = vector_to_ints(v)
-    if e is None:
-        e = min_exponent(K)
-        if e is None:
-            return Fraction(0)
     n = K.shape[0]
     nz = np.flatnonzero(w != 0)
     if nz.size == 0:
         return Fraction(0)
     # only rows and columns in the support of w contribute
-    Ks = K[np.ix_(nz, nz)]
+    Ks = K[np.ix_(nz, nz)] if nz.size < n else K
+    if e is None:  # a common exponent of the entries that contribute
+        e = min_exponent(Ks)
+        if e is None:
+            return Fraction(0)
     ws = w[nz]
     total = 0
     for start in range(0, nz.size, _BLOCK):

@@ -4,38 +4,46 @@
 definite and returns a :class:`PSDResult` saying how sure it is and with what
 evidence.  The entries of ``K`` are taken as exact binary numbers.
 
+The decided matrix is ``K`` itself when it is exactly symmetric, else its
+exact symmetric part ``(K + K^T) / 2`` (at rounding-level asymmetry, or with
+``symmetrize=True``; :mod:`~kernelcheck._src.psd.inputs`), never a rounding of it.
+
 The ladder (``method="auto"``), cheapest rung first; each rung either decides
 or hands over:
 
-1. **input**: finite, real, square, exactly symmetric (else an error that
-   says by how much; ``symmetrize=True`` uses ``(K + K^T) / 2`` and says so);
-2. **cheap witnesses**: a diagonal entry ``K_ii < -tol``; at ``tol = 0`` also a
+1. **cheap witnesses**: a diagonal entry ``K_ii < -tol``; at ``tol = 0`` also a
    zero diagonal entry with a non-zero entry in its row;
-3. **certified Cholesky** (the fast path): a floating-point Cholesky
+2. **certified Cholesky** (the fast path): a floating-point Cholesky
    factorisation of the diagonally scaled, shifted matrix ``D K D - c I``
    (``D`` powers of two, so the scaling is exact); by Rump's theorem (S. M.
    Rump, "Verification of positive definiteness", BIT 46, 2006, the method
    of INTLAB's ``isspd``) its success *proves* ``K`` positive definite,
    rounding errors included.  Cost: one Cholesky plus O(n^2);
-4. on failure, a **witness from the failed factorisation** and from the
-   **2 x 2 principal minors**, each checked in exact arithmetic (a failed
-   pivot is not always a witness);
+3. on failure, a **witness from the failed factorisation** and from the
+   **2 x 2 principal minors**, each checked in exact arithmetic;
+4. with ``tol > 0``: the **low-rank certificate** (a pivoted Cholesky
+   ``K = L L^T + E`` with ``||E||_F`` bounded rigorously, so
+   ``lambda_min >= -||E||_F``; :mod:`~kernelcheck._src.psd.lowrank`) and the
+   **certified Cholesky of** ``K + tol I`` -- the low-rank one first when the
+   Cholesky of ``K`` failed early (a rank-deficient Gram);
 5. **symmetric eigendecomposition** (LAPACK ``syevr`` for the smallest
-   eigenpair): its eigenvector is a candidate witness, checked exactly; with
-   ``tol > 0`` a certified Cholesky of ``K + tol I`` proves ``lambda_min > -tol``;
-6. **mpmath** at increasing precision (n <=
-   :data:`~kernelcheck._src.psd.highprec.MPMATH_MAX_N`): the same
-   certified Cholesky in ``p``-bit arithmetic (``u = 2**-p``, no underflow),
-   and witnesses from its failed pivots, checked exactly;
-7. **exact arithmetic** (n <= ``max_exact_n``, default
-   :data:`~kernelcheck._src.psd.exact.EXACT_MAX_N`): fraction-free
+   eigenpair): its eigenvector is a candidate witness, checked exactly;
+6. **high precision**: mpmath's certified Cholesky (n <=
+   :data:`~kernelcheck._src.psd.highprec.MPMATH_MAX_N`) and FLINT's **ball
+   arithmetic** on block Schur complements (n <= :data:`BALL_MAX_N`;
+   :mod:`~kernelcheck._src.psd.schur`); with ``tol = 0`` exact arithmetic
+   comes first;
+7. **exact arithmetic** (n <= ``max_exact_n``; default
+   :data:`~kernelcheck._src.psd.exact.EXACT_MAX_N`, or
+   :data:`FLINT_EXACT_MAX_N` for a matrix of small integers under FLINT):
    elimination on the integer-scaled matrix decides PD / PSD / not PSD
    exactly and produces an exact witness.
 
 Every ``NOT_PSD`` verdict carries a witness ``v`` with
 ``v^T K v < -tol v^T v`` verified in exact rational arithmetic.
 
-This module holds the input checks and the order of the rungs; the verdict
+This module holds the order of the rungs; the input checks are in
+:mod:`~kernelcheck._src.psd.inputs`, the verdict
 and the result are in :mod:`~kernelcheck._src.psd.result`, and the rungs'
 mathematics lives beside it: the tolerances in
 :mod:`~kernelcheck._src.psd.tolerance`, the float64 certificate in
@@ -47,13 +55,11 @@ in :mod:`~kernelcheck._src.psd.exact`.
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
 
 import numpy as np
 import scipy.linalg
 
-from kernelcheck._src.core.rounding import Tolerance
-from kernelcheck._src.core.validate import as_bool, as_int, as_square_matrix, check_choice
+from kernelcheck._src.psd.bounds import fraction_up, scale_down, scale_up
 from kernelcheck._src.psd.cholesky import (
     certified_cholesky,
     cholesky_estimate,
@@ -68,9 +74,17 @@ from kernelcheck._src.psd.exact import (
     to_int_matrix,
 )
 from kernelcheck._src.psd.highprec import MPMATH_MAX_N, MPMATH_PRECISIONS, mp_certified_cholesky
+from kernelcheck._src.psd.inputs import METHODS, PSDInput, check_psd_iv
+from kernelcheck._src.psd.lowrank import lowrank_certificate, max_rank
 from kernelcheck._src.psd.result import PSDResult, Verdict
-from kernelcheck._src.psd.tolerance import eigh_error, resolve_tolerance
-from kernelcheck.errors import InvalidArgument
+from kernelcheck._src.psd.schur import (
+    BALL_PRECISIONS,
+    FLINT_MISSING,
+    ball_decision,
+    exact_decision_flint,
+    flint,
+)
+from kernelcheck._src.psd.tolerance import eigh_error
 
 __all__ = [
     "PSDInput",
@@ -78,71 +92,29 @@ __all__ = [
     "check_psd_iv",
     "assert_psd",
     "METHODS",
+    "BALL_MAX_N",
+    "FLINT_EXACT_MAX_N",
 ]
 
-#: The rungs ``method=`` can force; ``"auto"`` runs the ladder.
-METHODS = ("auto", "cholesky", "eigh", "mpmath", "exact")
+#: Largest n for the ball rung (FLINT ``arb_mat``; about a second at n = 300).
+BALL_MAX_N = 400
+
+#: Largest n for FLINT's exact rung when ``max_exact_n`` is not given, for a
+#: matrix whose integer form has entries of at most :data:`FLINT_SMALL_BITS`
+#: bits (an integer Gram: about a second at n = 300); a float matrix spread
+#: over many binades keeps :data:`~kernelcheck._src.psd.exact.EXACT_MAX_N`.
+FLINT_EXACT_MAX_N = 1000
+FLINT_SMALL_BITS = 64
+
+_DIRECT = float(np.nextafter(0.0, 1.0))  # eta: the smallest subnormal
 
 
-# ---------------------------------------------------------------------------
-# Input validation
-# ---------------------------------------------------------------------------
+def _down(x: float) -> float:
+    return float(np.nextafter(x, -math.inf))
 
 
-class PSDInput(NamedTuple):
-    """The checked arguments of :func:`check_psd` (what :func:`check_psd_iv` returns)."""
-
-    K: np.ndarray  # float64, exactly symmetric (the symmetrized matrix when asked)
-    tolerance: Tolerance
-    method: str
-    max_exact_n: int
-    symmetrized: bool  # (K + K^T) / 2 was used
-    asymmetry: float  # max |K - K^T| of the input (0 when exactly symmetric)
-
-
-def check_psd_iv(
-    K, tol, method: str = "auto", symmetrize: bool = False, max_exact_n: int = EXACT_MAX_N
-) -> PSDInput:
-    """Check the arguments of :func:`check_psd` (also used by ``mercer_features``).
-
-    ``K`` must be a finite real square matrix (float32 is widened exactly) and
-    exactly symmetric, unless ``symmetrize=True``: then ``(K + K^T) / 2`` is
-    used, each half exact and one rounding per entry.  ``tol`` becomes a
-    :class:`Tolerance` by :func:`~kernelcheck._src.psd.tolerance.resolve_tolerance`
-    (the default in the unit roundoff of the dtype ``K`` was given in).
-    """
-    A = as_square_matrix(K, "K")
-    in_dtype = A.dtype
-    A = np.asarray(A, dtype=np.float64)  # float32 -> float64 is exact
-    method = check_choice(method, "method", METHODS)
-    symmetrize = as_bool(symmetrize, "symmetrize")
-    max_exact_n = as_int(max_exact_n, "max_exact_n", minimum=0)
-    asym = 0.0
-    symmetrized = False
-    if not _is_symmetric(A):
-        D = np.abs(A - A.T)
-        i, j = np.unravel_index(int(np.argmax(D)), D.shape)
-        asym = float(D[i, j])
-        scale = float(np.max(np.abs(A)))
-        if not symmetrize:
-            raise InvalidArgument(
-                f"`K` must be symmetric, but max |K - K^T| = {asym:.3g} at index ({i}, {j}) "
-                f"({asym / scale:.3g} relative to max |K| = {scale:.3g}); pass symmetrize=True "
-                "to test (K + K^T) / 2 instead (the result records it)"
-            )
-        A = 0.5 * A + 0.5 * A.T  # each half is exact; one rounding per entry, symmetric
-        symmetrized = True
-    tolerance = resolve_tolerance(tol, A, dtype=in_dtype)
-    return PSDInput(A, tolerance, method, max_exact_n, symmetrized, asym)
-
-
-def _is_symmetric(A: np.ndarray, block: int = 256) -> bool:
-    """Exact symmetry, compared in square blocks (cache-friendly transposes)."""
-    n = A.shape[0]
-    for i in range(0, n, block):
-        if not np.array_equal(A[i : i + block, i:], A[i:, i : i + block].T):
-            return False
-    return True
+def _up(x: float) -> float:
+    return float(np.nextafter(x, math.inf))
 
 
 # ---------------------------------------------------------------------------
@@ -151,27 +123,58 @@ def _is_symmetric(A: np.ndarray, block: int = 256) -> bool:
 
 
 class _Ladder:
-    def __init__(self, K, tolerance, max_exact_n, symmetrized, asym):
-        self.K = K
-        self.n = K.shape[0]
-        self.tolerance = tolerance
-        self.t = float(tolerance.value)
-        self.max_exact_n = max_exact_n
-        self.symmetrized = symmetrized
-        self.asym = asym
+    """The rungs on one checked input.
+
+    The decided matrix is ``S`` (:mod:`~kernelcheck._src.psd.inputs`): the
+    float rungs work on ``H = sigma S - L`` (``self.K``, with ``||L||_F <= lo``
+    and ``sigma`` a power of two; ``H = S`` for a symmetric input) and widen
+    every certificate by ``lo``; witnesses are checked exactly against the
+    input ``A`` (``v^T A v = v^T S v``).  ``low``/``high`` are proven bounds
+    of ``lambda_min(S)``; ``lam``/``lam_err`` the estimate with its error model.
+    """
+
+    def __init__(self, args: PSDInput):
+        self.A = args.A
+        self.K = args.H
+        self.sigma = args.sigma
+        self.lo = args.lo_norm
+        self.n = args.A.shape[0]
+        self.tolerance = args.tolerance
+        self.t = float(args.tolerance.value)
+        self.max_exact_n = args.max_exact_n
+        self.symmetrized = args.symmetrized
+        self.asym = args.asymmetry
+        self.note = args.symmetry_note
         self.rungs: list[str] = []
         self.lam = math.nan
         self.lam_err = math.inf
-        self._e = None
+        self.low = -math.inf
+        self.high = math.inf
+        self.skipped: list[str] = []
+        self.failed_pivot = 0  # where the Cholesky of K failed (0: not run or succeeded)
+        self._e: int | None = None
         self._e_done = False
 
     # -- helpers ------------------------------------------------------------
     @property
     def e(self):
         if not self._e_done:
-            self._e = min_exponent(self.K)
+            self._e = min_exponent(self.A)
             self._e_done = True
         return self._e
+
+    @property
+    def tH(self) -> float:
+        """``sigma t`` rounded down: the tolerance on ``lambda_min(H)`` before the ``lo`` margin."""
+        return scale_down(self.t, 1.0 / self.sigma)
+
+    def lower_from_H(self, x: float) -> float:
+        """A lower bound of ``lambda_min(S)`` from ``lambda_min(H) >= x``."""
+        y = _down(x - self.lo) if self.lo else x
+        return scale_down(y, self.sigma)
+
+    def raise_low(self, x: float) -> None:
+        self.low = max(self.low, x)
 
     def result(self, verdict, method, certified, reason="", witness: Witness | None = None):
         wv = wx = None
@@ -180,7 +183,12 @@ class _Ladder:
             vec = witness.vector
             wv = float(witness.value)
             wx = f"{witness.value.numerator}/{witness.value.denominator}"
+            self.high = min(self.high, fraction_up(witness.value))
+        if verdict is Verdict.POSITIVE_DEFINITE:
+            self.raise_low(0.0)
         is_psd = verdict in (Verdict.POSITIVE_DEFINITE, Verdict.POSITIVE_SEMIDEFINITE)
+        if self.note:
+            reason = f"{reason}; {self.note}" if reason else self.note
         return PSDResult(
             verdict=verdict,
             is_psd=is_psd,
@@ -197,18 +205,18 @@ class _Ladder:
             rungs=tuple(self.rungs),
             symmetrized=self.symmetrized,
             asymmetry=self.asym,
+            lower_bound=float(self.low),
+            upper_bound=float(self.high),
         )
 
     def not_psd(self, method, w: Witness, reason):
-        if not math.isfinite(self.lam):
-            self.lam = float(w.value)
-            self.lam_err = math.inf
         return self.result(Verdict.NOT_PSD, method, True, reason, w)
 
     def check(self, v):
         if v is None:
             return None
-        return as_witness(self.K, v, self.t, self.e)
+        # a common exponent of the support's entries is found by quadratic_form
+        return as_witness(self.A, v, self.t, self._e if self._e_done else None)
 
     def _unit(self, idx, vals):
         v = np.zeros(self.n)
@@ -219,16 +227,16 @@ class _Ladder:
     def diagonal(self):
         self.rungs.append("diagonal")
         K, t = self.K, self.t
-        dg = np.diagonal(K)
+        dg = np.diagonal(self.A)  # the diagonal of S, exactly
         i = int(np.argmin(dg))
+        self.high = min(self.high, float(dg[i]))
         if dg[i] < -t:
             w = self.check(self._unit([i], [1.0]))
             return self.not_psd("diagonal", w, f"diagonal entry K[{i},{i}] = {dg[i]:.3g} < -tol")
         if t == 0:
             zero = np.flatnonzero(dg == 0)
             for i in zero[:64]:
-                row = K[i]
-                nzj = np.flatnonzero(row != 0)
+                nzj = np.flatnonzero(K[i] != 0)  # fl(a + b) = 0 iff a + b = 0
                 if nzj.size:
                     w = self.minor_witness(int(i), int(nzj[0]))
                     if w is not None:
@@ -257,8 +265,8 @@ class _Ladder:
     def minors(self):
         """The most violated 2 x 2 principal minor ``(K_ii + t)(K_jj + t) < K_ij^2``."""
         self.rungs.append("minor")
-        K, t = self.K, self.t
-        dg = np.diagonal(K) + t
+        K = self.K
+        dg = np.diagonal(K) + self.tH
         with np.errstate(over="ignore", invalid="ignore"):
             gap = K * K - np.outer(dg, dg)
         np.fill_diagonal(gap, -np.inf)
@@ -273,18 +281,19 @@ class _Ladder:
 
     def cholesky(self, *, witness=True):
         self.rungs.append("cholesky")
-        ch = certified_cholesky(self.K, 0.0)
+        ch = certified_cholesky(self.K, -self.lo if self.lo else 0.0)
         if ch.ok:
             est = cholesky_estimate(self.K, ch)
             if math.isfinite(est):
-                self.lam = est
-                self.lam_err = max(est, 0.0)  # lambda_min in (0, est]
+                self.lam = est / self.sigma
+                self.lam_err = max(self.lam, 0.0)  # lambda_min in (0, est], est rounded
             return self.result(
                 Verdict.POSITIVE_DEFINITE,
                 "cholesky",
                 True,
                 f"Cholesky of D K D - c I succeeded with Rump's shift c = {ch.c:.3g}",
             )
+        self.failed_pivot = ch.info
         if witness:
             v = witness_from_failed_cholesky(self.K, ch)
             w = self.check(v)
@@ -294,13 +303,38 @@ class _Ladder:
                 )
         return None
 
-    def cholesky_tol(self):
-        """Certify ``lambda_min(K) > -tol`` with a Cholesky of ``K + tol I``."""
+    def looks_low_rank(self) -> bool:
+        """The Cholesky of ``K`` failed early (pivot ``k <= min(n / 2, max_rank(n))``): try the
+        low-rank certificate before the Cholesky of ``K + tol I``."""
+        k = self.failed_pivot
+        return 0 < k <= min(self.n // 2, max_rank(self.n))
+
+    def lowrank(self):
+        """Certify ``lambda_min >= -tol`` by a pivoted Cholesky ``K = L L^T + E`` of low rank."""
         if self.t <= 0:
             return None
+        self.rungs.append("lowrank")
+        lr = lowrank_certificate(self.K, self.tH, extra=self.lo)
+        if not lr.ok:
+            return None
+        bound = scale_up(lr.bound, self.sigma)
+        self.raise_low(-bound)
+        return self.result(
+            Verdict.POSITIVE_SEMIDEFINITE,
+            "lowrank",
+            True,
+            f"{lr.reason}, so lambda_min >= -{bound:.3g} >= -tol (Weyl: L L^T is PSD)",
+        )
+
+    def cholesky_tol(self):
+        """Certify ``lambda_min(K) > -tol`` with a Cholesky of ``K + tol I``."""
+        shift = _down(self.tH - self.lo) if self.lo else self.tH
+        if self.t <= 0 or not shift > 0:
+            return None
         self.rungs.append("cholesky+tol")
-        ch = certified_cholesky(self.K, self.t)
+        ch = certified_cholesky(self.K, shift)
         if ch.ok:
+            self.raise_low(self.lower_from_H(-shift))
             return self.result(
                 Verdict.POSITIVE_SEMIDEFINITE,
                 "cholesky",
@@ -313,8 +347,10 @@ class _Ladder:
         self.rungs.append("eigh")
         K = self.K
         w, V = scipy.linalg.eigh(K, subset_by_index=[0, 0], check_finite=False)
-        self.lam = float(w[0])
-        self.lam_err = eigh_error(K)
+        # the model's error, plus underflow (each of ~n^2 operations loses <= eta)
+        err = eigh_error(K) + (self.n + 2) ** 2 * _DIRECT + self.lo
+        self.lam = float(w[0]) / self.sigma
+        self.lam_err = _up(scale_up(err, self.sigma) * (1.0 + 2.0**-52))
         cand = self.check(V[:, 0])
         if cand is not None:
             return self.not_psd("eigh", cand, "eigenvector of the smallest eigenvalue is a witness")
@@ -333,48 +369,90 @@ class _Ladder:
             )
         return None
 
-    def mpmath(self):
-        if self.n > MPMATH_MAX_N:
+    def ball(self):
+        """FLINT ball arithmetic on the exact ``A + A^T + 2 tol I`` (``schur.ball_decision``)."""
+        if self.n > BALL_MAX_N:
             return None
-        self.rungs.append("mpmath")
-        shifts = [0.0] + ([self.t] if self.t > 0 else [])
-        for prec in MPMATH_PRECISIONS:
-            for shift in shifts:
-                ok, v = mp_certified_cholesky(self.K, shift, prec)
-                if ok:
-                    verdict = (
-                        Verdict.POSITIVE_DEFINITE if shift == 0 else Verdict.POSITIVE_SEMIDEFINITE
-                    )
-                    what = "K" if shift == 0 else "K + tol I"
+        if flint() is None:
+            self.skipped.append(f"ball: {FLINT_MISSING}")
+            return None
+        self.rungs.append("ball")
+        shift2 = 2.0 * self.t
+        if not math.isfinite(shift2):
+            return None
+        for prec in BALL_PRECISIONS:
+            out = ball_decision(self.A, shift2, prec)
+            if out.kind == "pd":
+                if self.t == 0:
                     return self.result(
-                        verdict,
-                        "mpmath",
+                        Verdict.POSITIVE_DEFINITE,
+                        "ball",
                         True,
-                        f"{prec}-bit Cholesky of {what} with Rump's shift succeeded",
+                        f"{prec}-bit ball arithmetic: every Schur complement proven PD",
                     )
-                w = self.check(v) if v is not None else None
+                self.raise_low(-self.t)
+                return self.result(
+                    Verdict.POSITIVE_SEMIDEFINITE,
+                    "ball",
+                    True,
+                    f"{prec}-bit ball arithmetic: K + tol I proven PD (lambda_min > -tol)",
+                )
+            if out.kind == "candidate":
+                w = self.check(np.array(out.vector, dtype=object))
                 if w is not None:
-                    return self.not_psd(
-                        "mpmath", w, f"{prec}-bit Cholesky failed; its pivot vector is a witness"
-                    )
+                    return self.not_psd("ball", w, f"{prec}-bit ball arithmetic found a witness")
+            if out.kind == "singular":
+                break  # a question for exact arithmetic
         return None
 
+    def exact_limit(self) -> int:
+        """``max_exact_n`` as given, else by backend and integer size (module constants)."""
+        if self.max_exact_n is not None:
+            return self.max_exact_n
+        if flint() is None or self.e is None:
+            return EXACT_MAX_N
+        top = float(np.max(np.abs(self.A)))
+        bits = math.frexp(top)[1] - self.e
+        return FLINT_EXACT_MAX_N if bits <= FLINT_SMALL_BITS else EXACT_MAX_N
+
+    def _integer_form(self, shift: float):
+        """``M`` with ``M 2^e = 2 (S + shift I)`` (or ``S + shift I`` when ``A`` is symmetric)."""
+        e = self.e
+        if shift:
+            te = min_exponent(np.array([shift]))
+            e = e if te is None else min(e, te)
+        M, e = to_int_matrix(self.A, e)
+        two = 1
+        if self.symmetrized:
+            M = M + M.T
+            two = 2
+        if shift:
+            s, _ = to_int_matrix(np.array([shift]), e)
+            for i in range(self.n):
+                M[i, i] += two * s[0]
+        return M
+
+    def _decide(self, M):
+        if flint() is not None and self.n > 8:
+            return exact_decision_flint(M)
+        return exact_decision(M)
+
     def exact(self):
-        if self.n > self.max_exact_n:
+        if self.n > self.exact_limit():
             return None
         self.rungs.append("exact")
-        K, t = self.K, self.t
-        e = self.e
-        if e is None:  # the zero matrix
-            verdict = Verdict.POSITIVE_SEMIDEFINITE
-            return self.result(verdict, "exact", True, "K is the zero matrix")
-        M, e = to_int_matrix(K, e)
-        dec = exact_decision(M)
+        if self.e is None:  # the zero matrix
+            self.raise_low(0.0)
+            self.high = min(self.high, 0.0)
+            return self.result(Verdict.POSITIVE_SEMIDEFINITE, "exact", True, "K is the zero matrix")
+        dec = self._decide(self._integer_form(0.0))
         if dec.kind == "pd":
             return self.result(
                 Verdict.POSITIVE_DEFINITE, "exact", True, "exact elimination: all pivots > 0"
             )
         if dec.kind == "psd":
+            self.raise_low(0.0)
+            self.high = min(self.high, 0.0)
             return self.result(
                 Verdict.POSITIVE_SEMIDEFINITE,
                 "exact",
@@ -384,15 +462,11 @@ class _Ladder:
         w = self.check(dec.vector)
         if w is not None:
             return self.not_psd("exact", w, "exact elimination found a negative direction")
-        if t > 0:
+        if self.t > 0:
             # K is not PSD; is K + tol I?  Decide it exactly on the shifted matrix.
-            et = min(e, min_exponent(np.array([t])) or e)
-            Mt, _ = to_int_matrix(K, et)
-            tint, _ = to_int_matrix(np.array([t]), et)
-            for i in range(self.n):
-                Mt[i, i] += tint[0]
-            dec2 = exact_decision(Mt)
+            dec2 = self._decide(self._integer_form(self.t))
             if dec2.kind in ("pd", "psd"):
+                self.raise_low(-self.t)
                 return self.result(
                     Verdict.POSITIVE_SEMIDEFINITE,
                     "exact",
@@ -403,6 +477,36 @@ class _Ladder:
             if w is not None:
                 return self.not_psd("exact", w, "exact elimination on K + tol I found a witness")
         return None  # pragma: no cover - exact witnesses always verify
+
+    def mpmath(self):
+        if self.n > MPMATH_MAX_N:
+            return None
+        self.rungs.append("mpmath")
+        shifts = [-self.lo] + ([_down(self.tH - self.lo)] if self.t > 0 else [])
+        for prec in MPMATH_PRECISIONS:
+            for k, shift in enumerate(shifts):
+                ok, v = mp_certified_cholesky(self.K, shift, prec)
+                if ok:
+                    if k == 0:
+                        return self.result(
+                            Verdict.POSITIVE_DEFINITE,
+                            "mpmath",
+                            True,
+                            f"{prec}-bit Cholesky of K with Rump's shift succeeded",
+                        )
+                    self.raise_low(self.lower_from_H(-shift))
+                    return self.result(
+                        Verdict.POSITIVE_SEMIDEFINITE,
+                        "mpmath",
+                        True,
+                        f"{prec}-bit Cholesky of K + tol I with Rump's shift succeeded",
+                    )
+                w = self.check(v) if v is not None else None
+                if w is not None:
+                    return self.not_psd(
+                        "mpmath", w, f"{prec}-bit Cholesky failed; its pivot vector is a witness"
+                    )
+        return None
 
     def inconclusive(self, reason):
         return self.result(
@@ -416,7 +520,7 @@ def check_psd(
     tol=None,
     method: str = "auto",
     symmetrize: bool = False,
-    max_exact_n: int = EXACT_MAX_N,
+    max_exact_n: int | None = None,
 ) -> PSDResult:
     r"""Decide whether a symmetric matrix is positive semi-definite (claim C5).
 
@@ -426,7 +530,11 @@ def check_psd(
     Parameters
     ----------
     K : array_like, shape (n, n)
-        Finite, real, exactly symmetric (float32 is widened exactly).
+        Finite, real (float32 is widened exactly), symmetric up to rounding:
+        a ``K`` with ``max |K - K^T| <= 1024 u max |K|`` (what a Gram routine
+        summing ``K_ij`` and ``K_ji`` in different orders leaves, e.g.
+        scikit-learn's ``rbf_kernel``) is decided through its exact symmetric
+        part, and the result says so.
     tol : float, Tolerance or None
         ``None`` (default):
         :func:`~kernelcheck._src.psd.tolerance.default_tolerance`,
@@ -435,22 +543,27 @@ def check_psd(
         answer is certified or ``INCONCLUSIVE`` with the reason (exact
         arithmetic is used up to ``n = max_exact_n``).  A positive number: an
         absolute tolerance on ``lambda_min``.
-    method : {"auto", "cholesky", "eigh", "mpmath", "exact"}
+    method : {"auto", "cholesky", "lowrank", "eigh", "ball", "mpmath", "exact"}
         ``"auto"`` runs the ladder (module docstring); the others force one
         rung (after the input checks), returning ``INCONCLUSIVE`` when that
         rung cannot decide.
     symmetrize : bool
-        A non-symmetric ``K`` is an error that states ``max |K - K^T|``;
-        with ``symmetrize=True`` the test runs on ``(K + K^T) / 2`` instead and
-        the result records ``symmetrized=True`` and the asymmetry.
-    max_exact_n : int
-        Largest n for exact elimination (cost grows like n**3 operations on
-        integers of ~n * 60 bits: about 0.3 s at n = 60, 13 s at n = 120).
+        An asymmetry beyond rounding level is an error that states
+        ``max |K - K^T|``; with ``symmetrize=True`` the exact symmetric part
+        ``(K + K^T) / 2`` is decided instead (never a rounding of it) and the
+        result records ``symmetrized=True`` and the asymmetry.
+    max_exact_n : int or None
+        Largest n for exact elimination.  ``None``: 64 (Bareiss on Python
+        integers: cost grows like n**3 operations on integers of ~n * 60 bits,
+        about 0.3 s at n = 60), or 1000 under FLINT for a matrix whose integer
+        form has entries of at most 64 bits (an integer Gram: about a second
+        at n = 300).
 
     Returns
     -------
     PSDResult
-        ``verdict``, ``is_psd``, ``certified``, ``method``, the
+        ``verdict``, ``is_psd``, ``certified``, ``method``, proven bounds
+        ``lower_bound`` / ``upper_bound`` of ``lambda_min``, the
         ``min_eigenvalue`` estimate and its error bound, ``tol`` with its
         source, and for ``NOT_PSD`` an exactly verified ``witness``.
 
@@ -470,7 +583,8 @@ def check_psd(
 
     A Gram matrix of a true kernel that is singular (a linear kernel with more
     points than dimensions) is, once its entries are rounded, usually exactly
-    indefinite: ``NOT_PSD`` at ``tol=0``, ``is_psd`` at the default tolerance.
+    indefinite: ``NOT_PSD`` at ``tol=0``; at the default tolerance the low-rank
+    certificate decides it PSD within a stated margin.
     :func:`kernelcheck.verify.kernel` speaks about the kernel itself.
 
     Examples
@@ -488,7 +602,7 @@ def check_psd(
     'POSITIVE_SEMIDEFINITE'
     """
     args = check_psd_iv(K, tol, method, symmetrize, max_exact_n)
-    lad = _Ladder(args.K, args.tolerance, args.max_exact_n, args.symmetrized, args.asymmetry)
+    lad = _Ladder(args)
     if args.method == "auto":
         return _auto(lad)
     return _FORCED[args.method](lad)
@@ -501,20 +615,27 @@ def check_psd(
 
 def _auto(lad: _Ladder) -> PSDResult:
     """``method="auto"``: the ladder of the module docstring, cheapest rung first."""
-    r = _first(lad.diagonal, lad.cholesky, lad.minors, lad.eigh, lad.cholesky_tol)
-    if r is None:
-        if lad.t > 0:
-            r = _first(lad.mpmath, lad.exact, lad.eigh_estimate)
+    r = _first(lad.diagonal, lad.cholesky, lad.minors)
+    if r is None and lad.t > 0:
+        if lad.looks_low_rank():
+            r = _first(lad.lowrank, lad.cholesky_tol, lad.eigh)
         else:
-            r = _first(lad.exact, lad.mpmath)
+            r = _first(lad.cholesky_tol, lad.lowrank, lad.eigh)
+        if r is None:
+            r = _first(lad.mpmath, lad.ball, lad.exact, lad.eigh_estimate)
+    elif r is None:
+        r = _first(lad.eigh, lad.exact, lad.ball, lad.mpmath)
     if r is not None:
         return r
-    n, max_exact_n = lad.n, lad.max_exact_n
+    n, limit = lad.n, lad.exact_limit()
     limits = []
-    if n > max_exact_n:
-        limits.append(f"n = {n} > max_exact_n = {max_exact_n}")
+    if n > limit:
+        limits.append(f"n = {n} > max_exact_n = {limit}")
     if n > MPMATH_MAX_N:
         limits.append(f"n > {MPMATH_MAX_N} for mpmath")
+    if n > BALL_MAX_N:
+        limits.append(f"n > {BALL_MAX_N} for ball arithmetic")
+    limits += lad.skipped
     why = "; ".join(limits) if limits else "no rung separated lambda_min from -tol"
     return lad.inconclusive(
         f"lambda_min ~ {lad.lam:.3g} +- {lad.lam_err:.3g} is within rounding of -tol ({why})"
@@ -528,22 +649,31 @@ def _forced_cholesky(lad: _Ladder) -> PSDResult:
 
 
 def _forced_eigh(lad: _Ladder) -> PSDResult:
-    """``method="eigh"``: the eigenvector witness, else the (uncertified) estimate."""
+    """``method="eigh"``: the eigenvector witness, else the estimate -- certified when it can be.
+
+    An estimate above ``0`` (or ``-tol``) by its error bound is handed to
+    the certified Cholesky of ``K`` (or ``K + tol I``); only when that fails
+    is the verdict reported as estimated.
+    """
     r = lad.eigh()
+    if r is not None:
+        return r
+    if lad.lam - lad.lam_err > 0:
+        r = lad.cholesky(witness=False)
     if r is None and lad.lam - lad.lam_err >= -lad.t:
-        r = lad.result(
-            Verdict.POSITIVE_SEMIDEFINITE,
-            "eigh",
-            False,
-            "eigenvalue estimate only: lambda_min >= -tol within its error bound "
-            "(positive definiteness is certified by the Cholesky rung only)",
-        )
-    return (
-        r
-        if r is not None
-        else lad.inconclusive(
-            f"lambda_min ~ {lad.lam:.3g} +- {lad.lam_err:.3g} does not separate from -tol"
-        )
+        r = lad.cholesky_tol()
+        if r is None:
+            r = lad.result(
+                Verdict.POSITIVE_SEMIDEFINITE,
+                "eigh",
+                False,
+                "eigenvalue estimate only: lambda_min >= -tol within its error bound "
+                "(no certificate succeeded)",
+            )
+    if r is not None:
+        return r
+    return lad.inconclusive(
+        f"lambda_min ~ {lad.lam:.3g} +- {lad.lam_err:.3g} does not separate from -tol"
     )
 
 
@@ -566,10 +696,27 @@ def _forced_exact(lad: _Ladder) -> PSDResult:
         r
         if r is not None
         else lad.inconclusive(
-            f"n = {lad.n} exceeds max_exact_n = {lad.max_exact_n} (exact elimination costs "
+            f"n = {lad.n} exceeds max_exact_n = {lad.exact_limit()} (exact elimination costs "
             "O(n^3) operations on integers of ~60 n bits)"
         )
     )
+
+
+def _forced_lowrank(lad: _Ladder) -> PSDResult:
+    """``method="lowrank"``: the pivoted-Cholesky certificate only (``tol > 0``)."""
+    r = lad.lowrank()
+    return r if r is not None else lad.inconclusive("no low-rank factor within tol was found")
+
+
+def _forced_ball(lad: _Ladder) -> PSDResult:
+    """``method="ball"``: FLINT's ball-arithmetic Schur complements only."""
+    if lad.n > BALL_MAX_N:
+        return lad.inconclusive(f"n = {lad.n} exceeds the ball-arithmetic limit {BALL_MAX_N}")
+    r = lad.ball()
+    if r is not None:
+        return r
+    why = lad.skipped[-1] if lad.skipped else f"not decided at {BALL_PRECISIONS[-1]} bits"
+    return lad.inconclusive(why)
 
 
 #: The rung a forced ``method=`` runs.
@@ -578,6 +725,8 @@ _FORCED = {
     "eigh": _forced_eigh,
     "mpmath": _forced_mpmath,
     "exact": _forced_exact,
+    "lowrank": _forced_lowrank,
+    "ball": _forced_ball,
 }
 
 

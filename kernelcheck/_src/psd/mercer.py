@@ -24,7 +24,7 @@ from kernelcheck._src.core.results import ResultMixin
 from kernelcheck._src.core.rounding import Tolerance
 from kernelcheck._src.core.validate import as_array, as_points, call_user, describe
 from kernelcheck._src.kernels.featuremap import FeatureMap
-from kernelcheck._src.psd.ladder import check_psd_iv
+from kernelcheck._src.psd.inputs import check_psd_iv
 from kernelcheck._src.psd.tolerance import eigh_error, frobenius
 from kernelcheck.errors import InvalidArgument, NumericalFailure
 

@@ -14,6 +14,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from kernelcheck._src.core.outcome import Outcome
 from kernelcheck._src.core.results import ResultMixin
 from kernelcheck._src.core.rounding import Tolerance
@@ -97,6 +99,11 @@ class PSDResult(ResultMixin):
         non-symmetric input).
     asymmetry : float
         ``max |K - K^T|`` of the input (0 when exactly symmetric).
+    lower_bound, upper_bound : float
+        Proven bounds of ``lambda_min`` (``-inf`` / ``inf`` when no rung proved
+        one): from a certificate (``0`` for ``POSITIVE_DEFINITE``, ``-tol`` or
+        the certified margin for ``POSITIVE_SEMIDEFINITE``), a diagonal entry
+        or a witness's exact Rayleigh quotient rounded up.
     """
 
     verdict: Verdict
@@ -114,6 +121,8 @@ class PSDResult(ResultMixin):
     rungs: tuple = field(default_factory=tuple)
     symmetrized: bool = False
     asymmetry: float = 0.0
+    lower_bound: float = -math.inf
+    upper_bound: float = math.inf
 
     @property
     def passed(self) -> bool:
@@ -131,24 +140,29 @@ class PSDResult(ResultMixin):
     def __str__(self) -> str:
         cert = "certified" if self.certified else "estimated"
         text = f"{self.verdict.name} ({cert} by {self.method}; n={self.n}, tol={self.tol.value:.3g}"
-        if math.isfinite(self.min_eigenvalue):
-            text += f", lambda_min~{self.min_eigenvalue:.3g}"
+        low, high = self.eigenvalue_interval()
+        if math.isfinite(low) or math.isfinite(high):
+            text += f", lambda_min in [{low:.3g}, {high:.3g}]"
         if self.witness_value is not None:
             text += f", witness v^T K v/v^T v={self.witness_value:.3g}"
+        if self.symmetrized:
+            text += f", symmetric part of K (max|K - K^T| = {self.asymmetry:.3g})"
         text += ")"
         if self.verdict is Verdict.INCONCLUSIVE and self.reason:
             text += f": {self.reason}"
         return text
 
     def eigenvalue_interval(self) -> tuple[float, float]:
-        """``(low, high)`` containing ``lambda_min(K)`` under the error model."""
-        if not math.isfinite(self.min_eigenvalue):
-            return (-math.inf, math.inf)
-        e = self.min_eigenvalue_error
-        low = self.min_eigenvalue - e
-        high = self.min_eigenvalue + e
-        if self.verdict is Verdict.POSITIVE_DEFINITE:
-            low = max(low, 0.0)
-        if self.witness_value is not None:
-            high = min(high, self.witness_value)
+        """``(low, high)`` containing ``lambda_min(K)``, rounded outward.
+
+        The proven bounds (:attr:`lower_bound`, :attr:`upper_bound`)
+        intersected with the estimate's interval under its error model
+        (``min_eigenvalue -+ min_eigenvalue_error``, each end one float
+        outward).
+        """
+        low, high = self.lower_bound, self.upper_bound
+        if math.isfinite(self.min_eigenvalue) and math.isfinite(self.min_eigenvalue_error):
+            e = self.min_eigenvalue_error
+            low = max(low, float(np.nextafter(self.min_eigenvalue - e, -math.inf)))
+            high = min(high, float(np.nextafter(self.min_eigenvalue + e, math.inf)))
         return (low, high)

@@ -26,6 +26,7 @@ index, so the report does not depend on how they were scheduled.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,10 +39,13 @@ import scipy.optimize
 from kernelcheck._src.core.outcome import Outcome, outcome_of
 from kernelcheck._src.core.results import ResultMixin
 from kernelcheck._src.core.rounding import Tolerance
-from kernelcheck._src.core.validate import as_int, as_points, check_choice, describe
+from kernelcheck._src.core.validate import as_bool, as_int, as_points, check_choice, describe
+from kernelcheck._src.kernels.base import Kernel
+from kernelcheck._src.kernels.function import kernel_from_function
 from kernelcheck._src.psd.ladder import check_psd
 from kernelcheck._src.psd.result import PSDResult, Verdict
 from kernelcheck._src.psd.tolerance import default_tolerance, frobenius
+from kernelcheck._src.verify.domain import Domain, as_domain
 from kernelcheck.errors import InvalidArgument, NumericalFailure
 
 __all__ = ["kernel", "KernelReport"]
@@ -220,7 +224,9 @@ def _ladder(k, X: np.ndarray, v, q64: float) -> tuple[tuple, str, float]:
     return tuple(steps), ("rounding" if q >= -err else "inconclusive"), q
 
 
-def _points_report(k, X: np.ndarray, *, mode="points", extra="") -> KernelReport:
+def _points_report(
+    k, X: np.ndarray, *, mode="points", extra="", symmetrize: bool = False
+) -> KernelReport:
     try:
         G = np.asarray(k(X), dtype=np.float64)
     except (InvalidArgument, NumericalFailure):
@@ -229,20 +235,22 @@ def _points_report(k, X: np.ndarray, *, mode="points", extra="") -> KernelReport
         raise InvalidArgument(f"`kernel` raised {type(exc).__name__} on the points: {exc}") from exc
     n = G.shape[0]
     tol, has_model = _kernel_tolerance(k, X, G)
-    r = check_psd(G, tol=tol)
+    r = check_psd(G, tol=tol, symmetrize=symmetrize)
     lam = r.min_eigenvalue
     w_vec = None
+    use_mp = getattr(k, "supports_mp", False) and n <= LADDER_MAX_N
     if r.verdict is Verdict.NOT_PSD:
         w_vec = r.witness
         q64 = r.witness_value
-    else:
+    elif use_mp:  # a negative eigenvalue of the float Gram goes through the precision ladder
+        G = 0.5 * (G + G.T)
         wv, V = scipy.linalg.eigh(G, subset_by_index=[0, 0])
         lam = float(wv[0])
         if lam < 0:
             w_vec = V[:, 0]
             q64 = float(w_vec @ G @ w_vec / (w_vec @ w_vec))
     common = dict(kernel=repr(k), mode=mode, points=X, tol=tol, psd=r, min_eigenvalue=float(lam))
-    use_ladder = getattr(k, "supports_mp", False) and n <= LADDER_MAX_N and w_vec is not None
+    use_ladder = use_mp and w_vec is not None
     if use_ladder:
         assert q64 is not None  # set together with w_vec
         steps, verdict, qlast = _ladder(k, X, w_vec, q64)
@@ -313,13 +321,20 @@ def _points_report(k, X: np.ndarray, *, mode="points", extra="") -> KernelReport
 # ---------------------------------------------------------------------------
 
 
-def _normalized_min_eig(k, P: np.ndarray) -> float:
-    """``lambda_min / max |lambda|`` of the Gram on P; NaN where it cannot be evaluated."""
+def _normalized_min_eig(k, P: np.ndarray, errors: list | None = None) -> float:
+    """``lambda_min / max |lambda|`` of the Gram on P; NaN where it cannot be evaluated.
+
+    The first reason a point set could not be evaluated is appended to ``errors``.
+    """
     try:
         G = np.asarray(k(P), dtype=np.float64)
-    except Exception:  # noqa: BLE001 - a point set the kernel cannot evaluate is skipped
+    except Exception as exc:  # noqa: BLE001 - a point set the kernel cannot evaluate is skipped
+        if errors is not None and not errors:
+            errors.append(f"{type(exc).__name__}: {exc}")
         return math.nan
     if G.shape != (P.shape[0], P.shape[0]) or not np.isfinite(G).all():
+        if errors is not None and not errors:
+            errors.append(f"the Gram on {P.shape[0]} points is {describe(G)} (non-finite?)")
         return math.nan
     G = 0.5 * (G + G.T)
     w = np.linalg.eigvalsh(G)
@@ -334,6 +349,7 @@ class _Candidate:
     index: int
     value: float
     points: np.ndarray
+    error: str = ""  # why a point set could not be evaluated (the first one seen)
 
 
 def _restart(
@@ -344,25 +360,38 @@ def _restart(
     examples: int,
     maxiter: int,
     explore: str = "seeded",
+    space: Domain | None = None,
 ) -> _Candidate:
     """One independent restart: Hypothesis-targeted draw, then L-BFGS-B.
 
     Deterministic given (kernel, dim, seedseq, index): the Hypothesis phase
-    is seeded from ``seedseq`` and runs without a database.
+    is seeded from ``seedseq`` and runs without a database.  With a box
+    ``space`` every latent point set is mapped into it
+    (:meth:`~kernelcheck._src.verify.domain.Domain.map`); with a sampler the
+    starting sets are its draws and the optimiser does not run.
     """
     rng = np.random.default_rng(seedseq)
     n = _SIZES[index % len(_SIZES)]
     scale = _SCALES[(index // len(_SIZES)) % len(_SCALES)]
-    best: dict[str, Any] = {"value": math.inf, "points": None}
+    best: dict[str, Any] = {"value": math.inf, "points": None, "latent": None}
+    errors: list[str] = []
 
-    def consider(P):
-        val = _normalized_min_eig(k, P)
+    def consider(Z):
+        P = space.map(np.asarray(Z, dtype=np.float64)) if space is not None else Z
+        val = _normalized_min_eig(k, P, errors)
         if math.isnan(val):
             return 1.0  # not evaluable: the largest normalised value, so the optimiser moves on
         if val < best["value"]:
             best["value"], best["points"] = val, np.array(P, dtype=np.float64)
+            best["latent"] = np.array(Z, dtype=np.float64)
         return val
 
+    if space is not None and space.sampler is not None:
+        for _ in range(max(examples, 1)):
+            consider(space.sample(rng, n, dim))
+        if best["points"] is None:
+            return _Candidate(index, math.inf, np.empty((0, dim)), errors[0] if errors else "")
+        return _Candidate(index, float(best["value"]), best["points"])
     if examples > 0 and explore == "hypothesis":
         _hypothesis_phase(consider, n, dim, scale, int(rng.integers(2**31)), examples)
     elif examples > 0:
@@ -370,8 +399,8 @@ def _restart(
     if best["points"] is None:
         consider(rng.normal(scale=scale, size=(n, dim)))
     if best["points"] is None:  # the kernel could not be evaluated anywhere
-        return _Candidate(index, math.inf, np.empty((0, dim)))
-    x0 = best["points"].ravel()
+        return _Candidate(index, math.inf, np.empty((0, dim)), errors[0] if errors else "")
+    x0 = best["latent"].ravel()
     bound = 8.0 * scale
 
     def f(x):
@@ -454,7 +483,9 @@ def _hypothesis_phase(consider, n, dim, scale, hseed, examples):
         return
 
 
-def _search(k, dim: int, seed, budget: int, executor, explore: str = "seeded") -> KernelReport:
+def _search(
+    k, dim: int, seed, budget: int, executor, explore: str = "seeded", space=None
+) -> KernelReport:
     if isinstance(seed, np.random.SeedSequence):
         ss = seed
     elif isinstance(seed, (int, np.integer)) and not isinstance(seed, bool) and seed >= 0:
@@ -469,7 +500,7 @@ def _search(k, dim: int, seed, budget: int, executor, explore: str = "seeded") -
     done = 0
     for start in range(0, budget, ROUND):
         idx = range(start, min(start + ROUND, budget))
-        args = [(k, dim, children[i], i, _EXAMPLES, _MAXITER, explore) for i in idx]
+        args = [(k, dim, children[i], i, _EXAMPLES, _MAXITER, explore, space) for i in idx]
         if executor is None:
             cands = [_restart(*a) for a in args]
         else:
@@ -490,7 +521,10 @@ def _search(k, dim: int, seed, budget: int, executor, explore: str = "seeded") -
                 )
     assert best is not None
     spent = _budget_text(budget, done, dim)
+    if space is not None:
+        spent += f", in {space.text}"
     if best.points.shape[0] == 0:
+        first = best.error or "every call raised or returned non-finite or wrongly shaped values"
         return KernelReport(
             False,
             "inconclusive",
@@ -498,8 +532,8 @@ def _search(k, dim: int, seed, budget: int, executor, explore: str = "seeded") -
             mode="search",
             budget=spent,
             restarts=done,
-            reason=f"the kernel could not be evaluated on any point set of the search ({spent}): "
-            "every call raised or returned non-finite or wrongly shaped values",
+            reason=f"the kernel could not be evaluated on any point set of the search ({spent}); "
+            f"the first failure: {first}",
         )
     return KernelReport(
         True,
@@ -535,6 +569,62 @@ def _with_budget(rep: KernelReport, budget, done, dim, extra) -> KernelReport:
 # ---------------------------------------------------------------------------
 
 
+#: How a plain function passed as ``kernel`` was read, for the report.
+_PLAIN = (
+    "; `kernel` is a plain function, judged as {how} "
+    "(no rounding-error model unless kernel_from_function(..., error_bound=) is used)"
+)
+
+
+def _probe(f, args) -> tuple[Any, Exception | None]:
+    try:
+        return f(*(np.array(a) for a in args)), None
+    except Exception as exc:  # noqa: BLE001 - reported to the caller below
+        return None, exc
+
+
+def _as_kernel(k, d: int) -> tuple[Any, str]:
+    """A kernelcheck kernel for ``k``, and a note when a plain function was wrapped.
+
+    A plain callable is probed once on fixed points in ``R^d``: ``f(X, Y)`` on
+    point sets of shapes (2, d) and (3, d) returning a (2, 3) block means
+    ``kernel_from_function(f, blocks=True)``; ``f(x, y)`` on two points returning
+    a real number means ``kernel_from_function(f)``.  Otherwise the error (with
+    what each call raised) names the fix.
+    """
+    if isinstance(k, Kernel):
+        return k, ""
+    if not callable(k):
+        raise InvalidArgument(
+            f"`kernel` must be a kernel (callable on point sets), got {describe(k)}"
+        )
+    base = np.linspace(-0.5, 0.5, 5 * d).reshape(5, d)
+    out, e1 = _probe(k, (base[:2], base[2:]))
+    if e1 is None and np.shape(out) == (2, 3) and np.asarray(out).dtype.kind in "biuf":
+        return kernel_from_function(k, blocks=True), _PLAIN.format(
+            how="kernel_from_function(f, blocks=True)"
+        )
+    out2, e2 = _probe(k, (base[0], base[1]))
+    if e2 is None and np.ndim(out2) == 0 and np.asarray(out2).dtype.kind in "biuf":
+        return kernel_from_function(k), _PLAIN.format(
+            how="kernel_from_function(f) of f(x, y) -> float"
+        )
+    out3, e3 = _probe(k, (base[:3],))
+    if e3 is None and np.shape(out3) == (3, 3):
+        return k, _PLAIN.format(how="f(X) -> Gram matrix")
+    said = [
+        f"raised {type(e).__name__}: {e}" if e else f"returned {describe(o)}"
+        for o, e in ((out, e1), (out2, e2), (out3, e3))
+    ]
+    raise InvalidArgument(
+        f"`kernel` is a plain function, not a kernelcheck kernel, and no reading works: "
+        f"on point sets of shapes (2, {d}) and (3, {d}) it {said[0]}; on two points of "
+        f"length {d} it {said[1]}; on one point set of shape (3, {d}) it {said[2]}.  Wrap it: "
+        "kernel_from_function(f, blocks=True) for f(X, Y) -> (n, m) Gram blocks, "
+        "kernel_from_function(f) for f(x, y) -> float"
+    )
+
+
 def _kernel_iv(k, X, dim, budget):
     if not callable(k):
         raise InvalidArgument(
@@ -563,14 +653,19 @@ def kernel(
     budget: int = 32,
     executor=None,
     explore: str = "seeded",
+    symmetrize: bool = False,
+    domain=None,
 ) -> KernelReport:
     r"""Is ``kernel`` positive semi-definite -- a kernel (claims C5, C6)?
 
     Parameters
     ----------
-    kernel : Kernel
+    kernel : Kernel or callable
         A kernelcheck kernel (built-in, algebra tree or
-        :func:`~kernelcheck.kernels.kernel_from_function`).
+        :func:`~kernelcheck.kernels.kernel_from_function`).  A plain function
+        is accepted with a note in the report: ``f(X, Y) -> (n, m)`` on two
+        point sets, or ``f(x, y) -> float`` on two points (probed once); one
+        that fits neither is refused at once with what each call raised.
     X : array_like (n, d), optional
         Points.  Given: judge the Gram ``kernel(X)`` with the precision ladder.
         None: search for a counterexample in ``R^dim``.
@@ -593,6 +688,17 @@ def kernel(
         the normalised smallest eigenvalue); wider, but Hypothesis' generation
         depends on process state even under ``@seed``, so the report may
         differ between processes (not for the verdict on a clear violation).
+    symmetrize : bool
+        A Gram asymmetric beyond rounding level (``max |G - G^T| > 1024 u
+        max |G|``) is an error naming this option; with ``symmetrize=True`` its
+        exact symmetric part is judged (see :func:`~kernelcheck.psd.check_psd`).
+    domain : (low, high) or callable, optional
+        Search mode only: where the points live.  ``(low, high)``: a box,
+        each a number or an array of length ``dim`` with ``low < high``
+        (``-inf`` / ``inf`` allowed for a half-line, e.g. ``(0, inf)`` for
+        histogram kernels); every point searched is strictly inside.  A
+        callable ``sampler(rng, n) -> (n, dim)`` array: the starting sets are
+        drawn from it and not moved by the optimiser.
 
     Returns
     -------
@@ -622,12 +728,17 @@ def kernel(
     >>> report.verdict, report.passed
     ('violation', False)
     """
-    k = kernel
-    X, dim, budget = _kernel_iv(k, X, dim, budget)
+    X, dim, budget = _kernel_iv(kernel, X, dim, budget)
     check_choice(explore, "explore", ("seeded", "hypothesis"))
+    symmetrize = as_bool(symmetrize, "symmetrize")
+    if domain is not None and X is not None:
+        raise InvalidArgument("`domain` restricts the search: pass it without `X`")
+    space = as_domain(domain, dim) if X is None else None
+    k, note = _as_kernel(kernel, dim)
     if X is not None:
-        return _points_report(k, X)
-    return _search(k, dim, seed, budget, executor, explore)
+        return _points_report(k, X, symmetrize=symmetrize, extra=note)
+    rep = _search(k, dim, seed, budget, executor, explore, space)
+    return dataclasses.replace(rep, reason=rep.reason + note) if note else rep
 
 
 def assert_kernel(kernel_, X=None, **kwargs) -> KernelReport:

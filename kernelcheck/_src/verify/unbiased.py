@@ -234,14 +234,15 @@ def unbiased(
     a = _unbiased_iv(
         sample, target, X, Y, trials, seed, alpha, power, be_tolerance, shard_size, sweep
     )
+    # the target and its error model before any trial: a target without one fails here
+    t = np.asarray(target(a.X, a.Y), dtype=np.float64)
+    t_err = np.asarray(target.error_bound(a.X, a.Y), dtype=np.float64)
     fn = trial_function(sample, a.X, a.Y)
     fn(np.random.default_rng(child_seed(a.root, _PROBE_PATH)), 1)  # a broken sampler fails here
     run = functools.partial(
         run_trials, shard_size=a.shard_size, executor=executor, shards=shards, progress=progress
     )
     moments = run(fn, a.trials, seed=a.root, desc="unbiased")
-    t = np.asarray(target(a.X, a.Y), dtype=np.float64)
-    t_err = np.asarray(target.error_bound(a.X, a.Y), dtype=np.float64)
     theory, kind = _theory(sample, a.X, a.Y)
     pairs, tests = _judge(moments, t, t_err, theory, kind, a.alpha, a.power, a.be_tol)
     points = () if a.sweep is None else _sweep(sample, a, t, run)
