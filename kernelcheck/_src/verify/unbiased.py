@@ -196,10 +196,8 @@ def unbiased(
         Family-wise false-alarm rate, in (0, 1).
     executor : concurrent.futures.Executor, optional
         Runs the shards (:func:`kernelcheck.stats.run_trials`); same result for any executor.
-    power : float
-        Power at which the detectable bias is reported.
-    be_tolerance : float
-        Largest accepted Berry-Esseen bound.
+    power, be_tolerance : float
+        Power of the detectable-bias statement; largest accepted Berry-Esseen bound.
     shard_size : int
         Trials per seeded block (part of the meaning of the seed).
     sweep : sequence of int, optional
