@@ -182,6 +182,8 @@ def _cmd_essay(args: argparse.Namespace) -> int:
         claim_ids=claim_ids,
         workers=args.workers,
         scheduler=args.scheduler,
+        verbose=args.verbose,
+        bar=False if args.quiet else None,
     )
 
 
@@ -433,6 +435,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", metavar="DIR", help="write report.md, report.json and plots to DIR")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--claims", metavar="IDS", help="comma-separated claim ids, e.g. C1,C5")
+    p.add_argument(
+        "--verbose", action="store_true", help="print each claim's statements and evidence"
+    )
+    p.add_argument("--quiet", action="store_true", help="no progress bar on a terminal")
     _add_dask_options(p)
     p.set_defaults(func=_cmd_essay)
 

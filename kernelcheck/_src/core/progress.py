@@ -62,13 +62,16 @@ def is_terminal(stream: Any = None) -> bool:
 class _Silent:
     """The stand-in when no bar is drawn: the same methods, doing nothing."""
 
+    #: Whether a bar is drawn (lines then go through :meth:`write`, above it).
+    drawn = False
+
     def update(self, n: float = 1) -> None:
         """Nothing to advance."""
 
     def set_description(self, desc: str) -> None:
         """Nothing to describe."""
 
-    def write(self, line: str) -> None:
+    def write(self, line: str, file: TextIO | None = None) -> None:
         """Nothing to write (the caller prints its own lines)."""
 
     def close(self) -> None:
@@ -83,6 +86,8 @@ class _Silent:
 
 class _Bar(_Silent):
     """A tqdm bar; :meth:`write` prints a line above it."""
+
+    drawn = True
 
     def __init__(self, total: float, desc: str, unit: str, stream: TextIO):
         from tqdm.auto import tqdm
@@ -108,8 +113,9 @@ class _Bar(_Silent):
     def set_description(self, desc: str) -> None:
         self._bar.set_description(desc, refresh=False)
 
-    def write(self, line: str) -> None:
-        self._bar.write(line, file=self._bar.fp)
+    def write(self, line: str, file: TextIO | None = None) -> None:
+        # tqdm clears the bar, prints the line to ``file`` and redraws the bar
+        self._bar.write(line, file=self._bar.fp if file is None else file)
 
     def close(self) -> None:
         self._bar.close()
@@ -143,8 +149,9 @@ def progress_bar(
     Returns
     -------
     object
-        With ``update(n)``, ``set_description(text)``, ``write(line)``,
-        ``close()``; usable as a context manager.
+        With ``update(n)``, ``set_description(text)``, ``write(line, file)``
+        (a line printed above the bar), ``close()`` and ``drawn``; usable as
+        a context manager.
 
     Examples
     --------

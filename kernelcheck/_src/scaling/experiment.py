@@ -13,6 +13,24 @@ through :func:`~kernelcheck._src.core.report.write_bundle`.  Before the
 run, a pilot call of each form at its smallest size estimates the time
 (scaled by the cost model) and :func:`~kernelcheck._src.core.progress.check_budget`
 asks for ``yes`` to a long or large run.
+
+How it is measured: one BLAS thread and the CPU time of the process, so
+that waiting for a CPU on a busy machine is not counted; ``repeats`` rounds,
+each timing every size once in a fresh random order, so that a slowdown
+during the run hits all sizes alike; the exponent is the median of the
+per-round Theil-Sen slopes, with a distribution-free order-statistic
+interval (coverage measured by simulation in ``tests/scaling/test_slopes.py``).
+
+How it is judged: time per modelled operation may change by a factor
+:data:`~kernelcheck._src.scaling.judge.COST_SPREAD` = 2 across the sizes
+(caches, BLAS shapes, fixed costs per call), so the exponent must lie in
+``p +- log 2 / log(n_hi / n_lo)`` (p = 2 or 1): ``pass`` when the whole
+interval lies inside, ``fail`` when it misses it, ``inconclusive``
+otherwise.  Fewer than 5 sizes, sizes spanning less than a factor 8, or
+fewer rounds than the interval needs are **not judged** (inconclusive),
+never refuted.  Every form's time is shown next to its cost model
+(``cost_model`` of :mod:`kernelcheck.attention`) and the spread of time per
+operation that was actually measured.
 """
 
 from __future__ import annotations
@@ -57,7 +75,6 @@ from kernelcheck._src.scaling.measure import CLOCKS, measure
 from kernelcheck._src.scaling.plot import render
 from kernelcheck._src.scaling.results import TITLE, FormScaling, ScalingReport, cost_spread
 from kernelcheck._src.scaling.sizes import as_sizes
-from kernelcheck._src.scaling.slopes import min_rounds
 from kernelcheck.errors import InvalidArgument
 
 __all__ = [
@@ -71,10 +88,9 @@ __all__ = [
     "run_scaling",
 ]
 
-#: Untimed calls per size before the rounds: the traced call, and one that sets the loop count.
-_WARMUP = 2
-#: Shortest timed repeat (seconds): a repeat of a cheap size loops over several calls.
-_MIN_TIME = 0.002
+#: Shortest timed repeat (seconds): a repeat of a cheap size loops over several calls, so a
+#: preemption on a busy machine (caches refilled after it) is averaged over them.
+_MIN_TIME = 0.01
 
 
 class _ScalingArgs(NamedTuple):
@@ -93,6 +109,15 @@ class _ScalingArgs(NamedTuple):
     forms: tuple[str, ...]
     threads: int | None
     clock: str
+    memory: bool  # the traced call per size (the memory exponents)
+    progress: Callable[[str], None] | None
+    bar: bool | None
+    yes: bool
+
+    @property
+    def warmup(self) -> int:
+        """Untimed calls per size: the traced one (with memory) and the one that sets the loops."""
+        return 2 if self.memory else 1
 
 
 def _sizes_iv(sizes: Any, quick: bool, kinds: set[str]) -> dict[str, tuple[int, ...]]:
@@ -118,6 +143,7 @@ def _sizes_iv(sizes: Any, quick: bool, kinds: set[str]) -> dict[str, tuple[int, 
 
 
 def _run_scaling_iv(
+    *,
     sizes,
     d,
     num_features,
@@ -131,7 +157,10 @@ def _run_scaling_iv(
     forms,
     threads,
     clock,
+    memory,
     progress,
+    bar,
+    yes,
 ) -> _ScalingArgs:
     if threads is not None:
         threads = as_int(threads, "threads", minimum=1)
@@ -153,7 +182,7 @@ def _run_scaling_iv(
     num_features = as_int(num_features, "num_features", minimum=1)
     chunk_size = as_int(chunk_size, "chunk_size", minimum=1)
     if repeats is None:
-        repeats = min_rounds(0.95) if quick else 9
+        repeats = 9
     repeats = as_int(repeats, "repeats", minimum=1)
     check_choice(statistic, "statistic", STATISTICS)
     confidence = as_probability(confidence, "confidence")
@@ -183,6 +212,10 @@ def _run_scaling_iv(
         forms=forms,
         threads=threads,
         clock=clock,
+        memory=as_bool(memory, "memory"),
+        progress=progress,
+        bar=None if bar is None else as_bool(bar, "bar"),
+        yes=as_bool(yes, "yes"),
     )
 
 
@@ -201,6 +234,7 @@ def run_scaling(
     forms: Sequence[str] = DEFAULT_FORMS,
     threads: int | None = 1,
     clock: str | None = None,
+    memory: bool = True,
     progress: Callable[[str], None] | None = None,
     bar: bool | None = False,
     yes: bool = False,
@@ -212,46 +246,32 @@ def run_scaling(
     the exponent of time:
 
     * softmax attention, bidirectional and causal: the operation count
-      grows as n^2 (C2); timed over n = 512 .. 8192 by default;
+      grows as n^2 (C2); timed over n = 1024 .. 8192 by default;
     * linear attention in the bidirectional parallel form and the causal
       chunked and gated chunked forms: n^1 (C3, C20); timed over the wider
-      n = 1024 .. 131072.
+      n = 1024 .. 65536.
 
-    How it is measured: one BLAS thread and the CPU time of the process, so
-    that waiting for a CPU on a busy machine is not counted; ``repeats``
-    rounds, each timing every size once in a fresh random order, so that a
-    slowdown during the run hits all sizes alike; the exponent is the median
-    of the per-round Theil-Sen slopes, with a distribution-free
-    order-statistic interval (coverage measured by simulation in the tests).
-
-    How it is judged: time per modelled operation may change by a factor
-    :data:`~kernelcheck._src.scaling.judge.COST_SPREAD` = 2 across the sizes
-    (caches, BLAS shapes, fixed costs per call), so the exponent must lie in
-    ``p +- log 2 / log(n_hi / n_lo)`` (p = 2 or 1): ``pass`` when the whole
-    interval lies inside, ``fail`` when it misses it, ``inconclusive``
-    otherwise.  Fewer than 5 sizes, sizes spanning less than a factor 8, or
-    fewer rounds than the interval needs are **not judged** (inconclusive),
-    never refuted.  Every form's time is shown next to its cost model
-    (``cost_model`` of :mod:`kernelcheck.attention`) and the spread of time
-    per operation that was actually measured.
+    How it is measured and judged is in the module docstring: rounds over
+    every size in a random order, one BLAS thread, CPU time; the median of
+    the per-round slopes against ``p +- log 2 / log(n_hi / n_lo)``; too few
+    sizes or rounds are **not judged** (inconclusive), never refuted.
 
     Parameters
     ----------
     sizes : sequence of int, or dict, optional
         One list of sizes for every form, or ``{"quadratic": [...],
         "linear": [...]}`` by kind.  Default :data:`DEFAULT_SIZES`
-        (``quick``: :data:`QUICK_SIZES`, n = 512 .. 4096 and 1024 .. 65536).
+        (``quick``: :data:`QUICK_SIZES`, n = 512 .. 4096 and 512 .. 16384).
     d : int
         Head and value dimension (default 64).
     num_features : int, optional
         Feature dimension D of the linear forms (positive random features of
         exp(q.k / sqrt d)); default 128 (``quick``: 64).
     chunk_size : int
-        Chunk length of the causal chunked forms (default 64, the form's own
-        default).
+        Chunk length of the causal chunked forms (default 64, the form's own).
     repeats : int, optional
-        Timed rounds (default 9, whose interval covers 96.1%; ``quick``: 6,
-        the fewest for 95%), after two untimed calls per size.
+        Timed rounds (default 9: the interval drops the lowest and highest
+        round slope and covers 96.1%; 6 is the fewest for 95%).
     statistic : {"min", "median"}
         Per-size statistic of the rounds shown in the tables and plots (the
         fit uses every round).
@@ -260,8 +280,7 @@ def run_scaling(
     seed : int, SeedSequence or Generator
         Seed of the inputs, the random features and the order of the rounds.
     out : path, optional
-        Directory to write ``scaling.png``, ``scaling.md`` and
-        ``scaling.json`` into.
+        Directory to write ``scaling.png``, ``scaling.md`` and ``scaling.json`` into.
     quick : bool
         The shorter run above (the one the essay's C2/C3 check makes).
     forms : sequence of str
@@ -277,6 +296,9 @@ def run_scaling(
         What is timed (see :func:`measure`).  Default: ``"cpu"`` when
         ``threads == 1``, else ``"wall"`` (CPU time would add up the BLAS
         threads and their spinning).
+    memory : bool
+        Record each form's peak memory in one untimed traced call per size
+        (default True; without it each size gets one warm-up call, not two).
     progress : callable, optional
         Called with a line of text as each form finishes.
     bar : bool or None
@@ -300,25 +322,7 @@ def run_scaling(
     >>> report = run_scaling(quick=True)  # doctest: +SKIP
     >>> print(report.summary_table())     # doctest: +SKIP
     """
-    iv = _run_scaling_iv(
-        sizes,
-        d,
-        num_features,
-        chunk_size,
-        repeats,
-        statistic,
-        confidence,
-        seed,
-        out,
-        quick,
-        forms,
-        threads,
-        clock,
-        progress,
-    )
-    yes = as_bool(yes, "yes")
-    if bar is not None:
-        bar = as_bool(bar, "bar")
+    iv = _run_scaling_iv(**locals())  # every argument, checked before any work
     t_start = time.perf_counter()
     inputs = Inputs(iv.d, iv.D, iv.seeds[0], {k: max(s) for k, s in iv.sizes.items()})
     limiter, thread_note = _thread_limit(iv.threads)
@@ -327,11 +331,11 @@ def run_scaling(
         check_budget(
             seconds=plan.seconds,
             nbytes=plan.nbytes,
-            yes=yes,
+            yes=iv.yes,
             what="this scaling run",
             how="from one call of each form at its smallest size, scaled by its cost model",
         )
-        run = _measure_forms(iv, inputs, plan, progress, bar)
+        run = _measure_forms(iv, inputs, plan)
     report = _report(iv, run, thread_note, t_start)
     return report if iv.out is None else _write_report(report, iv.out)
 
@@ -371,7 +375,7 @@ def _plan(iv: _ScalingArgs, inputs: Inputs) -> _Plan:
 
     The pilot runs on inputs drawn at that size only (nothing large is drawn
     before the estimate is accepted).  A repeat lasts at least the shortest
-    repeat :data:`_MIN_TIME`; each size also gets :data:`_WARMUP` untimed calls.
+    repeat :data:`_MIN_TIME`; each size also gets ``iv.warmup`` untimed calls.
     """
     pilot = Inputs(iv.d, iv.D, iv.seeds[0], {k: min(s) for k, s in iv.sizes.items()})
     steps: dict[str, dict[int, float]] = {}
@@ -386,7 +390,7 @@ def _plan(iv: _ScalingArgs, inputs: Inputs) -> _Plan:
         per_flop = max(t1 - t0, 1e-6) / _flops(spec, sizes[0], iv)
         steps[key] = {n: max(per_flop * _flops(spec, n, iv), _MIN_TIME) for n in sizes}
         call = {n: per_flop * _flops(spec, n, iv) for n in sizes}
-        total += sum(iv.repeats * steps[key][n] + _WARMUP * call[n] for n in sizes)
+        total += sum(iv.repeats * steps[key][n] + iv.warmup * call[n] for n in sizes)
     out_bytes = 2 * 8 * iv.d * max(max(s) for s in iv.sizes.values())
     nbytes = inputs.nbytes(SCALING_FORMS[k].kind for k in iv.forms) + out_bytes
     return _Plan(steps, total, nbytes)
@@ -404,17 +408,17 @@ class _Run(NamedTuple):
     load_after: float | None
 
 
-def _measure_forms(iv: _ScalingArgs, inputs: Inputs, plan: _Plan, progress, bar) -> _Run:
+def _measure_forms(iv: _ScalingArgs, inputs: Inputs, plan: _Plan) -> _Run:
     """Measure each form of ``iv.forms``, reporting lines and advancing the bar."""
     load_before = _one_minute_load()
     entries = []
-    with progress_bar(plan.seconds, "scaling", enabled=bar, unit="s") as pbar:
+    with progress_bar(plan.seconds, "scaling", enabled=iv.bar, unit="s") as pbar:
         for key in iv.forms:
             steps = plan.step_seconds[key]
             pbar.set_description(f"scaling: {SCALING_FORMS[key].label}")
             entries.append(_measure_form(key, iv, inputs, lambda n, s=steps: pbar.update(s[n])))
-            if progress is not None:
-                call_user(progress, "`progress`", str(entries[-1]))
+            if iv.progress is not None:
+                call_user(iv.progress, "`progress`", str(entries[-1]))
     return _Run(tuple(entries), load_before, _one_minute_load())
 
 
@@ -431,7 +435,8 @@ def _measure_form(key: str, iv: _ScalingArgs, inputs: Inputs, step) -> FormScali
         sizes,
         make_input=inputs.for_form(entry),
         repeats=iv.repeats,
-        warmup=_WARMUP,
+        warmup=iv.warmup,
+        memory=iv.memory,
         statistic=iv.statistic,
         min_time=_MIN_TIME,
         cost=lambda n: float(model(n).flops),

@@ -7,6 +7,24 @@ recorded in a separate, untimed pass with :mod:`tracemalloc` (claims C2,
 C3, C11).  The result, :class:`Measurement`, fits its exponents with
 :func:`~kernelcheck._src.scaling.fit.fit_exponent`, renders as Markdown and
 plots through :func:`plot_measurements`.
+
+Rounds.  With ``order="interleaved"`` (the default of :func:`measure`) the
+repeats are *rounds*: round r times every size once, in a random order drawn
+from ``seed``, and column r of :attr:`Measurement.raw_times` holds it.  A
+change of the machine's speed (another process starting, a clock-frequency
+step) then slows a whole round, which cancels in that round's slope, instead
+of the sizes measured after it; :meth:`Measurement.time_exponent` fits the
+median of the per-round slopes (``method="rounds"``).  Every size's inputs
+are alive during the rounds: their memory adds up.  ``order="sequential"``
+times all repeats of a size before the next.
+
+Memory.  It is measured in a separate, untimed call under
+:mod:`tracemalloc` (tracing slows allocation, so no timed call is ever
+traced): the peak traced allocation above the baseline (inputs already
+allocated) is recorded.  NumPy reports its array buffers to tracemalloc, so
+this counts the arrays a call creates, its output included.  The traced
+call comes first and serves as the first warm-up call (an extra one when
+``warmup`` is 0).
 """
 
 from __future__ import annotations
@@ -500,31 +518,16 @@ def measure(
     0); its time is divided by ``loops``.  The per-size time is the
     ``statistic`` (median or min) of the repeats.
 
-    With ``order="interleaved"`` (the default) the repeats are *rounds*:
-    round r times every size once, in a random order drawn from ``seed``,
-    and column r of :attr:`Measurement.raw_times` holds it.  A change of
-    the machine's speed (another process starting, a clock-frequency step)
-    then slows a whole round, which cancels in that round's slope, instead
-    of the sizes measured after it; :meth:`Measurement.time_exponent` fits
-    the median of the per-round slopes (``method="rounds"``).  Every size's
-    inputs are alive during the rounds: their memory adds up.
-    ``order="sequential"`` times all repeats of a size before the next.
-
-    Memory is measured in a separate, untimed call under :mod:`tracemalloc`
-    (tracing slows allocation, so no timed call is ever traced): the peak
-    traced allocation above the baseline (inputs already allocated) is
-    recorded.  NumPy reports its array buffers to tracemalloc, so this
-    counts the arrays a call creates, its output included.  The traced call
-    comes first and serves as the first warm-up call (an extra one when
-    ``warmup`` is 0).
+    ``order="interleaved"`` (the default) makes the repeats *rounds* over
+    every size in a random order; memory comes from one untimed traced call
+    (both explained in the module docstring).
 
     Parameters
     ----------
     fn : callable
         The function to time.
     sizes : sequence of int
-        Strictly increasing sizes, at least 2 (a geometric grid,
-        :func:`geometric_sizes`, spreads them evenly on the log scale).
+        Strictly increasing sizes, at least 2 (e.g. :func:`geometric_sizes`).
     make_input : callable
         ``make_input(n)`` returns the arguments for size n.
     repeats : int
@@ -533,19 +536,15 @@ def measure(
     warmup : int
         Untimed calls before timing (>= 0).
     statistic : {"median", "min"}
-        Per-size statistic of the repeats.  The median resists occasional
-        slow repeats; the minimum estimates the undisturbed cost.
+        Per-size statistic of the repeats (the minimum estimates the undisturbed cost).
     min_time : float
         Minimum duration of one repeat in seconds (>= 0).
     memory : bool
         Whether to run the tracemalloc pass.
     clock : {"wall", "cpu"}
         ``"wall"``: elapsed time (:func:`time.perf_counter`).  ``"cpu"``: CPU
-        time of the process (:func:`time.process_time`, all its threads):
-        time spent waiting for a CPU while other processes run is not
-        counted, so a busy machine disturbs it far less.  With a
-        multi-threaded BLAS the CPU time adds up the threads (and their
-        spin-waiting), so use it with one BLAS thread.
+        time of the process (:func:`time.process_time`), which does not
+        count waiting for a CPU; it adds up BLAS threads, so use it with one.
     cost : callable or array_like, optional
         The cost model: ``cost(n)`` or one operation count per size.
     cost_unit : str
@@ -557,9 +556,7 @@ def measure(
     seed : int, SeedSequence or Generator
         Seed of the order of the sizes in each round (interleaved only).
     progress : callable, optional
-        Called with the size n after each timed repeat at n
-        (``len(sizes) * repeats`` calls in all), e.g. to advance a progress
-        bar by the expected time of that repeat.
+        Called with the size n after each timed repeat at n (to advance a progress bar).
 
     Returns
     -------
@@ -568,9 +565,8 @@ def measure(
     Raises
     ------
     InvalidArgument
-        For bad arguments, and when ``fn``, ``make_input`` or ``cost`` raises
-        (the message names it, the size and the original exception;
-        kernelcheck's own errors pass through unchanged).
+        For bad arguments, and when ``fn``, ``make_input`` or ``cost`` raises (naming
+        it, the size and the exception; kernelcheck's own errors pass through).
 
     Examples
     --------
