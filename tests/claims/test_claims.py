@@ -188,6 +188,21 @@ def test_an_inconclusive_row_says_what_would_decide_it(quick_results):
     assert "[inconclusive] measured time ~ n^p: p = 1.6" in report.details_text()
 
 
+def test_json_carries_numbers_as_numbers_and_non_finite_as_null_with_a_note(quick_results):
+    r = quick_results["C12"]
+    odd = dict(r.details, bound=float("inf"), p_values=[0.5, float("nan")])
+    report = C.EssayReport(
+        results=(dataclasses.replace(r, details=odd),), level="quick", duration=1.0
+    )
+    text = json.dumps(report.to_dict(), allow_nan=False)  # no NaN or Infinity tokens
+    d = json.loads(text)
+    details = d["claims"][0]["details"]
+    assert details["bound"] is None and details["p_values"] == [0.5, None]
+    assert {"path": "claims[0].details.bound", "value": "inf"} in d["non_finite"]
+    assert {"path": "claims[0].details.p_values[1]", "value": "nan"} in d["non_finite"]
+    assert all(isinstance(v, float) for v in details["error_over_bound"])
+
+
 def test_run_essay_prints_rows_as_they_finish(capsys):
     import sys
 

@@ -151,7 +151,14 @@ class EssayReport(ResultMixin):
         return "\n".join(out) + "\n"
 
     def to_dict(self) -> dict:
-        """JSON-ready report: environment, summary and one entry per claim."""
+        """JSON-ready report: environment, summary and one entry per claim.
+
+        Numbers are JSON numbers.  A value that is not finite (an infinite
+        bound, a p-value that was not computed) is ``null``, and the list
+        ``non_finite`` names each one by its path with what it was
+        (``"inf"``, ``"-inf"`` or ``"nan"``), so no reader has to parse
+        numbers out of strings.
+        """
         claims = []
         for r in self.results:
             title, statement = STATEMENTS[r.claim]
@@ -163,13 +170,15 @@ class EssayReport(ResultMixin):
             }
             entry.update(r.to_dict())
             claims.append(entry)
+        non_finite: list[dict[str, str]] = []
         return {
             "level": self.level,
             "duration": self.duration,
             "environment": dict(self.environment),
             "summary": self.summary(),
             "exit_code": self.exit_code,
-            "claims": claims,
+            "claims": _nulls_for_non_finite(claims, "claims", non_finite),
+            "non_finite": non_finite,
         }
 
     def to_markdown(self, plots: dict[str, str] | None = None) -> str:
@@ -231,6 +240,24 @@ class EssayReport(ResultMixin):
                 if r.claim in plots:
                     lines += [f"![{r.claim}]({plots[r.claim]})", ""]
         return "\n".join(lines)
+
+
+#: How :func:`~kernelcheck._src.core.results.to_jsonable` writes a non-finite float.
+_NON_FINITE = {"inf", "-inf", "nan"}
+
+
+def _nulls_for_non_finite(value: Any, path: str, notes: list[dict[str, str]]) -> Any:
+    """``value`` with every non-finite number (float or its JSON string) as None, noted."""
+    if isinstance(value, dict):
+        return {k: _nulls_for_non_finite(v, f"{path}.{k}", notes) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_nulls_for_non_finite(v, f"{path}[{i}]", notes) for i, v in enumerate(value)]
+    if isinstance(value, float) and not math.isfinite(value):
+        value = "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    if isinstance(value, str) and value in _NON_FINITE:
+        notes.append({"path": path, "value": value})
+        return None
+    return value
 
 
 def _group(cid: str) -> str:
@@ -426,27 +453,29 @@ def render_plots(report: EssayReport) -> dict[str, bytes]:
         for r in report.results
         if isinstance(r.details.get("plot"), dict)
     ]
-    out: dict[str, bytes] = {}
-    for cid, spec in specs:
-        fig = new_figure((5.5, 3.8))
-        ax = fig.add_subplot()
-        for series in spec.get("series", []):
-            style = series.get("style")
-            ls = "--" if style == "dashed" else "-"
-            marker = "" if style in ("dashed", "line") else "o"
-            x, y = _finite_points(series["x"], series["y"])
-            ax.plot(x, y, ls, marker=marker, ms=4, label=series.get("label"))
-        ax.set_xscale(spec.get("xscale", "linear"))
-        ax.set_yscale(spec.get("yscale", "linear"))
-        ax.set_xlabel(spec.get("xlabel", ""))
-        ax.set_ylabel(spec.get("ylabel", ""))
-        ax.set_title(f"{cid}: {spec.get('title', '')}", fontsize=10)
-        ax.grid(True, which="both", alpha=0.3)
-        if any(s.get("label") for s in spec.get("series", [])):
-            ax.legend(fontsize=8)
-        fig.tight_layout()
-        out[f"{cid}.png"] = png_bytes(fig)
-    return out
+    return {f"{cid}.png": png_bytes(plot_figure(cid, spec)) for cid, spec in specs}
+
+
+def plot_figure(cid: str, spec: dict) -> Any:
+    """The matplotlib figure of claim ``cid``'s plot data ``spec`` (see :func:`render_plots`)."""
+    fig = new_figure((5.5, 3.8))
+    ax = fig.add_subplot()
+    for series in spec.get("series", []):
+        style = series.get("style")
+        ls = "--" if style == "dashed" else "-"
+        marker = "" if style in ("dashed", "line") else "o"
+        x, y = _finite_points(series["x"], series["y"])
+        ax.plot(x, y, ls, marker=marker, ms=4, label=series.get("label"))
+    ax.set_xscale(spec.get("xscale", "linear"))
+    ax.set_yscale(spec.get("yscale", "linear"))
+    ax.set_xlabel(spec.get("xlabel", ""))
+    ax.set_ylabel(spec.get("ylabel", ""))
+    ax.set_title(f"{cid}: {spec.get('title', '')}", fontsize=10)
+    ax.grid(True, which="both", alpha=0.3)
+    if any(s.get("label") for s in spec.get("series", [])):
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
 
 
 def _finite_points(x, y) -> tuple[list[float], list[float]]:
