@@ -2,11 +2,11 @@
 
 Subcommands::
 
-    kernelcheck essay [--quick | --thorough] [--out DIR] [--json] [--claims C1,C5]
+    kernelcheck essay [--quick | --thorough] [--out DIR] [--json] [--claims C1,C5] [--verbose]
     kernelcheck psd FILE [--key NAME] [--tol T] [--method M] [--symmetrize] [--json]
     kernelcheck kernel EXPR --dim d [--points FILE] [--seed S] [--budget B] [--json]
     kernelcheck unbiased [--features KIND] [--dim d] [--num-features m] [--trials N] ...
-    kernelcheck scaling [--quick] [--out DIR] [--json]
+    kernelcheck scaling [--quick] [--sizes N1,N2,...] [--repeats R] [--out DIR] [--json] [--yes]
 
 Exit codes: 0 verified, 1 refuted, 2 bad usage, 3 inconclusive, 130
 interrupted.  Bad usage (an unknown subcommand or option, a missing or
@@ -291,7 +291,13 @@ def _cmd_scaling(args: argparse.Namespace) -> int:
     if args.repeats is not None:
         kwargs["repeats"] = args.repeats
     report = run_scaling(
-        quick=args.quick, out=args.out, seed=args.seed, progress=progress, **kwargs
+        quick=args.quick,
+        out=args.out,
+        seed=args.seed,
+        progress=progress,
+        bar=False if args.quiet or args.json else None,
+        yes=args.yes,
+        **kwargs,
     )
     if args.json:
         _print_json(report.to_dict(), sys.stdout)
@@ -430,7 +436,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=_EPILOG,
     )
     level = p.add_mutually_exclusive_group()
-    level.add_argument("--quick", action="store_true", help="small inputs (under 30 s)")
+    level.add_argument("--quick", action="store_true", help="small inputs (a few seconds)")
     level.add_argument("--thorough", action="store_true", help="larger inputs, more trials")
     p.add_argument("--out", metavar="DIR", help="write report.md, report.json and plots to DIR")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
@@ -533,8 +539,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "scaling",
         help="measure how softmax and linear attention scale with n",
-        description="Time softmax and linear attention over a doubling grid of sequence "
-        "lengths and fit the log-log exponents with confidence intervals (claims C2, C3, C11).",
+        description="Time softmax and linear attention over a grid of sequence lengths "
+        "(interleaved rounds, one BLAS thread, CPU time) and judge each time exponent against "
+        "the accepted range of the operation count (claims C2, C3, C11); fewer than 5 sizes or "
+        "a span below 8x is not judged.",
         epilog=_EPILOG,
     )
     p.add_argument("--quick", action="store_true", help="smaller sizes, fewer repeats")
@@ -542,9 +550,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--sizes",
         type=_size_list,
         metavar="N1,N2,...",
-        help="sequence lengths to time (at least three; default 1024..16384)",
+        help="sequence lengths to time for every form (at least three; default 1024..8192 "
+        "for softmax, 1024..65536 for linear attention)",
     )
-    p.add_argument("--repeats", type=_positive_int, help="timed repeats per size")
+    p.add_argument("--repeats", type=_positive_int, help="timed rounds over every size (default 9)")
+    p.add_argument(
+        "--yes", action="store_true", help="run even when the estimate is over 5 min or 2 GiB"
+    )
+    p.add_argument("--quiet", action="store_true", help="no progress bar on a terminal")
     p.add_argument("--out", metavar="DIR", help="write scaling.md, scaling.json and a plot to DIR")
     p.add_argument("--seed", type=_nonnegative_int, default=0, help="seed (default 0)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")

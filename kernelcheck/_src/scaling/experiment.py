@@ -333,6 +333,7 @@ def run_scaling(
             nbytes=plan.nbytes,
             yes=iv.yes,
             what="this scaling run",
+            flag="yes=True (--yes on the command line)",
             how="from one call of each form at its smallest size, scaled by its cost model",
         )
         run = _measure_forms(iv, inputs, plan)
