@@ -186,6 +186,7 @@ def test_an_inconclusive_row_says_what_would_decide_it(quick_results):
     assert "to decide: measured time ~ n^p: p = 1.6." in text
     assert "--claims C2 --thorough" in text
     assert "[inconclusive] measured time ~ n^p: p = 1.6" in report.details_text()
+    assert "*To decide.* measured time ~ n^p: p = 1.6." in report.to_markdown()
 
 
 def test_json_carries_numbers_as_numbers_and_non_finite_as_null_with_a_note(quick_results):

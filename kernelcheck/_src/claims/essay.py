@@ -225,6 +225,8 @@ class EssayReport(ResultMixin):
                     f"*Verdict.* **{r.verdict.value}**: {r.key_number} ({r.duration:.2f} s).",
                     "",
                 ]
+                if r.verdict is ClaimVerdict.INCONCLUSIVE:
+                    lines += [f"*To decide.* {what_to_do(r)}", ""]
                 statements = r.details.get("statements") or []
                 if statements:
                     lines += ["| statement | verdict | evidence |", "| --- | --- | --- |"]
