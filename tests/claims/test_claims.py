@@ -189,6 +189,19 @@ def test_an_inconclusive_row_says_what_would_decide_it(quick_results):
     assert "*To decide.* measured time ~ n^p: p = 1.6." in report.to_markdown()
 
 
+def test_c12_evidence_prints_t_m_at_the_grid_point_it_names(quick_results):
+    import math
+
+    r = quick_results["C12"]
+    odd = next(st for st in r.details["statements"] if st["statement"].startswith("odd M"))
+    found = re.findall(r"T_(\d+)\(([-0-9.e]+)\) = ([-0-9.e+]+)", odd["evidence"] + r.key_number)
+    assert found
+    for M, x, v in found:
+        s_ = float(x)
+        exact = sum(s_**k / math.factorial(k) for k in range(int(M) + 1))
+        assert exact <= 0 and float(v) == pytest.approx(exact, rel=5e-3)
+
+
 def test_json_carries_numbers_as_numbers_and_non_finite_as_null_with_a_note(quick_results):
     r = quick_results["C12"]
     odd = dict(r.details, bound=float("inf"), p_values=[0.5, float("nan")])
