@@ -167,7 +167,7 @@ def _measured_rows(report, claim: str):
         ref = [float(t.predict(mid)) * (n / mid) ** p0 for n in x]
         series.append({"label": f"{f.name}: theory n^{p0:g}", "x": x, "y": ref, "style": "dashed"})
         rng = "-" if f.accepted is None else f"[{f.accepted[0]:.2f}, {f.accepted[1]:.2f}]"
-        measured.append(f"{f.name} {t.slope:.2f} in {rng}")
+        measured.append(f"{f.name} {t.slope:.2f} [{t.low:.2f}, {t.high:.2f}] in {rng}")
         rows.append(_timing_row(f))
     plot = {
         "title": f"measured time against n ({claim})",
