@@ -518,3 +518,27 @@ def test_run_scaling_out_must_be_a_directory(tmp_path):
     f.write_text("x")
     with pytest.raises(InvalidArgument, match="directory"):
         run_scaling(sizes=(16, 32, 64), forms=("parallel",), out=f)
+
+
+def test_the_scaling_plot_reads_back_with_fits_and_theory_slopes():
+    pytest.importorskip("matplotlib")
+    from kernelcheck._src.scaling.plot import figure
+    from kernelcheck.scaling import run_scaling
+
+    sizes = (64, 91, 128, 181, 256)
+    report = run_scaling(sizes=sizes, forms=("softmax", "parallel"), d=4, num_features=4, repeats=6)
+    fig = figure([f.measurement for f in report.forms], "t", theory=[2.0, 1.0])
+    time_ax = fig.axes[0]
+    assert time_ax.get_xlabel() and time_ax.get_ylabel()
+    assert all(ax.get_xlabel() and ax.get_ylabel() for ax in fig.axes)
+    lines = {ln.get_label(): np.asarray(ln.get_xydata(), dtype=float) for ln in time_ax.lines}
+    for ax in fig.axes:
+        for ln in ax.lines:
+            assert np.isfinite(np.asarray(ln.get_xydata(), dtype=float)).all()
+    for f, p in zip(report.forms, (2.0, 1.0), strict=True):
+        theory = lines[f"{f.name}: theory n^{p:g}"]
+        lx, ly = np.log(theory[:, 0]), np.log(theory[:, 1])
+        assert (ly[-1] - ly[0]) / (lx[-1] - lx[0]) == pytest.approx(p, rel=1e-9)
+        fitted = next(xy for label, xy in lines.items() if label.startswith(f"{f.name}: p="))
+        lx, ly = np.log(fitted[:, 0]), np.log(fitted[:, 1])
+        assert (ly[-1] - ly[0]) / (lx[-1] - lx[0]) == pytest.approx(f.time_fit.slope, rel=1e-9)

@@ -72,6 +72,19 @@ def render(
     each is drawn as a dotted reference line ``n^p`` through the middle of
     the measurement's fitted line, so a slope off the theory shows.
     """
+    fig = figure(measurements, title, theory=theory)
+    buf = io.BytesIO()
+    fig.savefig(buf, format=fmt, dpi=110)
+    return buf.getvalue()
+
+
+def figure(
+    measurements: Sequence[Any],
+    title: str | None,
+    *,
+    theory: Sequence[float | None] | None = None,
+) -> Any:
+    """The matplotlib figure :func:`render` draws (time, memory, cost-model panels)."""
     has_mem = any(m.peak_memory is not None and (m.peak_memory > 0).all() for m in measurements)
     has_model = any(m.model_flops is not None for m in measurements)
     panels = 1 + has_mem + has_model
@@ -140,6 +153,4 @@ def render(
     if title:
         fig.suptitle(title)
     fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format=fmt, dpi=110)
-    return buf.getvalue()
+    return fig
