@@ -551,7 +551,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=_size_list,
         metavar="N1,N2,...",
         help="sequence lengths to time for every form (at least three; default 1024..8192 "
-        "for softmax, 1024..65536 for linear attention)",
+        "for softmax, 512..32768 for linear attention)",
     )
     p.add_argument("--repeats", type=_positive_int, help="timed rounds over every size (default 9)")
     p.add_argument(

@@ -249,7 +249,7 @@ def run_scaling(
       grows as n^2 (C2); timed over n = 1024 .. 8192 by default;
     * linear attention in the bidirectional parallel form and the causal
       chunked and gated chunked forms: n^1 (C3, C20); timed over the wider
-      n = 1024 .. 65536.
+      n = 512 .. 32768.
 
     How it is measured and judged is in the module docstring: rounds over
     every size in a random order, one BLAS thread, CPU time; the median of

@@ -45,11 +45,12 @@ EXPECTED_EXPONENTS: Mapping[str, float] = MappingProxyType({"quadratic": 2.0, "l
 #: Default sizes of each kind.  Exact attention: n = 1024 .. 8192, seven sizes
 #: sqrt(2) apart (a factor 8: accepted range 2 +- 1/3; below n = 1024 the fixed
 #: cost of each of the causal form's query blocks bends its times); linear
-#: attention: n = 1024 .. 65536 doubling (a factor 64: 1 +- 1/6).
+#: attention: n = 512 .. 32768 doubling (a factor 64: 1 +- 1/6; beyond n = 32768
+#: the feature matrices leave the caches and time per operation grows with n).
 DEFAULT_SIZES: Mapping[str, tuple[int, ...]] = MappingProxyType(
     {
         "quadratic": geometric_sizes(1024, 8192, num=7),
-        "linear": geometric_sizes(1024, 65536),
+        "linear": geometric_sizes(512, 32768),
     }
 )
 #: Sizes of the quick run (and of the essay's C2/C3 check): n = 512 .. 4096 in
