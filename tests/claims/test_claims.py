@@ -11,6 +11,7 @@ computing them is what is under test.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -145,10 +146,17 @@ def test_essay_report_renders_every_claim(quick_results):
     report = C.EssayReport(results=tuple(quick_results.values()), level="quick", duration=1.0)
     table = report.table().splitlines()
     assert table[0].split()[:2] == ["claim", "in"]
-    rows = {line.split()[0]: line for line in table[2:]}
+    key_col = table[0].index("key number")
+    rows: dict[str, list[str]] = {}
+    for line in table[2:]:
+        if not line.startswith(" "):
+            rows[line.split()[0]] = [line[key_col:]]
+        elif line.startswith(" " * key_col):
+            rows[list(rows)[-1]].append(line[key_col:])
     assert list(rows) == ALL_IDS
-    for cid, line in rows.items():
-        assert quick_results[cid].key_number in line
+    for cid, parts in rows.items():  # the key number, wrapped under its column, nothing cut
+        assert " ".join(parts) == " ".join(quick_results[cid].key_number.split())
+    assert max(len(line) for line in table) <= 100
     md = report.to_markdown({"C12": "C12.png"})
     for cid in ALL_IDS:
         assert f"| {cid} | " in md
@@ -159,12 +167,62 @@ def test_essay_report_renders_every_claim(quick_results):
     assert json.loads(json.dumps(d))["claims"][7]["id"] == "C8"
 
 
+@pytest.mark.parametrize("columns", ["60", "80", "132", "junk"])
+def test_the_table_respects_columns(quick_results, monkeypatch, columns):
+    monkeypatch.setenv("COLUMNS", columns)
+    report = C.EssayReport(results=tuple(quick_results.values()), level="quick", duration=1.0)
+    width = int(columns) if columns.isdigit() else 100
+    assert max(len(line) for line in report.table().splitlines()) <= width
+
+
+def test_an_inconclusive_row_says_what_would_decide_it(quick_results):
+    r = quick_results["C2"]
+    st = {"statement": "measured time ~ n^p", "verdict": "inconclusive", "evidence": "p = 1.6"}
+    undecided = dataclasses.replace(
+        r, verdict=C.ClaimVerdict.INCONCLUSIVE, details={"statements": [st]}
+    )
+    report = C.EssayReport(results=(undecided,), level="default", duration=1.0)
+    text = " ".join(report.table().split())
+    assert "to decide: measured time ~ n^p: p = 1.6." in text
+    assert "--claims C2 --thorough" in text
+    assert "[inconclusive] measured time ~ n^p: p = 1.6" in report.details_text()
+    assert "*To decide.* measured time ~ n^p: p = 1.6." in report.to_markdown()
+
+
+def test_c12_evidence_prints_t_m_at_the_grid_point_it_names(quick_results):
+    import math
+
+    r = quick_results["C12"]
+    odd = next(st for st in r.details["statements"] if st["statement"].startswith("odd M"))
+    found = re.findall(r"T_(\d+)\(([-0-9.e]+)\) = ([-0-9.e+]+)", odd["evidence"] + r.key_number)
+    assert found
+    for M, x, v in found:
+        s_ = float(x)
+        exact = sum(s_**k / math.factorial(k) for k in range(int(M) + 1))
+        assert exact <= 0 and float(v) == pytest.approx(exact, rel=5e-3)
+
+
+def test_json_carries_numbers_as_numbers_and_non_finite_as_null_with_a_note(quick_results):
+    r = quick_results["C12"]
+    odd = dict(r.details, bound=float("inf"), p_values=[0.5, float("nan")])
+    report = C.EssayReport(
+        results=(dataclasses.replace(r, details=odd),), level="quick", duration=1.0
+    )
+    text = json.dumps(report.to_dict(), allow_nan=False)  # no NaN or Infinity tokens
+    d = json.loads(text)
+    details = d["claims"][0]["details"]
+    assert details["bound"] is None and details["p_values"] == [0.5, None]
+    assert {"path": "claims[0].details.bound", "value": "inf"} in d["non_finite"]
+    assert {"path": "claims[0].details.p_values[1]", "value": "nan"} in d["non_finite"]
+    assert all(isinstance(v, float) for v in details["error_over_bound"])
+
+
 def test_run_essay_prints_rows_as_they_finish(capsys):
     import sys
 
     report = essay.run_essay(["C11", "C7"], "quick", stream=sys.stdout)
     lines = capsys.readouterr().out.splitlines()
-    assert [line.split()[0] for line in lines[2:]] == ["C7", "C11"]
+    assert [line.split()[0] for line in lines[2:] if not line.startswith(" ")] == ["C7", "C11"]
     assert [r.claim for r in report.results] == ["C7", "C11"]
 
 

@@ -169,6 +169,8 @@ def _in_process_bad_usage(f: dict[str, Path]) -> dict[str, list[str]]:
         "scaling_bad_sizes": ["scaling", "--sizes", "64,abc"],
         "scaling_two_sizes": ["scaling", "--sizes", "64,128"],
         "scaling_zero_repeats": ["scaling", "--repeats", "0"],
+        # softmax at n = 131072: the estimate is far beyond 5 minutes, so --yes is asked for
+        "scaling_long_needs_yes": ["scaling", "--sizes", "1024,4096,16384,65536,131072"],
     }
 
 
@@ -251,6 +253,7 @@ def test_bad_usage_in_process_is_one_line_and_exit_code_2(in_process_bad, name, 
         ("essay_bad_claim", "C99"),
         ("points_wrong_dim", "d = 2 columns"),
         ("scaling_two_sizes", "sizes"),
+        ("scaling_long_needs_yes", "--yes on the command line"),
     ],
 )
 def test_in_process_messages_say_what_is_wrong(in_process_bad, name, fragment, capsys):
@@ -371,7 +374,9 @@ def test_scaling_runs(runs, files):
     proc, _ = runs["scaling"]
     assert proc.returncode in (0, 1, 3), proc.stderr
     payload = json.loads(proc.stdout)
-    assert payload["sizes"] == [64, 128, 256]
+    assert payload["sizes"] == {"quadratic": [64, 128, 256], "linear": [64, 128, 256]}
+    # three sizes are too few for a timing verdict: not judged (inconclusive), never refuted
+    assert proc.returncode == 3 and {f["verdict"] for f in payload["forms"]} == {"not judged"}
     assert (files["scaling_out"] / "scaling.json").exists()
 
 

@@ -185,6 +185,32 @@ def test_measure_calls_warmup_loops_repeats_and_memory_pass():
     assert (m.raw_times > 0).all()
 
 
+def test_measure_interleaves_the_sizes_in_a_fresh_random_order_each_round():
+    calls = []
+    sizes = (1, 2, 3, 4, 5)
+    kw = dict(make_input=lambda n: (n,), warmup=0, memory=False, min_time=0, repeats=8)
+    measure(calls.append, sizes, seed=3, **kw)
+    rounds = [tuple(calls[i : i + 5]) for i in range(0, 40, 5)]
+    assert all(sorted(r) == list(sizes) for r in rounds)  # every round times every size once
+    assert len(set(rounds)) > 1  # in orders that change from round to round
+    again = []
+    measure(again.append, sizes, seed=3, **kw)
+    assert again == calls  # the order is seeded
+    seq = []
+    m = measure(seq.append, sizes, order="sequential", **kw)
+    assert seq == [n for n in sizes for _ in range(8)] and m.order == "sequential"
+    assert m.default_method() == "theil-sen"
+
+
+def test_measure_reports_each_timed_repeat_to_progress():
+    seen = []
+    sizes = (8, 16, 32)
+    measure(
+        len, sizes, make_input=lambda n: ([0] * n,), repeats=3, memory=False, progress=seen.append
+    )
+    assert sorted(seen) == sorted(list(sizes) * 3)
+
+
 def test_measure_min_statistic_and_single_argument():
     seen = []
     m = measure(
@@ -288,6 +314,9 @@ def _bad_measure_calls():
         ((len, [1, 2]), {**ok, "label": 5}),
         ((len, [1, 2]), {**ok, "clock": "monotonic"}),
         ((len, [1, 2]), {**ok, "cost_unit": ""}),
+        ((len, [1, 2]), {**ok, "order": "random"}),
+        ((len, [1, 2]), {**ok, "seed": None}),
+        ((len, [1, 2]), {**ok, "progress": 3}),
     ]
 
 
@@ -346,22 +375,77 @@ def test_run_scaling_report_and_files(tmp_path):
     assert len(lines) == 2 and lines[0].startswith("softmax, bidirectional (C2)")
     for f in report.forms:
         assert f.measurement.sizes == (32, 64, 128)
-        assert f.time_fit.expected == ((1.8, 2.2) if f.claim == "C2" else (0.85, 1.15))
-        assert f.verdict == f.time_fit.verdict and f.passed == (f.verdict == "pass")
+        assert f.measurement.order == "interleaved" and f.time_fit.method == "rounds"
+        # three sizes spanning a factor 4: no verdict, whatever the clock says
+        assert f.verdict == "not judged" and f.accepted is None and not f.passed
+        assert f.outcome.value == "inconclusive"
+        assert "3 sizes" in f.reason and "at least 5" in f.reason
         flops = [cost_model(f.form, n, 64, 8, 64, 16, causal=f.causal).flops for n in (32, 64, 128)]
         np.testing.assert_array_equal(f.measurement.model_flops, flops)
+        thr = f.measurement.throughput()
+        assert f.cost_spread == pytest.approx(thr.max() / thr.min())
     chunked = report.forms[1]
     assert len(set(chunked.state_size)) == 1  # C11: the state does not grow with n
-    assert report.passed == all(f.passed for f in report.forms)
+    assert report.outcome.value == "inconclusive" and not report.passed
     files = sorted(p.name for p in (tmp_path / "run").iterdir())
     assert files == ["scaling.json", "scaling.md", "scaling.png"]
     saved = json.loads((tmp_path / "run" / "scaling.json").read_text())
-    assert saved["sizes"] == [32, 64, 128] and len(saved["forms"]) == 2
+    assert saved["sizes"] == {"quadratic": [32, 64, 128], "linear": [32, 64, 128]}
+    assert len(saved["forms"]) == 2
     assert saved["environment"]["blas_threads"] == 1
     assert saved["environment"]["clock"] == "cpu"
     md = (tmp_path / "run" / "scaling.md").read_text()
-    assert "| softmax, bidirectional | C2 |" in md and "scaling.png" in md
-    assert str(report).startswith("scaling ")
+    assert "| softmax, bidirectional | C2 | 32..128 |" in md and "scaling.png" in md
+    assert "not judged: 3 sizes" in md
+    assert str(report).startswith("scaling inconclusive: ")
+
+
+def test_run_scaling_judges_against_the_accepted_range_of_its_sizes():
+    from kernelcheck.scaling import accepted_range, run_scaling
+
+    sizes = (64, 91, 128, 181, 256, 362, 512)  # a factor 8: 1 +- 1/3
+    report = run_scaling(sizes=sizes, num_features=4, d=4, repeats=6, forms=("parallel",))
+    f = report.forms[0]
+    rng = accepted_range(1.0, sizes)
+    assert f.accepted == pytest.approx((1 - 1 / 3, 1 + 1 / 3)) and f.accepted == rng.pair()
+    assert f.time_fit.expected == f.accepted and f.verdict == f.time_fit.verdict
+    assert f.verdict in ("pass", "fail", "inconclusive") and f.reason == ""
+    assert f.time_fit.coverage == pytest.approx(1 - 2 * 0.5**6)
+    # the per-size table shows the minimum of the rounds; the fit uses every round
+    np.testing.assert_array_equal(f.measurement.times, f.measurement.raw_times.min(axis=1))
+    assert f.measurement.raw_times.shape == (len(sizes), 6)
+
+
+def test_run_scaling_sizes_by_kind_and_the_defaults():
+    from kernelcheck.scaling import DEFAULT_SIZES, QUICK_SIZES, accepted_range
+
+    for table in (DEFAULT_SIZES, QUICK_SIZES):
+        for kind, p in (("quadratic", 2.0), ("linear", 1.0)):
+            r = accepted_range(p, table[kind])
+            assert r.judged and r.high - r.low <= 2 / 3 + 1e-12
+    # a linear form is timed over a wider range than an exact one, so its range is narrower
+    assert (
+        DEFAULT_SIZES["linear"][-1] / DEFAULT_SIZES["linear"][0]
+        > DEFAULT_SIZES["quadratic"][-1] / DEFAULT_SIZES["quadratic"][0]
+    )
+
+
+def test_run_scaling_asks_before_a_long_run_and_draws_nothing_first(monkeypatch):
+    from kernelcheck._src.scaling import forms
+    from kernelcheck.scaling import run_scaling
+
+    drawn = []
+    real = forms.Inputs._exact
+
+    def spy(self):
+        drawn.append(self.largest["quadratic"])
+        return real(self)
+
+    monkeypatch.setattr(forms.Inputs, "_exact", spy)
+    sizes = (1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072)
+    with pytest.raises(InvalidArgument, match=r"would take about .* pass yes=True"):
+        run_scaling(sizes=sizes, forms=("softmax",), repeats=6)
+    assert drawn == [1024]  # only the pilot's inputs, at the smallest size
 
 
 def test_run_scaling_threads_none_and_memory_holds_the_output():
@@ -401,6 +485,10 @@ def test_run_scaling_without_matplotlib_writes_the_report_and_says_why_no_plot(
     [
         {"sizes": (16, 32)},
         {"sizes": (32, 16, 64)},
+        {"sizes": {"quadratic": (16, 32, 64)}},
+        {"sizes": {"linear": (16, 32, 64), "cubic": (1, 2, 3)}},
+        {"yes": 1},
+        {"bar": "yes"},
         {"d": 0},
         {"num_features": 0},
         {"chunk_size": 0},
@@ -430,3 +518,27 @@ def test_run_scaling_out_must_be_a_directory(tmp_path):
     f.write_text("x")
     with pytest.raises(InvalidArgument, match="directory"):
         run_scaling(sizes=(16, 32, 64), forms=("parallel",), out=f)
+
+
+def test_the_scaling_plot_reads_back_with_fits_and_theory_slopes():
+    pytest.importorskip("matplotlib")
+    from kernelcheck._src.scaling.plot import figure
+    from kernelcheck.scaling import run_scaling
+
+    sizes = (64, 91, 128, 181, 256)
+    report = run_scaling(sizes=sizes, forms=("softmax", "parallel"), d=4, num_features=4, repeats=6)
+    fig = figure([f.measurement for f in report.forms], "t", theory=[2.0, 1.0])
+    time_ax = fig.axes[0]
+    assert time_ax.get_xlabel() and time_ax.get_ylabel()
+    assert all(ax.get_xlabel() and ax.get_ylabel() for ax in fig.axes)
+    lines = {ln.get_label(): np.asarray(ln.get_xydata(), dtype=float) for ln in time_ax.lines}
+    for ax in fig.axes:
+        for ln in ax.lines:
+            assert np.isfinite(np.asarray(ln.get_xydata(), dtype=float)).all()
+    for f, p in zip(report.forms, (2.0, 1.0), strict=True):
+        theory = lines[f"{f.name}: theory n^{p:g}"]
+        lx, ly = np.log(theory[:, 0]), np.log(theory[:, 1])
+        assert (ly[-1] - ly[0]) / (lx[-1] - lx[0]) == pytest.approx(p, rel=1e-9)
+        fitted = next(xy for label, xy in lines.items() if label.startswith(f"{f.name}: p="))
+        lx, ly = np.log(fitted[:, 0]), np.log(fitted[:, 1])
+        assert (ly[-1] - ly[0]) / (lx[-1] - lx[0]) == pytest.approx(f.time_fit.slope, rel=1e-9)

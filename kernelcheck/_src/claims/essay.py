@@ -14,12 +14,15 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import math
+import os
 import sys
+import textwrap
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, TextIO, cast
 
 from kernelcheck._src.claims.registry import (
     CLAIMS,
@@ -33,6 +36,7 @@ from kernelcheck._src.claims.registry import (
 )
 from kernelcheck._src.core import report as bundle
 from kernelcheck._src.core.outcome import Outcome, exit_code
+from kernelcheck._src.core.progress import progress_bar
 from kernelcheck._src.core.report import new_figure, png_bytes
 from kernelcheck._src.core.results import ResultMixin
 from kernelcheck._src.core.validate import as_output_folder, check_callable, check_choice, describe
@@ -126,8 +130,35 @@ class EssayReport(ResultMixin):
             printer.row(r)
         return buf.getvalue()
 
+    def details_text(self, width: int = 100) -> str:
+        """Each claim's statements with their verdict and evidence, wrapped to ``width``."""
+        out = []
+        for r in self.results:
+            out.append(
+                f"{r.claim}: {STATEMENTS[r.claim][0]} ({r.verdict.value}, {r.duration:.2f} s)"
+            )
+            for st in r.details.get("statements") or []:
+                text = (
+                    f"[{st.get('verdict', '')}] {st.get('statement', '')}: {st.get('evidence', '')}"
+                )
+                out += textwrap.wrap(
+                    text,
+                    width,
+                    initial_indent="  ",
+                    subsequent_indent="    ",
+                    break_on_hyphens=False,
+                )
+        return "\n".join(out) + "\n"
+
     def to_dict(self) -> dict:
-        """JSON-ready report: environment, summary and one entry per claim."""
+        """JSON-ready report: environment, summary and one entry per claim.
+
+        Numbers are JSON numbers.  A value that is not finite (an infinite
+        bound, a p-value that was not computed) is ``null``, and the list
+        ``non_finite`` names each one by its path with what it was
+        (``"inf"``, ``"-inf"`` or ``"nan"``), so no reader has to parse
+        numbers out of strings.
+        """
         claims = []
         for r in self.results:
             title, statement = STATEMENTS[r.claim]
@@ -139,13 +170,15 @@ class EssayReport(ResultMixin):
             }
             entry.update(r.to_dict())
             claims.append(entry)
+        non_finite: list[dict[str, str]] = []
         return {
             "level": self.level,
             "duration": self.duration,
             "environment": dict(self.environment),
             "summary": self.summary(),
             "exit_code": self.exit_code,
-            "claims": claims,
+            "claims": _nulls_for_non_finite(claims, "claims", non_finite),
+            "non_finite": non_finite,
         }
 
     def to_markdown(self, plots: dict[str, str] | None = None) -> str:
@@ -192,6 +225,8 @@ class EssayReport(ResultMixin):
                     f"*Verdict.* **{r.verdict.value}**: {r.key_number} ({r.duration:.2f} s).",
                     "",
                 ]
+                if r.verdict is ClaimVerdict.INCONCLUSIVE:
+                    lines += [f"*To decide.* {what_to_do(r)}", ""]
                 statements = r.details.get("statements") or []
                 if statements:
                     lines += ["| statement | verdict | evidence |", "| --- | --- | --- |"]
@@ -209,6 +244,24 @@ class EssayReport(ResultMixin):
         return "\n".join(lines)
 
 
+#: How :func:`~kernelcheck._src.core.results.to_jsonable` writes a non-finite float.
+_NON_FINITE = {"inf", "-inf", "nan"}
+
+
+def _nulls_for_non_finite(value: Any, path: str, notes: list[dict[str, str]]) -> Any:
+    """``value`` with every non-finite number (float or its JSON string) as None, noted."""
+    if isinstance(value, dict):
+        return {k: _nulls_for_non_finite(v, f"{path}.{k}", notes) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_nulls_for_non_finite(v, f"{path}[{i}]", notes) for i, v in enumerate(value)]
+    if isinstance(value, float) and not math.isfinite(value):
+        value = "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    if isinstance(value, str) and value in _NON_FINITE:
+        notes.append({"path": path, "value": value})
+        return None
+    return value
+
+
 def _group(cid: str) -> str:
     for slug, _title, ids in GROUPS:
         if cid in ids:
@@ -224,27 +277,82 @@ def _verdict_md(v: ClaimVerdict) -> str:
     return f"**{v.value}**" if v is not ClaimVerdict.VERIFIED else v.value
 
 
-class _TablePrinter:
-    """Prints the table row by row as results arrive (widths known up front)."""
+#: Width of the printed table when ``COLUMNS`` does not say otherwise.
+TABLE_WIDTH = 100
+_MIN_WIDTH = 60
+#: Width of the "in a few words" column (longer titles are cut with "...").
+_TITLE_WIDTH = 34
 
-    def __init__(self, stream: TextIO, claim_ids: list[str]):
+
+def table_width(environ: Mapping[str, str] | None = None) -> int:
+    """The table's width: ``COLUMNS`` when set to a number (at least 60), else 100."""
+    environ = os.environ if environ is None else environ
+    try:
+        return max(_MIN_WIDTH, int(environ.get("COLUMNS", "")))
+    except ValueError:
+        return TABLE_WIDTH
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+class _TablePrinter:
+    """Prints the table row by row as results arrive, within ``width`` columns.
+
+    The key number wraps onto continuation lines under its own column, so
+    nothing is cut; an inconclusive row is followed by what decides it.
+    """
+
+    def __init__(self, stream: TextIO, claim_ids: list[str], width: int | None = None):
         self.stream = stream
+        self.width = table_width() if width is None else width
         self.w_id = max([5] + [len(c) for c in claim_ids])
-        self.w_title = max([14] + [len(STATEMENTS[c][0]) for c in claim_ids])
+        longest = max([14] + [len(STATEMENTS[c][0]) for c in claim_ids])
         self.w_verdict = max(len(v.value) for v in ClaimVerdict)
+        fixed = self.w_id + self.w_verdict + 6  # the id, the verdict and three gaps of two
+        # the title gives way to a key column of at least 20 in a narrow terminal
+        self.w_title = max(10, min(_TITLE_WIDTH, longest, self.width - fixed - 20))
+        self.indent = fixed + self.w_title
+        self.w_key = max(20, self.width - self.indent)
 
     def header(self) -> None:
-        self._line("claim", "in a few words", "verdict", "key number")
-        self._line("-" * self.w_id, "-" * self.w_title, "-" * self.w_verdict, "-" * 10)
+        self._line("claim", "in a few words", "verdict", ["key number"])
+        self._line("-" * self.w_id, "-" * self.w_title, "-" * self.w_verdict, ["-" * 10])
 
     def row(self, r: ClaimResult) -> None:
-        self._line(r.claim, STATEMENTS[r.claim][0], r.verdict.value, r.key_number)
-
-    def _line(self, a: str, b: str, c: str, d: str) -> None:
-        self.stream.write(
-            f"{a:<{self.w_id}}  {b:<{self.w_title}}  {c:<{self.w_verdict}}  {d}".rstrip() + "\n"
-        )
+        title = _cut(STATEMENTS[r.claim][0], self.w_title)
+        key = textwrap.wrap(r.key_number, self.w_key, break_on_hyphens=False) or [""]
+        self._line(r.claim, title, r.verdict.value, key)
+        if r.verdict is ClaimVerdict.INCONCLUSIVE:
+            hint = textwrap.wrap(
+                "to decide: " + what_to_do(r), self.width - self.w_id - 2, break_on_hyphens=False
+            )
+            for line in hint:
+                self.stream.write(" " * (self.w_id + 2) + line + "\n")
         self.stream.flush()
+
+    def _line(self, a: str, b: str, c: str, key: list[str]) -> None:
+        head = f"{a:<{self.w_id}}  {b:<{self.w_title}}  {c:<{self.w_verdict}}  "
+        self.stream.write((head + key[0]).rstrip() + "\n")
+        for more in key[1:]:
+            self.stream.write(" " * self.indent + more + "\n")
+        self.stream.flush()
+
+
+def what_to_do(r: ClaimResult) -> str:
+    """What would decide an inconclusive claim: its undecided statements, and a stronger run."""
+    open_rows = [
+        st
+        for st in r.details.get("statements") or []
+        if st.get("verdict") in ("inconclusive", "not run")
+    ]
+    said = "; ".join(f"{st['statement']}: {st['evidence']}" for st in open_rows[:2])
+    advice = (
+        f"rerun `kernelcheck essay --claims {r.claim} --thorough` (more trials and sizes); a "
+        "timing claim may also need a quieter machine"
+    )
+    return f"{said}. {advice}" if said else advice
 
 
 def run_essay(
@@ -301,13 +409,28 @@ def run_essay(
     if printer is not None:
         printer.header()
     start = time.perf_counter()
-    results = run_claims(ids, level, on_result=progress, executor=executor)
+    with _one_blas_thread():
+        results = run_claims(ids, level, on_result=progress, executor=executor)
+    env["blas_threads"] = 1
     return EssayReport(
         results=tuple(results),
         level=level,
         duration=time.perf_counter() - start,
         environment=env,
     )
+
+
+def _one_blas_thread():
+    """BLAS limited to one thread while the checks run (threadpoolctl).
+
+    The essay's matrices are small: a second BLAS thread buys little on a
+    quiet machine and, on a busy one, its spin-waiting threads are
+    descheduled and slow every product down several-fold.  The timing
+    checks (C2, C3) need one thread anyway, to read CPU time.
+    """
+    from threadpoolctl import threadpool_limits
+
+    return threadpool_limits(limits=1)
 
 
 # ---------------------------------------------------------------------------
@@ -321,32 +444,54 @@ def render_plots(report: EssayReport) -> dict[str, bytes]:
     matplotlib is not installed (:func:`write_report` then writes the report
     without plots and says so).  Plot data format: ``{"title", "xlabel",
     "ylabel", "xscale", "yscale", "series": [{"label", "x", "y"}, ...]}``; a
-    series with ``"style": "dashed"`` draws a reference line.
+    series with ``"style": "dashed"`` draws a reference line (a theory
+    slope), ``"line"`` a fitted line, any other points joined by lines.
+    Points that are not finite numbers (or not positive on a log axis) are
+    left out, so a bound that is infinite at one order never turns the axis
+    into categories.
     """
     specs: list[tuple[str, dict]] = [
         (r.claim, r.details["plot"])
         for r in report.results
         if isinstance(r.details.get("plot"), dict)
     ]
-    out: dict[str, bytes] = {}
-    for cid, spec in specs:
-        fig = new_figure((5.5, 3.8))
-        ax = fig.add_subplot()
-        for series in spec.get("series", []):
-            ls = "--" if series.get("style") == "dashed" else "-"
-            marker = "" if series.get("style") == "dashed" else "o"
-            ax.plot(series["x"], series["y"], ls, marker=marker, ms=4, label=series.get("label"))
-        ax.set_xscale(spec.get("xscale", "linear"))
-        ax.set_yscale(spec.get("yscale", "linear"))
-        ax.set_xlabel(spec.get("xlabel", ""))
-        ax.set_ylabel(spec.get("ylabel", ""))
-        ax.set_title(f"{cid}: {spec.get('title', '')}", fontsize=10)
-        ax.grid(True, which="both", alpha=0.3)
-        if any(s.get("label") for s in spec.get("series", [])):
-            ax.legend(fontsize=8)
-        fig.tight_layout()
-        out[f"{cid}.png"] = png_bytes(fig)
-    return out
+    return {f"{cid}.png": png_bytes(plot_figure(cid, spec)) for cid, spec in specs}
+
+
+def plot_figure(cid: str, spec: dict) -> Any:
+    """The matplotlib figure of claim ``cid``'s plot data ``spec`` (see :func:`render_plots`)."""
+    fig = new_figure((5.5, 3.8))
+    ax = fig.add_subplot()
+    for series in spec.get("series", []):
+        style = series.get("style")
+        ls = "--" if style == "dashed" else "-"
+        marker = "" if style in ("dashed", "line") else "o"
+        x, y = _finite_points(series["x"], series["y"])
+        ax.plot(x, y, ls, marker=marker, ms=4, label=series.get("label"))
+    ax.set_xscale(spec.get("xscale", "linear"))
+    ax.set_yscale(spec.get("yscale", "linear"))
+    ax.set_xlabel(spec.get("xlabel", ""))
+    ax.set_ylabel(spec.get("ylabel", ""))
+    ax.set_title(f"{cid}: {spec.get('title', '')}", fontsize=10)
+    ax.grid(True, which="both", alpha=0.3)
+    if any(s.get("label") for s in spec.get("series", [])):
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def _finite_points(x, y) -> tuple[list[float], list[float]]:
+    """The points of a series whose coordinates are both finite numbers."""
+    xs, ys = [], []
+    for a, b in zip(x, y, strict=True):
+        try:
+            fa, fb = float(a), float(b)
+        except (TypeError, ValueError):
+            continue
+        if math.isfinite(fa) and math.isfinite(fb):
+            xs.append(fa)
+            ys.append(fb)
+    return xs, ys
 
 
 def write_report(report: EssayReport, out_dir: str | Path) -> list[Path]:
@@ -376,6 +521,25 @@ def write_report(report: EssayReport, out_dir: str | Path) -> list[Path]:
     return bundle.write_bundle(out_dir, files, name="out_dir")
 
 
+class _BarStream:
+    """A text stream that writes its lines above a progress bar (or straight through)."""
+
+    def __init__(self, stream: TextIO, pbar: Any):
+        self.stream, self.pbar, self._buf = stream, pbar, ""
+
+    def write(self, text: str) -> int:
+        if not self.pbar.drawn:
+            return self.stream.write(text)
+        self._buf += text
+        *lines, self._buf = self._buf.split("\n")
+        for line in lines:
+            self.pbar.write(line, file=self.stream)
+        return len(text)
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+
 def _maybe_dask(workers: int | None, scheduler: str | None):
     """A Dask executor when ``workers`` or ``scheduler`` is given, else a null context."""
 
@@ -395,6 +559,8 @@ def main_essay(
     stdout: TextIO | None = None,
     workers: int | None = None,
     scheduler: str | None = None,
+    verbose: bool = False,
+    bar: bool | None = None,
 ) -> int:
     """The ``kernelcheck essay`` command; returns its exit code (see :func:`exit_code_for`).
 
@@ -404,8 +570,17 @@ def main_essay(
     stdout = stdout or sys.stdout
     # Ctrl-C (KeyboardInterrupt, or InterruptedAfterWrite once the files are in
     # place) is reported by kernelcheck.cli.main, as for the other commands.
-    with _maybe_dask(workers, scheduler) as executor:
-        report = run_essay(claim_ids, level, stream=None if as_json else stdout, executor=executor)
+    ids = claim_ids_iv(claim_ids) or list(CLAIMS)
+    with (
+        _maybe_dask(workers, scheduler) as executor,
+        progress_bar(len(ids), f"essay ({level})", enabled=bar, unit="claim") as pbar,
+    ):
+        stream = None if as_json else cast(TextIO, _BarStream(stdout, pbar))
+        report = run_essay(
+            ids, level, stream=stream, executor=executor, on_result=lambda _r: pbar.update(1)
+        )
+    if verbose and not as_json:
+        stdout.write("\n" + report.details_text(table_width()))
     written = write_report(report, out) if out is not None else []
     if out is not None:
         if not as_json:

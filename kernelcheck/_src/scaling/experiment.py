@@ -1,31 +1,53 @@
 """The C2/C3 experiment: how softmax and linear attention scale with n (claims C2, C3, C11).
 
 :func:`run_scaling` measures the attention forms of :data:`SCALING_FORMS`
-(each one of the attention registry's forms) over a grid of sequence lengths
-with :func:`~kernelcheck._src.scaling.measure.measure`, fits the exponent of
-time with :func:`~kernelcheck._src.scaling.fit.fit_exponent`, puts the clock
-next to each form's cost model and, with ``out``, writes the report through
-:func:`~kernelcheck._src.core.report.write_bundle`.  The run limits the BLAS
-threads and notes the machine's load before and after.
+(each one of the attention registry's forms) with
+:func:`~kernelcheck._src.scaling.measure.measure`: one BLAS thread, CPU
+time, every size timed once per round in a random order.  Each form's time
+exponent is the median of the per-round slopes with an order-statistic
+interval (:mod:`~kernelcheck._src.scaling.slopes`), judged against the
+accepted range of the timing error model
+(:func:`~kernelcheck._src.scaling.judge.accepted_range`); the clock is put
+next to each form's cost model, and with ``out`` the report is written
+through :func:`~kernelcheck._src.core.report.write_bundle`.  Before the
+run, a pilot call of each form at its smallest size estimates the time
+(scaled by the cost model) and :func:`~kernelcheck._src.core.progress.check_budget`
+asks for ``yes`` to a long or large run.
+
+How it is measured: one BLAS thread and the CPU time of the process, so
+that waiting for a CPU on a busy machine is not counted; ``repeats`` rounds,
+each timing every size once in a fresh random order, so that a slowdown
+during the run hits all sizes alike; the exponent is the median of the
+per-round Theil-Sen slopes, with a distribution-free order-statistic
+interval (coverage measured by simulation in ``tests/scaling/test_slopes.py``).
+
+How it is judged: time per modelled operation may change by a factor
+:data:`~kernelcheck._src.scaling.judge.COST_SPREAD` = 2 across the sizes
+(caches, BLAS shapes, fixed costs per call), so the exponent must lie in
+``p +- log 2 / log(n_hi / n_lo)`` (p = 2 or 1): ``pass`` when the whole
+interval lies inside, ``fail`` when it misses it, ``inconclusive``
+otherwise.  Fewer than 5 sizes, sizes spanning less than a factor 8, or
+fewer rounds than the interval needs are **not judged** (inconclusive),
+never refuted.  Every form's time is shown next to its cost model
+(``cost_model`` of :mod:`kernelcheck.attention`) and the spread of time per
+operation that was actually measured.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-import math
 import os
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from kernelcheck._src.attention.registry import cost_model, get_form
-from kernelcheck._src.core.outcome import Outcome, exit_code
+from kernelcheck._src.core.progress import check_budget, progress_bar
 from kernelcheck._src.core.report import environment, render_plots, write_bundle
-from kernelcheck._src.core.results import ResultMixin
 from kernelcheck._src.core.validate import (
     as_bool,
     as_int,
@@ -37,10 +59,22 @@ from kernelcheck._src.core.validate import (
     check_size,
     describe,
 )
-from kernelcheck._src.scaling.fit import STATISTICS, ExponentFit, verdict_outcome
-from kernelcheck._src.scaling.measure import CLOCKS, Measurement, measure, plot_measurements
+from kernelcheck._src.scaling.fit import STATISTICS
+from kernelcheck._src.scaling.forms import (
+    DEFAULT_FORMS,
+    DEFAULT_SIZES,
+    EXPECTED_EXPONENTS,
+    KINDS,
+    QUICK_SIZES,
+    SCALING_FORMS,
+    Inputs,
+    ScalingForm,
+)
+from kernelcheck._src.scaling.judge import COST_SPREAD, accepted_range
+from kernelcheck._src.scaling.measure import CLOCKS, measure
 from kernelcheck._src.scaling.plot import render
-from kernelcheck._src.scaling.sizes import as_sizes, geometric_sizes
+from kernelcheck._src.scaling.results import TITLE, FormScaling, ScalingReport, cost_spread
+from kernelcheck._src.scaling.sizes import as_sizes
 from kernelcheck.errors import InvalidArgument
 
 __all__ = [
@@ -54,229 +88,62 @@ __all__ = [
     "run_scaling",
 ]
 
-#: n = 1024 .. 16384, nine sizes a factor sqrt(2) apart (the range of claims C2/C3).
-#: Nine sizes give 36 pairwise slopes, so one size off the power law (data that
-#: fits in cache at the smallest n) moves neither the Theil-Sen slope nor Sen's
-#: interval much; with five sizes the interval spans nearly every pairwise slope.
-DEFAULT_SIZES = geometric_sizes(1024, 16384, num=9)
-#: A short run for a smoke check (the exponents are less reliable this small).
-QUICK_SIZES = geometric_sizes(512, 4096, num=7)
-#: Ranges an exponent of time must lie in (claims C2 and C3).
-EXPECTED_EXPONENTS = {"quadratic": (1.8, 2.2), "linear": (0.85, 1.15)}
-
-
-@dataclass(frozen=True, eq=False)
-class FormScaling(ResultMixin):
-    """One attention form's measurement, fits and verdict inside a :class:`ScalingReport`.
-
-    Attributes
-    ----------
-    name : str
-        Display name, e.g. ``"softmax, causal"``.
-    form : str
-        The attention form (``"softmax"``, ``"parallel"``, ``"chunked"``, ...).
-    causal : bool
-        Whether the form is causal.
-    claim : str
-        ``"C2"`` (quadratic) or ``"C3"`` (linear).
-    measurement : Measurement
-        Times, memory and model flops per size.
-    time_fit : ExponentFit
-        Exponent of time, judged against ``expected``.
-    memory_fit : ExponentFit or None
-        Exponent of peak memory (not judged).
-    model_exponent : float or None
-        Exponent of the cost model's flops over the same sizes.
-    state_size : tuple of int or None
-        The cost model's state size at each size (claim C11 for the
-        recurrent and chunked forms).
-    verdict : str
-        The time fit's verdict.
-    passed : bool
-    """
-
-    name: str
-    form: str
-    causal: bool
-    claim: str
-    measurement: Measurement
-    time_fit: ExponentFit
-    memory_fit: ExponentFit | None
-    model_exponent: float | None
-    state_size: tuple[int, ...] | None
-    verdict: str
-    passed: bool
-
-    @property
-    def outcome(self) -> Outcome:
-        """The time fit's verdict as an outcome (see :attr:`ExponentFit.outcome`)."""
-        return verdict_outcome(self.verdict)
-
-    def __str__(self) -> str:
-        return f"{self.name} ({self.claim}): time {self.time_fit}"
-
-
-@dataclass(frozen=True, eq=False)
-class ScalingReport(ResultMixin):
-    """Measured exponents of softmax and linear attention (claims C2, C3, C11).
-
-    Attributes
-    ----------
-    forms : tuple of FormScaling
-    sizes : tuple of int
-    d, D, d_v, chunk_size : int
-        Head dimension, feature dimension, value dimension, chunk size.
-    feature_map : str
-        The feature map of the linear forms.
-    repeats : int
-    statistic : str
-    confidence : float
-    quick : bool
-    environment : dict
-        Python, NumPy, machine and CPU count of the run.
-    seconds : float
-        Wall time of the whole run.
-    plot_path : str or None
-        Where the plot was written, if anywhere.
-    passed : bool
-        Every form's verdict is ``"pass"``.
-    """
-
-    forms: tuple[FormScaling, ...]
-    sizes: tuple[int, ...]
-    d: int
-    D: int
-    d_v: int
-    chunk_size: int
-    feature_map: str
-    repeats: int
-    statistic: str
-    confidence: float
-    quick: bool
-    environment: dict
-    seconds: float
-    plot_path: str | None
-    passed: bool
-    notes: tuple[str, ...] = field(default_factory=tuple)
-
-    @property
-    def outcome(self) -> Outcome:
-        """Refuted when a form's fit fails, verified when all pass, else inconclusive."""
-        return {0: Outcome.VERIFIED, 1: Outcome.REFUTED}.get(
-            exit_code(self.forms, name="forms"), Outcome.INCONCLUSIVE
-        )
-
-    def __str__(self) -> str:
-        head = "PASS" if self.passed else "NOT PASSED"
-        parts = "; ".join(f"{f.name} p={f.time_fit.slope:.2f} {f.verdict}" for f in self.forms)
-        return f"scaling {head}: {parts}"
-
-    def summary_table(self) -> str:
-        """The one-row-per-form Markdown table of exponents and verdicts."""
-        conf = f"{self.confidence:.0%}"
-        lines = [
-            f"| form | claim | time exponent [{conf} CI] | expected | verdict "
-            "| memory exponent | cost-model exponent | model GFLOP/s (min..max) |",
-            "|---|---|---|---|---|---|---|---|",
-        ]
-        for f in self.forms:
-            t = f.time_fit
-            mem = "-" if f.memory_fit is None else f"{f.memory_fit.slope:.2f}"
-            model = "-" if f.model_exponent is None else f"{f.model_exponent:.2f}"
-            thr = f.measurement.throughput()
-            gf = "-" if thr is None else f"{thr.min() / 1e9:.3g}..{thr.max() / 1e9:.3g}"
-            exp_range = "-" if t.expected is None else f"[{t.expected[0]:g}, {t.expected[1]:g}]"
-            lines.append(
-                f"| {f.name} | {f.claim} | {t.slope:.3f} [{t.low:.3f}, {t.high:.3f}] | "
-                f"{exp_range} | {t.verdict} | {mem} | {model} | {gf} |"
-            )
-        return "\n".join(lines) + "\n"
-
-    def to_markdown(self) -> str:
-        """Summary table, settings, then one per-size table per form."""
-        env = self.environment
-        out = [
-            "## Scaling: softmax against linear attention (C2, C3, C11)",
-            "",
-            f"n = {', '.join(str(n) for n in self.sizes)}; d = {self.d}, d_v = {self.d_v}, "
-            f"D = {self.D} ({self.feature_map}), chunk size {self.chunk_size}; "
-            f"{self.repeats} repeats, {self.statistic} per size; "
-            f"{env.get('cpu_count')} CPUs, NumPy {env.get('numpy')}, Python {env.get('python')}; "
-            f"run took {self.seconds:.1f} s.",
-            "",
-            self.summary_table(),
-        ]
-        for note in self.notes:
-            out.append(f"- {note}")
-        if self.notes:
-            out.append("")
-        for f in self.forms:
-            out.append(f.measurement.to_markdown())
-            if f.state_size is not None:
-                sizes = ", ".join(str(s) for s in f.state_size)
-                out.append(f"- state size per n (cost model): {sizes}\n")
-        if self.plot_path:
-            out.append(f"![scaling plot]({Path(self.plot_path).name})\n")
-        return "\n".join(out)
-
-    def plot(self, path) -> Path:
-        """Write the log-log plot of every form (time, memory, model throughput)."""
-        return plot_measurements([f.measurement for f in self.forms], path, title=_TITLE)
-
-
-#: Title of the plot of a :class:`ScalingReport`.
-_TITLE = "softmax against linear attention"
-
-
-#: What :func:`run_scaling` measures: key -> (label, registered form, causal, claim).
-_PRESETS = (
-    ("softmax", "softmax, bidirectional", "softmax", False, "C2"),
-    ("softmax-causal", "softmax, causal", "softmax", True, "C2"),
-    ("parallel", "linear parallel, bidirectional", "parallel", False, "C3"),
-    ("chunked", "linear chunked, causal", "chunked", True, "C3"),
-    ("parallel-causal", "linear parallel (prefix sums), causal", "parallel", True, "C3"),
-    ("recurrent", "linear recurrent, causal", "recurrent", True, "C3"),
-    ("gated-chunked", "gated linear chunked, causal", "gated_chunked", True, "C20"),
-)
-
-
-def _scaling_forms() -> dict[str, tuple[str, str, bool, str, tuple[float, float]]]:
-    # The expected exponent follows from the form: exact forms (queries and
-    # keys) are quadratic in n, the ones on feature matrices linear.
-    out = {}
-    for key, label, name, causal, claim in _PRESETS:
-        kind = "quadratic" if get_form(name).inputs == "queries" else "linear"
-        out[key] = (label, name, causal, claim, EXPECTED_EXPONENTS[kind])
-    return out
-
-
-#: The forms :func:`run_scaling` can measure: key -> (label, form, causal, claim, expected),
-#: each form one of :data:`kernelcheck.attention.FORMS`.
-SCALING_FORMS = _scaling_forms()
-#: The forms measured by default: softmax both ways, linear parallel and chunked, and
-#: the gated chunked form (C20: linear in n as C3).
-DEFAULT_FORMS = ("softmax", "softmax-causal", "parallel", "chunked", "gated-chunked")
+#: Shortest timed repeat (seconds): a repeat of a cheap size loops over several calls, so a
+#: preemption on a busy machine (caches refilled after it) is averaged over them.
+_MIN_TIME = 0.01
 
 
 class _ScalingArgs(NamedTuple):
     """The checked arguments of :func:`run_scaling` (``num_features`` is ``D``)."""
 
-    sizes: tuple[int, ...]
+    sizes: dict[str, tuple[int, ...]]
     d: int
     D: int
     chunk_size: int
     repeats: int
     statistic: str
     confidence: float
-    rng: np.random.Generator
+    seeds: tuple[int, int]  # the inputs' seed and the rounds' order seed
     out: Path | None
     quick: bool
     forms: tuple[str, ...]
     threads: int | None
     clock: str
+    memory: bool  # the traced call per size (the memory exponents)
+    progress: Callable[[str], None] | None
+    bar: bool | None
+    yes: bool
+
+    @property
+    def warmup(self) -> int:
+        """Untimed calls per size: the traced one (with memory) and the one that sets the loops."""
+        return 2 if self.memory else 1
+
+
+def _sizes_iv(sizes: Any, quick: bool, kinds: set[str]) -> dict[str, tuple[int, ...]]:
+    """The sizes of each kind: the defaults, one list for every form, or a dict by kind."""
+    if sizes is None:
+        table = QUICK_SIZES if quick else DEFAULT_SIZES
+        return {k: table[k] for k in KINDS if k in kinds}
+    if isinstance(sizes, Mapping):
+        unknown = set(sizes) - set(KINDS)
+        if unknown:
+            raise InvalidArgument(
+                f"`sizes` keys must be {' and '.join(repr(k) for k in KINDS)}, got "
+                f"{sorted(map(str, unknown))}"
+            )
+        missing = kinds - set(sizes)
+        if missing:
+            raise InvalidArgument(f"`sizes` has no sizes for the {sorted(missing)} forms asked for")
+        return {
+            k: as_sizes(sizes[k], f"sizes[{k!r}]", minimum_count=3) for k in KINDS if k in kinds
+        }
+    checked = as_sizes(sizes, minimum_count=3)
+    return {k: checked for k in KINDS if k in kinds}
 
 
 def _run_scaling_iv(
+    *,
     sizes,
     d,
     num_features,
@@ -290,7 +157,10 @@ def _run_scaling_iv(
     forms,
     threads,
     clock,
+    memory,
     progress,
+    bar,
+    yes,
 ) -> _ScalingArgs:
     if threads is not None:
         threads = as_int(threads, "threads", minimum=1)
@@ -304,29 +174,30 @@ def _run_scaling_iv(
         raise InvalidArgument("`forms` must name at least one form")
     for f in forms:
         check_choice(f, "forms", tuple(SCALING_FORMS))
-    if sizes is None:
-        sizes = QUICK_SIZES if quick else DEFAULT_SIZES
-    sizes = as_sizes(sizes, minimum_count=3)
+    quick = as_bool(quick, "quick")
+    sizes = _sizes_iv(sizes, quick, {SCALING_FORMS[f].kind for f in forms})
     d = as_int(d, "d", minimum=1)
+    if num_features is None:
+        num_features = 64 if quick else 128
     num_features = as_int(num_features, "num_features", minimum=1)
     chunk_size = as_int(chunk_size, "chunk_size", minimum=1)
     if repeats is None:
-        repeats = 3
+        repeats = 9
     repeats = as_int(repeats, "repeats", minimum=1)
     check_choice(statistic, "statistic", STATISTICS)
     confidence = as_probability(confidence, "confidence")
     rng = as_rng(seed)
-    quick = as_bool(quick, "quick")
     if progress is not None:
         check_callable(progress, "progress")
-    # the inputs Q, K, V (3 n d) and the feature matrices (n D) of the largest size
-    check_size(max(sizes) * max(3 * d, 2 * num_features), f"the inputs at n = {max(sizes)}")
+    largest = max(max(s) for s in sizes.values())
+    check_size(largest * max(3 * d, 2 * num_features), f"the inputs at n = {largest}")
     if out is not None:
         if not isinstance(out, (str, os.PathLike)):
             raise InvalidArgument(f"`out` must be a directory path, got {describe(out)}")
         out = Path(out)
         if out.exists() and not out.is_dir():
             raise InvalidArgument(f"`out` must be a directory, but {str(out)!r} is a file")
+    seeds = rng.integers(0, 2**63 - 1, size=2)
     return _ScalingArgs(
         sizes=sizes,
         d=d,
@@ -335,20 +206,24 @@ def _run_scaling_iv(
         repeats=repeats,
         statistic=statistic,
         confidence=confidence,
-        rng=rng,
+        seeds=(int(seeds[0]), int(seeds[1])),
         out=out,
         quick=quick,
         forms=forms,
         threads=threads,
         clock=clock,
+        memory=as_bool(memory, "memory"),
+        progress=progress,
+        bar=None if bar is None else as_bool(bar, "bar"),
+        yes=as_bool(yes, "yes"),
     )
 
 
 def run_scaling(
     *,
-    sizes: Sequence[int] | None = None,
+    sizes: Sequence[int] | Mapping[str, Sequence[int]] | None = None,
     d: int = 64,
-    num_features: int = 2048,
+    num_features: int | None = None,
     chunk_size: int = 64,
     repeats: int | None = None,
     statistic: str = "min",
@@ -359,141 +234,171 @@ def run_scaling(
     forms: Sequence[str] = DEFAULT_FORMS,
     threads: int | None = 1,
     clock: str | None = None,
+    memory: bool = True,
     progress: Callable[[str], None] | None = None,
+    bar: bool | None = False,
+    yes: bool = False,
 ) -> ScalingReport:
     """Measure how softmax and linear attention scale with n (claims C2, C3, C11).
 
-    Runs, over a doubling grid of sequence lengths n with head dimension d
-    (d_v = d) and a fixed feature dimension D:
+    Times each form of ``forms`` over its sizes (sequence length n, head and
+    value dimension d, feature dimension D for the linear forms) and fits
+    the exponent of time:
 
-    * softmax attention, bidirectional and causal: expected time exponent in
-      [1.8, 2.2] (C2, O(n^2 d));
+    * softmax attention, bidirectional and causal: the operation count
+      grows as n^2 (C2); timed over n = 1024 .. 8192 by default;
     * linear attention in the bidirectional parallel form and the causal
-      chunked form: expected exponent in [0.85, 1.15] (C3, O(n D d_v)).
+      chunked and gated chunked forms: n^1 (C3, C20); timed over the wider
+      n = 512 .. 32768.
 
-    Every form's time is shown next to its cost model (``cost_model`` of
-    :mod:`kernelcheck.attention`): model flops per size, and the achieved
-    model GFLOP/s, which stays flat where the time follows the model.
+    How it is measured and judged is in the module docstring: rounds over
+    every size in a random order, one BLAS thread, CPU time; the median of
+    the per-round slopes against ``p +- log 2 / log(n_hi / n_lo)``; too few
+    sizes or rounds are **not judged** (inconclusive), never refuted.
 
     Parameters
     ----------
-    sizes : sequence of int, optional
-        Default :data:`DEFAULT_SIZES`, n = 1024 .. 16384 in nine steps of
-        sqrt(2) (``quick``: :data:`QUICK_SIZES`, 512 .. 4096 in seven).
+    sizes : sequence of int, or dict, optional
+        One list of sizes for every form, or ``{"quadratic": [...],
+        "linear": [...]}`` by kind.  Default :data:`DEFAULT_SIZES`
+        (``quick``: :data:`QUICK_SIZES`, n = 512 .. 4096 and 512 .. 16384).
     d : int
         Head and value dimension (default 64).
-    num_features : int
+    num_features : int, optional
         Feature dimension D of the linear forms (positive random features of
-        exp(q.k / sqrt d)).  Default 2048, so that the feature matrices
-        (n x D float64, 16 MiB each at n = 1024) exceed the caches from the
-        smallest n on: with D = 256 they fit in cache up to n ~ 2048, the
-        matrix products run about 35% faster there, and the log-log line
-        bends although the work per token is constant (docs/performance.md
-        shows both runs).
+        exp(q.k / sqrt d)); default 128 (``quick``: 64).
     chunk_size : int
-        Chunk length of the causal chunked form (default 64, the form's own
-        default).
+        Chunk length of the causal chunked forms (default 64, the form's own).
     repeats : int, optional
-        Timed repeats per size (default 3), after two warm-up calls: the
-        traced one and a plain one that sets the loop count.
+        Timed rounds (default 9: the interval drops the lowest and highest
+        round slope and covers 96.1%; 6 is the fewest for 95%).
     statistic : {"min", "median"}
-        Per-size statistic of the repeats.  Default ``"min"``: interference
-        from other processes only ever adds time, so the minimum estimates
-        the undisturbed cost of a call.
+        Per-size statistic of the rounds shown in the tables and plots (the
+        fit uses every round).
     confidence : float
         Confidence level of the exponent intervals.
     seed : int, SeedSequence or Generator
-        Seed of the inputs and of the random features.
-    threads : int or None
-        Threads the BLAS may use during the run (default 1), set with
-        ``threadpoolctl`` when it is installed (it comes with scikit-learn);
-        None leaves the BLAS default.  One thread keeps the measured slope a
-        property of the algorithm: a multi-threaded BLAS adds a
-        synchronisation cost per matrix product (large for the chunked
-        form's many small products) that varies with the machine's load.
-    clock : {"cpu", "wall"}, optional
-        What is timed (see :func:`measure`).  Default: ``"cpu"`` (CPU time of
-        the process, which waiting for a busy CPU does not inflate) when
-        ``threads == 1``, else ``"wall"``.
+        Seed of the inputs, the random features and the order of the rounds.
     out : path, optional
-        Directory to write ``scaling.png``, ``scaling.md`` and
-        ``scaling.json`` into.
+        Directory to write ``scaling.png``, ``scaling.md`` and ``scaling.json`` into.
     quick : bool
-        A shorter run (n = 512 .. 4096) for a smoke check; at these sizes
-        the data of the smallest runs fits in the caches, so its exponents
-        are less reliable.
+        The shorter run above (the one the essay's C2/C3 check makes).
     forms : sequence of str
         Keys of :data:`SCALING_FORMS` to measure (default
         :data:`DEFAULT_FORMS`: ``"softmax"``, ``"softmax-causal"``,
         ``"parallel"``, ``"chunked"``, ``"gated-chunked"``; also
         ``"parallel-causal"`` and ``"recurrent"``, the token-by-token
         reference loop).
+    threads : int or None
+        Threads the BLAS may use during the run (default 1, set with
+        ``threadpoolctl``); None leaves the BLAS default.
+    clock : {"cpu", "wall"}, optional
+        What is timed (see :func:`measure`).  Default: ``"cpu"`` when
+        ``threads == 1``, else ``"wall"`` (CPU time would add up the BLAS
+        threads and their spinning).
+    memory : bool
+        Record each form's peak memory in one untimed traced call per size
+        (default True; without it each size gets one warm-up call, not two).
     progress : callable, optional
         Called with a line of text as each form finishes.
+    bar : bool or None
+        A progress bar with an ETA on standard error: False (default) never,
+        True always, None when standard error is a terminal.
+    yes : bool
+        Run even when the estimate is longer than 5 minutes or larger than
+        2 GiB (a run beyond a day or 80% of the memory is refused anyway).
 
     Returns
     -------
     ScalingReport
+
+    Raises
+    ------
+    InvalidArgument
+        For bad arguments, and for a run whose estimate needs ``yes``.
 
     Examples
     --------
     >>> report = run_scaling(quick=True)  # doctest: +SKIP
     >>> print(report.summary_table())     # doctest: +SKIP
     """
-    iv = _run_scaling_iv(
-        sizes,
-        d,
-        num_features,
-        chunk_size,
-        repeats,
-        statistic,
-        confidence,
-        seed,
-        out,
-        quick,
-        forms,
-        threads,
-        clock,
-        progress,
-    )
+    iv = _run_scaling_iv(**locals())  # every argument, checked before any work
     t_start = time.perf_counter()
-    run = _measure_forms(iv, _Inputs(iv.d, iv.D, iv.rng), progress)
-    report = _report(iv, run, t_start)
+    inputs = Inputs(iv.d, iv.D, iv.seeds[0], {k: max(s) for k, s in iv.sizes.items()})
+    limiter, thread_note = _thread_limit(iv.threads)
+    with limiter:
+        plan = _plan(iv, inputs)
+        check_budget(
+            seconds=plan.seconds,
+            nbytes=plan.nbytes,
+            yes=iv.yes,
+            what="this scaling run",
+            flag="yes=True (--yes on the command line)",
+            how="from one call of each form at its smallest size, scaled by its cost model",
+        )
+        run = _measure_forms(iv, inputs, plan)
+    report = _report(iv, run, thread_note, t_start)
     return report if iv.out is None else _write_report(report, iv.out)
 
 
-class _Inputs:
-    """The inputs at each size n, the same bytes for the same seed and n.
+# ---------------------------------------------------------------------------
+# The estimate
 
-    Gaussian ``Q, K, V`` of shape (n, d); their positive random features for
-    the linear forms; per-token gates in (0.9, 1) for the gated forms, as in
-    a gated layer.  Two seeds are drawn from ``rng``: the feature map's and
-    the inputs' (combined with n, so every size has its own stream).
+
+class _Plan(NamedTuple):
+    """The estimate of a run: seconds per timed repeat of each form at each size."""
+
+    step_seconds: dict[str, dict[int, float]]
+    seconds: float
+    nbytes: int
+
+
+def _form_call(key: str, iv: _ScalingArgs) -> tuple[ScalingForm, Any, Callable]:
+    """The preset, registry entry and callable of form ``key``."""
+    spec = SCALING_FORMS[key]
+    entry = get_form(spec.form)
+    kwargs = {"chunk_size": iv.chunk_size} if "chunk_size" in entry.options else {}
+
+    def fn(a, b, V, *required):
+        return entry.call(a, b, V, *required, causal=spec.causal, **kwargs)
+
+    return spec, entry, fn
+
+
+def _flops(spec: ScalingForm, n: int, iv: _ScalingArgs) -> float:
+    return float(
+        cost_model(spec.form, n, iv.d, iv.D, iv.d, iv.chunk_size, causal=spec.causal).flops
+    )
+
+
+def _plan(iv: _ScalingArgs, inputs: Inputs) -> _Plan:
+    """Time one call of each form at its smallest size and scale it by the cost model.
+
+    The pilot runs on inputs drawn at that size only (nothing large is drawn
+    before the estimate is accepted).  A repeat lasts at least the shortest
+    repeat :data:`_MIN_TIME`; each size also gets ``iv.warmup`` untimed calls.
     """
+    pilot = Inputs(iv.d, iv.D, iv.seeds[0], {k: min(s) for k, s in iv.sizes.items()})
+    steps: dict[str, dict[int, float]] = {}
+    total = 0.0
+    for key in iv.forms:
+        spec, entry, fn = _form_call(key, iv)
+        sizes = iv.sizes[spec.kind]
+        args = pilot.for_form(entry)(sizes[0])
+        t0 = time.process_time() if iv.clock == "cpu" else time.perf_counter()
+        fn(*args)
+        t1 = time.process_time() if iv.clock == "cpu" else time.perf_counter()
+        per_flop = max(t1 - t0, 1e-6) / _flops(spec, sizes[0], iv)
+        steps[key] = {n: max(per_flop * _flops(spec, n, iv), _MIN_TIME) for n in sizes}
+        call = {n: per_flop * _flops(spec, n, iv) for n in sizes}
+        total += sum(iv.repeats * steps[key][n] + iv.warmup * call[n] for n in sizes)
+    out_bytes = 2 * 8 * iv.d * max(max(s) for s in iv.sizes.values())
+    nbytes = inputs.nbytes(SCALING_FORMS[k].kind for k in iv.forms) + out_bytes
+    return _Plan(steps, total, nbytes)
 
-    def __init__(self, d: int, D: int, rng: np.random.Generator):
-        seeds = rng.integers(0, 2**63 - 1, size=2)
-        self.d = d
-        self.phi = _feature_map(d, D, int(seeds[0]))
-        self.seed = int(seeds[1])
 
-    def exact(self, n: int) -> tuple:
-        g = np.random.default_rng([self.seed, n])
-        return tuple(g.standard_normal((3, n, self.d)))
-
-    def linear(self, n: int) -> tuple:
-        Q, K, V = self.exact(n)
-        return self.phi(Q), self.phi(K), V
-
-    def gated(self, n: int) -> tuple:
-        g = np.random.default_rng([self.seed, n, 20]).uniform(0.9, 1.0, size=n)
-        return (*self.linear(n), g)
-
-    def for_form(self, entry) -> Callable[[int], tuple]:
-        """The inputs a registered form takes: queries and keys, features, or features and gates."""
-        if entry.inputs == "queries":
-            return self.exact
-        return self.gated if "gates" in entry.requires else self.linear
+# ---------------------------------------------------------------------------
+# The run
 
 
 class _Run(NamedTuple):
@@ -502,44 +407,93 @@ class _Run(NamedTuple):
     forms: tuple[FormScaling, ...]
     load_before: float | None
     load_after: float | None
-    thread_note: str
 
 
-def _measure_forms(iv: _ScalingArgs, inputs: _Inputs, progress) -> _Run:
-    """Measure each form of ``iv.forms`` with the BLAS threads limited, reporting progress."""
+def _measure_forms(iv: _ScalingArgs, inputs: Inputs, plan: _Plan) -> _Run:
+    """Measure each form of ``iv.forms``, reporting lines and advancing the bar."""
     load_before = _one_minute_load()
-    limiter, thread_note = _thread_limit(iv.threads)
     entries = []
-    with limiter:
+    with progress_bar(plan.seconds, "scaling", enabled=iv.bar, unit="s") as pbar:
         for key in iv.forms:
-            entries.append(_measure_form(key, iv, inputs))
-            if progress is not None:
-                call_user(progress, "`progress`", str(entries[-1]))
-    return _Run(tuple(entries), load_before, _one_minute_load(), thread_note)
+            steps = plan.step_seconds[key]
+            pbar.set_description(f"scaling: {SCALING_FORMS[key].label}")
+            entries.append(_measure_form(key, iv, inputs, lambda n, s=steps: pbar.update(s[n])))
+            if iv.progress is not None:
+                call_user(iv.progress, "`progress`", str(entries[-1]))
+    return _Run(tuple(entries), load_before, _one_minute_load())
 
 
-def _notes(iv: _ScalingArgs, run: _Run) -> tuple[str, ...]:
+def _measure_form(key: str, iv: _ScalingArgs, inputs: Inputs, step) -> FormScaling:
+    """Measure one form of :data:`SCALING_FORMS`, fit its exponents and judge the time."""
+    spec, entry, fn = _form_call(key, iv)
+    sizes = iv.sizes[spec.kind]
+
+    def model(n):
+        return cost_model(spec.form, n, iv.d, iv.D, iv.d, iv.chunk_size, causal=spec.causal)
+
+    m = measure(
+        fn,
+        sizes,
+        make_input=inputs.for_form(entry),
+        repeats=iv.repeats,
+        warmup=iv.warmup,
+        memory=iv.memory,
+        statistic=iv.statistic,
+        min_time=_MIN_TIME,
+        cost=lambda n: float(model(n).flops),
+        label=spec.label,
+        clock=iv.clock,
+        seed=np.random.SeedSequence([iv.seeds[1], list(SCALING_FORMS).index(key)]),
+        progress=step,
+    )
+    accepted = accepted_range(spec.exponent, sizes)
+    tfit = m.time_exponent(confidence=iv.confidence, expected=accepted.pair())
+    verdict = tfit.verdict if accepted.judged else "not judged"
+    mexp = m.model_exponent()
+    return FormScaling(
+        name=spec.label,
+        form=spec.form,
+        causal=spec.causal,
+        claim=spec.claim,
+        kind=spec.kind,
+        measurement=m,
+        time_fit=tfit,
+        accepted=accepted.pair(),
+        accepted_reason=accepted.reason,
+        cost_spread=cost_spread(m),
+        memory_fit=m.memory_exponent(confidence=iv.confidence),
+        model_exponent=None if mexp is None else mexp.slope,
+        state_size=tuple(int(model(n).state_size) for n in sizes),
+        verdict=verdict,
+        passed=verdict == "pass",
+    )
+
+
+def _notes(iv: _ScalingArgs, run: _Run, thread_note: str) -> tuple[str, ...]:
     """What the report says about its method, its clock, its threads and a busy machine."""
     notes: tuple[str, ...] = (
-        "Time exponents are Theil-Sen slopes of log time against log n with Sen's "
-        f"{iv.confidence:.0%} interval; a form passes when the whole interval lies in the "
-        "expected range.",
-        f"The linear forms use D = {iv.D} positive random features (computed before timing; the "
-        "cost model does not count them): their n x D matrices exceed the caches from the "
-        "smallest n on, so every size runs in the same memory regime.",
+        f"Each of {iv.repeats} rounds times every size once, in a random order; a form's time "
+        "exponent is the median of the per-round Theil-Sen slopes of log time on log n, with "
+        "the order-statistic interval of that median (distribution-free).",
+        f"Accepted range: p +- log {COST_SPREAD:g} / log(n_hi / n_lo), p = 2 for exact and 1 for "
+        f"linear attention: time per modelled operation may change by a factor {COST_SPREAD:g} "
+        "across the sizes (caches, BLAS shapes, fixed costs per call); 'time/op spread' is the "
+        "change measured. A form passes when its whole interval lies in the range; timing "
+        "corroborates the operation count, which is the proof.",
+        f"The linear forms use D = {iv.D} positive random features (computed before timing; "
+        "the cost model does not count them).",
         f"Clock: {'CPU time of the process' if iv.clock == 'cpu' else 'elapsed (wall) time'}; "
-        f"per-size statistic: {iv.statistic} of {iv.repeats} repeats. {run.thread_note}",
+        f"per-size statistic in the tables: {iv.statistic} of the rounds. {thread_note}",
     )
     busy = _busy_note(run.load_before, run.load_after, iv.clock)
     return notes + (busy,) if busy else notes
 
 
-def _report(iv: _ScalingArgs, run: _Run, t_start: float) -> ScalingReport:
+def _report(iv: _ScalingArgs, run: _Run, thread_note: str, t_start: float) -> ScalingReport:
     """The report of a run that started at ``time.perf_counter() == t_start`` (no plot yet)."""
-    notes = _notes(iv, run)
     return ScalingReport(
         forms=run.forms,
-        sizes=iv.sizes,
+        sizes=dict(iv.sizes),
         d=iv.d,
         D=iv.D,
         d_v=iv.d,
@@ -557,7 +511,7 @@ def _report(iv: _ScalingArgs, run: _Run, t_start: float) -> ScalingReport:
         seconds=time.perf_counter() - t_start,
         plot_path=None,
         passed=all(e.passed for e in run.forms),
-        notes=notes,
+        notes=_notes(iv, run, thread_note),
     )
 
 
@@ -568,7 +522,11 @@ def _write_report(report: ScalingReport, out: Path) -> ScalingReport:
     no plot when matplotlib is missing.
     """
     pngs, note = render_plots(
-        lambda: {"scaling.png": render([f.measurement for f in report.forms], _TITLE)}
+        lambda: {
+            "scaling.png": render(
+                [f.measurement for f in report.forms], TITLE, theory=_theory(report)
+            )
+        }
     )
     plot_path = str(out / "scaling.png") if pngs else None
     report = dataclasses.replace(
@@ -581,56 +539,18 @@ def _write_report(report: ScalingReport, out: Path) -> ScalingReport:
     return report
 
 
-def _measure_form(key: str, iv: _ScalingArgs, inputs: _Inputs) -> FormScaling:
-    """Measure one form of :data:`SCALING_FORMS` and fit its exponents."""
-    name, form, causal, claim, expected = SCALING_FORMS[key]
-    entry = get_form(form)
-    kwargs = {"chunk_size": iv.chunk_size} if "chunk_size" in entry.options else {}
-
-    def fn(a, b, V, *required):
-        return entry.call(a, b, V, *required, causal=causal, **kwargs)
-
-    def model(n):
-        return cost_model(form, n, iv.d, iv.D, iv.d, iv.chunk_size, causal=causal)
-
-    m = measure(
-        fn,
-        iv.sizes,
-        make_input=inputs.for_form(entry),
-        repeats=iv.repeats,
-        warmup=2,
-        statistic=iv.statistic,
-        cost=lambda n: float(model(n).flops),
-        label=name,
-        clock=iv.clock,
-    )
-    tfit = m.time_exponent(confidence=iv.confidence, expected=expected)
-    mfit = m.memory_exponent(confidence=iv.confidence)
-    mexp = m.model_exponent()
-    return FormScaling(
-        name=name,
-        form=form,
-        causal=causal,
-        claim=claim,
-        measurement=m,
-        time_fit=tfit,
-        memory_fit=mfit,
-        model_exponent=None if mexp is None else mexp.slope,
-        state_size=tuple(int(model(n).state_size) for n in iv.sizes),
-        verdict=tfit.verdict,
-        passed=bool(tfit.passed),
-    )
+def _theory(report: ScalingReport) -> list[float]:
+    """The exponent of each form's operation count, for the plot's reference lines."""
+    return [EXPECTED_EXPONENTS[f.kind] for f in report.forms]
 
 
 def _thread_limit(threads):
     """A context limiting BLAS threads (threadpoolctl), and a sentence saying what was done."""
-    import contextlib
-
     if threads is None:
         return contextlib.nullcontext(), "BLAS threads: library default."
     try:
         from threadpoolctl import threadpool_limits
-    except ImportError:
+    except ImportError:  # pragma: no cover - threadpoolctl is a dependency
         return contextlib.nullcontext(), (
             f"BLAS threads not limited to {threads}: threadpoolctl is not installed."
         )
@@ -653,18 +573,12 @@ def _busy_note(before, after, clock: str = "wall") -> str | None:
         )
         if clock == "cpu":
             return text + (
-                "CPU time does not count the waits for a CPU, but the other processes still "
-                "share the caches and memory bandwidth; rerun on an idle machine to confirm."
+                "CPU time does not count the waits for a CPU and the random order spreads a "
+                "slowdown over all sizes, but the other processes still share the caches and "
+                "memory bandwidth."
             )
         return text + (
             "Elapsed time counts the waits for a CPU, so the timings and the exponents are "
             "disturbed; rerun on an idle machine or with clock='cpu'."
         )
     return None
-
-
-def _feature_map(d: int, D: int, seed: int):
-    """Positive random features of exp(q.k / sqrt d), the softmax kernel (C13)."""
-    from kernelcheck._src.features.random import PositiveRandomFeatures
-
-    return PositiveRandomFeatures(d, D, seed=seed, scale=1.0 / math.sqrt(d))

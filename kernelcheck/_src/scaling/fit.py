@@ -1,9 +1,10 @@
 """Fitting a power law ``value ~ c n^p``: the exponent p with a confidence interval.
 
 :func:`fit_exponent` fits on the log-log scale with a robust slope estimator
-(Theil-Sen) and a confidence interval (Sen's Kendall-tau interval, or a
-bootstrap over the repeats), and judges the interval against an expected
-range (claims C2, C3).
+(Theil-Sen) and a confidence interval (Sen's Kendall-tau interval, a
+bootstrap over the repeats, or the median of per-round slopes with an
+order-statistic interval, see :mod:`kernelcheck._src.scaling.slopes`), and
+judges the interval against an expected range (claims C2, C3).
 
 What an interval means.  The interval accounts for run-to-run noise only.  A
 fixed overhead (Python calls, allocation, cache effects at small n) bends the
@@ -21,7 +22,6 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import numpy as np
-from scipy import stats
 
 from kernelcheck._src.core.outcome import Outcome
 from kernelcheck._src.core.results import ResultMixin
@@ -36,6 +36,7 @@ from kernelcheck._src.core.validate import (
     describe,
 )
 from kernelcheck._src.scaling.sizes import as_sizes
+from kernelcheck._src.scaling.slopes import median_interval, min_rounds, round_slopes, theil_sen
 from kernelcheck.errors import InvalidArgument
 
 __all__ = [
@@ -50,7 +51,7 @@ __all__ = [
 #: Per-size statistics of the repeated timings.
 STATISTICS = ("median", "min")
 #: Methods for the confidence interval of a fitted exponent.
-FIT_METHODS = ("theil-sen", "bootstrap")
+FIT_METHODS = ("theil-sen", "bootstrap", "rounds")
 
 
 @dataclass(frozen=True, eq=False)
@@ -70,8 +71,9 @@ class ExponentFit(ResultMixin):
         Confidence level of ``[low, high]``.
     method : str
         ``"theil-sen"`` (Sen's Kendall-tau interval, as in
-        :func:`scipy.stats.theilslopes`) or ``"bootstrap"`` (percentile
-        interval over resampled repeats).
+        :func:`scipy.stats.theilslopes`), ``"bootstrap"`` (percentile
+        interval over resampled repeats) or ``"rounds"`` (the median of the
+        per-round slopes and an order-statistic interval).
     statistic : str
         The per-size statistic the fit used (``"median"``, ``"min"``, or
         ``"value"`` when one value per size was given).
@@ -87,6 +89,14 @@ class ExponentFit(ResultMixin):
         (they overlap) or ``"not judged"`` (no range given).
     passed : bool or None
         ``verdict == "pass"``; None when not judged.
+    coverage : float or None
+        The exact coverage of ``[low, high]`` when the method knows it
+        (``"rounds"``: at least ``confidence``, or below it with too few
+        rounds, which leaves the fit not judged); None otherwise.
+    round_slopes : numpy.ndarray or None
+        The slope of each round (``"rounds"``), shape (R,).
+    reason : str
+        Why the fit is not judged, when it is not (empty otherwise).
     """
 
     slope: float
@@ -101,6 +111,9 @@ class ExponentFit(ResultMixin):
     expected: tuple[float, float] | None = None
     verdict: str = "not judged"
     passed: bool | None = None
+    coverage: float | None = None
+    round_slopes: np.ndarray | None = None
+    reason: str = ""
 
     @property
     def outcome(self) -> Outcome:
@@ -122,13 +135,18 @@ class ExponentFit(ResultMixin):
         return (self.high - self.low) / 2.0
 
     def __str__(self) -> str:
+        if self.method == "rounds" and self.round_slopes is not None:
+            how = f"{self.coverage:.1%} median of {len(self.round_slopes)} round slopes"
+        else:
+            how = f"{self.confidence:.0%} {self.method}"
         text = (
             f"exponent {self.slope:.3f} [{self.low:.3f}, {self.high:.3f}] "
-            f"({self.confidence:.0%} {self.method}, {len(self.sizes)} sizes "
-            f"{int(self.sizes[0])}..{int(self.sizes[-1])})"
+            f"({how}, {len(self.sizes)} sizes {int(self.sizes[0])}..{int(self.sizes[-1])})"
         )
         if self.expected is not None:
             text += f"; expected [{self.expected[0]:g}, {self.expected[1]:g}]: {self.verdict}"
+        if self.reason:
+            text += f"; {self.reason}"
         return text
 
 
@@ -209,6 +227,11 @@ def _fit_exponent_iv(
     check_choice(method, "method", FIT_METHODS)
     check_choice(statistic, "statistic", STATISTICS)
     n_resamples = as_int(n_resamples, "n_resamples", minimum=100)
+    if method == "rounds" and (values.ndim != 2 or values.shape[1] < 2):
+        raise InvalidArgument(
+            "`method` = 'rounds' fits one slope per round (column), so `values` must have "
+            f"shape ({len(sizes)}, rounds) with rounds >= 2, got {describe(values)}"
+        )
     if method == "bootstrap":
         if values.ndim != 2 or values.shape[1] < 2:
             raise InvalidArgument(
@@ -258,9 +281,19 @@ def fit_exponent(
         repeats per size, the per-size ``statistic`` is fitted.
     confidence : float
         Confidence level of the interval (default 0.95).
-    method : {"theil-sen", "bootstrap"}
+    method : {"theil-sen", "bootstrap", "rounds"}
         ``"theil-sen"``: Sen's interval from the distribution of Kendall's
-        tau (:func:`scipy.stats.theilslopes`), valid for independent errors.
+        tau (the numbers of :func:`scipy.stats.theilslopes`), valid for
+        independent errors.
+        ``"rounds"``: column r of ``values`` is round r of an experiment that
+        times every size once per round (as :func:`measure` does by
+        default); the exponent is the median of the R per-round Theil-Sen
+        slopes and the interval the narrowest pair of their order statistics
+        that covers the median at ``confidence`` (distribution-free, exact
+        coverage in :attr:`ExponentFit.coverage`; needs ``R >= 6`` for 95%,
+        fewer rounds leave the fit not judged).  A slowdown shared by a whole
+        round cancels in its slope, which makes this the interval to use on
+        a busy machine.
         ``"bootstrap"``: the repeats at each size are resampled with
         replacement ``n_resamples`` times, the per-size statistic and the
         Theil-Sen slope recomputed, and the percentile interval taken
@@ -304,10 +337,12 @@ def fit_exponent(
     else:
         per_size = iv.values
         used_statistic = "value"
-    res = stats.theilslopes(np.log(per_size), x, alpha=iv.confidence)
-    slope, intercept = float(res.slope), float(res.intercept)
+    if method == "rounds":
+        return _rounds_fit(x, iv, per_size, used_statistic)
+    res = theil_sen(x, np.log(per_size), iv.confidence)
+    slope, intercept = res.slope, res.intercept
     if method == "theil-sen":
-        low, high = float(res.low_slope), float(res.high_slope)
+        low, high = res.low, res.high
     else:
         low, high = _bootstrap_interval(x, iv, statistic)
     low, high = min(low, slope), max(high, slope)
@@ -325,6 +360,45 @@ def fit_exponent(
         expected=iv.expected,
         verdict=verdict,
         passed=passed,
+    )
+
+
+def _rounds_fit(x: np.ndarray, iv: _FitArgs, per_size: np.ndarray, statistic: str) -> ExponentFit:
+    """The median of the per-round slopes and its order-statistic interval (``"rounds"``).
+
+    Column r of ``iv.values`` holds round r.  With fewer rounds than
+    :func:`~kernelcheck._src.scaling.slopes.min_rounds` the interval cannot
+    reach ``iv.confidence``: the fit is then not judged, whatever ``expected``.
+    """
+    slopes = round_slopes(iv.sizes, iv.values)
+    med = median_interval(slopes, iv.confidence)
+    intercept = float(np.median(np.log(per_size)) - med.median * np.median(x))
+    if med.coverage < iv.confidence:
+        need = min_rounds(iv.confidence)
+        verdict, passed = "not judged", None
+        reason = (
+            f"{len(slopes)} rounds cover the median slope with {med.coverage:.1%} only; "
+            f"a {iv.confidence:.0%} interval needs at least {need} rounds"
+        )
+    else:
+        verdict, passed = _judge(med.low, med.high, iv.expected)
+        reason = ""
+    return ExponentFit(
+        slope=med.median,
+        low=med.low,
+        high=med.high,
+        intercept=intercept,
+        confidence=iv.confidence,
+        method="rounds",
+        statistic=statistic,
+        sizes=np.asarray(iv.sizes, dtype=np.int64),
+        values=per_size,
+        expected=iv.expected,
+        verdict=verdict,
+        passed=passed,
+        coverage=med.coverage,
+        round_slopes=slopes,
+        reason=reason,
     )
 
 

@@ -1,15 +1,35 @@
 """Measuring a function over a grid of sizes: time per call and peak memory.
 
-:func:`measure` runs a function over a grid of sizes (warm-up, repeats, a
-robust per-size statistic), then, in a separate pass, records the peak
-memory allocated during one call with :mod:`tracemalloc` (claims C2, C3,
-C11).  The result, :class:`Measurement`, fits its exponents with
+:func:`measure` runs a function over a grid of sizes (a memory pass, warm-up,
+then timed rounds that visit every size once in a fresh random order, and a
+robust per-size statistic); the peak memory allocated during one call is
+recorded in a separate, untimed pass with :mod:`tracemalloc` (claims C2,
+C3, C11).  The result, :class:`Measurement`, fits its exponents with
 :func:`~kernelcheck._src.scaling.fit.fit_exponent`, renders as Markdown and
 plots through :func:`plot_measurements`.
+
+Rounds.  With ``order="interleaved"`` (the default of :func:`measure`) the
+repeats are *rounds*: round r times every size once, in a random order drawn
+from ``seed``, and column r of :attr:`Measurement.raw_times` holds it.  A
+change of the machine's speed (another process starting, a clock-frequency
+step) then slows a whole round, which cancels in that round's slope, instead
+of the sizes measured after it; :meth:`Measurement.time_exponent` fits the
+median of the per-round slopes (``method="rounds"``).  Every size's inputs
+are alive during the rounds: their memory adds up.  ``order="sequential"``
+times all repeats of a size before the next.
+
+Memory.  It is measured in a separate, untimed call under
+:mod:`tracemalloc` (tracing slows allocation, so no timed call is ever
+traced): the peak traced allocation above the baseline (inputs already
+allocated) is recorded.  NumPy reports its array buffers to tracemalloc, so
+this counts the arrays a call creates, its output included.  The traced
+call comes first and serves as the first warm-up call (an extra one when
+``warmup`` is 0).
 """
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import math
 import os
@@ -29,6 +49,7 @@ from kernelcheck._src.core.validate import (
     as_bool,
     as_int,
     as_real,
+    as_rng,
     call_user,
     check_callable,
     check_choice,
@@ -40,10 +61,12 @@ from kernelcheck._src.scaling.plot import write_plot
 from kernelcheck._src.scaling.sizes import as_sizes
 from kernelcheck.errors import InvalidArgument
 
-__all__ = ["CLOCKS", "Measurement", "measure", "plot_measurements"]
+__all__ = ["CLOCKS", "ORDERS", "Measurement", "measure", "plot_measurements"]
 
 #: Clocks :func:`measure` can read: elapsed time, or CPU time of the process.
 CLOCKS = ("wall", "cpu")
+#: Orders :func:`measure` times the sizes in: rounds over every size, or one size at a time.
+ORDERS = ("interleaved", "sequential")
 _CLOCK_FUNCTIONS = {"wall": time.perf_counter, "cpu": time.process_time}
 
 _MAX_LOOPS = 1_000_000
@@ -81,7 +104,8 @@ class Measurement(ResultMixin):
     times : numpy.ndarray
         Per-size ``statistic`` of the repeated times, seconds per call, shape (k,).
     raw_times : numpy.ndarray
-        Every timed repeat, seconds per call, shape (k, repeats).
+        Every timed repeat, seconds per call, shape (k, repeats); with
+        ``order == "interleaved"`` column r is round r.
     statistic : str
         ``"median"`` or ``"min"``.
     repeats, warmup : int
@@ -100,6 +124,10 @@ class Measurement(ResultMixin):
         for a count of output entries).
     clock : str
         ``"wall"`` (elapsed time) or ``"cpu"`` (CPU time of the process).
+    order : str
+        ``"interleaved"`` (each repeat is a round over every size, in a
+        random order) or ``"sequential"`` (all repeats of one size, then the
+        next size).
     """
 
     label: str
@@ -114,14 +142,27 @@ class Measurement(ResultMixin):
     model_flops: np.ndarray | None = None
     cost_unit: str = "flop"
     clock: str = "wall"
+    order: str = "interleaved"
 
     # -- derived quantities -------------------------------------------------
 
+    def default_method(self) -> str:
+        """``"rounds"`` for interleaved rounds (two or more), else ``"theil-sen"``."""
+        if self.order == "interleaved" and self.repeats >= 2:
+            return "rounds"
+        return "theil-sen"
+
     def time_exponent(
-        self, *, confidence: float = 0.95, method: str = "theil-sen", seed=0, expected=None
+        self, *, confidence: float = 0.95, method: str | None = None, seed=0, expected=None
     ) -> ExponentFit:
-        """Fit the exponent of time against n (see :func:`fit_exponent`)."""
-        values = self.raw_times if method == "bootstrap" else self.times
+        """Fit the exponent of time against n (see :func:`fit_exponent`).
+
+        ``method`` defaults to :meth:`default_method`: the median of the
+        per-round slopes when the sizes were timed in rounds.
+        """
+        if method is None:
+            method = self.default_method()
+        values = self.raw_times if method in ("bootstrap", "rounds") else self.times
         return fit_exponent(
             self.sizes,
             values,
@@ -249,6 +290,8 @@ class _Measuring(NamedTuple):
     memory: bool
     cost: np.ndarray | None
     label: str
+    rng: np.random.Generator | None  # the order of each round (interleaved only)
+    progress: Callable[[int], Any] | None
 
 
 def _measure_iv(
@@ -264,6 +307,9 @@ def _measure_iv(
     cost,
     cost_unit,
     label,
+    order,
+    seed,
+    progress,
 ) -> _Measuring:
     check_callable(fn, "fn")
     sizes = as_sizes(sizes)
@@ -289,8 +335,12 @@ def _measure_iv(
     memory = as_bool(memory, "memory")
     if not isinstance(cost_unit, str) or not cost_unit:
         raise InvalidArgument(f"`cost_unit` must be a non-empty string, got {describe(cost_unit)}")
+    check_choice(order, "order", ORDERS)
+    rng = as_rng(seed) if order == "interleaved" else None
+    if progress is not None:
+        check_callable(progress, "progress")
     check_size(len(sizes) * repeats, f"the table of {repeats} timed repeats per size")
-    return _Measuring(sizes, repeats, warmup, min_time, memory, cost, label)
+    return _Measuring(sizes, repeats, warmup, min_time, memory, cost, label, rng, progress)
 
 
 def _peak_bytes(fn, args) -> int:
@@ -311,27 +361,40 @@ def _peak_bytes(fn, args) -> int:
     return max(int(peak - base), 0)
 
 
-class _SizeRun(NamedTuple):
-    """What :func:`measure` records at one size."""
+@contextlib.contextmanager
+def _calling(n: int):
+    """Turn an exception of the user's ``fn`` at size ``n`` into InvalidArgument naming it.
 
-    times: np.ndarray  # seconds per call of each timed repeat, shape (repeats,)
+    The function is timed in a loop, so it is not wrapped call by call
+    (:func:`call_user` would copy its arguments inside the timed region).
+    """
+    try:
+        yield
+    except OWN_ERRORS:
+        raise
+    except Exception as exc:
+        raise InvalidArgument(f"`fn` at n = {n} raised {type(exc).__name__}: {exc}") from exc
+
+
+class _Warm(NamedTuple):
+    """What the untimed calls at one size leave: the loop count and the peak memory."""
+
     loops: int  # calls per timed repeat
     peak: int | None  # peak bytes of the traced call, None without the memory pass
 
 
-def _run_size(fn, args: tuple, n: int, iv: _Measuring, perf: Callable[[], float]) -> _SizeRun:
-    """The memory pass, the warm-up, the loop count and the timed repeats at one size n.
+def _warm_up(fn, args: tuple, n: int, iv: _Measuring, perf: Callable[[], float]) -> _Warm:
+    """The memory pass and the warm-up at one size n; the last call sets the loop count.
 
     The traced call (when ``iv.memory``) is untimed and counts as the first
     warm-up call; the last warm-up call sets the loop count so that a repeat
     lasts at least ``iv.min_time``.
     """
-    try:
-        peak = None
-        last = None
-        plain_warmup = iv.warmup
+    peak = None
+    last = None
+    plain_warmup = iv.warmup
+    with _calling(n):
         if iv.memory:
-            # The traced call is untimed; it is the first warm-up call.
             t0 = perf()
             peak = _peak_bytes(fn, args)
             if iv.warmup:
@@ -341,33 +404,31 @@ def _run_size(fn, args: tuple, n: int, iv: _Measuring, perf: Callable[[], float]
             t0 = perf()
             fn(*args)
             last = perf() - t0
-        if last is None or iv.min_time == 0:
-            number = 1
-        else:
-            number = int(min(_MAX_LOOPS, max(1, math.ceil(iv.min_time / max(last, 1e-9)))))
-        times = _timed_repeats(fn, args, iv.repeats, number, perf)
-    except OWN_ERRORS:
-        raise
-    except Exception as exc:  # the user's function, timed in a loop: not wrapped per call
-        raise InvalidArgument(f"`fn` at n = {n} raised {type(exc).__name__}: {exc}") from exc
-    return _SizeRun(times, number, peak)
+    if last is None or iv.min_time == 0:
+        number = 1
+    else:
+        number = int(min(_MAX_LOOPS, max(1, math.ceil(iv.min_time / max(last, 1e-9)))))
+    return _Warm(number, peak)
 
 
-def _timed_repeats(fn, args: tuple, repeats: int, number: int, perf) -> np.ndarray:
-    """Seconds per call of ``repeats`` runs of ``number`` calls each, garbage collector paused."""
-    times = np.empty(repeats)
-    gc_was_enabled = gc.isenabled()
+def _timed(fn, args: tuple, number: int, perf) -> float:
+    """Seconds per call of one repeat: ``number`` calls in a row."""
+    t0 = perf()
+    for _ in range(number):
+        fn(*args)
+    return (perf() - t0) / number
+
+
+@contextlib.contextmanager
+def _gc_paused():
+    """The garbage collector paused for a stretch of timed calls (a round, or one size)."""
+    was_enabled = gc.isenabled()
     gc.disable()
     try:
-        for r in range(repeats):
-            t0 = perf()
-            for _ in range(number):
-                fn(*args)
-            times[r] = (perf() - t0) / number
+        yield
     finally:
-        if gc_was_enabled:
+        if was_enabled:
             gc.enable()
-    return times
 
 
 class _Timings(NamedTuple):
@@ -378,23 +439,54 @@ class _Timings(NamedTuple):
     peaks: np.ndarray | None  # peak bytes at each size, None without the memory pass
 
 
+def _inputs(make_input, n: int) -> tuple:
+    args = call_user(make_input, "`make_input`", n)
+    return args if isinstance(args, tuple) else (args,)
+
+
+def _step(iv: _Measuring, n: int) -> None:
+    if iv.progress is not None:
+        call_user(iv.progress, "`progress`", n)
+
+
 def _time_sizes(fn, make_input, iv: _Measuring, perf: Callable[[], float]) -> _Timings:
-    """Make the inputs of each size (untimed) and run :func:`_run_size` on them."""
-    runs = []
-    for n in iv.sizes:
-        args = call_user(make_input, "`make_input`", n)
-        if not isinstance(args, tuple):
-            args = (args,)
-        runs.append(_run_size(fn, args, n, iv, perf))
-        del args
-    raw = np.array([run.times for run in runs], dtype=np.float64)
+    """Make the inputs (untimed), warm up, and time every size ``iv.repeats`` times.
+
+    Sequential: all repeats of a size, then the next size (one size's inputs
+    alive at a time).  Interleaved: every size's inputs are made first and
+    kept; each round then times every size once, in an order drawn from
+    ``iv.rng``, so a change of the machine's speed during the run spreads
+    over all sizes instead of bending the curve.
+    """
+    k = len(iv.sizes)
+    raw = np.empty((k, iv.repeats))
+    warm: list[_Warm] = []
+    if iv.rng is None:
+        for i, n in enumerate(iv.sizes):
+            args = _inputs(make_input, n)
+            warm.append(_warm_up(fn, args, n, iv, perf))
+            with _gc_paused(), _calling(n):
+                for r in range(iv.repeats):
+                    raw[i, r] = _timed(fn, args, warm[-1].loops, perf)
+                    _step(iv, n)
+            del args
+    else:
+        inputs = [_inputs(make_input, n) for n in iv.sizes]
+        warm = [_warm_up(fn, a, n, iv, perf) for a, n in zip(inputs, iv.sizes, strict=True)]
+        for r in range(iv.repeats):
+            with _gc_paused():
+                for i in iv.rng.permutation(k):
+                    with _calling(iv.sizes[i]):
+                        raw[i, r] = _timed(fn, inputs[i], warm[i].loops, perf)
+                    _step(iv, iv.sizes[i])
+        del inputs
     if not (raw > 0).all():  # pragma: no cover - perf_counter has sub-microsecond resolution
         raise InvalidArgument(
             "a timed call took no measurable time; raise `min_time` so that repeats are timed "
             "over several calls"
         )
-    peaks = np.array([run.peak for run in runs], dtype=np.int64) if iv.memory else None
-    return _Timings(raw, tuple(run.loops for run in runs), peaks)
+    peaks = np.array([w.peak for w in warm], dtype=np.int64) if iv.memory else None
+    return _Timings(raw, tuple(w.loops for w in warm), peaks)
 
 
 def measure(
@@ -402,7 +494,7 @@ def measure(
     sizes: Sequence[int],
     *,
     make_input: Callable[[int], Any],
-    repeats: int = 5,
+    repeats: int = 6,
     warmup: int = 1,
     statistic: str = "median",
     min_time: float = 0.01,
@@ -411,59 +503,60 @@ def measure(
     cost=None,
     cost_unit: str = "flop",
     label: str | None = None,
+    order: str = "interleaved",
+    seed=0,
+    progress: Callable[[int], Any] | None = None,
 ) -> Measurement:
     """Time ``fn`` at each size and record its peak memory (claims C2, C3).
 
     For each n in ``sizes``: ``args = make_input(n)`` (untimed; a tuple is
     unpacked into positional arguments, anything else is passed as the single
-    argument), ``warmup`` untimed calls, then ``repeats`` timed repeats with
-    the garbage collector paused.  A repeat runs ``fn`` ``loops`` times in a
-    row, ``loops`` chosen from the last warm-up call so that a repeat lasts at
-    least ``min_time`` seconds (1 when ``warmup`` is 0); its time is divided
-    by ``loops``.  The per-size time is the ``statistic`` (median or min) of
-    the repeats.
+    argument) and ``warmup`` untimed calls.  Then ``repeats`` timed repeats
+    per size with the garbage collector paused.  A repeat runs ``fn``
+    ``loops`` times in a row, ``loops`` chosen from the last warm-up call so
+    that a repeat lasts at least ``min_time`` seconds (1 when ``warmup`` is
+    0); its time is divided by ``loops``.  The per-size time is the
+    ``statistic`` (median or min) of the repeats.
 
-    Memory is measured in a separate, untimed call under :mod:`tracemalloc`
-    (tracing slows allocation, so no timed call is ever traced): the peak
-    traced allocation above the baseline (inputs already allocated) is
-    recorded.  NumPy reports its array buffers to tracemalloc, so this
-    counts the arrays a call creates, its output included.  The traced call
-    comes first and serves as the first warm-up call (an extra one when
-    ``warmup`` is 0).
+    ``order="interleaved"`` (the default) makes the repeats *rounds* over
+    every size in a random order; memory comes from one untimed traced call
+    (both explained in the module docstring).
 
     Parameters
     ----------
     fn : callable
         The function to time.
     sizes : sequence of int
-        Strictly increasing sizes, at least 2 (a geometric grid,
-        :func:`geometric_sizes`, spreads them evenly on the log scale).
+        Strictly increasing sizes, at least 2 (e.g. :func:`geometric_sizes`).
     make_input : callable
         ``make_input(n)`` returns the arguments for size n.
     repeats : int
-        Timed repeats per size (>= 1).
+        Timed repeats (rounds) per size (>= 1; default 6, the fewest whose
+        per-round interval reaches 95%).
     warmup : int
         Untimed calls before timing (>= 0).
     statistic : {"median", "min"}
-        Per-size statistic of the repeats.  The median resists occasional
-        slow repeats; the minimum estimates the undisturbed cost.
+        Per-size statistic of the repeats (the minimum estimates the undisturbed cost).
     min_time : float
         Minimum duration of one repeat in seconds (>= 0).
     memory : bool
         Whether to run the tracemalloc pass.
     clock : {"wall", "cpu"}
         ``"wall"``: elapsed time (:func:`time.perf_counter`).  ``"cpu"``: CPU
-        time of the process (:func:`time.process_time`, all its threads):
-        time spent waiting for a CPU while other processes run is not
-        counted, so a busy machine disturbs it far less.  With a
-        multi-threaded BLAS the CPU time adds up the threads (and their
-        spin-waiting), so use it with one BLAS thread.
+        time of the process (:func:`time.process_time`), which does not
+        count waiting for a CPU; it adds up BLAS threads, so use it with one.
     cost : callable or array_like, optional
         The cost model: ``cost(n)`` or one operation count per size.
     cost_unit : str
         What ``cost`` counts, for the tables and plots (default ``"flop"``).
     label : str, optional
         Name of the measurement (default: ``fn.__name__``).
+    order : {"interleaved", "sequential"}
+        How the repeats are laid out (see above).
+    seed : int, SeedSequence or Generator
+        Seed of the order of the sizes in each round (interleaved only).
+    progress : callable, optional
+        Called with the size n after each timed repeat at n (to advance a progress bar).
 
     Returns
     -------
@@ -472,9 +565,8 @@ def measure(
     Raises
     ------
     InvalidArgument
-        For bad arguments, and when ``fn``, ``make_input`` or ``cost`` raises
-        (the message names it, the size and the original exception;
-        kernelcheck's own errors pass through unchanged).
+        For bad arguments, and when ``fn``, ``make_input`` or ``cost`` raises (naming
+        it, the size and the exception; kernelcheck's own errors pass through).
 
     Examples
     --------
@@ -497,6 +589,9 @@ def measure(
         cost,
         cost_unit,
         label,
+        order,
+        seed,
+        progress,
     )
     timings = _time_sizes(fn, make_input, iv, _CLOCK_FUNCTIONS[clock])
     return Measurement(
@@ -512,4 +607,5 @@ def measure(
         model_flops=iv.cost,
         cost_unit=cost_unit,
         clock=clock,
+        order=order,
     )

@@ -39,7 +39,9 @@ def _plot_path_iv(path: Any) -> tuple[Path, str]:
     return path, fmt
 
 
-def write_plot(measurements: Sequence[Any], path: Any, title: str | None) -> Path:
+def write_plot(
+    measurements: Sequence[Any], path: Any, title: str | None, theory: Sequence[float] | None = None
+) -> Path:
     """Render checked ``measurements`` and write the plot to ``path`` atomically.
 
     The format is the one the suffix names (png without one).
@@ -52,13 +54,37 @@ def write_plot(measurements: Sequence[Any], path: Any, title: str | None) -> Pat
         When ``path`` is a folder or its suffix is no format matplotlib writes.
     """
     path, fmt = _plot_path_iv(path)
-    data = render(measurements, title, fmt)
+    data = render(measurements, title, fmt, theory=theory)
     write_bundle(path.parent, {path.name: data}, name="path")
     return path
 
 
-def render(measurements: Sequence[Any], title: str | None, fmt: str = "png") -> bytes:
-    """The plot of :func:`~kernelcheck._src.scaling.measure.plot_measurements` as bytes."""
+def render(
+    measurements: Sequence[Any],
+    title: str | None,
+    fmt: str = "png",
+    *,
+    theory: Sequence[float | None] | None = None,
+) -> bytes:
+    """The plot of :func:`~kernelcheck._src.scaling.measure.plot_measurements` as bytes.
+
+    ``theory`` gives, per measurement, the exponent of its operation count;
+    each is drawn as a dotted reference line ``n^p`` through the middle of
+    the measurement's fitted line, so a slope off the theory shows.
+    """
+    fig = figure(measurements, title, theory=theory)
+    buf = io.BytesIO()
+    fig.savefig(buf, format=fmt, dpi=110)
+    return buf.getvalue()
+
+
+def figure(
+    measurements: Sequence[Any],
+    title: str | None,
+    *,
+    theory: Sequence[float | None] | None = None,
+) -> Any:
+    """The matplotlib figure :func:`render` draws (time, memory, cost-model panels)."""
     has_mem = any(m.peak_memory is not None and (m.peak_memory > 0).all() for m in measurements)
     has_model = any(m.model_flops is not None for m in measurements)
     panels = 1 + has_mem + has_model
@@ -82,6 +108,11 @@ def render(measurements: Sequence[Any], title: str | None, fmt: str = "png") -> 
             color=c,
             label=f"{m.label}: p={fit.slope:.2f} [{fit.low:.2f}, {fit.high:.2f}]",
         )
+        p = None if theory is None else theory[j]
+        if p is not None:
+            mid = float(np.sqrt(n[0] * n[-1]))
+            ref = fit.predict(mid)[()] * (n / mid) ** p
+            ax.loglog(n, ref, ":", color=c, alpha=0.8, label=f"{m.label}: theory n^{p:g}")
         k = 1
         if has_mem:
             mem = m.memory_exponent()
@@ -122,6 +153,4 @@ def render(measurements: Sequence[Any], title: str | None, fmt: str = "png") -> 
     if title:
         fig.suptitle(title)
     fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format=fmt, dpi=110)
-    return buf.getvalue()
+    return fig

@@ -218,12 +218,13 @@ def check_c12(level: str):
         statement(
             "odd M: T_M(s) <= 0 for some s (normalisers can vanish or turn negative)",
             all(ok for *_rest, ok in odd_witness),
-            ", ".join(f"T_{M}({fmt(x)}) = {fmt(v)}" for M, x, v, _ in odd_witness),
+            ", ".join(f"T_{M}({x:.6g}) = {fmt(v, 3)}" for M, x, v, _ in odd_witness)
+            + " (grid points of s, shown in full)",
         ),
     ]
     key = (
         f"remainder bound holds (error <= {fmt(max(tightness))} x bound); "
-        f"odd M: T_1({fmt(m1[1])}) = {fmt(m1[2])} < 0; even M: min T_M > 0"
+        f"odd M: T_1({m1[1]:.6g}) = {fmt(m1[2], 3)} < 0; even M: min T_M > 0"
     )
     details = {
         "orders": list(orders),

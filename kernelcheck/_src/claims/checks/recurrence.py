@@ -96,37 +96,45 @@ def _taylor_convergence(Q, K_, V, A, EA, orders) -> tuple[list[float], list[floa
     return errors, bounds, ok
 
 
-def _random_feature_rms(Q, K_, V, A, ms, draws: int) -> list[float]:
-    """RMS error against softmax of positive-random-feature attention, per m (C15)."""
+def _random_feature_errors(Q, K_, V, A, ms, draws: int) -> np.ndarray:
+    """RMS error against softmax of positive-random-feature attention, shape (len(ms), draws).
+
+    Entry (i, r) is the RMS error over the outputs of draw r of ``ms[i]``
+    features (every draw from its own seed, so all entries are independent).
+    """
     d = Q.shape[1]
-    rms = []
-    for m in ms:
-        sq = []
+    out = np.empty((len(ms), draws))
+    for i, m in enumerate(ms):
         for r_ in range(draws):
             rf = PositiveRandomFeatures(d, m, seed=np.random.SeedSequence([15, m, r_]))
-            sq.append(np.mean((parallel(rf(Q), rf(K_), V) - A) ** 2))
-        rms.append(float(np.sqrt(np.mean(sq))))
-    return rms
+            out[i, r_] = np.sqrt(np.mean((parallel(rf(Q), rf(K_), V) - A) ** 2))
+    return out
 
 
-def _c15_plot(orders, errors, bounds, ms, rms) -> dict[str, Any]:
+def _c15_plot(ms, rms, fit) -> dict[str, Any]:
+    """Random-feature RMS error against m, its fitted line and the theory slope m^(-1/2)."""
+    x = [float(m) for m in ms]
+    mid = math.sqrt(x[0] * x[-1])
+    at_mid = float(fit.predict(mid))
     return {
-        "title": "linear attention -> softmax",
-        "xlabel": "Taylor order M / log2(m) for random features",
-        "ylabel": "error against softmax",
+        "title": "random-feature attention -> softmax",
+        "xlabel": "number of random features m",
+        "ylabel": "RMS error against softmax",
+        "xscale": "log",
         "yscale": "log",
         "series": [
-            {"label": "Taylor max |error|", "x": list(orders), "y": errors},
+            {"label": "RMS over draws", "x": x, "y": [float(v) for v in rms]},
             {
-                "label": "C12-derived bound",
-                "x": list(orders),
-                "y": bounds,
-                "style": "dashed",
+                "label": f"fit m^{fit.slope:.2f}",
+                "x": x,
+                "y": [float(v) for v in fit.predict(ms)],
+                "style": "line",
             },
             {
-                "label": "random features RMS (x = log2 m)",
-                "x": [math.log2(m) for m in ms],
-                "y": rms,
+                "label": "theory m^-0.5",
+                "x": x,
+                "y": [at_mid * (m / mid) ** -0.5 for m in x],
+                "style": "dashed",
             },
         ],
     }
@@ -137,9 +145,17 @@ def check_c15(level: str):
 
     Taylor (even M, so normalisers stay positive): the order-M error stays
     within the C12-derived bound of :func:`_taylor_convergence` and falls with
-    M.  Random features: the RMS error over independent draws falls with the
-    number of features m; its log-log slope (Theil-Sen) must be negative with
-    95% confidence (theory: -1/2).
+    M.  Random features: the error of a Monte Carlo estimate falls as
+    m^(-1/2); the check fits the exponent p of the RMS error against m as the
+    median of the per-draw Theil-Sen slopes (draw r at every m is one round),
+    with its distribution-free order-statistic interval (coverage >= 95%, in
+    the evidence), and is verified when the interval lies below 0
+    (convergence) *and* contains -1/2 (the rate); an interval that misses
+    -1/2 leaves the claim inconclusive.  The inputs of this part have a
+    smaller scale (0.3) than the Taylor part: the positive features'
+    variance grows as exp(|q + k|^2), and with larger inputs the m^(-1/2)
+    rate sets in only beyond the m measured (at scale 0.45 the exponent over
+    m = 16..1024 is about -0.34).
     """
     n, d, d_v = pick(level, (24, 3, 2), (64, 4, 4), (128, 4, 8))
     orders = pick(level, (0, 2, 4, 6), (0, 2, 4, 6, 8, 10), (0, 2, 4, 6, 8, 10, 12))
@@ -148,10 +164,18 @@ def check_c15(level: str):
     EA = softmax_error_bound(Q, K_, V, scale=1.0)
     errors, bounds, ok = _taylor_convergence(Q, K_, V, A, EA, orders)
     monotone = all(b <= a for a, b in zip(errors, errors[1:], strict=False))
-    ms = pick(level, (16, 64, 256), (16, 32, 64, 128, 256, 512, 1024), (16, 64, 256, 1024, 4096))
-    draws = pick(level, 3, 6, 12)
-    rms = _random_feature_rms(Q, K_, V, A, ms, draws)
-    fit = fit_exponent(ms, rms, confidence=0.95)
+    ms = pick(
+        level,
+        (64, 128, 256, 512, 1024),
+        (64, 128, 256, 512, 1024, 2048, 4096),
+        (64, 256, 1024, 4096, 16384),
+    )
+    draws = pick(level, 6, 12, 16)
+    Qr, Kr, Vr = qkv(150, n, d, d_v, 0.3)
+    errs = _random_feature_errors(Qr, Kr, Vr, softmax(Qr, Kr, Vr, scale=1.0), ms, draws)
+    rms = [float(v) for v in np.sqrt((errs**2).mean(axis=1))]
+    fit = fit_exponent(ms, errs, method="rounds", confidence=0.95)
+    rate_ok = bool(fit.high < 0 and fit.low <= -0.5 <= fit.high)
     rows = [
         statement(
             "Taylor order M (even) -> softmax, within the C12-derived bound at every M",
@@ -167,15 +191,18 @@ def check_c15(level: str):
             f"max |error| {fmt(errors[0])} (M={orders[0]}) -> {fmt(errors[-1])} (M={orders[-1]})",
         ),
         statement(
-            "positive random features -> softmax as m grows (RMS error ~ m^p, p < 0)",
-            fit.high < 0,
-            f"p = {fit.slope:.2f}, 95% CI [{fit.low:.2f}, {fit.high:.2f}] (theory -0.5) over "
-            f"m = {ms[0]}..{ms[-1]}, {draws} draws each",
+            "positive random features -> softmax at the Monte Carlo rate: RMS error ~ m^p, "
+            "interval below 0 and containing p = -1/2",
+            True if rate_ok else None,
+            f"p = {fit.slope:.2f}, {fit.coverage:.1%} interval [{fit.low:.2f}, {fit.high:.2f}] "
+            f"(median of {draws} per-draw slopes) over m = {ms[0]}..{ms[-1]}; theory -0.5: "
+            + ("inside" if rate_ok else "outside: more draws or larger m would decide"),
         ),
     ]
     key = (
         f"Taylor error {fmt(errors[0])} (M={orders[0]}) -> {fmt(errors[-1])} (M={orders[-1]}) "
-        f"within bound; random features RMS ~ m^{fit.slope:.2f}"
+        f"within bound; random features RMS ~ m^{fit.slope:.2f} [{fit.low:.2f}, {fit.high:.2f}] "
+        "(theory -0.5)"
     )
     details = {
         "orders": list(orders),
@@ -183,8 +210,15 @@ def check_c15(level: str):
         "taylor_bound": bounds,
         "num_features": list(ms),
         "random_feature_rms": rms,
+        "random_feature_exponent": {
+            "slope": fit.slope,
+            "low": fit.low,
+            "high": fit.high,
+            "coverage": fit.coverage,
+            "theory": -0.5,
+        },
         "statements": rows,
-        "plot": _c15_plot(orders, errors, bounds, ms, rms),
+        "plot": _c15_plot(ms, rms, fit),
     }
     return all_verdict(rows), key, details
 
