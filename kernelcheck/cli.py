@@ -505,9 +505,8 @@ def _size_grid(sizes) -> str:
     for kind, ns in sizes.items():
         ratio = (ns[-1] / ns[0]) ** (1 / (len(ns) - 1)) if len(ns) > 1 else 1.0
         apart = "sqrt(2)" if abs(ratio - 2**0.5) < 0.01 else f"{ratio:.3g}"
-        parts.append(
-            f"{words.get(kind, kind)} n = {ns[0]}..{ns[-1]}, {len(ns)} lengths a factor {apart} apart"
-        )
+        grid = f"n = {ns[0]}..{ns[-1]}, {len(ns)} lengths a factor {apart} apart"
+        parts.append(f"{words.get(kind, kind)} {grid}")
     return "; ".join(parts)
 
 
