@@ -16,10 +16,13 @@ argument, describing the value and saying what was expected.  Conventions:
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
 import numbers
 import operator
 import os
+import stat
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -27,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from kernelcheck._src.core.deadline import run_user, user_deadline
 from kernelcheck.errors import (
     BadNormalizer,
     InfiniteFeatureSpace,
@@ -49,14 +53,19 @@ __all__ = [
     "check_choice",
     "check_callable",
     "call_user",
+    "as_timeout",
+    "honours_timeout",
     "as_bool",
     "as_float_dtype",
     "as_int_tuple",
     "as_seed_sequence",
     "as_output_folder",
+    "as_input_file",
+    "as_scheduler_address",
     "result_dtype",
     "MAX_ELEMENTS",
     "check_size",
+    "memory_budget",
 ]
 
 #: Largest number of float64 elements a single intermediate may have before a
@@ -93,7 +102,7 @@ def to_numpy(value: Any, name: str) -> np.ndarray:
     for strings and for what NumPy cannot read.
     """
     if isinstance(value, np.ndarray):
-        return value
+        return _base_ndarray(value, name)
     # PyTorch tensors: detach from the graph and move to host memory first.
     detach = getattr(value, "detach", None)
     if callable(detach) and hasattr(value, "cpu"):
@@ -110,11 +119,34 @@ def to_numpy(value: Any, name: str) -> np.ndarray:
     if isinstance(value, (str, bytes)):
         raise InvalidArgument(f"`{name}` must be a numeric array, got {describe(value)}")
     try:
-        return np.asarray(value)
+        arr = np.asarray(value)
     except Exception as exc:
         raise InvalidArgument(
             f"`{name}` must be a numeric array, got {describe(value)} ({exc})"
         ) from exc
+    return _base_ndarray(arr, name)
+
+
+def _base_ndarray(arr: np.ndarray, name: str) -> np.ndarray:
+    """``arr`` as a base :class:`numpy.ndarray` (a view, no copy).
+
+    Subclasses change what arithmetic means: ``*`` of two ``np.matrix`` is a
+    matrix product, and a masked array carries entries that are not there.
+    A masked array with a real mask is refused (kernelcheck does not guess
+    what a masked entry stands for); without one it is its data.
+    """
+    if type(arr) is np.ndarray:
+        return arr
+    if isinstance(arr, np.ma.MaskedArray):
+        masked = int(np.count_nonzero(np.ma.getmaskarray(arr)))
+        if masked:
+            raise InvalidArgument(
+                f"`{name}` is a masked array with {masked} masked entr"
+                f"{'y' if masked == 1 else 'ies'}; fill them (`.filled(value)`) or drop them "
+                "first: kernelcheck does not guess what a masked entry stands for"
+            )
+        return np.asarray(arr.data).view(np.ndarray)
+    return arr.view(np.ndarray)
 
 
 def result_dtype(*arrays: np.ndarray) -> np.dtype:
@@ -326,14 +358,91 @@ def check_callable(value: Any, name: str) -> Any:
     return value
 
 
+def memory_budget() -> tuple[int, str]:
+    """The most bytes one intermediate may take, and why: ``(bytes, reason)``.
+
+    The smallest of
+
+    * the fixed cap :data:`MAX_ELEMENTS` float64 entries (16 GiB);
+    * the machine's physical memory (``SC_PHYS_PAGES``): more cannot be
+      resident at once;
+    * half of what the process may still map under its address-space limit
+      (``RLIMIT_AS`` minus the current ``VmSize`` of ``/proc/self/statm``):
+      every caller keeps at least one more array of the same size (the
+      result, or the temporary it is computed from), so an intermediate
+      larger than half the headroom cannot be completed.
+
+    Read at each call (two system calls), so a limit set by ``ulimit -v`` or
+    :func:`resource.setrlimit` after import is honoured.
+    """
+    budget, reason = MAX_ELEMENTS * 8, f"the cap of {MAX_ELEMENTS} float64 entries"
+    try:
+        phys = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):  # pragma: no cover - not POSIX
+        phys = -1
+    if 0 < phys < budget:
+        budget, reason = phys, "the machine's physical memory"
+    headroom = _address_space_headroom()
+    if headroom is not None and headroom // 2 < budget:
+        budget = max(0, headroom // 2)
+        reason = "half of the memory this process may still map under its address-space limit"
+    return budget, reason
+
+
+def _address_space_headroom() -> int | None:
+    """Bytes the process may still map under ``RLIMIT_AS`` (None when unlimited)."""
+    try:
+        import resource
+
+        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    except (ImportError, OSError, ValueError):  # pragma: no cover - not POSIX
+        return None
+    if soft == resource.RLIM_INFINITY:
+        return None
+    try:
+        with open("/proc/self/statm", encoding="ascii") as fh:
+            used = int(fh.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):  # pragma: no cover - no procfs
+        used = 0
+    return soft - used
+
+
+def _gib(nbytes: float) -> str:
+    return f"{nbytes / 1024**3:.1f} GiB"
+
+
 def check_size(elements: int, what: str, *, itemsize: int = 8) -> None:
-    """Refuse up front an intermediate of ``elements`` entries beyond :data:`MAX_ELEMENTS`."""
+    """Refuse, before it is allocated, an intermediate too large for this process.
+
+    ``elements`` entries of ``itemsize`` bytes (8: float64) need
+    ``elements * itemsize`` bytes; the request is refused with
+    :class:`InvalidArgument` saying how much memory it would need when it
+    has more than :data:`MAX_ELEMENTS` entries or more bytes than
+    :func:`memory_budget` allows.  ``elements`` is an exact Python integer
+    (products of sizes never wrap around as fixed-width integers do).
+
+    Examples
+    --------
+    >>> check_size(10**6, "a small Gram block")
+    >>> try:
+    ...     check_size(10**12, "the Gram block")
+    ... except ValueError as exc:
+    ...     print(str(exc)[:60])
+    the Gram block would need 1000000000000 entries (7450.6 GiB)
+    """
+    elements = int(elements)
+    need = elements * int(itemsize)
     if elements > MAX_ELEMENTS:
-        gib = elements * itemsize / 1024**3
-        raise InvalidArgument(
-            f"{what} would need {elements} entries ({gib:.1f} GiB); the limit is "
-            f"{MAX_ELEMENTS} entries. Use smaller inputs, a truncated order or fewer features"
-        )
+        limit, reason = MAX_ELEMENTS, ""
+    else:
+        budget, why = memory_budget()
+        if need <= budget:
+            return
+        limit, reason = budget // itemsize, f", {_gib(budget)}: {why}"
+    raise InvalidArgument(
+        f"{what} would need {elements} entries ({_gib(need)}); the limit is "
+        f"{limit} entries{reason}. Use smaller inputs, a truncated order or fewer features"
+    )
 
 
 def call_user(fn: Callable, label: str, *args: Any, **kwargs: Any) -> Any:
@@ -341,19 +450,51 @@ def call_user(fn: Callable, label: str, *args: Any, **kwargs: Any) -> Any:
 
     * NumPy array arguments are passed as copies, so a callable that writes
       into its argument never changes the caller's data (nor the verdict);
+    * the call waits at most until the deadline of the enclosing
+      :func:`user_deadline` (see :func:`run_user`);
     * kernelcheck's own errors (:data:`OWN_ERRORS`) pass through unchanged;
     * any other exception becomes :class:`InvalidArgument` whose message is
       ``f"{label} raised {type}: {message}"``, chained to the original.
       ``label`` names the argument and the call the way the caller knows it,
       e.g. ``"`phi` on `X`"`` or ``"`fn` at n = 64"``.
+
+    What ``fn`` returns is not checked here: callers read it with
+    :func:`as_array` (or :func:`as_real`), which refuses complex, object and
+    string values and NaN or Inf, naming the call.
     """
     args = tuple(a.copy() if isinstance(a, np.ndarray) else a for a in args)
     try:
-        return fn(*args, **kwargs)
+        return run_user(fn, label, *args, **kwargs)
     except OWN_ERRORS:
         raise
     except Exception as exc:
         raise InvalidArgument(f"{label} raised {type(exc).__name__}: {exc}") from exc
+
+
+def as_timeout(value: Any, name: str = "timeout") -> float | None:
+    """``None`` (no limit) or a positive finite number of seconds."""
+    if value is None:
+        return None
+    return as_real(value, name, positive=True)
+
+
+def honours_timeout(func: Callable) -> Callable:
+    """Decorator: run ``func`` under :func:`user_deadline` of its ``timeout=`` argument.
+
+    ``func`` declares (and documents) a keyword argument ``timeout`` and may
+    ignore it: the decorator validates it (:func:`as_timeout`) and bounds
+    every user call made through :func:`call_user` / :func:`run_user` while
+    ``func`` runs.
+    """
+    default = inspect.signature(func).parameters["timeout"].default
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        timeout = as_timeout(kwargs.get("timeout", default))
+        with user_deadline(timeout):
+            return func(*args, **kwargs)
+
+    return wrapper
 
 
 def as_bool(value: Any, name: str) -> bool:
@@ -447,3 +588,87 @@ def as_output_folder(value: Any, name: str = "out") -> Path:
     os.close(fd)
     os.unlink(tmp)
     return path
+
+
+def as_input_file(value: Any, name: str = "file") -> Path:
+    """An existing regular file to read, checked without opening it.
+
+    Folders, FIFOs, sockets and devices (``/dev/zero``, a terminal) are
+    refused at once: reading a FIFO blocks until a writer comes, a device
+    can be endless.  ``os.stat`` does neither.
+    """
+    if not isinstance(value, (str, os.PathLike)) or not os.fspath(value):
+        raise InvalidArgument(f"`{name}` must be a file path, got {describe(value)}")
+    path = Path(value)
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        raise InvalidArgument(f"no such file: {str(path)!r}") from None
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise InvalidArgument(f"cannot read {str(path)!r}: {reason}") from None
+    if stat.S_ISDIR(info.st_mode):
+        raise InvalidArgument(f"{str(path)!r} is a folder, not a matrix file")
+    if not stat.S_ISREG(info.st_mode):
+        kind = (
+            "a FIFO"
+            if stat.S_ISFIFO(info.st_mode)
+            else "a socket"
+            if stat.S_ISSOCK(info.st_mode)
+            else "a device"
+        )
+        raise InvalidArgument(
+            f"{str(path)!r} is {kind}, not a regular file; save the matrix to a file first"
+        )
+    return path
+
+
+#: Address schemes of Dask's communication layer (``distributed.comm``).
+SCHEDULER_SCHEMES = ("tcp", "tls", "ws", "wss", "ucx", "inproc")
+
+
+def as_scheduler_address(value: Any, name: str = "scheduler") -> str:
+    """A Dask scheduler address: ``scheme://host:port`` or ``host:port``.
+
+    The scheme is one of :data:`SCHEDULER_SCHEMES` (``tcp`` when omitted);
+    the port an integer 1..65535 (``inproc://`` addresses have none).
+    Returns the address stripped of surrounding blanks.  Whether a
+    scheduler answers there is not checked here (the command line probes it
+    before any work).
+    """
+    expected = f"a scheduler address such as 'tcp://10.0.0.5:8786', got {describe(value)}"
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidArgument(f"`{name}` must be {expected}")
+    address = value.strip()
+    scheme, sep, rest = address.partition("://")
+    if not sep:
+        scheme, rest = "tcp", address
+    if scheme not in SCHEDULER_SCHEMES:
+        listed = ", ".join(SCHEDULER_SCHEMES)
+        raise InvalidArgument(f"`{name}` must use one of the schemes {listed}; {expected}")
+    if scheme == "inproc":
+        if not rest:
+            raise InvalidArgument(f"`{name}` must be {expected}")
+        return address
+    host, colon, port = rest.rpartition(":")
+    host = host.strip("[]")
+    if (
+        not colon
+        or not host
+        or any(c.isspace() or c in "/?#@" for c in host)
+        or not port.isdigit()
+        or not 1 <= int(port) <= 65535
+    ):
+        raise InvalidArgument(f"`{name}` must be {expected}")
+    return address
+
+
+def scheduler_host_port(address: str) -> tuple[str, int] | None:
+    """``(host, port)`` of a TCP-like address from :func:`as_scheduler_address`, else None."""
+    scheme, sep, rest = address.partition("://")
+    if not sep:
+        scheme, rest = "tcp", address
+    if scheme not in ("tcp", "tls", "ws", "wss"):
+        return None
+    host, _, port = rest.rpartition(":")
+    return host.strip("[]"), int(port)
