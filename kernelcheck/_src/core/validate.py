@@ -217,6 +217,7 @@ def as_array(
     else:
         target = np.dtype(np.float64)
     if arr.dtype != target:
+        check_size(arr.size, f"a {target} copy of `{name}`", itemsize=target.itemsize)
         arr = arr.astype(target)
     check_finite(arr, name)
     return arr
@@ -271,9 +272,28 @@ def as_points(
     return arr
 
 
+#: n x n arrays the PSD deciders may hold at once for an n x n input (the
+#: matrix, a symmetrised or scaled copy, a factor, eigenvectors): what
+#: :func:`as_square_matrix` checks the memory for.
+SQUARE_WORKING_COPIES = 4
+
+
 def as_square_matrix(value: Any, name: str) -> np.ndarray:
-    """A finite real square matrix of shape (n, n), n >= 1."""
-    arr = as_array(value, name)
+    """A finite real square matrix of shape (n, n), n >= 1, with memory to decide it.
+
+    The size is checked before the matrix is converted or copied: a
+    broadcast view of 50000 x 50000 takes no memory, its working copies
+    (:data:`SQUARE_WORKING_COPIES` of them) 75 GiB.
+    """
+    arr = to_numpy(value, name)
+    if arr.ndim == 2 and arr.shape[0] == arr.shape[1]:
+        n = arr.shape[0]
+        check_size(
+            SQUARE_WORKING_COPIES * n * n,
+            f"deciding the {n} x {n} matrix `{name}` (it and {SQUARE_WORKING_COPIES - 1} "
+            "working copies)",
+        )
+    arr = as_array(arr, name)
     if arr.ndim != 2 or arr.shape[0] != arr.shape[1]:
         raise InvalidArgument(f"`{name}` must be a square 2-d matrix, got {describe(arr)}")
     return arr
