@@ -1,11 +1,12 @@
 """The PyTorch example of the docs (docs/examples/pytorch.md), run as written.
 
 The page's Python blocks are executed in order; their own asserts require
-both verifiers to pass.  Then broken versions of the two components (the
+every verifier to pass.  Then broken versions of the components (the
 mistakes the verifiers exist to catch) must fail: a layer whose running sums
-are shifted by one token, a layer without its normaliser, and Performer
-features missing the ``-||x||^2 / 2`` term.  Skipped where torch is not
-installed.
+are shifted by one token, a layer without its normaliser, a backward pass
+that scales ``dV``, a chunked layer that hands on a state missing the last
+token, and Performer features missing the ``-||x||^2 / 2`` term.  Skipped
+where torch is not installed.
 """
 
 from __future__ import annotations
@@ -28,26 +29,38 @@ PAGE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "pytorch.md"
 def example():
     text = PAGE.read_text(encoding="utf-8")
     blocks = re.findall(r"```python\n(.*?)```", text, re.S)
-    assert len(blocks) == 2
+    assert len(blocks) == 3
     namespace: dict = {"__name__": "pytorch_example"}
     exec(compile("\n".join(blocks), str(PAGE), "exec"), namespace)  # the docs' own code
     return namespace
 
 
 def test_the_example_passes_as_written(example):
-    assert example["layer_report"].passed
+    for report in example["reports"].values():
+        assert report.passed
+        assert any(c.name.startswith("gradient") and c.passed for c in report.checks)
+    assert {"final state", "state hand-over"} <= {
+        c.name for c in example["state_report"].checks if c.passed
+    }
     assert example["performer_report"].passed
     assert example["performer_report"].counts.get("fail", 0) == 0
 
 
-def _layer_fn(example, forward):
-    layer = example["layer"]
+def _module(forward):
+    class Broken(torch.nn.Module):
+        phi = staticmethod(
+            lambda x: torch.where(x > 0, x + 1.0, torch.exp(torch.clamp(x, max=0.0)))
+        )
 
-    def run(Q, K, V):
-        with torch.no_grad():
-            return forward(layer, torch.from_numpy(Q), torch.from_numpy(K), torch.from_numpy(V))
+        def forward(self, q, k, v):
+            return forward(self, q, k, v)
 
-    return run
+    return Broken()
+
+
+def _report(example, layer, **kw):
+    kw = dict(framework="torch", dtype="float32", causal=True, seed=0) | kw
+    return verify.attention(layer, feature_map=example["elu_plus_one"], **kw)
 
 
 def test_a_layer_with_shifted_sums_is_caught(example):
@@ -60,10 +73,8 @@ def test_a_layer_with_shifted_sums_is_caught(example):
         num = torch.einsum("...nd,...nde->...ne", fq, S)
         return num / (fq * z).sum(dim=-1, keepdim=True)
 
-    report = verify.attention(
-        _layer_fn(example, shifted), feature_map=example["elu_plus_one"], causal=True, seed=0
-    )
-    assert not report.passed
+    assert not _report(example, _module(shifted)).passed
+    assert not _report(example, _module(shifted), dtype="bfloat16").passed
 
 
 def test_a_layer_without_normaliser_is_caught(example):
@@ -72,10 +83,41 @@ def test_a_layer_without_normaliser_is_caught(example):
         S = torch.einsum("...nd,...ne->...nde", fk, v).cumsum(dim=-3)
         return torch.einsum("...nd,...nde->...ne", fq, S)
 
-    report = verify.attention(
-        _layer_fn(example, unnormalised), feature_map=example["elu_plus_one"], causal=True, seed=0
-    )
-    assert not report.passed
+    assert not _report(example, _module(unnormalised)).passed
+
+
+def test_a_backward_pass_that_scales_dv_is_caught(example):
+    layer = example["layer"]
+
+    class ScalesDv(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, q, k, v):
+            ctx.save_for_backward(q, k, v)
+            return layer(q, k, v)
+
+        @staticmethod
+        def backward(ctx, G):
+            with torch.enable_grad():
+                q, k, v = (x.detach().requires_grad_() for x in ctx.saved_tensors)
+                dq, dk, dv = torch.autograd.grad(layer(q, k, v), (q, k, v), G)
+            return dq, dk, 1.001 * dv
+
+    report = _report(example, ScalesDv.apply, grad=True, cases=("random",))
+    assert report.cases[0].passed  # the forward is right ...
+    assert any(c.name.startswith("gradient dV") for c in report.failures())  # ... dV is not
+
+
+def test_a_state_missing_the_last_token_is_caught(example):
+    chunked = example["chunked_layer"]
+
+    def forgets_last(Q, K, V, initial_state=None):
+        out, (S, z) = chunked(Q, K, V, initial_state)
+        fk = example["layer"].phi(K[..., -1, :])
+        return out, (S - fk[..., :, None] * V[..., -1, None, :], z - fk)
+
+    report = _report(example, forgets_last, state=True, cases=("random",))
+    assert report.cases[0].passed
+    assert {"final state", "state hand-over"} <= {c.name for c in report.failures()}
 
 
 def test_performer_features_without_the_norm_term_are_caught(example):
@@ -91,12 +133,13 @@ def test_performer_features_without_the_norm_term_are_caught(example):
 
 
 def test_torch_tensors_are_accepted_as_inputs(example):
-    """The verifiers read CPU tensors like arrays: the same layer report from tensors."""
-    phi = example["elu_plus_one"]
-    Q = torch.from_numpy(np.random.default_rng(3).normal(size=(5, 2)))
+    """kernelcheck's forms read CPU tensors like arrays: the layer's output from a tensor V."""
     from kernelcheck import attention
 
+    phi = example["elu_plus_one"]
+    Q = torch.from_numpy(np.random.default_rng(3).normal(size=(5, 2)))
     a = attention.parallel(phi(Q.numpy()), phi(Q.numpy()), Q, causal=True)
-    b = example["run_layer"](Q.numpy(), Q.numpy(), Q.numpy()).numpy()
+    with torch.no_grad():
+        b = example["layer"](Q, Q, Q).numpy()
     tol = attention.linear_error_bound(phi(Q.numpy()), phi(Q.numpy()), Q.numpy(), causal=True)
     assert (np.abs(a - b) <= 2 * tol).all()

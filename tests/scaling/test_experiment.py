@@ -379,6 +379,23 @@ def test_run_scaling_threads_none_and_memory_holds_the_output():
     assert any("library default" in note for note in report.notes)
 
 
+def test_run_scaling_without_matplotlib_writes_the_report_and_says_why_no_plot(
+    tmp_path, monkeypatch
+):
+    """Without matplotlib the report is written whole, with a note instead of the plot."""
+    from kernelcheck.scaling import run_scaling
+
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    out = tmp_path / "run"
+    report = run_scaling(
+        sizes=(16, 32, 64), num_features=4, repeats=1, forms=("parallel",), out=out
+    )
+    assert report.plot_path is None
+    assert any("pip install 'kernelcheck[plots]'" in note for note in report.notes)
+    assert sorted(p.name for p in out.iterdir()) == ["scaling.json", "scaling.md"]
+    assert "scaling.png" not in (out / "scaling.md").read_text()
+
+
 @pytest.mark.parametrize(
     "kwargs",
     [

@@ -129,6 +129,40 @@ def test_kernelcheck_forms_pass_as_implementations():
         assert verify.attention(layer, feature_map=phi, causal=True).passed
 
 
+def test_a_layer_with_a_chunk_size_is_checked_at_several_sizes():
+    phi = exp(Linear(), order=2).features()
+
+    def layer(Q, K, V, chunk_size=64):
+        return att.chunked(phi(Q), phi(K), V, chunk_size=chunk_size)
+
+    def wrong_across_chunks(Q, K, V, chunk_size=64):  # right within the first chunk only
+        out = att.chunked(phi(Q), phi(K), V, chunk_size=chunk_size)
+        out[chunk_size:] *= 1.01
+        return out
+
+    kw = dict(feature_map=phi, causal=True, cases=("random",))
+    good = verify.attention(layer, **kw)
+    assert good.passed, good.details()
+    assert [c.name for c in good.checks if c.name.startswith("chunk")] == [
+        "chunk_size=1", "chunk_size=3", "chunk_size=16"
+    ]  # fmt: skip
+    bad = verify.attention(wrong_across_chunks, **kw)
+    assert bad.cases[0].passed  # the default chunk covers the whole case ...
+    assert {"chunk_size=1", "chunk_size=3"} <= {c.name for c in bad.failures()}  # ... not these
+
+
+def test_a_layer_taking_only_kwargs_is_not_handed_a_chunk_size():
+    phi = exp(Linear(), order=2).features()
+
+    def layer(Q, K, V, **kwargs):
+        assert not kwargs, kwargs
+        return att.parallel(phi(Q), phi(K), V, causal=True)
+
+    report = verify.attention(layer, feature_map=phi, causal=True, cases=("random",))
+    assert report.passed, report.details()
+    assert not any(c.name.startswith("chunk") for c in report.checks)
+
+
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("batch", [(), (2,)])
 def test_correct_linear_attention_passes(causal, batch):

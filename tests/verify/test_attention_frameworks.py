@@ -115,6 +115,24 @@ def test_linear_layers_pass_in_every_dtype(dtype):
         assert report.passed, report.details()
 
 
+def test_a_module_is_read_by_its_forward_signature():
+    class Layer(torch.nn.Module):
+        def forward(self, q, k, v):
+            return cumsum_linear()(q, k, v)
+
+    class Chunked(torch.nn.Module):
+        def forward(self, q, k, v, chunk_size=4):
+            return chunked_linear(chunk=chunk_size)(q, k, v)[0]
+
+    kw = dict(framework="torch", causal=True, feature_map=elu1_np, cases=("random",))
+    plain = verify.attention(Layer(), **kw)
+    assert plain.passed, plain.details()
+    assert not any(c.name.startswith("chunk") for c in plain.checks)
+    chunked = verify.attention(Chunked(), **kw)
+    assert chunked.passed, chunked.details()
+    assert sum(c.name.startswith("chunk") for c in chunked.checks) == 3
+
+
 def test_multihead_attention_with_a_fixed_embed_dim():
     d = 8
     mha = torch.nn.MultiheadAttention(d, 1, bias=False, batch_first=True).double()

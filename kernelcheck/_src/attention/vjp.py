@@ -39,8 +39,10 @@ __all__ = [
     "VJP",
     "softmax_vjp",
     "softmax_vjp_error_bound",
+    "softmax_vjp_with_bounds",
     "linear_vjp",
     "linear_vjp_error_bound",
+    "linear_vjp_with_bounds",
 ]
 
 #: Accuracy of exp in units of u (as in the forward bound).
@@ -87,6 +89,14 @@ def _softmax_parts(Q, K, V, causal, scale):
     return Q64, K64, V64, P
 
 
+def _softmax_terms(Q64, K64, V64, P, G):
+    """``dV, dP - c, dS`` of the softmax VJP (``c = rowsum(P o dP)``); ``dP`` is reused."""
+    dV = _swap(P) @ G
+    D = G @ _swap(V64)
+    D -= np.sum(P * D, axis=-1, keepdims=True)
+    return dV, D, P * D
+
+
 def softmax_vjp(Q: Any, K: Any, V: Any, G: Any, *, causal: bool = False, scale=None) -> VJP:
     """The VJP of :func:`~kernelcheck.attention.softmax` along ``G``: ``(dQ, dK, dV)`` (C1).
 
@@ -105,10 +115,7 @@ def softmax_vjp(Q: Any, K: Any, V: Any, G: Any, *, causal: bool = False, scale=N
     Q, K, V, causal, scale = softmax_iv(Q, K, V, causal, scale)
     G = _cotangent(G, Q.shape[:-1] + V.shape[-1:])
     Q64, K64, V64, P = _softmax_parts(Q, K, V, causal, scale)
-    dV = _swap(P) @ G
-    dP = G @ _swap(V64)
-    c = np.sum(P * dP, axis=-1, keepdims=True)
-    dS = P * (dP - c)
+    dV, _, dS = _softmax_terms(Q64, K64, V64, P, G)
     return VJP(scale * (dS @ K64), scale * (_swap(dS) @ Q64), dV)
 
 
@@ -128,33 +135,83 @@ def softmax_vjp_error_bound(
 
     evaluated in float64 on the reference's ``P``, ``dP``, ``dS`` (their own
     float64 error absorbed by a factor ``1 + gamma_(n + d + 8)`` in float64),
-    plus ``(3 n + 8) eta`` per term for gradual underflow.
+    plus ``(3 n + 8) eta`` per term for gradual underflow.  The products with
+    ``|K|`` and ``|Q|`` are distributed over the terms of ``E_dS`` (the same
+    sums of non-negative terms, in another order), so no ``n x n`` matrix
+    depends on ``dtype``: :func:`softmax_vjp_with_bounds` shares them between
+    precisions.
     """
     Q, K, V, causal, scale = softmax_iv(Q, K, V, causal, scale)
     dt = dtype_iv(dtype, V.dtype)
     G = _cotangent(G, Q.shape[:-1] + V.shape[-1:])
-    Q64, K64, V64, P = _softmax_parts(Q, K, V, causal, scale)
-    n, d, dv = K.shape[-2], Q.shape[-1], V.shape[-1]
-    u = unit_roundoff(dt)
-    absK = np.abs(K64).max(axis=-2, keepdims=True)
-    r = scale * np.sum(np.abs(Q64) * absK, axis=-1, keepdims=True)
-    theta = gamma(d + 2, dt) * r + 2.0 * u * r + (_EXP_ULPS + 1) * u
-    rho = (1.0 + np.expm1(2.0 * theta)) * (1.0 + gamma(n + 1, dt)) - 1.0
-    g = gamma(n + dv + 2, dt)
-    aG, aV = np.abs(G), np.abs(V64)
-    EdV = _swap(P * (rho + g * (1.0 + rho))) @ aG
-    dP = G @ _swap(V64)
-    c = np.sum(P * dP, axis=-1, keepdims=True)
-    dS = P * (dP - c)
-    EdP = g * (aG @ _swap(aV))
-    Ec = (rho + g * (1.0 + rho)) * np.sum(aG * (P @ aV), axis=-1, keepdims=True)
-    EdS = rho * P * np.abs(dP - c) + P * (EdP + Ec) * (1.0 + rho) + u * np.abs(dS)
-    aS, aQ, aK = np.abs(dS), np.abs(Q64), np.abs(K64)
-    EdQ = scale * (gamma(n, dt) * (aS @ aK) + EdS @ aK) * (1.0 + u)
-    EdK = scale * (gamma(n, dt) * (_swap(aS) @ aQ) + _swap(EdS) @ aQ) * (1.0 + u)
-    f64 = 1.0 + gamma(n + d + 8)
-    under = (3 * n + 8) * eta(dt) * (1.0 + float(aG.max(initial=0.0))) * (1.0 + float(aV.max()))
-    return VJP(EdQ * f64 + under, EdK * f64 + under, EdV * f64 + under)
+    return _SoftmaxBounds(Q, K, V, G, causal, scale).bound(dt)
+
+
+def softmax_vjp_with_bounds(Q, K, V, G, *, causal=False, scale=None, dtypes=(None,)):
+    """:func:`softmax_vjp` and :func:`softmax_vjp_error_bound` for each of ``dtypes``, at once.
+
+    The weights and the ``n x n`` terms of the bound are formed once (the
+    verifier needs the layer's precision and float64); the results equal the
+    separate calls' up to the float64 rounding of the bound, which its
+    ``1 + gamma_(n + d + 8)`` factor covers.
+    """
+    Q, K, V, causal, scale = softmax_iv(Q, K, V, causal, scale)
+    dts = [dtype_iv(dt, V.dtype) for dt in dtypes]
+    G = _cotangent(G, Q.shape[:-1] + V.shape[-1:])
+    parts = _SoftmaxBounds(Q, K, V, G, causal, scale)
+    return parts.vjp(), tuple(parts.bound(dt) for dt in dts)
+
+
+class _SoftmaxBounds:
+    """The precision-independent terms of the softmax VJP and its bound."""
+
+    def __init__(self, Q, K, V, G, causal, scale):
+        self.Q64, self.K64, self.V64, self.P = _softmax_parts(Q, K, V, causal, scale)
+        self.G, self.scale = G, scale
+        self.dV, D, self.dS = _softmax_terms(self.Q64, self.K64, self.V64, self.P, G)
+        P, aG, aV = self.P, np.abs(G), np.abs(self.V64)
+        self.aG, self.aQ, self.aK, self.aS = aG, np.abs(self.Q64), np.abs(self.K64), np.abs(self.dS)
+        np.abs(D, out=D)
+        D *= P
+        self.A1 = D  # P |dP - c|
+        B1 = aG @ _swap(aV)
+        B1 *= P
+        self.B1 = B1  # P (|G| |V|^T)
+        self.GPV = np.sum(aG * (P @ aV), axis=-1, keepdims=True)  # |G| . (P |V|)
+        aK = self.aK
+        self.A1K, self.B1K, self.PK, self.SK = (M @ aK for M in (self.A1, B1, P, self.aS))
+        self.SQ = _swap(self.aS) @ self.aQ
+        self.top = (float(aG.max(initial=0.0)), float(aV.max()))
+
+    def vjp(self) -> VJP:
+        s = self.scale
+        return VJP(s * (self.dS @ self.K64), s * (_swap(self.dS) @ self.Q64), self.dV)
+
+    def bound(self, dt) -> VJP:
+        Q64, P, aQ, aK = self.Q64, self.P, self.aQ, self.aK
+        n, d, dv = self.K64.shape[-2], Q64.shape[-1], self.V64.shape[-1]
+        u, scale = unit_roundoff(dt), self.scale
+        absK = aK.max(axis=-2, keepdims=True)
+        r = scale * np.sum(aQ * absK, axis=-1, keepdims=True)
+        theta = gamma(d + 2, dt) * r + 2.0 * u * r + (_EXP_ULPS + 1) * u
+        rho = (1.0 + np.expm1(2.0 * theta)) * (1.0 + gamma(n + 1, dt)) - 1.0
+        g = gamma(n + dv + 2, dt)
+        alpha = rho + g * (1.0 + rho)
+        EdV = _swap(P) @ (alpha * self.aG)
+        Ec = alpha * self.GPV
+        # E_dS = rho A1 + (1 + rho)(g B1 + Ec P) + u |dS|, times |K| (rows) or |Q| (columns)
+        EdSK = rho * self.A1K + (1.0 + rho) * (g * self.B1K + Ec * self.PK) + u * self.SK
+        EdSQ = (
+            _swap(self.A1) @ (rho * aQ)
+            + _swap(self.B1) @ ((g * (1.0 + rho)) * aQ)
+            + _swap(P) @ ((1.0 + rho) * Ec * aQ)
+            + u * self.SQ
+        )
+        EdQ = scale * (gamma(n, dt) * self.SK + EdSK) * (1.0 + u)
+        EdK = scale * (gamma(n, dt) * self.SQ + EdSQ) * (1.0 + u)
+        f64 = 1.0 + gamma(n + d + 8)
+        under = (3 * n + 8) * eta(dt) * (1.0 + self.top[0]) * (1.0 + self.top[1])
+        return VJP(EdQ * f64 + under, EdK * f64 + under, EdV * f64 + under)
 
 
 def _linear_parts(phi_q, phi_k, V, causal, normalize):
@@ -235,28 +292,71 @@ def linear_vjp_error_bound(
     normalize = as_bool(normalize, "normalize")
     dt = dtype_iv(dtype, V.dtype)
     G = _cotangent(G, phi_q.shape[:-1] + V.shape[-1:])
-    pq, pk, V64, W, den, a = _linear_parts(phi_q, phi_k, V, causal, normalize)
-    n, D, dv = pk.shape[-2], pq.shape[-1], V.shape[-1]
-    mask = _mask(pq.shape[-2], n, causal)
-    g = gamma(n + dv + D + 2 + extra_ops, dt)
-    gw = gamma(D + extra_ops, dt)
-    aG, aV, aW = np.abs(G), np.abs(V64), np.abs(W)
-    if normalize:
-        rho_a = gamma(2 * n + 2 * D + 4 + extra_ops, dt)
-        rho_a = 2.0 * rho_a / (1.0 - rho_a)
-        Gn = G / den
-        dW = np.where(mask, Gn @ _swap(V64) - np.sum(Gn * a, axis=-1, keepdims=True), 0.0)
-        mag = (aG @ _swap(aV) + np.abs(np.sum(G * a, axis=-1, keepdims=True))) / den
-        EdW = np.where(mask, ((1.0 + g) * (1.0 + 2.0 * rho_a) - 1.0) * mag, 0.0)
-        EdV = ((1.0 + g) * (1.0 + gw) * (1.0 + rho_a) - 1.0) * (_swap(aW) @ (aG / den))
-    else:
-        dW = np.where(mask, G @ _swap(V64), 0.0)
-        EdW = np.where(mask, g * (aG @ _swap(aV)), 0.0)
-        EdV = ((1.0 + g) * (1.0 + gw) - 1.0) * (_swap(aW) @ aG)
-    aq, ak, adW = np.abs(pq), np.abs(pk), np.abs(dW)
-    Edq = g * (adW @ ak) + EdW @ ak
-    Edk = g * (_swap(adW) @ aq) + _swap(EdW) @ aq
-    f64 = 1.0 + gamma(3 * n + D + 8)
-    top = float(max(aq.max(), ak.max(), aV.max(), aG.max(initial=0.0)))
-    under = (3 * n + 8) * eta(dt) * (1.0 + top) ** 3
-    return VJP(Edq * f64 + under, Edk * f64 + under, EdV * f64 + under)
+    return _LinearBounds(phi_q, phi_k, V, G, causal, normalize).bound(dt, extra_ops)
+
+
+def linear_vjp_with_bounds(
+    phi_q, phi_k, V, G, *, causal=False, normalize=True, models=((None, 0),)
+):
+    """:func:`linear_vjp` and :func:`linear_vjp_error_bound` for each ``(dtype, extra_ops)``.
+
+    Every precision-dependent factor of the bound is a scalar, so the
+    ``n x n`` terms are formed once and scaled per model.
+    """
+    phi_q, phi_k, V, causal, _ = features_iv(phi_q, phi_k, V, causal, "raise")
+    normalize = as_bool(normalize, "normalize")
+    dts = [(dtype_iv(dt, V.dtype), int(extra)) for dt, extra in models]
+    G = _cotangent(G, phi_q.shape[:-1] + V.shape[-1:])
+    parts = _LinearBounds(phi_q, phi_k, V, G, causal, normalize)
+    return parts.vjp(), tuple(parts.bound(dt, extra) for dt, extra in dts)
+
+
+class _LinearBounds:
+    """The precision-independent terms of the linear VJP and its bound."""
+
+    def __init__(self, phi_q, phi_k, V, G, causal, normalize):
+        pq, pk, V64, W, den, a = _linear_parts(phi_q, phi_k, V, causal, normalize)
+        mask = _mask(pq.shape[-2], pk.shape[-2], causal)
+        self.pq, self.pk, self.normalize = pq, pk, normalize
+        aG, aV = np.abs(G), np.abs(V64)
+        aq, ak = np.abs(pq), np.abs(pk)
+        if normalize:
+            Gn = G / den
+            dW = np.where(mask, Gn @ _swap(V64) - np.sum(Gn * a, axis=-1, keepdims=True), 0.0)
+            self.dV = _swap(W) @ Gn
+            mag = (aG @ _swap(aV) + np.abs(np.sum(G * a, axis=-1, keepdims=True))) / den
+            self.WG = _swap(np.abs(W)) @ (aG / den)
+        else:
+            dW = np.where(mask, G @ _swap(V64), 0.0)
+            self.dV = _swap(W) @ G
+            mag = aG @ _swap(aV)
+            self.WG = _swap(np.abs(W)) @ aG
+        mag = np.where(mask, mag, 0.0)
+        self.dW = dW
+        adW = np.abs(dW)
+        self.dWk, self.dWq = adW @ ak, _swap(adW) @ aq
+        self.magk, self.magq = mag @ ak, _swap(mag) @ aq
+        self.top = float(max(aq.max(), ak.max(), aV.max(), aG.max(initial=0.0)))
+
+    def vjp(self) -> VJP:
+        return VJP(self.dW @ self.pk, _swap(self.dW) @ self.pq, self.dV)
+
+    def bound(self, dt, extra_ops: int = 0) -> VJP:
+        n, D = self.pk.shape[-2], self.pq.shape[-1]
+        dv = self.dV.shape[-1]
+        g = gamma(n + dv + D + 2 + extra_ops, dt)
+        gw = gamma(D + extra_ops, dt)
+        if self.normalize:
+            rho_a = gamma(2 * n + 2 * D + 4 + extra_ops, dt)
+            rho_a = 2.0 * rho_a / (1.0 - rho_a)
+            cW = (1.0 + g) * (1.0 + 2.0 * rho_a) - 1.0
+            cV = (1.0 + g) * (1.0 + gw) * (1.0 + rho_a) - 1.0
+        else:
+            cW, cV = g, (1.0 + g) * (1.0 + gw) - 1.0
+        # E_dW = cW mag (masked); E_dphi_q = g |dW| |phi_k| + E_dW |phi_k|, likewise phi_k
+        Edq = g * self.dWk + cW * self.magk
+        Edk = g * self.dWq + cW * self.magq
+        EdV = cV * self.WG
+        f64 = 1.0 + gamma(3 * n + D + 8)
+        under = (3 * n + 8) * eta(dt) * (1.0 + self.top) ** 3
+        return VJP(Edq * f64 + under, Edk * f64 + under, EdV * f64 + under)

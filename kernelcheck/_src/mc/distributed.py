@@ -1,4 +1,4 @@
-"""Run kernelcheck's sharded work on a Dask cluster (issue 9; claims C5, C6, C13, C16-C18).
+"""Run kernelcheck's sharded work on a Dask cluster (claims C5, C6, C13, C16-C18).
 
 Every function of kernelcheck that splits its work -- the Monte Carlo engine
 :func:`kernelcheck.stats.run_trials`, :func:`kernelcheck.verify.unbiased`, the

@@ -273,8 +273,8 @@ def _measure_iv(
     check_choice(statistic, "statistic", STATISTICS)
     min_time = as_real(min_time, "min_time", nonnegative=True)
     if cost is not None:
-        given = [call_user(cost, "`cost`", n) for n in sizes] if callable(cost) else cost
-        flops = as_array(given, "cost", ndim=1, dtype=np.float64)
+        counts = [call_user(cost, "`cost`", n) for n in sizes] if callable(cost) else cost
+        flops = as_array(counts, "cost", ndim=1, dtype=np.float64)
         if flops.shape != (len(sizes),) or not (flops > 0).all():
             raise InvalidArgument(
                 f"`cost` must give one positive operation count per size ({len(sizes)}), "

@@ -276,111 +276,67 @@ def attention(
 ) -> AttentionReport:
     """Check an attention layer against kernelcheck's reference (claims C1, C10, C14, C19, C20).
 
-    ``fn(Q, K, V)`` receives ``Q, K`` of shape (*batch_shape, n, d) and ``V``
-    of shape (*batch_shape, n, d_v) (with ``layout="bnhd"``: (batch, n, heads,
-    dim)) as arrays of ``framework`` in ``dtype`` on ``device``, and returns
-    the attention output of the same layout.  With a ``decay`` sampler it is
-    called ``fn(Q, K, V, g)`` with the gates; with ``state=True`` it is called
-    ``fn(Q, K, V, initial_state=None)`` and returns ``(out, final_state)``.
-
-    Cases (``cases=`` selects; ``inputs=(Q, K, V)`` runs the user's own):
-    ``random``, ``odd length`` (2 n + 5 tokens), ``n=1``, ``d=1`` (only when
-    ``d`` is not fixed by the caller), ``repeated tokens``, ``large norms``
-    (softmax logits about 1000), ``tiny norms`` (Q, K scaled by 1e-8),
-    ``positive values`` (values in [0.5, 1.5], small logits: the most power
-    against small relative errors).  A case that cannot apply, or where the
-    reference is undefined (a normaliser <= 0, overflow, a fixed-d map at
-    d = 1), is skipped and listed; a layer that raises, returns the wrong
-    shape, framework or dtype kind, or NaN fails its case.
-
-    Entry ``(i, m)`` passes when ``|fn - ref| <= tol_ref + tol_fn``: the
-    reference's bound in float64, plus the same bound in the layer's rounding
-    model -- storage in ``dtype``, accumulation in ``accumulate`` (default
-    float32 for 16-bit storage, as PyTorch kernels do), a few storage
-    roundings per term for 16-bit layers (see ``STORAGE_OPS``), the worst case
-    or, with ``error_model="probabilistic"``, Higham and Mary's
-    ``lambda sqrt(k) u`` that fails with probability at most
-    ``failure_probability`` per case -- plus the exact effect of a declared
-    ``stabilizer``.  Each case reports the smallest relative error it could
-    detect.
+    ``fn`` gets ``Q, K`` of shape (*batch_shape, n, d) and ``V`` of shape
+    (*batch_shape, n, d_v) on eight built-in cases (or the user's inputs) and
+    passes when ``|fn - ref| <= tol_ref + tol_fn`` entrywise: the reference's
+    bound in float64 plus the same bound in the layer's rounding model.  The
+    cases, the rounding models and the extra checks are described in
+    docs/attention.md ("Verifying another project's layer").
 
     Parameters
     ----------
     fn : callable
-        The layer under test.
-    kernel : kernel object, optional
-        Reference: exact kernelized attention with this kernel.
-    feature_map : callable or pair of callables, optional
-        Reference: linear attention; ``(phi_q, phi_k)`` for different query
-        and key maps.  Applied row-wise to float64 arrays of shape (rows, d).
-    causal : bool
-    seed : int, SeedSequence or Generator
-    n : int
-        Sequence length of the ``random`` case (>= 2).
-    d, d_v : int, optional
-        Key and value dimensions; a given ``d`` is the layer's fixed head
-        size (every case uses it; the ``d=1`` case is skipped).  Default 8.
-    batch_shape : tuple of int
-        Leading dimensions (``(batch, heads)`` for ``layout="bnhd"``).
+        The layer: ``fn(Q, K, V)``; ``fn(Q, K, V, g)`` with a ``decay``
+        sampler; ``fn(Q, K, V, initial_state=None) -> (out, state)`` with
+        ``state=True``.
+    kernel, feature_map : optional
+        The reference: exact attention with ``kernel``, or linear attention
+        with ``feature_map`` (``(phi_q, phi_k)`` for two maps; applied to
+        float64 rows).  Default: softmax.
+    causal, normalize : bool
+        Causal mask; normalised (default) or unnormalised (C19) linear form.
+    seed, n, d, d_v
+        Seed (int, SeedSequence or Generator); length of the ``random``
+        case (>= 2); key and value sizes (default 8; a given ``d`` is the
+        layer's fixed head size).
+    batch_shape, layout
+        Leading dimensions (tuple of int); ``"...nd"`` or ``"bnhd"``.
     scale : float or callable, optional
-        Softmax logit scale, or a function of the case's ``d``
-        (default ``1 / sqrt(d)``).
-    dtype : str or dtype, optional
-        ``"float64"``, ``"float32"``, ``"float16"``, ``"bfloat16"`` or a
-        framework dtype object: the precision inputs are rounded to and the
-        layer is judged in.  Default: float64 inputs for NumPy, judged in
-        the output's precision; float32 for torch and jax.
+        Softmax logit scale, or a function of ``d`` (default ``1/sqrt(d)``).
+    dtype, framework, device, accumulate : optional
+        Input precision (``"float64"`` ... ``"bfloat16"`` or a framework
+        dtype; default float64 for NumPy, float32 for torch and jax), the
+        framework (``"numpy"``, ``"torch"``, ``"jax"``), the device, and
+        the precision ``fn`` accumulates in (default float32 for 16-bit).
     feature_ops : int, optional
-        Rounded operations behind one feature entry in ``fn`` (default: the
-        map's ``ops`` if it has one, else ``2 d + 8``).
-    framework : {"numpy", "torch", "jax"}
-    device : str or device, optional
-        Where the inputs are placed (``"cpu"``, ``"cuda:0"``, a jax device).
-    accumulate : str or dtype, optional
-        The precision ``fn`` accumulates sums in.
-    error_model : {"worst-case", "probabilistic"}
-    failure_probability : float
-        Per-case failure probability of the probabilistic model.
-    cases : str or sequence of str, optional
-        The cases to run (default all).
-    inputs : tuple (Q, K, V), optional
-        Run only these inputs (in the layer's layout, float64 values).
-    layout : {"...nd", "bnhd"}
-    normalize : bool
-        Linear references: normalised (default) or not (C19).
+        Rounded operations per feature entry (default ``ops`` or ``2d + 8``).
+    error_model, failure_probability
+        ``"worst-case"`` or ``"probabilistic"`` with this failure
+        probability per case.
+    cases, inputs : optional
+        Case names to run, or one user case ``(Q, K, V)`` in float64.
     decay : float, array or callable, optional
-        Gated reference (C20): a number or a per-head array (broadcast to
-        ``batch_shape``) is the layer's own constant decay (retention);
-        ``decay(rng, shape) -> gates`` draws per-token gates in (0, 1] of
-        ``shape = batch + (n,)``, handed to ``fn`` as its fourth argument.
-    stabilizer : float, optional
-        An eps the layer adds to its normaliser (fla's ``1e-10``,
-        performer's ``1e-6``): the tolerance grows by exactly its effect
-        ``|a| eps / den``, stated in the report.
-    state : bool
-        Check the final state and a hand-over (prefill, then decode) against
-        one pass.
-    read_state : callable, optional
-        ``read_state(layer_state) -> S or (S, z)`` for a state layout other
-        than kernelcheck's ``(S, z)`` (``S`` alone unnormalised).
-    check_causality : bool
-        With ``causal=True``, perturb future tokens and report any leak.
-    grad : bool
-        Check the layer's vector-Jacobian product along a random cotangent
-        (never ``.sum()``) on the ``random`` and ``positive values`` cases,
-        against :func:`~kernelcheck.attention.softmax_vjp` or
-        :func:`~kernelcheck.attention.linear_vjp` within their error bounds:
-        ``dQ, dK, dV`` for softmax, ``dV`` for linear references.  torch and
-        jax layers are differentiated by their framework.
-    vjp : callable, optional
-        For a NumPy layer: ``vjp(Q, K, V, G) -> (dQ, dK, dV)``.
-    fn_kwargs : dict, optional
-        Keyword arguments passed to every call of ``fn`` (e.g.
-        ``{"output_final_state": True}``).  A layer that returns a tuple is
-        read as ``(out, ...)``.
+        Gated reference (C20): the layer's constant decay (per head), or a
+        sampler ``decay(rng, shape) -> gates`` in (0, 1] handed to ``fn``.
     log_gates : bool
-        Hand ``fn`` the logarithms of the gates (flash-linear-attention's
-        convention) instead of the gates.
+        Hand ``fn`` the logarithms of the gates (fla's convention).
+    stabilizer : float, optional
+        An eps the layer adds to its normaliser; the tolerance grows by
+        its exact effect ``|a| eps / den``.
+    state, read_state : optional
+        Check the final state and a prefill-then-decode hand-over;
+        ``read_state(layer_state) -> S or (S, z)`` for another layout.
+    check_causality : bool
+        With ``causal=True``, perturb future tokens and report a leak.
+    grad, vjp : optional
+        Check the backward pass along a random cotangent against
+        :func:`~kernelcheck.attention.softmax_vjp` or
+        :func:`~kernelcheck.attention.linear_vjp`; torch and jax layers are
+        differentiated by their framework, a NumPy layer needs
+        ``vjp(Q, K, V, G) -> (dQ, dK, dV)``.
+    fn_kwargs : dict, optional
+        Keyword arguments for every call of ``fn``; a tuple result is read
+        as ``(out, ...)``.
 
     Returns
     -------
@@ -390,20 +346,12 @@ def attention(
     --------
     >>> import numpy as np
     >>> from kernelcheck import verify
-    >>> def my_attention(Q, K, V):
-    ...     S = Q @ K.T / np.sqrt(Q.shape[-1])
-    ...     W = np.exp(S - S.max(axis=-1, keepdims=True))
-    ...     return (W / W.sum(axis=-1, keepdims=True)) @ V
-    >>> verify.attention(my_attention).passed
-    True
     >>> def unnormalised(Q, K, V):   # forgot to divide by the row sums
     ...     S = Q @ K.T / np.sqrt(Q.shape[-1])
     ...     return np.exp(S - S.max(axis=-1, keepdims=True)) @ V
     >>> report = verify.attention(unnormalised)
-    >>> report.passed
-    False
-    >>> "missing normaliser" in report.failures()[0].diagnosis
-    True
+    >>> report.passed, "missing normaliser" in report.failures()[0].diagnosis
+    (False, True)
     """
     opts = _attention_iv(fn, {k: v for k, v in locals().items() if k != "fn"})
     root = root_seed_sequence(opts.rng)
@@ -426,7 +374,7 @@ def _extra_checks(opts: _Options, judged, rng) -> list[AttentionCase]:
     if opts.state:
         read = state_reader(opts.run.adapter, opts.read_state)
         checks += state_checks(opts.run, base, read, opts.normalize)
-    if takes(opts.run.fn, "chunk_size"):
+    if takes(opts.run.fn, "chunk_size", explicitly=True):
         checks += chunk_size_checks(opts.run, base)
     if opts.grad:
         for j in judged:

@@ -52,13 +52,32 @@ __all__ = [
 MAX_PERTURBED = 12
 
 
-def takes(fn, name: str) -> bool:
-    """Whether ``fn`` accepts the keyword argument ``name``."""
+def _parameters(fn) -> dict:
+    """``fn``'s parameters; a module called as ``(*args, **kwargs)`` is read by its ``forward``."""
     try:
-        params = inspect.signature(fn).parameters
+        params = dict(inspect.signature(fn).parameters)
+        forward = getattr(fn, "forward", None)
+        if callable(forward) and all(
+            p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params.values()
+        ):
+            params = dict(inspect.signature(forward).parameters)
     except (TypeError, ValueError):
-        return False
-    return name in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+        return {}
+    return params
+
+
+def takes(fn, name: str, *, explicitly: bool = False) -> bool:
+    """Whether ``fn`` accepts the keyword argument ``name``.
+
+    With ``explicitly=True`` only a parameter of that name counts, not
+    ``**kwargs``: an option kernelcheck offers on its own initiative (the
+    chunk-size sweep) must never be forced on a layer that merely forwards
+    keyword arguments (``torch.nn.Module.__call__`` takes ``**kwargs``).
+    """
+    params = _parameters(fn)
+    if name in params:
+        return True
+    return not explicitly and any(p.kind is p.VAR_KEYWORD for p in params.values())
 
 
 def _output(run: Run, Q, K, V, g, expected, **kwargs):
@@ -333,12 +352,7 @@ def _gate_arg(run: Run, g):
 
 def grad_checks(run: Run, j0: Judged, rng: np.random.Generator, vjp=None) -> list[AttentionCase]:
     """The layer's vector-Jacobian product along a random cotangent, against the reference's."""
-    from kernelcheck._src.attention.vjp import (
-        linear_vjp,
-        linear_vjp_error_bound,
-        softmax_vjp,
-        softmax_vjp_error_bound,
-    )
+    from kernelcheck._src.attention.vjp import linear_vjp_with_bounds, softmax_vjp_with_bounds
 
     label = f"gradient ({j0.case.name})"
     if j0.reference is None:
@@ -362,27 +376,18 @@ def grad_checks(run: Run, j0: Judged, rng: np.random.Generator, vjp=None) -> lis
     causal = run.reference.causal
     if fam == "softmax":
         scale = j0.kw.get("scale")
-        ref = softmax_vjp(j0.Q, j0.K, j0.V, G, causal=causal, scale=scale)
-        tol = [
-            b + b64
-            for b, b64 in zip(
-                softmax_vjp_error_bound(
-                    j0.Q, j0.K, j0.V, G, causal=causal, scale=scale, dtype=j0.model
-                ),  # fmt: skip
-                softmax_vjp_error_bound(j0.Q, j0.K, j0.V, G, causal=causal, scale=scale),
-                strict=True,
-            )
-        ]
-        names = ("dQ", "dK", "dV")
-        pairs = list(zip(names, got, ref, tol, strict=True))
+        ref, (b, b64) = softmax_vjp_with_bounds(
+            j0.Q, j0.K, j0.V, G, causal=causal, scale=scale, dtypes=(j0.model, None)
+        )
+        tol = [x + y for x, y in zip(b, b64, strict=True)]
+        pairs = list(zip(("dQ", "dK", "dV"), got, ref, tol, strict=True))
     else:
         pq, pk = j0.args[0], j0.args[1]
+        models = ((j0.model, run.reference.extra_ops(j0.Q.shape[-1])), (None, 0))
         norm = run.reference.normalize
-        ref = linear_vjp(pq, pk, j0.V, G, causal=causal, normalize=norm)
-        extra = run.reference.extra_ops(j0.Q.shape[-1])
-        b = linear_vjp_error_bound(pq, pk, j0.V, G, causal=causal, normalize=norm,
-                                   dtype=j0.model, extra_ops=extra)  # fmt: skip
-        b64 = linear_vjp_error_bound(pq, pk, j0.V, G, causal=causal, normalize=norm)
+        ref, (b, b64) = linear_vjp_with_bounds(
+            pq, pk, j0.V, G, causal=causal, normalize=norm, models=models
+        )
         pairs = [("dV", got[2], ref.dV, b.dV + b64.dV)]
     out = []
     for name, g_, r, t in pairs:

@@ -1,0 +1,129 @@
+"""What ``verify.attention`` costs beyond the layer it checks (n = 4096, d = d_v = 64).
+
+Group ``verify-attention``, measured in the same run:
+
+* ``floor``: the float64 GEMMs of the reference's forward and backward pass,
+  alone: ``S = Q K^T``, ``P V``, ``P^T G``, ``G V^T``, ``dS K``, ``dS^T Q``
+  (six ``n^2 d`` products; for the linear layer, the three of its causal
+  quadratic form ``A = phi_q phi_k^T``, ``A V``, ``A^T G``).
+* ``layer fwd+bwd``: the user's own torch layer, forward and backward, once.
+* ``verify``: ``verify.attention`` on the ``random`` case with ``grad=True``
+  (softmax, torch ``scaled_dot_product_attention``, float32) or
+  ``state=True`` (a chunked linear layer with a state), causality check off
+  so that the layer is called a fixed number of times.
+
+The verifier's own overhead is ``verify - (layer calls)``: the time of the
+layer's calls is measured inside the run (every call of ``fn`` is timed;
+autograd's backward is the measured ``layer fwd+bwd`` less one forward) and
+subtracted; ``extra_info`` records it and its ratio to the floor.
+Target (docs/performance.md): overhead at most 3x the floor.
+
+Under ``--benchmark-disable`` (n = 256, one run) each benchmark checks that
+the verifier passes the correct layer.
+
+Reproduce: ``python3 -m pytest benchmarks/bench_verify_attention.py --benchmark-only``.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from kernelcheck import verify
+
+torch = pytest.importorskip("torch")
+F = torch.nn.functional
+
+from torch_layers import chunked_state, elu1_np  # noqa: E402
+
+D = 64
+
+
+def _rounds(benchmark) -> dict:
+    if benchmark.disabled:
+        return {"rounds": 1, "iterations": 1}
+    return {"rounds": 5, "iterations": 1, "warmup_rounds": 1}
+
+
+class Timed:
+    """``fn`` with the wall time of its calls summed in ``spent``."""
+
+    def __init__(self, fn):
+        self.fn, self.spent, self.calls = fn, 0.0, 0
+
+    def __call__(self, *args, **kwargs):
+        t0 = time.perf_counter()
+        try:
+            return self.fn(*args, **kwargs)
+        finally:
+            self.spent += time.perf_counter() - t0
+            self.calls += 1
+
+
+def sdpa(Q, K, V):
+    return F.scaled_dot_product_attention(Q, K, V, is_causal=True)
+
+
+def _inputs(n):
+    rng = np.random.default_rng(0)
+    return tuple(rng.standard_normal((n, D)) for _ in range(4))
+
+
+def softmax_floor(Q, K, V, G):
+    S = Q @ K.T
+    P = np.exp(S - S.max(axis=1, keepdims=True))
+    out = P @ V
+    dV, dP = P.T @ G, G @ V.T
+    return out, dV, dP @ K, dP.T @ Q
+
+
+def linear_floor(Q, K, V, G):
+    A = np.tril(elu1_np(Q) @ elu1_np(K).T)
+    return A @ V, A.T @ G
+
+
+def layer_fwd_bwd(fn, n):
+    Q, K, V, G = (torch.from_numpy(x).float().requires_grad_() for x in _inputs(n))
+    out = fn(Q, K, V)
+    out = out[0] if isinstance(out, tuple) else out
+    torch.autograd.grad(out, (Q, K, V), G.detach())
+
+
+CASES = {
+    "softmax grad": (sdpa, softmax_floor, {"grad": True}),
+    "linear state": (
+        chunked_state,
+        linear_floor,
+        {"feature_map": elu1_np, "state": True},
+    ),  # fmt: skip
+}
+
+
+@pytest.mark.benchmark(group="verify-attention")
+@pytest.mark.parametrize("what", ["floor", "layer fwd+bwd", "verify"])
+@pytest.mark.parametrize("name", list(CASES))
+def test_verify_attention_overhead(benchmark, size_for, name, what):
+    n = size_for(4096, 256)
+    fn, floor, kw = CASES[name]
+    if what == "floor":
+        benchmark.pedantic(floor, args=_inputs(n), **_rounds(benchmark))
+        return
+    if what == "layer fwd+bwd":
+        benchmark.pedantic(layer_fwd_bwd, args=(fn, n), **_rounds(benchmark))
+        return
+    runs = []
+
+    def run():
+        timed = Timed(fn)
+        t0 = time.perf_counter()
+        report = verify.attention(timed, framework="torch", dtype="float32", causal=True, n=n,
+                                  cases=("random",), check_causality=False, **kw)  # fmt: skip
+        runs.append((time.perf_counter() - t0, timed.spent, timed.calls, report))
+
+    benchmark.pedantic(run, **_rounds(benchmark))
+    total, spent, calls, report = min(runs, key=lambda r: r[0] - r[1])
+    assert report.passed, report.details()
+    benchmark.extra_info.update(seconds_in_fn_forward=spent, fn_calls=calls,
+                                overhead_excluding_fn_forward=total - spent)  # fmt: skip
