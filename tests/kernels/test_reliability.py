@@ -451,14 +451,13 @@ BAD_CALLS = (
             "function-vec-complex",
             lambda: kernel_from_function(lambda a, b: (a * b).sum(-1) + 1j, vectorized=True)(X),
             InvalidArgument,
-            r"^`f` \(<lambda>\) must return real numbers, got array of shape "
-            r"\(4, 4\) and dtype complex128",
+            r"^`f` \(<lambda>\) returned array of shape \(4, 4\) and dtype complex128; expected real",
         ),
         (
             "function-vec-none",
             lambda: kernel_from_function(lambda a, b: None, vectorized=True)(X),
             InvalidArgument,
-            r"^`f` \(<lambda>\) must return real numbers",
+            r"^`f` \(<lambda>\) returned array of shape \(\) and dtype object; expected real",
         ),
         (
             "function-vec-inf",

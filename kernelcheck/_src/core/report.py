@@ -53,7 +53,6 @@ __all__ = [
     "json_text",
     "environment",
     "write_bundle",
-    "MANIFEST",
     "written_folders",
 ]
 
@@ -160,11 +159,6 @@ def _umask() -> int:
     return mask  # pragma: no cover
 
 
-#: The file in a report folder that lists, per bundle, the files it wrote, so
-#: the next write of that bundle removes the files it no longer has.
-MANIFEST = ".kernelcheck-bundles.json"
-
-
 def _bundle_contents(files: Mapping[str, bytes | str]) -> list[tuple[str, bytes]]:
     contents: list[tuple[str, bytes]] = []
     for fname, data in files.items():
@@ -172,12 +166,7 @@ def _bundle_contents(files: Mapping[str, bytes | str]) -> list[tuple[str, bytes]
             not isinstance(fname, str)
             or not fname
             or Path(fname).name != fname
-            or fname
-            in (
-                ".",
-                "..",
-                MANIFEST,
-            )
+            or fname in (".", "..")
         ):
             raise InvalidArgument(f"a bundle file name must be a plain file name, got {fname!r}")
         if isinstance(data, str):
@@ -192,37 +181,12 @@ def _bundle_contents(files: Mapping[str, bytes | str]) -> list[tuple[str, bytes]
     return contents
 
 
-def _read_manifest(folder: Path) -> dict[str, list[str]]:
-    """The folder's manifest; an unreadable or foreign one counts as empty."""
-    try:
-        data = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    if not isinstance(data, dict):
-        return {}
-    return {
-        k: [f for f in v if isinstance(f, str) and f and Path(f).name == f and f != MANIFEST]
-        for k, v in data.items()
-        if isinstance(k, str) and isinstance(v, list)
-    }
-
-
 class _Bundle:
     """One transactional write of a bundle into ``folder`` (see :func:`write_bundle`)."""
 
     def __init__(self, folder: Path, contents: list[tuple[str, bytes]]):
         self.folder = folder
-        key = contents[-1][0]
-        manifest = _read_manifest(folder)
-        names = [fname for fname, _ in contents]
-        # files the previous write of this bundle made that this one does not have
-        self.stale = [
-            folder / f
-            for f in manifest.get(key, [])
-            if f not in names and (folder / f).is_file() and not (folder / f).is_symlink()
-        ]
-        manifest[key] = names
-        self.contents = [*contents, (MANIFEST, json_text(manifest).encode("utf-8"))]
+        self.contents = contents
         self.staged: list[tuple[str, Path]] = []  # (temporary file, destination)
         self.backups: dict[Path, str] = {}  # replaced or removed file -> hard link to it
         self.existed: set[Path] = set()  # destinations there before phase 2
@@ -239,7 +203,7 @@ class _Bundle:
                 fh.write(data)
                 fh.flush()
                 os.fsync(fh.fileno())
-        for dest in [d for _, d in self.staged] + self.stale:
+        for dest in [d for _, d in self.staged]:
             if os.path.lexists(dest):
                 self.existed.add(dest)
             if dest.is_file() and not dest.is_symlink():
@@ -253,7 +217,7 @@ class _Bundle:
                 self.backups[dest] = backup
 
     def commit(self) -> None:
-        """Phase 2: renames (and removals of stale files); undone if one fails."""
+        """Phase 2: the renames; undone if one fails."""
         done: list[Path] = []
         try:
             while self.staged:
@@ -261,9 +225,6 @@ class _Bundle:
                 _move(tmp, dest)
                 self.staged.pop(0)
                 done.append(dest)
-            for path in self.stale:
-                path.unlink(missing_ok=True)
-                done.append(path)
         except BaseException:
             self._undo(done)
             raise
@@ -302,10 +263,8 @@ def write_bundle(
     interrupt (SIGINT, or SIGTERM, raised as an exception here) removes the
     temporary files and links and leaves the folder as it was.  Phase 2
     renames the files onto their destinations (``os.replace``, atomic on
-    POSIX) in the mapping's order, then the folder's manifest
-    (:data:`MANIFEST`), then removes the files an earlier write of the same
-    bundle made that this one does not have (a plot of a claim not run this
-    time); SIGINT and SIGTERM are held until it ends and then raised as
+    POSIX) in the mapping's order; SIGINT and SIGTERM are held until it
+    ends and then raised as
     :class:`~kernelcheck._src.core.atomic.InterruptedAfterWrite`, and a
     rename that fails puts back every file already replaced (from its link).
     So the folder holds the old report or the new one, whole, and no
@@ -313,8 +272,8 @@ def write_bundle(
     reader looking during the microseconds of phase 2 may see part of each,
     and ``SIGKILL`` or a power cut during phase 2 can leave a mix (only one
     rename of a whole folder avoids that, and it would replace every other
-    file of a folder the report shares).  A bundle is known by its last
-    file (``report.md``); other files in the folder are never touched.
+    file of a folder the report shares).  Other files in the folder are
+    never touched.
 
     Parameters
     ----------

@@ -65,6 +65,7 @@ __all__ = [
     "result_dtype",
     "MAX_ELEMENTS",
     "check_size",
+    "check_computed",
     "memory_budget",
 ]
 
@@ -243,6 +244,44 @@ def check_finite(arr: np.ndarray, name: str) -> None:
             f"`{name}` must be finite, but {len(bad)} entr{'y is' if len(bad) == 1 else 'ies are'} "
             f"NaN or Inf (first at index {first}: {arr[first]!r})"
         )
+
+
+def check_computed(value: Any, what: str) -> np.ndarray:
+    """A computed quantity a verdict is drawn from: real and finite, or :class:`NumericalFailure`.
+
+    An error, a tolerance or a statistic that overflowed to ``inf`` (or
+    became NaN, or complex) decides nothing -- ``inf <= inf`` is True, every
+    comparison with NaN False -- so every verifier passes the numbers it
+    compares through here first: a verdict is computed from finite reals
+    only.  ``what`` names the quantity as the report would (``"phi(X) @
+    phi(Y).T"``, ``"the tolerance"``).  Returns ``value`` as an array.
+
+    Examples
+    --------
+    >>> check_computed([1.0, 2.0], "the error").tolist()
+    [1.0, 2.0]
+    >>> try:
+    ...     check_computed([1.0, float("inf")], "the error")
+    ... except ArithmeticError as exc:
+    ...     print(str(exc).split(":")[0])
+    the error is inf at index (1,)
+    """
+    arr = np.asarray(value)
+    if arr.dtype.kind == "c":
+        raise NumericalFailure(f"{what} is complex ({arr.dtype}): no verdict is drawn from it")
+    if arr.dtype.kind not in "biuf":
+        raise NumericalFailure(f"{what} is not a real number ({describe(arr)})")
+    with np.errstate(all="ignore"):
+        bad = ~np.isfinite(arr)
+    if bad.any():
+        first = tuple(int(i) for i in np.argwhere(bad)[0]) if arr.ndim else ()
+        value_at = float(arr[first] if first else arr[()])
+        where = f" at index {first}" if first else ""
+        raise NumericalFailure(
+            f"{what} is {value_at!r}{where}: no verdict is drawn from a non-finite number "
+            "(scale the inputs down or use a wider dtype)"
+        )
+    return arr
 
 
 def as_points(
@@ -478,17 +517,50 @@ def call_user(fn: Callable, label: str, *args: Any, **kwargs: Any) -> Any:
       ``label`` names the argument and the call the way the caller knows it,
       e.g. ``"`phi` on `X`"`` or ``"`fn` at n = 64"``.
 
-    What ``fn`` returns is not checked here: callers read it with
-    :func:`as_array` (or :func:`as_real`), which refuses complex, object and
-    string values and NaN or Inf, naming the call.
+    * a result that is numbers but not real numbers -- a complex, object,
+      string or bytes array (NumPy, or a tensor of a complex dtype), a
+      complex or string scalar, or such an item of a returned tuple or list
+      -- is refused with :class:`InvalidArgument` ``f"{label} returned ..."``
+      (NumPy would drop an imaginary part with only a warning, and read an
+      object array entry by entry).  Everything else is returned as it is:
+      callers read arrays with :func:`as_array` (or :func:`as_real`), which
+      also refuses NaN and Inf, naming the call.
     """
     args = tuple(a.copy() if isinstance(a, np.ndarray) else a for a in args)
     try:
-        return run_user(fn, label, *args, **kwargs)
+        out = run_user(fn, label, *args, **kwargs)
     except OWN_ERRORS:
         raise
     except Exception as exc:
         raise InvalidArgument(f"{label} raised {type(exc).__name__}: {exc}") from exc
+    for item in out if isinstance(out, (tuple, list)) else (out,):
+        if _not_real(item):
+            raise InvalidArgument(
+                f"{label} returned {describe(item)}; expected real numbers (take the real "
+                "part, or convert to float, yourself)"
+            )
+    return out
+
+
+def _not_real(value: Any) -> bool:
+    """A complex, object, string or bytes array or scalar (a NumPy one, a Python one, a tensor)."""
+    if isinstance(value, (complex, str, bytes)):
+        return True
+    if isinstance(value, (np.ndarray, np.generic)):
+        return value.dtype.kind in "cOSUV"
+    is_complex = getattr(value, "is_complex", None)  # torch tensors
+    if callable(is_complex) and hasattr(value, "dtype"):
+        try:
+            return bool(is_complex())
+        except Exception:  # not a tensor's is_complex
+            return False
+    dtype = getattr(value, "dtype", None)  # JAX and other array types
+    if dtype is not None and hasattr(value, "shape"):
+        try:
+            return np.dtype(dtype).kind in "cOSUV"
+        except TypeError:
+            return False
+    return False
 
 
 def as_timeout(value: Any, name: str = "timeout") -> float | None:

@@ -21,6 +21,7 @@ from kernelcheck._src.core.validate import (
     as_points,
     call_user,
     check_callable,
+    check_computed,
     describe,
 )
 from kernelcheck._src.kernels.base import Kernel
@@ -162,9 +163,10 @@ def feature_map(
     D = PX.shape[1]
     G = kernel(Xa, Ya)
     Ek = kernel.error_bound(Xa, Ya)
-    F = PX @ PY.T
+    with np.errstate(over="ignore", invalid="ignore"):
+        F = check_computed(PX @ PY.T, "phi(X) @ phi(Y).T")
+        tol = check_computed(Ek + feature_product_bound(PX, PY, ops), "the tolerance")
     dtype = F.dtype
-    tol = Ek + feature_product_bound(PX, PY, ops)
     err = np.abs(F - G)
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.where(tol > 0, err / np.where(tol > 0, tol, 1.0), np.where(err > 0, np.inf, 0.0))
