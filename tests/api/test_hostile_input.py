@@ -163,3 +163,75 @@ INF_VERDICTS = {
 def test_no_verdict_from_inf(name):
     with pytest.raises((NumericalFailure, InvalidArgument), match=r"inf|overflow"):
         INF_VERDICTS[name]()
+
+
+#: size-scaling arguments: each must be refused up front, saying the memory it would need
+SIZE_CASES = {
+    "attention.init-D": "attention.init(10**5, 10**5)",
+    "attention.init-batch": "attention.init(3, 2, batch_shape=(10**5, 10**5))",
+    "run_trials": "stats.run_trials(lambda rng, c: rng.normal(size=(c, 2)), 10**15, seed=0)",
+    "check_psd-broadcast": "psd.check_psd(np.broadcast_to(np.eye(1), (50000, 50000)))",
+    "gram": "Gaussian()(np.broadcast_to(np.zeros((1, 2)), (10**5, 2)))",
+    "verify.unbiased": (
+        "verify.unbiased(PositiveRandomFeatures.sampler(2, 16), Exponential(),"
+        " np.zeros((50000, 2)), trials=10, seed=0)"
+    ),
+    "random-features": "PositiveRandomFeatures(2, 10**9, seed=0)(np.zeros((4, 2)))",
+}
+
+SIZE_CHILD = """
+import resource, sys, numpy as np
+resource.setrlimit(resource.RLIMIT_AS, (6 * 1024**3, 6 * 1024**3))
+from kernelcheck import attention, psd, stats, verify
+from kernelcheck.errors import InvalidArgument
+from kernelcheck.features import PositiveRandomFeatures
+from kernelcheck.kernels import Exponential, Gaussian
+for name, code in CASES.items():
+    try:
+        eval(code)
+        print(name, "ANSWERED")
+    except InvalidArgument as exc:
+        print(name, "REFUSED", " ".join(str(exc).split()))
+    except BaseException as exc:
+        print(name, "BARE", type(exc).__name__)
+"""
+
+
+def test_size_scaling_arguments_are_refused_up_front_under_a_6_gib_address_space_limit():
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    code = f"CASES = {SIZE_CASES!r}\n{SIZE_CHILD}"
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, "PYTHONPATH": str(root)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    lines = dict(line.split(" ", 1) for line in proc.stdout.splitlines())
+    assert set(lines) == set(SIZE_CASES), proc.stderr[-2000:]
+    for name, outcome in lines.items():
+        assert outcome.startswith("REFUSED") and "would need" in outcome, (name, outcome)
+        assert "GiB" in outcome, (name, outcome)
+
+
+STATS_BAD = {
+    "Moments.merge": (lambda: stats.Moments.from_samples(np.ones((3, 2))).merge(5), "`other`"),
+    "Moments.variance-ddof": (
+        lambda: stats.Moments.from_samples(np.ones((3, 2))).variance(ddof=5),
+        r"`ddof` must be less than the number of trials \(3\)",
+    ),
+    "berry_esseen-negative": (lambda: stats.berry_esseen_bound(-1.0, 10), "`std_ratio`"),
+    "trials_needed-negative": (lambda: stats.trials_needed(-2.0, 0.1), "`std_ratio`"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(STATS_BAD))
+def test_stats_helpers_refuse_what_would_give_garbage(name):
+    call, message = STATS_BAD[name]
+    with pytest.raises(InvalidArgument, match=message):
+        call()

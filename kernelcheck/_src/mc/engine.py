@@ -48,6 +48,7 @@ from kernelcheck._src.core.validate import (
     as_seed_sequence,
     call_user,
     check_callable,
+    check_size,
     describe,
 )
 from kernelcheck._src.features.moments import as_moment_array
@@ -162,6 +163,8 @@ class Moments(ResultMixin):
 
     def merge(self, other: Moments) -> Moments:
         """Exact pairwise merge (Chan et al. 1979; Pebay 2008), ``self`` first."""
+        if not isinstance(other, Moments):
+            raise InvalidArgument(f"`other` must be a Moments, got {describe(other)}")
         na, nb = float(self.count), float(other.count)
         n = na + nb
         with np.errstate(over="ignore", invalid="ignore"):
@@ -193,7 +196,12 @@ class Moments(ResultMixin):
         return Moments(self.count + other.count, mean, m2, m3, m4, mx)
 
     def variance(self, ddof: int = 1) -> np.ndarray:
-        """Sample variance ``M2 / (N - ddof)``."""
+        """Sample variance ``M2 / (N - ddof)``; ``0 <= ddof < N``."""
+        ddof = as_int(ddof, "ddof", minimum=0)
+        if ddof >= self.count:
+            raise InvalidArgument(
+                f"`ddof` must be less than the number of trials ({self.count}), got {ddof}"
+            )
         return self.m2 / (self.count - ddof)
 
     def std_error(self) -> np.ndarray:
@@ -375,6 +383,11 @@ def run_trials(
             f"`executor` must be a concurrent.futures.Executor (an object with submit), "
             f"got {describe(executor)}"
         )
+    check_size(
+        -(-trials // shard_size),
+        f"the schedule of {trials} trials in shards of {shard_size}",
+        itemsize=8,
+    )
     root = root_seed_sequence(seed)
     counts = [shard_size] * (trials // shard_size)
     if trials % shard_size:
@@ -437,7 +450,20 @@ def berry_esseen_bound(std_ratio, n: int) -> np.ndarray:
     0.004748
     """
     n = as_int(n, "n", minimum=1)
-    return BERRY_ESSEEN_C * as_moment_array(std_ratio, "std_ratio") / math.sqrt(n)
+    return BERRY_ESSEEN_C * _std_ratio(std_ratio) / math.sqrt(n)
+
+
+def _std_ratio(value) -> np.ndarray:
+    """``rho / sigma^3``: >= 0, ``inf`` where unknown, NaN where undefined (zero variance:
+    the verifiers pass such pairs through and judge them by rounding); negative is refused."""
+    r = as_moment_array(value, "std_ratio")
+    bad = r < 0
+    if bad.any():
+        first = r[tuple(int(i) for i in np.argwhere(bad)[0])] if r.ndim else r[()]
+        raise InvalidArgument(
+            f"`std_ratio` must be >= 0 (rho / sigma^3, or inf when unknown), got {float(first)!r}"
+        )
+    return r
 
 
 def trials_needed(std_ratio, tolerance: float) -> np.ndarray:
@@ -448,7 +474,7 @@ def trials_needed(std_ratio, tolerance: float) -> np.ndarray:
     >>> int(trials_needed(1.0, 0.01))
     2255
     """
-    r = as_moment_array(std_ratio, "std_ratio")
+    r = _std_ratio(std_ratio)
     tolerance = as_real(tolerance, "tolerance", positive=True)
     with np.errstate(over="ignore", invalid="ignore"):
         out = np.ceil((BERRY_ESSEEN_C * r / tolerance) ** 2)
