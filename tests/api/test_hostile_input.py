@@ -14,6 +14,8 @@ one of callback-taking public calls, each run against every attack of its class.
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 
@@ -235,3 +237,48 @@ def test_stats_helpers_refuse_what_would_give_garbage(name):
     call, message = STATS_BAD[name]
     with pytest.raises(InvalidArgument, match=message):
         call()
+
+
+def _stuck(value):
+    """A user callable that blocks (an Event nobody sets) -- until the test releases it."""
+    RELEASE.wait(30)
+    return value
+
+
+RELEASE = threading.Event()
+
+#: verifiers with ``timeout=``: a user callable that blocks is abandoned with a clear error
+TIMEOUT_CALLS = {
+    "verify.feature_map": lambda: verify.feature_map(
+        lambda Z: _stuck(Z), X, kernel=Linear(), timeout=0.2
+    ),
+    "verify.kernel": lambda: verify.kernel(
+        kernel_from_function(lambda x, y: _stuck(float(x @ y))), X, timeout=0.2
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(TIMEOUT_CALLS))
+def test_a_blocking_user_callable_is_abandoned_at_the_timeout(name):
+    try:
+        with pytest.raises(InvalidArgument, match=r"did not return within timeout=0.2 s"):
+            TIMEOUT_CALLS[name]()
+    finally:
+        RELEASE.set()
+        RELEASE.clear()
+
+
+@pytest.mark.parametrize("bad", [0, -1.0, float("nan"), "2", True])
+@pytest.mark.parametrize("name", ["verify.feature_map", "verify.kernel"])
+def test_timeout_must_be_a_positive_number(name, bad):
+    call = {
+        "verify.feature_map": lambda: verify.feature_map(Linear().features(), X, timeout=bad),
+        "verify.kernel": lambda: verify.kernel(Linear(), X, timeout=bad),
+    }[name]
+    with pytest.raises(InvalidArgument, match=r"`timeout`"):
+        call()
+
+
+def test_an_executor_that_is_not_one_is_refused():
+    with pytest.raises(InvalidArgument, match=r"^`executor` must be a concurrent.futures"):
+        verify.kernel(Linear(), X, executor=object())

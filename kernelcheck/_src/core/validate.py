@@ -54,6 +54,7 @@ __all__ = [
     "check_callable",
     "call_user",
     "as_timeout",
+    "as_executor",
     "honours_timeout",
     "as_bool",
     "as_float_dtype",
@@ -561,6 +562,16 @@ def _not_real(value: Any) -> bool:
         except TypeError:
             return False
     return False
+
+
+def as_executor(value: Any, name: str = "executor") -> Any:
+    """``None`` or a :class:`concurrent.futures.Executor`-like object (it has ``submit``)."""
+    if value is not None and not callable(getattr(value, "submit", None)):
+        raise InvalidArgument(
+            f"`{name}` must be a concurrent.futures.Executor (an object with submit), "
+            f"got {describe(value)}"
+        )
+    return value
 
 
 def as_timeout(value: Any, name: str = "timeout") -> float | None:

@@ -42,6 +42,7 @@ from scipy.special import ndtri
 from kernelcheck._src.core.results import ResultMixin
 from kernelcheck._src.core.validate import (
     as_array,
+    as_executor,
     as_int,
     as_probability,
     as_real,
@@ -378,11 +379,7 @@ def run_trials(
     shard_size = as_int(shard_size, "shard_size", minimum=1)
     if shards is not None:
         shards = as_int(shards, "shards", minimum=1)
-    if executor is not None and not callable(getattr(executor, "submit", None)):
-        raise InvalidArgument(
-            f"`executor` must be a concurrent.futures.Executor (an object with submit), "
-            f"got {describe(executor)}"
-        )
+    executor = as_executor(executor)
     check_size(
         -(-trials // shard_size),
         f"the schedule of {trials} trials in shards of {shard_size}",

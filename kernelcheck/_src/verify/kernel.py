@@ -38,7 +38,14 @@ import scipy.optimize
 from kernelcheck._src.core.outcome import Outcome, outcome_of
 from kernelcheck._src.core.results import ResultMixin
 from kernelcheck._src.core.rounding import Tolerance
-from kernelcheck._src.core.validate import as_int, as_points, check_choice, describe
+from kernelcheck._src.core.validate import (
+    as_executor,
+    as_int,
+    as_points,
+    check_choice,
+    describe,
+    honours_timeout,
+)
 from kernelcheck._src.psd.ladder import check_psd
 from kernelcheck._src.psd.result import PSDResult, Verdict
 from kernelcheck._src.psd.tolerance import default_tolerance, frobenius
@@ -554,6 +561,7 @@ def _kernel_iv(k, X, dim, budget):
     return np.asarray(X, dtype=np.float64), X.shape[1], budget
 
 
+@honours_timeout
 def kernel(
     kernel,
     X=None,
@@ -563,6 +571,7 @@ def kernel(
     budget: int = 32,
     executor=None,
     explore: str = "seeded",
+    timeout: float | None = None,
 ) -> KernelReport:
     r"""Is ``kernel`` positive semi-definite -- a kernel (claims C5, C6)?
 
@@ -593,6 +602,10 @@ def kernel(
         the normalised smallest eigenvalue); wider, but Hypothesis' generation
         depends on process state even under ``@seed``, so the report may
         differ between processes (not for the verdict on a clear violation).
+    timeout : float, optional
+        Seconds each call of a user's kernel function may take in this
+        process (:func:`~kernelcheck._src.core.deadline.run_user`: the call
+        is abandoned, not stopped); None (default) waits for ever.
 
     Returns
     -------
@@ -624,6 +637,7 @@ def kernel(
     """
     k = kernel
     X, dim, budget = _kernel_iv(k, X, dim, budget)
+    executor = as_executor(executor)
     check_choice(explore, "explore", ("seeded", "hypothesis"))
     if X is not None:
         return _points_report(k, X)
