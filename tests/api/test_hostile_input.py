@@ -228,12 +228,20 @@ STATS_BAD = {
         r"`ddof` must be less than the number of trials \(3\)",
     ),
     "berry_esseen-negative": (lambda: stats.berry_esseen_bound(-1.0, 10), "`std_ratio`"),
+    "softmax-scale-string": (
+        lambda: attention.softmax(Q, K, V, scale="2"),
+        "^`scale` must be a real",
+    ),
+    "run_trials-progress-string": (
+        lambda: stats.run_trials(lambda r, c: r.normal(size=(c, 1)), 4, seed=0, progress="yes"),
+        "^`progress` must be True or False",
+    ),
     "trials_needed-negative": (lambda: stats.trials_needed(-2.0, 0.1), "`std_ratio`"),
 }
 
 
 @pytest.mark.parametrize("name", sorted(STATS_BAD))
-def test_stats_helpers_refuse_what_would_give_garbage(name):
+def test_helpers_refuse_what_would_give_garbage_or_a_silent_cast(name):
     call, message = STATS_BAD[name]
     with pytest.raises(InvalidArgument, match=message):
         call()

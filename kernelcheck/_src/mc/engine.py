@@ -42,6 +42,7 @@ from scipy.special import ndtri
 from kernelcheck._src.core.results import ResultMixin
 from kernelcheck._src.core.validate import (
     as_array,
+    as_bool,
     as_executor,
     as_int,
     as_probability,
@@ -313,7 +314,7 @@ def _shard_bounds(blocks: int, shards: int | None) -> list[tuple[int, int]]:
 def _progress_bar(enabled, total: int, desc: str):
     if enabled is None:
         enabled = bool(getattr(sys.stderr, "isatty", lambda: False)())
-    if not enabled:
+    if not as_bool(enabled, "progress"):
         return None
     from tqdm.auto import tqdm
 
