@@ -2,15 +2,25 @@
 
 Groups (``benchmark.group``), each measured in the same run:
 
-* ``parallel-vs-gemm`` (n = 8192, D = 256, d_v = 64): bidirectional
-  :func:`~kernelcheck.attention.parallel` against its GEMM floor, the two
-  matrix products ``phi_q @ (phi_k^T @ V)`` alone.  Target: within 1.5x.
+* ``parallel-vs-gemm`` (n = 8192, D = 256, d_v = 64): bidirectional and
+  causal :func:`~kernelcheck.attention.parallel` against their GEMM floor,
+  the two matrix products ``phi_q @ (phi_k^T @ V)`` alone.  Targets: within
+  1.15x bidirectional, 1.5x causal.
 * ``chunked-vs-parallel`` (same sizes): causal
   :func:`~kernelcheck.attention.chunked` (default chunk size) against
-  bidirectional ``parallel``.  Target: within 3x.
+  bidirectional ``parallel``.  Target: within 1.5x.
 * ``causal-16k`` (n = 16384, d = d_v = 64, D = 256): causal
   :func:`~kernelcheck.attention.softmax` against causal ``chunked``.
-  Target: chunked at least 10x faster.
+  Target: chunked at least 20x faster (the point of C3).
+* ``recurrent-per-token`` (D = 256, d_v = 64; n = 1024, 4096, 16384):
+  :func:`~kernelcheck.attention.recurrent`; the time per token is reported
+  for information, the constant cost per token is asserted from the cost
+  model (C3, C11).
+* ``memory-65536`` (n = 65536, D = 256, d_v = 64): causal ``chunked`` and
+  causal ``parallel``, timed, with their peak allocation beyond the inputs
+  (``tracemalloc``, one traced call outside the timed ones) in
+  ``extra_info``: asserted to be the output and its normalisers plus a few
+  blocks, the same at n / 4 (a deterministic memory claim, not a time).
 * ``gated-16k`` (n = 16384, D = d_v = 64): :func:`~kernelcheck.attention.gated_chunked`
   (per-token gates, unnormalised) against plain ``chunked`` (unnormalised).
   Target: within 1.5x.
@@ -79,6 +89,16 @@ def test_parallel_gemm_floor(benchmark, size_for):
     assert num.shape == V.shape
 
 
+@pytest.mark.benchmark(group="parallel-vs-gemm")
+def test_parallel_causal(benchmark, size_for):
+    pq, pk, V = _features(size_for(8192, 512), 0)
+    kw = {"causal": True}
+    out = benchmark.pedantic(att.parallel, (pq, pk, V), kw, **_rounds(benchmark, True))
+    G = np.tril(pq @ pk.T)  # independent: the masked Gram matrix
+    ref = (G @ V) / G.sum(axis=1)[:, None]
+    assert (np.abs(out - ref) <= 2 * att.linear_error_bound(pq, pk, V, causal=True)).all()
+
+
 # ----- chunked causal vs parallel bidirectional --------------------------------
 
 
@@ -123,6 +143,72 @@ def test_chunked_causal_16k(benchmark, size_for):
     last = (pq[-1] @ (pk.T @ V)) / (pq[-1] @ pk.sum(axis=0))  # the last row sees every key
     bound = att.linear_error_bound(pq, pk, V, causal=True)[-1]
     assert (np.abs(out[-1] - last) <= 2 * bound).all()
+
+
+# ----- recurrent: cost per token constant in n (C3, C11) ---------------------------
+
+
+@pytest.mark.benchmark(group="recurrent-per-token")
+@pytest.mark.parametrize("n", [1024, 4096, 16384])
+def test_recurrent_per_token(benchmark, size_for, n):
+    n = size_for(n, n // 64)
+    pq, pk, V = _features(n, 7)
+    out = benchmark.pedantic(att.recurrent, (pq, pk, V), **_rounds(benchmark, False))
+    ref = att.chunked(pq, pk, V)
+    assert (np.abs(out - ref) <= 2 * att.linear_error_bound(pq, pk, V, causal=True)).all()
+    # the deterministic claim: the same work per token at every n
+    per_token = att.cost_model("recurrent", n, D_KEY, D_FEAT, D_V).flops_per_token()
+    assert per_token == 4 * D_FEAT * (D_V + 1) + D_V
+    benchmark.extra_info["tokens"] = n
+
+
+# ----- peak memory at n = 65536 -------------------------------------------------------
+
+
+def _peak_beyond_inputs(fn, *args, **kwargs) -> tuple[int, np.ndarray]:
+    """Peak bytes ``fn`` allocates (tracemalloc; the inputs exist before) and its result."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        out = fn(*args, **kwargs)
+        return tracemalloc.get_traced_memory()[1], out
+    finally:
+        tracemalloc.stop()
+
+
+MEMORY_FORMS = {
+    "chunked": lambda pq, pk, V: att.chunked(pq, pk, V),
+    "parallel causal": lambda pq, pk, V: att.parallel(pq, pk, V, causal=True),
+}
+
+
+@pytest.mark.benchmark(group="memory-65536")
+@pytest.mark.parametrize("form", list(MEMORY_FORMS))
+def test_peak_memory_65536(benchmark, size_for, form):
+    """Peak memory beyond the inputs: the output (n d_v) and its normalisers (n) plus
+    a few cache-sized blocks, whatever n is: asserted at n and n / 4."""
+    from kernelcheck._src.attention.blocking import CACHE_BYTES
+
+    fn = MEMORY_FORMS[form]
+    n = size_for(65536, 2048)
+    beyond = {}
+    for size in (n // 4, n):
+        pq, pk, V = _features(size, 8)
+        peak, out = _peak_beyond_inputs(fn, pq, pk, V)
+        beyond[size] = peak - out.nbytes - 8 * size  # the output and its normalisers
+    # the per-worker groups and the reused [V, 1] and row buffers: a few blocks
+    blocks = 8 * CACHE_BYTES
+    assert all(0 <= b <= blocks for b in beyond.values()), beyond
+    benchmark.extra_info.update(
+        n=n,
+        inputs_MiB=round((pq.nbytes + pk.nbytes + V.nbytes) / 2**20, 1),
+        output_MiB=round(out.nbytes / 2**20, 1),
+        beyond_output_MiB=round(beyond[n] / 2**20, 2),
+        beyond_output_at_n_over_4_MiB=round(beyond[n // 4] / 2**20, 2),
+    )
+    del out
+    benchmark.pedantic(fn, (pq, pk, V), **_rounds(benchmark, False))
 
 
 # ----- gated chunked vs plain chunked (C20) ----------------------------------------

@@ -66,13 +66,13 @@ def test_mc_engine(benchmark, size_for, kind):
             WTd = np.swapaxes(rng.standard_normal((T, M_ENGINE, D_ENGINE)), 1, 2) if draw else WT
             FX = trials.X @ WTd
             FY = trials.Y @ WTd
-            FY = trials.Y @ WT
             return FX @ np.swapaxes(FY, 1, 2)
 
         G = benchmark(floor)
         assert G.shape == (T, N_PAIRS, N_PAIRS)
         if not draw:
             assert np.allclose(G[0], (trials.X @ W[0].T) @ (trials.Y @ W[0].T).T)
+    benchmark.extra_info["trials"] = T
     stats = benchmark.stats
     if stats is not None:
         benchmark.extra_info["trials_per_s"] = T / stats.stats.mean
@@ -103,3 +103,34 @@ def test_feature_maps(benchmark, size_for, cls, kind):
     else:
         E = benchmark(lambda: np.exp(X @ W.T))
         assert E.shape == (n, m)
+
+
+# ----- verify.unbiased at the CLI's defaults ------------------------------------------
+
+
+@pytest.mark.benchmark(group="verify-unbiased")
+@pytest.mark.parametrize("what", ["unbiased", "unbiased with the CLI sweep", "engine floor"])
+def test_unbiased(benchmark, size_for, what):
+    """``verify.unbiased`` as ``kernelcheck unbiased`` runs it (positive features, d = 4,
+    m = 16, the CLI's 4 + 4 default points, 20,000 trials; target under 1 s) without and
+    with the CLI's default feature-count sweep, next to the engine alone on the same
+    trial function (the floor: the trials' draws, products and moments)."""
+    from kernelcheck._src.features.random import ESTIMATORS
+    from kernelcheck._src.verify.unbiased_report import default_points
+    from kernelcheck._src.verify.unbiased_trials import trial_function
+    from kernelcheck.kernels import Exponential
+    from kernelcheck.verify import unbiased
+
+    trials = size_for(20000, 2000)
+    sampler = ESTIMATORS["positive"].sampler(4, 16)
+    X = default_points(4, 4, seed=0)
+    Y = default_points(4, 4, seed=1)
+    if what == "engine floor":
+        fn = trial_function(sampler, X, Y)
+        result = benchmark.pedantic(run_trials, (fn, trials), {"seed": 0}, rounds=5)
+        assert result.count == trials
+        return
+    sweep = (4, 8, 16, 32, 64) if "sweep" in what else None
+    kw = {"trials": trials, "seed": 0, "sweep": sweep}
+    report = benchmark.pedantic(unbiased, (sampler, Exponential(1.0), X, Y), kw, rounds=5)
+    assert report.verdict in ("pass", "inconclusive")

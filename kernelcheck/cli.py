@@ -1,17 +1,21 @@
 """The ``kernelcheck`` command line.
 
-Subcommands::
+Subcommands (``docs/cli.md`` lists every option; a test keeps the two equal)::
 
-    kernelcheck essay [--quick | --thorough] [--out DIR] [--json] [--claims C1,C5]
+    kernelcheck essay [--quick | --thorough] [--out DIR] [--json] [--claims IDS] ...
     kernelcheck psd FILE [--key NAME] [--tol T] [--method M] [--symmetrize] [--json]
-    kernelcheck kernel EXPR --dim d [--points FILE] [--seed S] [--budget B] [--json]
+    kernelcheck kernel EXPR --dim d [--points FILE] [--seed S] [--budget B] [--form FORM] ...
     kernelcheck unbiased [--features KIND] [--dim d] [--num-features m] [--trials N] ...
-    kernelcheck scaling [--quick] [--out DIR] [--json]
+    kernelcheck scaling [--quick] [--sizes N1,N2,...] [--repeats R] [--out DIR] ...
 
-Exit codes: 0 verified, 1 refuted, 2 bad usage, 3 inconclusive, 130
-interrupted.  Bad usage (an unknown subcommand or option, a missing or
-malformed file, a malformed kernel expression) prints one line on standard
-error and never a traceback.
+Every command speaks the one outcome vocabulary of kernelcheck: each verdict
+line starts with ``verified``, ``refuted`` or ``inconclusive``, and the exit
+code follows the one mapping (0 verified, 1 refuted, 3 inconclusive; 2 bad
+usage, 130 interrupted).  An option means the same in every command that has
+it (``--points`` is always a file of points, ``--out`` a report folder,
+``--seed`` the root seed).  Bad usage (an unknown subcommand or option, a
+missing or malformed file, a malformed kernel expression) prints one line on
+standard error and never a traceback.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import socket
 import sys
 import threading
@@ -35,6 +40,7 @@ from kernelcheck._src.core.outcome import (
     EXIT_REFUTED,
     EXIT_USAGE,
     EXIT_VERIFIED,
+    Outcome,
     exit_code,
 )
 from kernelcheck.errors import InvalidArgument, NumericalFailure
@@ -236,6 +242,44 @@ def _print_json(obj: Any, stream: TextIO) -> None:
     stream.write(json.dumps(to_jsonable(obj), indent=2) + "\n")
 
 
+#: Verdict words some results' ``__str__`` start with, which the command line replaces by
+#: the one vocabulary (``verified`` / ``refuted`` / ``inconclusive``).
+_LEGACY_HEAD = re.compile(
+    r"^(?:(?:unbiased|scaling|ratio bias \(C16\)):?\s+)?"
+    r"(?:NOT PASSED|PASSED|FAILED|PASS|FAIL|verified|refuted|inconclusive)\b\s*(?:--|:)?\s*",
+    re.IGNORECASE,
+)
+
+#: How ``kernelcheck psd`` words each PSD verdict after its outcome.
+_PSD_WORDS = {
+    "POSITIVE_DEFINITE": "positive definite",
+    "POSITIVE_SEMIDEFINITE": "positive semi-definite",
+    "NOT_PSD": "not positive semi-definite",
+    "INCONCLUSIVE": "undecided",
+}
+
+
+def _verdict_line(result: Any, detail: str | None = None) -> str:
+    """The line a command prints for one result: ``"<outcome>: <detail>"``.
+
+    ``<outcome>`` is ``result.outcome`` (verified, refuted or inconclusive),
+    the word whose exit code the command returns.  ``detail`` defaults to
+    ``str(result)`` without a verdict word of its own at the front (PASSED,
+    FAILED, ...), so one line never carries two vocabularies.
+
+    Examples
+    --------
+    >>> from kernelcheck.claims import ClaimVerdict
+    >>> class R:
+    ...     outcome = ClaimVerdict.INCONCLUSIVE
+    ...     def __str__(self): return "FAILED: too few trials"
+    >>> _verdict_line(R())
+    'inconclusive: too few trials'
+    """
+    text = str(result) if detail is None else detail
+    return f"{result.outcome}: {_LEGACY_HEAD.sub('', text, count=1)}"
+
+
 def _check_out(args: argparse.Namespace) -> None:
     """``--out DIR``: a folder that can be written into, checked before any work."""
     if args.out is not None:
@@ -268,6 +312,10 @@ def _cmd_essay(args: argparse.Namespace) -> int:
 
 
 def _cmd_psd(args: argparse.Namespace) -> int:
+    from kernelcheck._src.core.validate import check_choice
+    from kernelcheck._src.psd.ladder import METHODS
+
+    check_choice(args.method, "--method", METHODS)
     K = load_matrix(args.file, args.key)
     if K.ndim != 2 or K.shape[0] != K.shape[1]:
         raise UsageError(f"{args.file!r} holds an array of shape {K.shape}, not a square matrix")
@@ -283,7 +331,11 @@ def _cmd_psd(args: argparse.Namespace) -> int:
         payload = {"file": str(args.file), **result.to_dict()}
         _print_json(payload, sys.stdout)
     else:
-        print(str(result))
+        text = str(result)
+        name = result.verdict.name
+        if text.startswith(name):
+            text = _PSD_WORDS.get(name, name.lower()) + text[len(name) :]
+        print(_verdict_line(result, f"{args.file} is {text}"))
     return result.outcome.exit_code
 
 
@@ -310,7 +362,7 @@ def _cmd_kernel(args: argparse.Namespace) -> int:
         "dim": args.dim,
         "kernel_report": report.to_dict(),
     }
-    lines = [f"{kernel!r}: {report}"]
+    lines = [_verdict_line(report)]
     if kernel.has_finite_features:
         points = X
         if points is None:
@@ -318,13 +370,15 @@ def _cmd_kernel(args: argparse.Namespace) -> int:
         fm = verify.feature_map(kernel.features(args.form), points)
         out["feature_map_report"] = fm.to_dict()
         out["feature_dim"] = kernel.feature_dim(args.dim, args.form)
-        lines.append(f"features ({args.form}, D = {out['feature_dim']}): {fm}")
+        lines.append(_verdict_line(fm, f"features ({args.form}, D = {out['feature_dim']}): {fm}"))
         reports.append(fm)
+    code = exit_code(reports)
+    out["outcome"] = next(o.value for o in Outcome if o.exit_code == code)
     if args.json:
         _print_json(out, sys.stdout)
     else:
         print("\n".join(lines))
-    return exit_code(reports)
+    return code
 
 
 def _cmd_unbiased(args: argparse.Namespace) -> int:
@@ -340,21 +394,27 @@ def _cmd_unbiased(args: argparse.Namespace) -> int:
             num_features=args.num_features,
             orthogonal=args.orthogonal,
             scale=args.scale,
-            points=args.points,
+            points=args.num_points,
             trials=args.trials,
             seed=args.seed,
             alpha=args.alpha,
-            out=args.out,
+            out=None,
             progress=False,
             executor=executor,
             shards=suggested_shards(executor),
         )
+    written = []
+    if args.out is not None:
+        from kernelcheck._src.core.report import written_summary
+        from kernelcheck.verify import write_report
+
+        written = write_report(report, args.out)
     if args.json:
         _print_json(report.to_dict(), sys.stdout)
     else:
-        print(str(report))
+        print(_verdict_line(report))
         if args.out is not None:
-            print(f"wrote the report to {args.out}")
+            print(written_summary(written, args.out))
     return report.outcome.exit_code
 
 
@@ -379,9 +439,14 @@ def _cmd_scaling(args: argparse.Namespace) -> int:
         _print_json(report.to_dict(), sys.stdout)
     else:
         print(report.summary_table())
-        print(str(report))
+        print(_verdict_line(report))
         if args.out is not None:
-            print(f"wrote scaling.md, scaling.json and the plot to {args.out}")
+            from kernelcheck._src.core.report import written_summary
+
+            names = ["scaling.json", "scaling.md"]
+            if report.plot_path:
+                names.insert(0, Path(report.plot_path).name)
+            print(written_summary([Path(args.out) / n for n in names], args.out))
     return report.outcome.exit_code
 
 
@@ -449,9 +514,11 @@ def _size_list(text: str) -> tuple[int, ...]:
 #: Random-feature estimators ``kernelcheck unbiased --features`` accepts.
 UNBIASED_FEATURES = ("positive", "trigonometric", "hyperbolic", "optimal-positive")
 
+#: The exit codes every command's help ends with (the mapping of core/outcome.py).
 _EPILOG = (
-    "exit codes: 0 verified, 1 refuted, 2 bad usage, 3 inconclusive (or --timeout reached), "
-    "130 interrupted"
+    f"exit codes: {EXIT_VERIFIED} verified, {EXIT_REFUTED} refuted, "
+    f"{EXIT_USAGE} bad usage, {EXIT_INCONCLUSIVE} inconclusive (or --timeout reached), "
+    f"{EXIT_INTERRUPTED} interrupted"
 )
 
 
@@ -523,23 +590,76 @@ def _check_scheduler(args: argparse.Namespace) -> None:
     args.scheduler = address
 
 
+def _kernel_names() -> str:
+    from kernelcheck._src.kernels.expr import language_names
+
+    return language_names()
+
+
+def _psd_methods() -> str:
+    from kernelcheck._src.psd.ladder import METHODS
+
+    return ", ".join(METHODS)
+
+
+def _size_grid(sizes: Sequence[int]) -> str:
+    ratio = (sizes[-1] / sizes[0]) ** (1 / (len(sizes) - 1)) if len(sizes) > 1 else 1.0
+    apart = "sqrt(2)" if abs(ratio - 2**0.5) < 0.01 else f"{ratio:.3g}"
+    return f"n = {sizes[0]}..{sizes[-1]}, {len(sizes)} lengths a factor {apart} apart"
+
+
+def _scaling_sizes() -> str:
+    from kernelcheck._src.scaling.experiment import DEFAULT_SIZES
+
+    return _size_grid(DEFAULT_SIZES)
+
+
+def _scaling_quick_sizes() -> str:
+    from kernelcheck._src.scaling.experiment import QUICK_SIZES
+
+    return _size_grid(QUICK_SIZES)
+
+
+#: Placeholders in help texts, filled in when the help is shown (not when the parser is
+#: built), so that ``kernelcheck --help`` loads neither the kernels nor NumPy.
+_LAZY_HELP = {
+    "<the names of the kernel language>": _kernel_names,
+    "<the rungs of check_psd>": _psd_methods,
+    "<the default sizes>": _scaling_sizes,
+    "<the quick sizes>": _scaling_quick_sizes,
+}
+
 #: Stands in the help of ``kernelcheck kernel`` for the names of the kernel language.
 _KERNEL_NAMES = "<the names of the kernel language>"
 
 
-class _KernelHelpFormatter(argparse.HelpFormatter):
-    """Writes the names of the kernel language (from the catalogue of leaves) into the help.
+class _LazyHelpFormatter(argparse.HelpFormatter):
+    """Writes the lists that live in the library (kernel names, PSD rungs, sizes) into the help."""
 
-    The names are read when the help is shown, not when the parser is built,
-    so that ``kernelcheck --help`` does not load the kernels (and NumPy).
-    """
+    @staticmethod
+    def _fill(text: str | None) -> str | None:
+        for placeholder, fill in _LAZY_HELP.items():
+            if text and placeholder in text:
+                text = text.replace(placeholder, fill())
+        return text
 
     def add_text(self, text: str | None) -> None:
-        if text and _KERNEL_NAMES in text:
-            from kernelcheck._src.kernels.expr import language_names
+        super().add_text(self._fill(text))
 
-            text = text.replace(_KERNEL_NAMES, language_names())
-        super().add_text(text)
+    def _expand_help(self, action: argparse.Action) -> str:
+        return self._fill(super()._expand_help(action)) or ""
+
+
+class _RenamedOption(argparse.Action):
+    """An option that moved: using it is bad usage, with the new name in the message."""
+
+    def __init__(self, option_strings, dest, message: str = "", **kwargs):
+        kwargs.setdefault("help", argparse.SUPPRESS)
+        super().__init__(option_strings, dest, **kwargs)
+        self.message = message
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        parser.error(self.message)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -562,17 +682,18 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=_EPILOG,
     )
     level = p.add_mutually_exclusive_group()
-    level.add_argument("--quick", action="store_true", help="small inputs (under 30 s)")
+    level.add_argument("--quick", action="store_true", help="small inputs, a few seconds")
     level.add_argument("--thorough", action="store_true", help="larger inputs, more trials")
-    p.add_argument("--out", metavar="DIR", help="write report.md, report.json and plots to DIR")
+    p.add_argument("--out", metavar="DIR", help="write report.md, report.json and the plots to DIR")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
-    p.add_argument("--claims", metavar="IDS", help="comma-separated claim ids, e.g. C1,C5")
+    p.add_argument("--claims", metavar="IDS", help="only these claims, e.g. C1,C5")
     _add_dask_options(p)
     _add_timeout_option(p)
     p.set_defaults(func=_cmd_essay)
 
     p = sub.add_parser(
         "psd",
+        formatter_class=_LazyHelpFormatter,
         help="decide whether a matrix in a file is positive semi-definite",
         description="Decide whether the square matrix in FILE is positive (semi-)definite, "
         "with evidence (claims C5, C6). Formats: .npy, .npz (with --key when it holds "
@@ -580,9 +701,20 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=_EPILOG,
     )
     p.add_argument("file", metavar="FILE", help="the matrix file")
-    p.add_argument("--key", help="array name inside an .npz file")
-    p.add_argument("--tol", type=_finite_float, help="absolute tolerance (default: error model)")
-    p.add_argument("--method", default="auto", help="force one rung of the ladder (default auto)")
+    p.add_argument("--key", metavar="NAME", help="the array's name inside an .npz file")
+    p.add_argument(
+        "--tol",
+        type=_finite_float,
+        metavar="T",
+        help="absolute tolerance on lambda_min (default: from the error model of K)",
+    )
+    p.add_argument(
+        "--method",
+        default="auto",
+        metavar="M",
+        help="one of <the rungs of check_psd>: auto runs the ladder, any other forces that "
+        "one rung (default auto)",
+    )
     p.add_argument(
         "--symmetrize",
         action="store_true",
@@ -601,18 +733,32 @@ def build_parser() -> argparse.ArgumentParser:
         "space is finite, that its exact feature map reproduces it (C4, C7, C8). Names: "
         f"{_KERNEL_NAMES}; operators + - * / **.",
         epilog=_EPILOG,
-        formatter_class=_KernelHelpFormatter,
+        formatter_class=_LazyHelpFormatter,
     )
     p.add_argument("expr", metavar="EXPR", help="the kernel expression (quote it)")
-    p.add_argument("--dim", type=_positive_int, required=True, help="input dimension d")
-    p.add_argument("--points", metavar="FILE", help="points (n, d) to evaluate on (a matrix file)")
-    p.add_argument("--seed", type=_nonnegative_int, default=0, help="seed (default 0)")
-    p.add_argument("--budget", type=_positive_int, help="counterexample search budget")
+    p.add_argument(
+        "--dim", type=_positive_int, required=True, metavar="d", help="input dimension d"
+    )
+    p.add_argument(
+        "--points",
+        metavar="FILE",
+        help="a matrix file of points (n, d) to judge the Gram matrix on, instead of a search",
+    )
+    p.add_argument(
+        "--seed", type=_nonnegative_int, default=0, metavar="S", help="root seed (default 0)"
+    )
+    p.add_argument(
+        "--budget",
+        type=_positive_int,
+        metavar="B",
+        help="restarts of the counterexample search (default 32)",
+    )
     p.add_argument(
         "--form",
         choices=("symmetric", "tensor"),
         default="symmetric",
-        help="feature map form to check (default symmetric)",
+        metavar="FORM",
+        help="symmetric or tensor: the feature map form to check (default symmetric)",
     )
     p.add_argument("--json", action="store_true", help="print the reports as JSON")
     _add_timeout_option(p)
@@ -630,33 +776,58 @@ def build_parser() -> argparse.ArgumentParser:
         "--features",
         default="positive",
         choices=UNBIASED_FEATURES,
-        help="the random-feature estimator (default positive)",
+        metavar="KIND",
+        help=f"the random-feature estimator: {', '.join(UNBIASED_FEATURES)} (default positive)",
     )
-    p.add_argument("--dim", type=_positive_int, default=4, help="input dimension d (default 4)")
+    p.add_argument(
+        "--dim", type=_positive_int, default=4, metavar="d", help="input dimension d (default 4)"
+    )
     p.add_argument(
         "--num-features",
         type=_positive_int,
         default=16,
+        metavar="m",
         help="number of random features m (default 16)",
     )
     p.add_argument(
-        "--trials", type=_positive_int, default=20000, help="Monte Carlo trials (default 20000)"
+        "--trials",
+        type=_positive_int,
+        default=20000,
+        metavar="N",
+        help="Monte Carlo trials (default 20000)",
     )
     p.add_argument(
-        "--points", type=_positive_int, default=4, help="points in each of X and Y (default 4)"
+        "--num-points",
+        type=_positive_int,
+        default=4,
+        metavar="N",
+        help="points in each of X and Y, so N^2 pairs (default 4)",
     )
     p.add_argument(
-        "--scale", type=_finite_float, default=1.0, help="the kernel is exp(scale x.y) (default 1)"
+        "--points",
+        action=_RenamedOption,
+        message="--points is a file of points in kernelcheck; the number of points of "
+        "`unbiased` is --num-points N",
+    )
+    p.add_argument(
+        "--scale",
+        type=_finite_float,
+        default=1.0,
+        metavar="S",
+        help="the kernel is exp(S x.y) (default 1)",
     )
     p.add_argument(
         "--alpha",
         type=_probability,
         default=0.01,
+        metavar="A",
         help="family-wise false-alarm rate (default 0.01)",
     )
     p.add_argument("--orthogonal", action="store_true", help="orthogonal random features (C18)")
-    p.add_argument("--seed", type=_nonnegative_int, default=0, help="seed (default 0)")
-    p.add_argument("--out", metavar="DIR", help="write the report and plots to DIR")
+    p.add_argument(
+        "--seed", type=_nonnegative_int, default=0, metavar="S", help="root seed (default 0)"
+    )
+    p.add_argument("--out", metavar="DIR", help="write report.md, report.json and the plots to DIR")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     _add_dask_options(p)
     _add_timeout_option(p)
@@ -665,20 +836,28 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "scaling",
         help="measure how softmax and linear attention scale with n",
-        description="Time softmax and linear attention over a doubling grid of sequence "
-        "lengths and fit the log-log exponents with confidence intervals (claims C2, C3, C11).",
+        description="Time softmax and linear attention over a geometric grid of sequence "
+        "lengths (<the default sizes>) and fit the log-log exponents with confidence "
+        "intervals (claims C2, C3, C11).",
         epilog=_EPILOG,
+        formatter_class=_LazyHelpFormatter,
     )
-    p.add_argument("--quick", action="store_true", help="smaller sizes, fewer repeats")
+    p.add_argument("--quick", action="store_true", help="smaller sizes (<the quick sizes>)")
     p.add_argument(
         "--sizes",
         type=_size_list,
         metavar="N1,N2,...",
-        help="sequence lengths to time (at least three; default 1024..16384)",
+        help="the sequence lengths to time, comma separated (at least three)",
     )
-    p.add_argument("--repeats", type=_positive_int, help="timed repeats per size")
-    p.add_argument("--out", metavar="DIR", help="write scaling.md, scaling.json and a plot to DIR")
-    p.add_argument("--seed", type=_nonnegative_int, default=0, help="seed (default 0)")
+    p.add_argument(
+        "--repeats", type=_positive_int, metavar="R", help="timed repeats of each size (default 3)"
+    )
+    p.add_argument(
+        "--out", metavar="DIR", help="write scaling.md, scaling.json and scaling.png to DIR"
+    )
+    p.add_argument(
+        "--seed", type=_nonnegative_int, default=0, metavar="S", help="root seed (default 0)"
+    )
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     _add_timeout_option(p)
     p.set_defaults(func=_cmd_scaling)

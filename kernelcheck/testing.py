@@ -7,13 +7,16 @@ The message says what failed, where, by how much and against what tolerance
 * :func:`assert_kernel` -- :func:`kernelcheck.verify.kernel` (C5, C6);
 * :func:`assert_feature_map` -- :func:`kernelcheck.verify.feature_map` (C4, C7-C9);
 * :func:`assert_unbiased` -- :func:`kernelcheck.verify.unbiased` (C13, C16-C18);
-* :func:`assert_attention_matches` -- :func:`kernelcheck.verify.attention` (C1, C10, C14).
+* :func:`assert_attention_matches` -- :func:`kernelcheck.verify.attention` (C1, C10, C14);
+* :func:`assert_random_feature_attention` -- :func:`kernelcheck.verify.random_feature_attention`
+  (C16).
 """
 
 from kernelcheck._src.psd.ladder import assert_psd
 from kernelcheck._src.verify.attention import assert_attention_matches
 from kernelcheck._src.verify.feature_map import assert_feature_map
 from kernelcheck._src.verify.kernel import assert_kernel
+from kernelcheck._src.verify.random_feature_attention import assert_random_feature_attention
 from kernelcheck._src.verify.unbiased import assert_unbiased
 
 __all__ = [
@@ -22,4 +25,5 @@ __all__ = [
     "assert_feature_map",
     "assert_unbiased",
     "assert_attention_matches",
+    "assert_random_feature_attention",
 ]

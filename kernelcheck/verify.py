@@ -9,11 +9,17 @@ used and where it came from, ``__str__`` (a one-line verdict) and ``to_dict()``.
 * :func:`feature_map` -- does this feature map reproduce its kernel (C4, C7-C9)?
 * :func:`unbiased` -- is this random-feature estimator unbiased, how noisy (C13, C16-C18)?
 * :func:`attention` -- does this attention layer compute what it claims (C1, C10, C14)?
+* :func:`random_feature_attention` -- does this random-feature attention layer converge to
+  exact attention over redraws, with the ratio's 1/m bias (C16)?
 """
 
 from kernelcheck._src.verify.attention import AttentionCase, AttentionReport, attention
 from kernelcheck._src.verify.feature_map import FeatureMapReport, feature_map
 from kernelcheck._src.verify.kernel import KernelReport, kernel
+from kernelcheck._src.verify.random_feature_attention import (
+    RandomFeatureAttentionReport,
+    random_feature_attention,
+)
 from kernelcheck._src.verify.ratio_bias import RatioBiasResult, ratio_bias
 from kernelcheck._src.verify.unbiased import PairResult, SweepPoint, UnbiasedReport, unbiased
 from kernelcheck._src.verify.unbiased_report import default_points, write_report
@@ -34,4 +40,6 @@ __all__ = [
     "attention",
     "AttentionReport",
     "AttentionCase",
+    "random_feature_attention",
+    "RandomFeatureAttentionReport",
 ]

@@ -28,7 +28,12 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from kernelcheck import attention as att
-from kernelcheck._src.attention.vjp import linear_vjp_with_bounds, softmax_vjp_with_bounds
+from kernelcheck._src.attention.vjp import (
+    float64_share,
+    linear_vjp_with_bounds,
+    softmax_vjp_with_bounds,
+)
+from kernelcheck._src.core.rounding import RoundingModel, precision
 
 DPS = 50
 H = mpmath.mpf("1e-20")
@@ -190,3 +195,28 @@ def test_the_shared_pass_equals_the_separate_calls(s, lin):
         one = att.linear_vjp_error_bound(pq, pk, V, G, causal=causal, normalize=norm, dtype=dt,
                                          extra_ops=extra)  # fmt: skip
         assert all(np.allclose(a, b, rtol=1e-13, atol=0) for a, b in zip(got, one, strict=True))
+
+
+MODELS = (
+    "float32",
+    "float64",
+    RoundingModel(precision("float32"), precision("bfloat16"), 3, None, None),
+    RoundingModel(precision("float32"), precision("float32"), 0, 2.5, 1e-6),
+)
+
+
+@given(softmax_inputs(max_n=16, max_d=6), st.sampled_from(MODELS))
+def test_one_bound_plus_float64_covers_the_two_bounds(x, model):
+    """``(1 + c) B(dt) >= B(dt) + B(float64)`` entrywise: the verifier's one-bound shortcut."""
+    Q, K, V, G, causal = x
+    _, (b, b64) = softmax_vjp_with_bounds(Q, K, V, G, causal=causal, dtypes=(model, None))
+    _, (both,) = softmax_vjp_with_bounds(Q, K, V, G, causal=causal, dtypes=(model,),
+                                         plus_float64=True)  # fmt: skip
+    for one, a, a64 in zip(both, b, b64, strict=True):
+        assert (one >= a + a64).all(), float(((a + a64) / one).max())
+
+
+def test_float64_share_refuses_a_model_finer_than_float64():
+    with pytest.raises(ValueError, match="finer than float64"):
+        float64_share(RoundingModel(precision("float64"), precision("float64"), 0, 0.01, 1e-9),
+                      (10, 1000))  # fmt: skip

@@ -782,6 +782,7 @@ EXEMPT = {
     "kernelcheck.verify.PairResult": "part of UnbiasedReport",
     "kernelcheck.verify.SweepPoint": "part of UnbiasedReport",
     "kernelcheck.verify.RatioBiasResult": "result built by verify.ratio_bias",
+    "kernelcheck.verify.RandomFeatureAttentionReport": "report of verify.random_feature_attention",
     "kernelcheck.verify.AttentionReport": "report built by verify.attention",
     "kernelcheck.verify.AttentionCase": "part of AttentionReport",
 }

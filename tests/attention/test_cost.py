@@ -73,11 +73,18 @@ def test_cost_model_exact_forms_count_the_pairs_the_forms_form(n, d, D, dv, C, c
 @pytest.mark.parametrize("n, d, D, dv, C", SIZES)
 def test_cost_model_linear_forms_state_is_the_recurrent_state(n, d, D, dv, C):
     state = att.init(D, dv)
-    for form, causal in (("parallel", False), ("parallel", True), ("recurrent", True)):
-        cost = att.cost_model(form, n, d, D, dv, C, causal=causal)
-        assert cost.state_size == state.size  # C11: D (d_v + 1), whatever n
-        # one step per token: 4 D (d_v + 1) for the state update and the contraction
-        assert cost.flops == n * (4 * D * (dv + 1) + dv)
+    cost = att.cost_model("recurrent", n, d, D, dv, C)
+    assert cost.state_size == state.size  # C11: D (d_v + 1), whatever n
+    # one step per token: 4 D (d_v + 1) for the state update and the contraction
+    assert cost.flops == n * (4 * D * (dv + 1) + dv)
+    # bidirectional parallel: the numerator's products, a column sum and a GEMV
+    bidi = att.cost_model("parallel", n, d, D, dv, C, causal=False)
+    assert bidi.flops == n * (4 * D * dv + 3 * D + dv) and bidi.state_size == state.size
+    # causal parallel forms its sums in blocks: the count of chunked with its block size
+    block = 32 if D <= 1024 else 64
+    causal_parallel = att.cost_model("parallel", n, d, D, dv, C, causal=True)
+    assert causal_parallel.flops == att.cost_model("chunked", n, d, D, dv, block).flops
+    assert causal_parallel.state_size == state.size
     chunked = att.cost_model("chunked", n, d, D, dv, C)
     sizes = _chunks(n, C)
     within = sum(2 * c * c * (D + dv + 1) for c in sizes)
@@ -91,7 +98,8 @@ def test_cost_model_defaults_and_per_token_growth():
     assert att.cost_model("softmax", 8, 2, 2, 2).causal is False
     assert att.cost_model("parallel", 8, 2, 2, 2).causal is False
     assert att.cost_model("recurrent", 8, 2, 2, 2).causal is True
-    assert att.cost_model("chunked", 8, 2, 2, 2).chunk_size == 64
+    assert att.cost_model("chunked", 8, 2, 2, 2).chunk_size == 32  # the forms' default
+    assert att.cost_model("chunked", 8, 2, 2048, 2).chunk_size == 64
     # C3: flops per token constant in n for the linear forms, growing for softmax (C2)
     lin = [att.cost_model("recurrent", n, 4, 8, 4).flops_per_token() for n in (10, 100, 1000)]
     assert lin[0] == lin[1] == lin[2] == 4 * 8 * 5 + 4

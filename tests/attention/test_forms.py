@@ -148,14 +148,24 @@ def test_chunked_matches_brute_force(chunk_size):
 
 
 def test_chunked_groups_carry_state(monkeypatch):
-    """With a tiny block budget every chunk is its own group: same result."""
+    """With a tiny cache budget every chunk is its own group: the reused buffers
+    ([V, 1] rows, the group's states, scores and products, the normalised rows) are
+    refilled block after block, and the result is the same bit for bit (the group
+    boundaries change no sum)."""
     rng = _rng(10)
     pq, pk = rng.random((2, 23, 4))
     V = rng.normal(size=(23, 2))
     ref = att.chunked(pq, pk, V, chunk_size=4)
-    monkeypatch.setattr(_att, "BLOCK_ELEMENTS", 1)
+    bidi = att.parallel(pq, pk, V)
+    gated = att.gated_chunked(pq, pk, V, np.linspace(0.5, 1, 23), chunk_size=4, normalize=True)
+    monkeypatch.setattr(_att, "CACHE_BYTES", 1)
     small = att.chunked(pq, pk, V, chunk_size=4)
-    prefix = att.parallel(pq, pk, V, causal=True)  # also one token per block now
+    assert np.array_equal(small, ref)
+    assert np.array_equal(
+        att.gated_chunked(pq, pk, V, np.linspace(0.5, 1, 23), chunk_size=4, normalize=True), gated
+    )
+    assert np.array_equal(att.parallel(pq, pk, V), bidi)  # whole products: no blocks
+    prefix = att.parallel(pq, pk, V, causal=True)  # blocks of its own size
     tol = 2 * att.linear_error_bound(pq, pk, V, causal=True)
     assert (np.abs(small - ref) <= tol).all() and (np.abs(prefix - ref) <= tol).all()
 
@@ -297,17 +307,25 @@ def test_blocked_paths_match_unblocked(monkeypatch):
 
     expected = forms()
     monkeypatch.setattr(_att, "BLOCK_ELEMENTS", 20)
+    monkeypatch.setattr(_att, "CACHE_BYTES", 100)
     got = forms()
     for key in expected:
         assert np.allclose(got[key], expected[key], rtol=64 * U, atol=0), key
 
 
-def test_chunked_default_chunk_is_64():
-    pq = RNG.random((200, 3)) + 0.1
-    pk = RNG.random((200, 3)) + 0.1
+@pytest.mark.parametrize("D, C", [(3, 32), (1024, 32), (1025, 64)])
+def test_chunked_default_chunk_is_32_or_64_for_wide_features(D, C):
+    """The default chunk: 32 tokens, 64 when D > 1024 (BLAS-sized products);
+    causal parallel forms its blocks with the same size."""
+    pq = RNG.random((200, D)) + 0.1
+    pk = RNG.random((200, D)) + 0.1
     V = RNG.normal(size=(200, 2))
-    assert np.array_equal(att.chunked(pq, pk, V), att.chunked(pq, pk, V, chunk_size=64))
-    assert att.cost_model("chunked", 200, 3, 3, 2).chunk_size == 64
+    ref = att.chunked(pq, pk, V, chunk_size=C)
+    assert np.array_equal(att.chunked(pq, pk, V), ref)
+    assert np.array_equal(att.parallel(pq, pk, V, causal=True), ref)
+    other = att.chunked(pq, pk, V, chunk_size=96 - C)
+    assert not np.array_equal(other, ref)  # the chunk size is visible in the rounding
+    assert att.cost_model("chunked", 200, 3, D, 2).chunk_size == C
 
 
 def test_blas_controller_is_created_once_and_sees_the_blas(monkeypatch):

@@ -572,6 +572,6 @@ def test_cli_kernel_and_unbiased_extremes(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "would need 10000000000 entries" in err
     code = cli.main(
-        ["unbiased", "--points", "1", "--dim", "1", "--num-features", "2", "--trials", "300"]
+        ["unbiased", "--num-points", "1", "--dim", "1", "--num-features", "2", "--trials", "300"]
     )
     assert code in (0, 3)

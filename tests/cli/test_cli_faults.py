@@ -73,12 +73,13 @@ def test_an_expression_starting_with_a_minus_is_an_expression(capsys):
     assert "(-1.0) * Linear()" in capsys.readouterr().out
 
 
-#: The child announces when the interpreter is up (site imported), then runs the script's
-#: entry point, whose imports are what a Ctrl-C in the first second or two interrupts.
+#: The child imports the script's entry point (the lazy package and ``__main__``, a few
+#: milliseconds: the part before any ``try`` can run), announces it, then runs it: the
+#: imports inside ``run`` are what a Ctrl-C in the first second or two interrupts.
 STARTUP_CHILD = (
-    "import sys; sys.stderr.write('ready\\n'); sys.stderr.flush(); "
-    "sys.argv = ['kernelcheck', 'essay', '--quick', '--claims', 'C1']; "
-    "from kernelcheck.__main__ import run; raise SystemExit(run())"
+    "import sys; sys.argv = ['kernelcheck', 'essay', '--quick', '--claims', 'C1']; "
+    "from kernelcheck.__main__ import run; sys.stderr.write('ready\\n'); sys.stderr.flush(); "
+    "raise SystemExit(run())"
 )
 
 

@@ -426,3 +426,33 @@ BAD = [
 def test_bad_input(call, name):
     with pytest.raises(InvalidArgument, match=name):
         call()
+
+
+def test_positive_parts_exponentiate_the_fresh_product_in_place():
+    """The shortcut of ``PositiveRandomFeatures._parts``: F overwrites the product it is
+    given (no second array of its size), which is safe because both callers pass a fresh
+    ``X W^T`` and never read it again -- checked here by their results against the
+    formula written out on separate arrays."""
+    from kernelcheck._src.features.random import PositiveRandomFeatures
+
+    rng = np.random.default_rng(12)
+    phi = PositiveRandomFeatures(5, 16, seed=3, scale=0.7)
+    X = 0.4 * rng.standard_normal((6, 5))
+    P = X @ rng.standard_normal((16, 5)).T
+    F, _ = phi._parts(P, np.zeros(6), np.zeros(16))
+    assert np.shares_memory(F, P)
+    Xs = X * np.sqrt(0.7)
+    W = np.asarray(phi.projection)
+    direct = np.exp(Xs @ W.T - 0.5 * (Xs * Xs).sum(1)[:, None]) / np.sqrt(16)
+    assert np.allclose(phi(X), direct, rtol=1e-13, atol=0)
+    F, ls = phi.scaled_features(X)
+    assert np.allclose(np.exp(ls)[:, None] * F, direct, rtol=1e-13, atol=0)
+    sampler = PositiveRandomFeatures.sampler(5, 16, scale=0.7)
+    Y = 0.4 * rng.standard_normal((3, 5))
+    est, _ = sampler.batch_estimates(np.random.default_rng(4), 3, X, Y)
+    W3 = draw_projection(np.random.default_rng(4), 5, 16, batch=3)
+    for t in range(3):
+        fx = np.exp(Xs @ W3[t].T - 0.5 * (Xs * Xs).sum(1)[:, None]) / 4
+        Ys = Y * np.sqrt(0.7)
+        fy = np.exp(Ys @ W3[t].T - 0.5 * (Ys * Ys).sum(1)[:, None]) / 4
+        assert np.allclose(est[t], fx @ fy.T, rtol=1e-12, atol=0)

@@ -584,3 +584,23 @@ BAD = [
 def test_bad_input(call, text):
     with pytest.raises(InvalidArgument, match=text):
         call()
+
+
+def test_from_samples_holds_two_trial_sized_buffers():
+    """The shortcut of ``Moments.from_samples``: the deviations and their powers live in
+    two reused buffers (``tracemalloc``, deterministic), and the moments are still the
+    direct two-pass formulas."""
+    import tracemalloc
+
+    x = np.random.default_rng(8).standard_normal((4000, 64)) * 3.0 + 1.0
+    Moments.from_samples(x[:10])  # warm
+    tracemalloc.start()
+    try:
+        mo = Moments.from_samples(x)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak <= 2 * x.nbytes + 64 * 1024, peak / x.nbytes
+    d = x - x.mean(axis=0)
+    for got, k in ((mo.m2, 2), (mo.m3, 3), (mo.m4, 4)):
+        assert np.allclose(got, (d**k).sum(axis=0), rtol=1e-10, atol=1e-9 * (np.abs(d) ** k).sum(0))

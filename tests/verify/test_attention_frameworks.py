@@ -228,7 +228,7 @@ def test_a_float32_layer_returning_float64_is_judged_as_declared():
 # Bugs are caught, and named
 
 
-@pytest.mark.parametrize("dtype", ["float64", "float32", "bfloat16"])
+@pytest.mark.parametrize("dtype", DTYPES)
 def test_causal_mask_shifted_by_one_is_caught_and_named(dtype):
     report = verify.attention(sdpa(mask_shift=1), framework="torch", dtype=dtype, causal=True)
     assert not report.passed
@@ -243,7 +243,7 @@ def test_bidirectional_layer_checked_as_causal_is_named():
     assert "bidirectional" in report.failures()[0].diagnosis
 
 
-@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("dtype", DTYPES)
 def test_scale_one_over_d_is_named(dtype):
     report = verify.attention(
         sdpa(scale=1 / 8), framework="torch", dtype=dtype, d=8, cases=("random", "positive values")
@@ -252,7 +252,7 @@ def test_scale_one_over_d_is_named(dtype):
     assert "1/d" in " ".join(c.diagnosis for c in report.failures())
 
 
-@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("dtype", DTYPES)
 def test_missing_normaliser_and_dropped_last_key_are_caught(dtype):
     missing = verify.attention(
         cumsum_linear(normalize=False), framework="torch", dtype=dtype, causal=True,
@@ -266,7 +266,7 @@ def test_missing_normaliser_and_dropped_last_key_are_caught(dtype):
     assert not verify.attention(drop_last_key, framework="torch", dtype=dtype).passed
 
 
-@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("dtype", DTYPES)
 def test_chunk_state_missing_each_chunks_last_token_is_caught(dtype):
     report = verify.attention(
         chunked_linear(drop_last_of_chunk=True), framework="torch", dtype=dtype, causal=True,
@@ -275,7 +275,7 @@ def test_chunk_state_missing_each_chunks_last_token_is_caught(dtype):
     assert not report.passed
 
 
-@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("dtype", DTYPES)
 def test_handed_over_state_missing_the_last_token_is_caught(dtype):
     report = verify.attention(
         chunked_linear(drop_last_state=True), framework="torch", dtype=dtype, causal=True,
@@ -305,7 +305,8 @@ def test_relative_errors_from_n_over_2_are_caught_with_the_probabilistic_model()
         assert not verify.attention(off(sdpa(True), rel), **kw).passed
 
 
-def test_backward_bugs_are_caught():
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_backward_bugs_are_caught(dtype):
     class IgnoresMaskInBackward(torch.autograd.Function):
         @staticmethod
         def forward(ctx, Q, K, V):
@@ -335,10 +336,10 @@ def test_backward_bugs_are_caught():
                 dq, dk, dv = torch.autograd.grad(out, (q, k, v), G)
             return dq * math.sqrt(Q.shape[-1]), dk, dv
 
-    good = verify.attention(sdpa(True), framework="torch", dtype="float32", causal=True, grad=True)
+    good = verify.attention(sdpa(True), framework="torch", dtype=dtype, causal=True, grad=True)
     assert good.passed, good.details()
     for bug in (IgnoresMaskInBackward.apply, ScalesDq.apply):
-        report = verify.attention(bug, framework="torch", dtype="float32", causal=True, grad=True)
+        report = verify.attention(bug, framework="torch", dtype=dtype, causal=True, grad=True)
         assert report.cases[0].passed  # the forward is right
         assert any(c.name.startswith("gradient") for c in report.failures()), report.details()
 

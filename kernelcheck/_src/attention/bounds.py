@@ -108,9 +108,10 @@ def linear_error_bound(
     Every linear form computes ``num_i = sum_{j in J(i)} (phi_q_i . phi_k_j) v_j``
     and ``den_i = sum_{j in J(i)} phi_q_i . phi_k_j`` with each term passing
     through at most ``k = 2 n + 2 D + 4`` rounded operations in any of the
-    three summation orders (bidirectional ``n + D + 1``; prefix sums and
-    recurrence ``n + D + 1`` plus one carry per block; chunks
-    ``C + 2 n / C + D + 1``).  Hence (Higham, Lemma 3.4)
+    summation orders the forms use (bidirectional, ``phi_k^T V`` and the
+    column sums ``phi_k^T 1`` over n terms, then D: ``n + D + 1``;
+    recurrence ``n + D + 1``; chunks of C tokens, which causal ``parallel``
+    uses too: ``C + 2 n / C + D + 1``).  Hence (Higham, Lemma 3.4)
 
         |num_hat - num| <= gamma_k |phi_q| |phi_k|^T |V| =: E_num,
         |den_hat - den| <= gamma_k |phi_q| |phi_k|^T 1   =: E_den,
@@ -475,7 +476,8 @@ def _softmax_fine(Q, K, V, causal, scale, dt, extra_ops, r, margin):
     most n terms add ``Y = gamma_n / (1 - gamma_n) (e^(2 theta) A_i + |a_i| + X)``
     with ``A_i = sum_j w_ij |v_j| / sum_j w_ij``; the stored output (and a
     stored normaliser) ``Z = s u_s (|a_i| + X + Y)``.  ``a`` and ``A`` are
-    float64 softmax outputs, widened by ``margin`` (the float64 coarse bound).
+    float64 softmax outputs (of one call over ``[V, |V|]``), widened by
+    ``margin`` (the float64 coarse bound, which covers either computation).
     For a :class:`~kernelcheck._src.core.rounding.RoundingModel` storing in a
     coarser format, the logits carry ``4 u_s r_i`` more (the scaled queries,
     the product and the subtraction of the maximum are stored) and the
@@ -490,8 +492,11 @@ def _softmax_fine(Q, K, V, causal, scale, dt, extra_ops, r, margin):
         u_s, stored = u_a, False
     n, d = K.shape[-2], Q.shape[-1]
     Q64, K64, V64 = (np.asarray(X, dtype=np.float64) for X in (Q, K, V))
-    a = exact.softmax(Q64, K64, V64, causal=causal, scale=scale)
-    A = exact.softmax(Q64, K64, np.abs(V64), causal=causal, scale=scale)
+    # a and A share their weights: one softmax over [V, |V|] forms the logits
+    # and exponentials once (they dominate when d_v is small).
+    aA = exact.softmax(Q64, K64, np.concatenate([V64, np.abs(V64)], axis=-1),
+                       causal=causal, scale=scale)  # fmt: skip
+    a, A = aA[..., : V64.shape[-1]], aA[..., V64.shape[-1] :]
     if causal:
         vhi, vlo = np.maximum.accumulate(V64, axis=-2), np.minimum.accumulate(V64, axis=-2)
     else:

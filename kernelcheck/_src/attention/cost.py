@@ -11,12 +11,13 @@ closed-form arithmetic in the sizes: no loop over n.
 
 from __future__ import annotations
 
-from kernelcheck._src.attention.blocking import formed_pairs
+from kernelcheck._src.attention.blocking import auto_chunk_size, formed_pairs
 
 __all__ = [
     "softmax_cost",
     "kernelized_cost",
     "linear_cost",
+    "parallel_cost",
     "chunked_cost",
     "gated_parallel_cost",
     "gated_recurrent_cost",
@@ -46,8 +47,24 @@ def kernelized_cost(n: int, d: int, D: int, d_v: int, chunk_size: int, causal: b
 
 
 def linear_cost(n: int, d: int, D: int, d_v: int, chunk_size: int, causal: bool):
-    """Parallel and recurrent: ``4 n D (d_v + 1) + n d_v``; state ``D (d_v + 1)`` (C3, C11)."""
+    """Bidirectional parallel and recurrent: ``4 n D (d_v + 1) + n d_v``; state ``D (d_v + 1)``.
+
+    Claims C3, C11.
+    """
     return 4 * n * D * (d_v + 1) + n * d_v, D * (d_v + 1)
+
+
+def parallel_cost(n: int, d: int, D: int, d_v: int, chunk_size: int, causal: bool):
+    """Parallel: bidirectional ``4 n D d_v + 3 n D + n d_v``; causal that of its blocks.
+
+    Causal ``parallel`` forms its sums in blocks of ``auto_chunk_size(D)``
+    tokens (``chunk_size`` is not its option and is ignored).
+    """
+    if causal:
+        return chunked_cost(n, d, D, d_v, auto_chunk_size(D), causal)
+    # the numerator's two products, then the normalisers as a column sum and a
+    # matrix-vector product (3 n D, not the 4 n D of a product with [V, 1])
+    return 4 * n * D * d_v + 3 * n * D + n * d_v, D * (d_v + 1)
 
 
 def chunked_cost(n: int, d: int, D: int, d_v: int, chunk_size: int, causal: bool):

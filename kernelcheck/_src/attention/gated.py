@@ -40,13 +40,18 @@ import numpy as np
 from kernelcheck._src.attention import blocking
 from kernelcheck._src.attention.blocking import (
     batch_size,
-    chunked_products,
     query_block_rows,
     swap,
     with_ones,
 )
 from kernelcheck._src.attention.inputs import features_iv, gates_iv, state_matrix_iv
-from kernelcheck._src.attention.linear import run_recurrence, step_iv, step_raw
+from kernelcheck._src.attention.linear import (
+    chunk_size_iv,
+    linear_rows,
+    run_recurrence,
+    step_iv,
+    step_raw,
+)
 from kernelcheck._src.attention.types import (
     State,
     finish,
@@ -155,7 +160,10 @@ def gated_recurrence(*, normalize: bool = False) -> Recurrence:
 
 
 def _gated_inputs(phi_q, phi_k, V, gates, normalize, action):
-    phi_q, phi_k, V, _, action = features_iv(phi_q, phi_k, V, True, action)
+    # finite=False: every form checks its result, which every NaN or Inf of
+    # phi_q, phi_k or V reaches, and then names the input (see linear_rows);
+    # the gates (n numbers) are checked here
+    phi_q, phi_k, V, _, action = features_iv(phi_q, phi_k, V, True, action, finite=False)
     normalize = as_bool(normalize, "normalize")
     g = gates_iv(gates, phi_q.shape[:-1], V.dtype)
     return phi_q, phi_k, V, g, normalize, action
@@ -276,9 +284,10 @@ def gated_parallel(
             expo[..., future] = -np.inf  # masked: weight exactly 0
             np.minimum(expo, 0.0, out=expo)  # rounding can push L_i - L_i' above 0
             np.exp(expo, out=expo)
-            scores *= expo
+            scores *= expo  # a NaN score stays NaN where masked (NaN * 0): it still reaches H
             H[..., i0:i1, :] = scores @ W[..., :i1, :]
-    return finish_matrix(H, normalize, action, "gated_parallel")
+    inputs = ((phi_q, "phi_q"), (phi_k, "phi_k"), (V, "V"))
+    return finish_matrix(H, normalize, action, "gated_parallel", inputs)
 
 
 def gated_chunked(
@@ -287,7 +296,7 @@ def gated_chunked(
     V: Any,
     gates: Any,
     *,
-    chunk_size: int = 64,
+    chunk_size: int | None = None,
     normalize: bool = False,
     initial_state: State | None = None,
     return_state: bool = False,
@@ -299,15 +308,16 @@ def gated_chunked(
     the chunk's own weights decay by ``exp(lc_i - lc_j)``, the state before
     the chunk by ``exp(lc_i)``, and the state after it is
     ``exp(lc_last) S + sum_j exp(lc_last - lc_j) phi(k_j) [v_j, 1]^T``
-    (see :func:`~kernelcheck._src.attention.blocking.chunked_products`).
+    (see :func:`~kernelcheck._src.attention.blocking.causal_products`).
 
     Parameters
     ----------
     phi_q, phi_k, V, gates
         As in :func:`gated_recurrent`.
-    chunk_size : int >= 1
+    chunk_size : int >= 1, optional
         Any size; ``C >= n`` is :func:`gated_parallel`'s computation in one
-        block, ``C = 1`` the recurrence.
+        block, ``C = 1`` the recurrence.  Default as in
+        :func:`~kernelcheck.attention.chunked`.
     normalize, initial_state, return_state, on_bad_normalizer
         As in :func:`gated_recurrent`.
 
@@ -336,11 +346,10 @@ def gated_chunked(
     phi_q, phi_k, V, g, normalize, action = _gated_inputs(
         phi_q, phi_k, V, gates, normalize, on_bad_normalizer
     )
-    C = as_int(chunk_size, "chunk_size", minimum=1)
+    C = chunk_size_iv(chunk_size, phi_q.shape[-1])
     return_state = as_bool(return_state, "return_state")
     M0 = state_matrix_iv(initial_state, phi_q, V, normalize, True)
-    W = with_ones(V) if normalize else V
-    with np.errstate(over="ignore", invalid="ignore"):
-        H, M = chunked_products(phi_q, phi_k, W, C, S0=M0, log_gates=g.log_gates)
-    result = finish_matrix(H, normalize, action, "gated_chunked")
+    result, M = linear_rows(
+        phi_q, phi_k, V, normalize, action, "gated_chunked", chunk=C, M0=M0, log_gates=g.log_gates
+    )
     return (result, State.from_matrix(M, normalize)) if return_state else result

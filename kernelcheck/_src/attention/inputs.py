@@ -28,18 +28,27 @@ BAD_NORMALIZER_ACTIONS = ("raise", "report")
 # ---------------------------------------------------------------------------
 
 
-def triple_iv(A: Any, B: Any, V: Any, names: tuple[str, str, str], what: str, causal: bool):
+def triple_iv(
+    A: Any,
+    B: Any,
+    V: Any,
+    names: tuple[str, str, str],
+    what: str,
+    causal: bool,
+    finite: bool = True,
+):
     """Validate a (queries, keys, values) triple of shapes (..., n, x), (..., m, x), (..., m, d_v).
 
     ``what`` names the shared last dimension of the first two ("d" or "D").
     Keys and values have one length m; queries have the same length when
     ``causal`` (token i attends to j <= i), any length n >= 1 otherwise
     (cross-attention).  Returns the three arrays cast to one dtype (float32
-    only if all are).
+    only if all are).  ``finite=False`` leaves the finiteness check to the
+    caller (see :func:`~kernelcheck._src.attention.types.name_culprit`).
     """
     arrs = []
     for value, name in zip((A, B, V), names, strict=True):
-        arr = as_array(value, name)
+        arr = as_array(value, name, finite=finite)
         if arr.ndim < 2:
             raise InvalidArgument(
                 f"`{name}` must have shape (..., n, {what if name != names[2] else 'd_v'}) "
@@ -100,9 +109,9 @@ class Inputs(NamedTuple):
     option: Any
 
 
-def softmax_iv(Q, K, V, causal, scale) -> Inputs:
+def softmax_iv(Q, K, V, causal, scale, finite: bool = True) -> Inputs:
     causal = as_bool(causal, "causal")
-    Q, K, V = triple_iv(Q, K, V, ("Q", "K", "V"), "d", causal)
+    Q, K, V = triple_iv(Q, K, V, ("Q", "K", "V"), "d", causal, finite)
     return Inputs(Q, K, V, causal, scale_iv(scale, Q.shape[-1]))
 
 
@@ -117,9 +126,10 @@ def kernelized_iv(Q, K, V, kernel, causal, action) -> Inputs:
 # ---------------------------------------------------------------------------
 
 
-def features_iv(phi_q, phi_k, V, causal, action) -> Inputs:
+def features_iv(phi_q, phi_k, V, causal, action, finite: bool = True) -> Inputs:
     causal = as_bool(causal, "causal")
-    phi_q, phi_k, V = triple_iv(phi_q, phi_k, V, ("phi_q", "phi_k", "V"), "D", causal)
+    names = ("phi_q", "phi_k", "V")
+    phi_q, phi_k, V = triple_iv(phi_q, phi_k, V, names, "D", causal, finite)
     return Inputs(phi_q, phi_k, V, causal, action_iv(action))
 
 

@@ -14,9 +14,20 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from kernelcheck._src.attention.blocking import causal_prefix, chunked_products, swap, with_ones
+from kernelcheck._src.attention.blocking import (
+    ValueRows,
+    auto_chunk_size,
+    bidirectional_products,
+    causal_products,
+)
 from kernelcheck._src.attention.inputs import action_iv, features_iv, state_matrix_iv
-from kernelcheck._src.attention.types import State, finish, finish_matrix, finish_unnormalized
+from kernelcheck._src.attention.types import (
+    NormalizedRows,
+    RawRows,
+    State,
+    finish,
+    finish_unnormalized,
+)
 from kernelcheck._src.core.validate import (
     as_array,
     as_bool,
@@ -42,12 +53,17 @@ def parallel(
     """Linear attention from feature matrices, in parallel (claims C10, C14, C19).
 
     Bidirectional: ``A = phi(Q) (phi(K)^T V) / phi(Q) (phi(K)^T 1)`` (row-wise
-    division), computed as two matrix products with ``[V, 1]``.  Causal:
+    division), computed as the two matrix products of the numerator and, for
+    the normalisers, a column sum and one matrix-vector product.  Causal:
     ``a_i = phi(q_i)^T S_i / phi(q_i) . z_i`` with the prefix sums
     ``S_i = sum_{j <= i} phi(k_j) v_j^T``, ``z_i = sum_{j <= i} phi(k_j)``,
-    formed block by block (memory ``O(block D d_v)``, never an n x n mask).
-    Unnormalised (``normalize=False``, C19): ``y_i = phi(q_i)^T S_i``, the
-    numerator alone.
+    formed block by block: within a block of ``B`` tokens as the masked
+    products ``tril(phi(Q_b) phi(K_b)^T) [V_b, 1]``, across blocks through
+    the running sums (the computation of :func:`chunked` with
+    ``chunk_size = B``, B from the feature dimension so that the products run
+    at BLAS speed; memory ``O(B (D + d_v) + D d_v)`` per block, never an
+    n x n mask).  Unnormalised (``normalize=False``, C19):
+    ``y_i = phi(q_i)^T S_i``, the numerator alone.
 
     Parameters
     ----------
@@ -69,10 +85,18 @@ def parallel(
     Notes
     -----
     Operation count per sequence (C3): bidirectional
-    ``4 n D (d_v + 1) + n d_v`` (two products with inner dimensions n and D,
-    then the divisions); causal ``4 n D (d_v + 1) + n d_v`` as well (outer
-    products, prefix sums, contraction).  State: ``D (d_v + 1)``.  Error
+    ``4 n D d_v + 3 n D + n d_v`` (two products with inner dimensions n and
+    D, the column sum and the matrix-vector product of the normalisers, then
+    the divisions); causal that of :func:`chunked` with its block size
+    (``B = 32`` for ``D <= 1024``, else 64).  State: ``D (d_v + 1)``.  Error
     model: :func:`linear_error_bound`.
+
+    ``[V, 1]`` is never formed for all n (causal: one cache-sized block at a
+    time, each block's rows checked for NaN and Inf and divided while cached;
+    bidirectional: not at all).  The inputs are not scanned for NaN or Inf up
+    front: every non-finite entry reaches the checked result (an entry of
+    ``phi_q`` its row, of ``phi_k`` or ``V`` every later row), and only then
+    are the inputs scanned to name the argument.
 
     Examples
     --------
@@ -83,15 +107,49 @@ def parallel(
     >>> parallel(phi, phi, V, causal=True).ravel().tolist()
     [1.0, 2.0, 2.25]
     """
-    phi_q, phi_k, V, causal, action = features_iv(phi_q, phi_k, V, causal, on_bad_normalizer)
+    # finite=False: the result is checked instead (see linear_rows)
+    phi_q, phi_k, V, causal, action = features_iv(
+        phi_q, phi_k, V, causal, on_bad_normalizer, finite=False
+    )
     normalize = as_bool(normalize, "normalize")
-    W = with_ones(V) if normalize else V
+    chunk = auto_chunk_size(phi_q.shape[-1]) if causal else None
+    return linear_rows(phi_q, phi_k, V, normalize, action, "parallel", chunk=chunk)[0]
+
+
+def linear_rows(phi_q, phi_k, V, normalize, action, form, *, chunk=None, M0=None, log_gates=None):
+    """Run the products of a linear form on validated inputs and finish its rows.
+
+    ``chunk`` None: bidirectional; else causal in chunks of that size (with
+    an initial state ``M0`` and log gates, C19, C20).  Returns the result
+    and the final state matrix (None bidirectional).
+
+    The inputs come unchecked for NaN and Inf (``features_iv(finite=False)``):
+    the result is checked (causal: each group of rows as it is finished;
+    bidirectional: the numerators and normalisers, then divided in place into
+    the numerators, which nobody else holds), and every non-finite
+    input entry provably reaches a checked row (see
+    :func:`~kernelcheck._src.attention.blocking.bidirectional_products` and
+    :func:`~kernelcheck._src.attention.blocking.causal_products`), so a
+    finite result proves finite inputs; otherwise the inputs are scanned and
+    the first bad one is named.  tests/attention/test_finite.py puts NaN and
+    Inf at every position of every input.
+    """
+    batch, n, dv = phi_q.shape[:-2], phi_q.shape[-2], V.shape[-1]
+    inputs = ((phi_q, "phi_q"), (phi_k, "phi_k"), (V, "V"))
+    if chunk is None:
+        with np.errstate(over="ignore", invalid="ignore"):
+            num, den = bidirectional_products(phi_q, phi_k, V, normalize)
+        if den is None:
+            return finish_unnormalized(num, form, inputs), None
+        return finish(num, den, action, form, inputs, inplace=True), None
+    values = ValueRows(V, normalize)
+    if normalize:
+        sink: RawRows | NormalizedRows = NormalizedRows(batch, n, dv, V.dtype)
+    else:
+        sink = RawRows(batch + (n, dv), V.dtype)
     with np.errstate(over="ignore", invalid="ignore"):
-        if causal:
-            H = causal_prefix(phi_q, phi_k, W)
-        else:
-            H = phi_q @ (swap(phi_k) @ W)
-    return finish_matrix(H, normalize, action, "parallel")
+        M = causal_products(phi_q, phi_k, values, chunk, sink, S0=M0, log_gates=log_gates)
+    return sink.result(action, form, inputs), M
 
 
 def init(
@@ -305,7 +363,7 @@ def recurrent(
     >>> bool(np.allclose(recurrent(pq, pk, V), parallel(pq, pk, V, causal=True)))
     True
     """
-    phi_q, phi_k, V, _, action = features_iv(phi_q, phi_k, V, True, on_bad_normalizer)
+    phi_q, phi_k, V, _, action = features_iv(phi_q, phi_k, V, True, on_bad_normalizer, finite=False)
     normalize = as_bool(normalize, "normalize")
     return_state = as_bool(return_state, "return_state")
     M0 = state_matrix_iv(initial_state, phi_q, V, normalize, True)
@@ -314,24 +372,44 @@ def recurrent(
 
 
 def run_recurrence(phi_q, phi_k, V, gates, normalize, M0, action, form):
-    """The token loop of the recurrent forms (plain or gated) on validated inputs."""
+    """The token loop of the recurrent forms (plain or gated) on validated inputs.
+
+    The arithmetic of :func:`step_raw` token by token (so the result equals
+    a loop of :func:`step` bit for bit), with the state ``S`` (and ``z``)
+    updated in place instead of a new state per token: the loop owns them
+    (copies of the handed-over state, never the caller's arrays).
+    ``phi_q``, ``phi_k`` and ``V`` may come unchecked for NaN and Inf: an
+    entry of ``phi_k`` at token t reaches a row of S (and an entry of z),
+    of ``v_t`` a column of S, hence the numerator or the normaliser of token
+    t; an entry of ``phi_q`` its own (see :func:`linear_rows`).
+    """
     batch, n, D, dv = phi_q.shape[:-2], phi_q.shape[-2], phi_q.shape[-1], V.shape[-1]
-    if M0 is None:
-        M0 = np.zeros(batch + (D, dv + (1 if normalize else 0)), dtype=V.dtype)
-    state = State.from_matrix(M0, normalize)
+    S = np.zeros(batch + (D, dv), dtype=V.dtype)
+    z = np.zeros(batch + (D,), dtype=V.dtype) if normalize else None
+    if M0 is not None:
+        S[...] = M0[..., :dv]
+        if z is not None:
+            z[...] = M0[..., dv]
     num = np.empty(V.shape, dtype=V.dtype)
     den = np.empty(batch + (n,), dtype=V.dtype)
+    outer = np.empty_like(S)
     with np.errstate(over="ignore", invalid="ignore"):
         for t in range(n):
-            g = None if gates is None else gates[..., t]
-            state, num[..., t, :], d_t = step_raw(
-                state, phi_q[..., t, :], phi_k[..., t, :], V[..., t, :], g
-            )
-            if d_t is not None:
-                den[..., t] = d_t
-    if not normalize:
-        return finish_unnormalized(num, form), state
-    return finish(num, den, action, form), state
+            if gates is not None:
+                g = gates[..., t]
+                S *= g[..., None, None]
+                if z is not None:
+                    z *= g[..., None]
+            np.multiply(phi_k[..., t, :, None], V[..., t, None, :], out=outer)
+            S += outer
+            np.matmul(phi_q[..., t, None, :], S, out=num[..., t, None, :])
+            if z is not None:
+                z += phi_k[..., t, :]
+                den[..., t] = np.sum(phi_q[..., t, :] * z, axis=-1)
+    inputs = ((phi_q, "phi_q"), (phi_k, "phi_k"), (V, "V"))
+    if z is None:
+        return finish_unnormalized(num, form, inputs), State(S, None)
+    return finish(num, den, action, form, inputs, inplace=True), State(S, z)
 
 
 def chunked(
@@ -339,7 +417,7 @@ def chunked(
     phi_k: Any,
     V: Any,
     *,
-    chunk_size: int = 64,
+    chunk_size: int | None = None,
     normalize: bool = True,
     initial_state: State | None = None,
     return_state: bool = False,
@@ -354,17 +432,20 @@ def chunked(
         H_c = tril(phi(Q_c) phi(K_c)^T) [V_c, 1] + phi(Q_c) [S, z],
 
     then ``[S, z] += phi(K_c)^T [V_c, 1]``; ``a_i = H_i[:d_v] / H_i[d_v]``.
-    Full chunks are processed together as batched matrix products, their
-    states by a cumulative sum over chunks (in groups, so memory stays
-    bounded).
+    Full chunks are processed in groups that fit a core's cache, as batched
+    matrix products, their states by a running sum over chunks; each group's
+    rows are checked and divided while cached.  Memory beyond the inputs and
+    the output (with its n normalisers) is a few groups, whatever n is.
 
     Parameters
     ----------
     phi_q, phi_k : array_like, shape (..., n, D)
     V : array_like, shape (..., n, d_v)
-    chunk_size : int >= 1
+    chunk_size : int >= 1, optional
         Any size, divisor of n or not; ``C >= n`` is one quadratic block,
-        ``C = 1`` is the recurrence.
+        ``C = 1`` is the recurrence.  Default: 32 for ``D <= 1024``, else 64,
+        the sizes at which the per-chunk products run at BLAS speed
+        (:func:`~kernelcheck._src.attention.blocking.auto_chunk_size`).
     normalize, initial_state, return_state, on_bad_normalizer
         As in :func:`recurrent`.
 
@@ -398,13 +479,17 @@ def chunked(
     >>> bool(np.allclose(chunked(pq, pk, V, chunk_size=4), recurrent(pq, pk, V)))
     True
     """
-    phi_q, phi_k, V, _, action = features_iv(phi_q, phi_k, V, True, on_bad_normalizer)
-    C = as_int(chunk_size, "chunk_size", minimum=1)
+    phi_q, phi_k, V, _, action = features_iv(phi_q, phi_k, V, True, on_bad_normalizer, finite=False)
+    C = chunk_size_iv(chunk_size, phi_q.shape[-1])
     normalize = as_bool(normalize, "normalize")
     return_state = as_bool(return_state, "return_state")
     M0 = state_matrix_iv(initial_state, phi_q, V, normalize, True)
-    W = with_ones(V) if normalize else V
-    with np.errstate(over="ignore", invalid="ignore"):
-        H, M = chunked_products(phi_q, phi_k, W, C, S0=M0)
-    result = finish_matrix(H, normalize, action, "chunked")
+    result, M = linear_rows(phi_q, phi_k, V, normalize, action, "chunked", chunk=C, M0=M0)
     return (result, State.from_matrix(M, normalize)) if return_state else result
+
+
+def chunk_size_iv(chunk_size: Any, D: int) -> int:
+    """``chunk_size`` as an int >= 1; None gives :func:`auto_chunk_size` of D."""
+    if chunk_size is None:
+        return auto_chunk_size(D)
+    return as_int(chunk_size, "chunk_size", minimum=1)

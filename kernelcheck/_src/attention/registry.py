@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kernelcheck._src.attention import bounds, cost, exact, gated, linear
+from kernelcheck._src.attention.blocking import auto_chunk_size
 from kernelcheck._src.attention.types import AttentionCost
 from kernelcheck._src.core.validate import as_bool, as_int, check_choice
 from kernelcheck.errors import InvalidArgument
@@ -158,11 +159,11 @@ FORMS = FormRegistry(
         "parallel",
         linear.parallel,
         bounds.linear_error_bound,
-        cost.linear_cost,
+        cost.parallel_cost,
         causal_only=False,
         inputs="features",
         claims=("C10", "C14"),
-        summary="linear attention from feature matrices; causal by prefix sums",
+        summary="linear attention from feature matrices; causal by blocks and the running sums",
         model="linear_error_bound: gamma_(2n+2D+4) |phi_q| |phi_k|^T |V|, quotient bound",
         options=("normalize",),
     ),
@@ -243,7 +244,7 @@ def cost_model(
     d: int,
     D: int,
     d_v: int,
-    chunk_size: int = 64,
+    chunk_size: int | None = None,
     *,
     causal: bool | None = None,
 ) -> AttentionCost:
@@ -260,7 +261,10 @@ def cost_model(
     * ``kernelized``: ``P (2 d + 1)`` for the Gram block (a dot product or a
       distance and one elementwise map) and ``2 P (d_v + 1) + n d_v`` for the
       products, with ``P`` the pairs formed as for softmax.  State ``n (d + d_v)``.
-    * ``parallel``: ``4 n D (d_v + 1) + n d_v`` both ways (C3).
+    * ``parallel``: bidirectional ``4 n D d_v + 3 n D + n d_v`` (C3: the
+      products of the numerator, a column sum and a matrix-vector product for
+      the normalisers, the divisions); causal
+      that of ``chunked`` with its block size (32, or 64 for D > 1024).
     * ``recurrent``: ``4 n D (d_v + 1) + n d_v`` (causal only).
     * ``chunked``: chunks ``c_1..c_k``: ``sum 2 c^2 (D + d_v + 1)``
       + ``4 n D (d_v + 1)`` + ``k D (d_v + 1) + n (d_v + 1) + n d_v``
@@ -271,8 +275,11 @@ def cost_model(
     Parameters
     ----------
     form : {"softmax", "kernelized", "parallel", "recurrent", "chunked"}
-    n, d, D, d_v, chunk_size : int >= 1
+    n, d, D, d_v : int >= 1
         ``D`` is ignored by the exact forms, ``d`` by the linear ones.
+    chunk_size : int >= 1, optional
+        The chunk size of ``chunked`` and ``gated_chunked``; default that of
+        the forms (32, or 64 for D > 1024).
     causal : bool, optional
         Default False for softmax, kernelized and parallel; recurrent and
         chunked are causal (passing False raises).
@@ -295,7 +302,7 @@ def cost_model(
     d = as_int(d, "d", minimum=1)
     D = as_int(D, "D", minimum=1)
     d_v = as_int(d_v, "d_v", minimum=1)
-    C = as_int(chunk_size, "chunk_size", minimum=1)
+    C = auto_chunk_size(D) if chunk_size is None else as_int(chunk_size, "chunk_size", minimum=1)
     causal = f.causal_only if causal is None else as_bool(causal, "causal")
     if f.causal_only and not causal:
         raise InvalidArgument(f"`causal` must be True for form {f.name!r} (it is causal only)")

@@ -7,12 +7,14 @@ reporting bad normalisers (claim C12): never an added eps.
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
 
 from kernelcheck._src.core.results import ResultMixin
+from kernelcheck._src.core.validate import check_finite
 from kernelcheck.errors import BadNormalizer, NumericalFailure
 
 # ---------------------------------------------------------------------------
@@ -162,32 +164,87 @@ class AttentionCost(ResultMixin):
 
 # Finishing: numerator / normaliser, bad normalisers
 # ---------------------------------------------------------------------------
+#
+# The fast forms take their large inputs unchecked (``as_array(finite=False)``)
+# and check the result instead: every NaN or Inf of an input provably reaches
+# a numerator or a normaliser of the result (IEEE arithmetic: NaN times
+# anything, Inf times 0 and Inf - Inf are NaN; a sum or product with a NaN or
+# Inf operand is not finite; each form's docstring says which entries an input
+# reaches), so a finite result proves finite inputs.  Only when the result is
+# not finite are the inputs scanned, in argument order, to name the culprit
+# (:func:`name_culprit`); if they are all finite the result overflowed.  The
+# check of the result is one pass over the output, which the forms make
+# anyway; the inputs are D / d_v times larger.  tests/attention/test_finite.py
+# puts a NaN, +Inf and -Inf at every position of every input of every form.
+
+_OVERFLOW = "scale the features or inputs down"
 
 
-def finish_unnormalized(num: np.ndarray, form: str) -> np.ndarray:
+def all_finite(a: np.ndarray) -> bool:
+    """True when every entry of ``a`` is finite: one sum, and the entries only if it is not.
+
+    NaN and Inf propagate through a sum, so a finite sum proves every entry
+    finite with no boolean temporary; a sum that is not finite (a bad entry,
+    or the sum itself overflowing) is decided entry by entry.
+    """
+    if not a.size:
+        return True
+    with np.errstate(all="ignore"):
+        if np.isfinite(np.add.reduce(a, axis=None)):
+            return True
+    return bool(np.isfinite(a).all())
+
+
+def name_culprit(inputs) -> None:
+    """Raise :class:`~kernelcheck.errors.InvalidArgument` naming the first non-finite input.
+
+    ``inputs`` is a sequence of ``(array, name)`` in argument order (the order
+    in which eager validation would have checked them); returns quietly when
+    every input is finite.
+    """
+    for arr, name in inputs:
+        check_finite(arr, name)
+
+
+def _overflow(form: str, what: str, dtype, inputs) -> NumericalFailure:
+    name_culprit(inputs)
+    return NumericalFailure(f"`{form}` attention overflowed: {what} ({dtype}); {_OVERFLOW}")
+
+
+def finish_unnormalized(num: np.ndarray, form: str, inputs=()) -> np.ndarray:
     """The output of an unnormalised form (C19): the numerator, checked finite."""
-    if not np.isfinite(num).all():
-        raise NumericalFailure(
-            f"`{form}` attention overflowed: an output is not finite ({num.dtype}); "
-            "scale the features or inputs down"
-        )
+    if not all_finite(num):
+        raise _overflow(form, "an output is not finite", num.dtype, inputs)
     return num
 
 
-def finish_matrix(H: np.ndarray, normalize: bool, action: str, form: str):
+def finish_matrix(H: np.ndarray, normalize: bool, action: str, form: str, inputs=()):
     """The output from the products ``H`` with ``[V, 1]`` (normalised) or with ``V`` (not)."""
     if not normalize:
-        return finish_unnormalized(H, form)
-    return finish(H[..., :-1], H[..., -1], action, form)
+        return finish_unnormalized(H, form, inputs)
+    return finish(H[..., :-1], H[..., -1], action, form, inputs)
 
 
-def finish(num: np.ndarray, den: np.ndarray, action: str, form: str):
-    if not (np.isfinite(num).all() and np.isfinite(den).all()):
-        raise NumericalFailure(
-            f"`{form}` attention overflowed: a numerator or normaliser is not finite "
-            f"({num.dtype}); scale the features or inputs down"
-        )
+def finish(num: np.ndarray, den: np.ndarray, action: str, form: str, inputs=(), inplace=False):
+    """``num / den`` row by row, checked: non-finite values, then normalisers ``<= 0`` (C12).
+
+    ``inplace`` divides into ``num`` (the caller owns it and needs it no more).
+    """
+    if not (all_finite(num) and all_finite(den)):
+        raise _overflow(form, "a numerator or normaliser is not finite", num.dtype, inputs)
     bad = den <= 0
+    with np.errstate(divide="ignore", invalid="ignore") if bad.any() else nullcontext():
+        out = np.divide(num, den[..., None], out=num if inplace else None)
+    return normalized_result(out, den, bad, action, form)
+
+
+def normalized_result(out: np.ndarray, den: np.ndarray, bad, action: str, form: str):
+    """The divided output, or :class:`BadNormalizer` / :class:`AttentionOutput` (C12).
+
+    ``bad`` is ``den <= 0`` (or None: computed here).  Never an added eps.
+    """
+    if bad is None:
+        bad = den <= 0
     if bad.any():
         positions = np.argwhere(bad)
         if action == "raise":
@@ -201,12 +258,76 @@ def finish(num: np.ndarray, den: np.ndarray, action: str, form: str):
                 positions=positions,
                 values=den[bad],
             )
-        with np.errstate(divide="ignore", invalid="ignore"):
-            out = num / den[..., None]
         return AttentionOutput(out=out, normalizer=den, bad_positions=positions)
-    out = num / den[..., None]
     if action == "report":
         return AttentionOutput(
             out=out, normalizer=den, bad_positions=np.empty((0, den.ndim), dtype=np.intp)
         )
     return out
+
+
+class RawRows:
+    """Rows of a linear form's products, kept as they are (the unnormalised output).
+
+    The kernels of :mod:`~kernelcheck._src.attention.blocking` write rows
+    ``r0:r1`` into :meth:`target` and hand them over with :meth:`take` once
+    complete; the rows are checked while they are still in cache.
+    """
+
+    def __init__(self, shape: tuple[int, ...], dtype, check: bool = True):
+        self.H = np.empty(shape, dtype=dtype)
+        self.check = check
+        self.finite = True
+
+    def target(self, r0: int, r1: int) -> np.ndarray:
+        return self.H[..., r0:r1, :]
+
+    def take(self, r0: int, r1: int, h: np.ndarray) -> None:
+        if self.check and self.finite:
+            self.finite = all_finite(h)
+
+    def result(self, action: str, form: str, inputs=()):
+        """The rows, once checked (``action`` is unused: there are no normalisers)."""
+        if not self.finite:
+            raise _overflow(form, "an output is not finite", self.H.dtype, inputs)
+        return self.H
+
+
+class NormalizedRows:
+    """Rows ``[num, den]`` of a normalised linear form, divided as they come.
+
+    Each block of rows is computed into one reused buffer (the kernel has
+    finished with it when :meth:`take` runs, and the next block overwrites
+    it), checked finite while in cache, and divided straight into the output:
+    neither ``[num, den]`` for all n nor a second output-sized array exists.
+    The normalisers (n numbers) are kept for the bad-normaliser verdict.
+    """
+
+    def __init__(self, batch: tuple[int, ...], n: int, d_v: int, dtype):
+        self.out = np.empty(batch + (n, d_v), dtype=dtype)
+        self.den = np.empty(batch + (n,), dtype=dtype)
+        self.buf: np.ndarray | None = None
+        self.finite = True
+
+    def target(self, r0: int, r1: int) -> np.ndarray:
+        rows = r1 - r0
+        if self.buf is None or self.buf.shape[-2] < rows:
+            self.buf = np.empty(
+                self.out.shape[:-2] + (rows, self.out.shape[-1] + 1), self.out.dtype
+            )
+        return self.buf[..., :rows, :]
+
+    def take(self, r0: int, r1: int, h: np.ndarray) -> None:
+        if self.finite:
+            self.finite = all_finite(h)
+        self.den[..., r0:r1] = h[..., -1]
+        # a zero normaliser divides by 0 here: it is judged (raise or report) afterwards
+        with np.errstate(divide="ignore", invalid="ignore"):
+            np.divide(h[..., :-1], h[..., -1:], out=self.out[..., r0:r1, :])
+
+    def result(self, action: str, form: str, inputs=()):
+        """The output, or the bad-normaliser verdict of :func:`normalized_result`."""
+        if not self.finite:
+            what = "a numerator or normaliser is not finite"
+            raise _overflow(form, what, self.out.dtype, inputs)
+        return normalized_result(self.out, self.den, None, action, form)

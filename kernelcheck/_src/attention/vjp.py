@@ -68,23 +68,41 @@ def _cotangent(G, out_shape) -> np.ndarray:
     return G
 
 
-def _mask(n: int, m: int, causal: bool) -> np.ndarray:
-    return np.tril(np.ones((n, m), dtype=bool)) if causal else np.ones((n, m), dtype=bool)
+_MASK_ROWS = 256
+
+
+def _mask_future(S: np.ndarray, value: float) -> None:
+    """Set ``S[..., i, j] = value`` for every ``j > i``, in place.
+
+    Row blocks of :data:`_MASK_ROWS`: the keys past a block are one slice,
+    its diagonal square takes a small triangular mask (a boolean mask over
+    the whole ``n x m`` matrix costs several passes over it).
+    """
+    n, m = S.shape[-2:]
+    tri = np.triu(np.ones((_MASK_ROWS, _MASK_ROWS), dtype=bool), 1)
+    for i0 in range(0, n, _MASK_ROWS):
+        i1, c1 = min(n, i0 + _MASK_ROWS), min(m, i0 + _MASK_ROWS)
+        if i1 < m:
+            S[..., i0:i1, i1:] = value
+        if i0 < c1:
+            S[..., i0:i1, i0:c1][..., tri[: i1 - i0, : c1 - i0]] = value
 
 
 def _softmax_parts(Q, K, V, causal, scale):
     n, m = Q.shape[-2], K.shape[-2]
     check_size(int(np.prod(Q.shape[:-2], dtype=np.int64)) * n * m, "the softmax VJP's weights")
     Q64, K64, V64 = (np.asarray(X, dtype=np.float64) for X in (Q, K, V))
-    S = scale * (Q64 @ _swap(K64))
-    mask = _mask(n, m, causal)
-    S = np.where(mask, S, -np.inf)
-    mx = S.max(axis=-1, keepdims=True)
+    P = Q64 @ _swap(K64)  # the logits, turned into the weights in place
+    P *= scale
+    if causal:
+        _mask_future(P, -np.inf)
+    mx = P.max(axis=-1, keepdims=True)
     if not np.isfinite(mx).all():
         raise NumericalFailure(
             "softmax VJP: logits beyond the float64 range; scale the inputs down"
         )
-    P = np.exp(S - mx)
+    P -= mx
+    np.exp(P, out=P)
     P /= P.sum(axis=-1, keepdims=True)
     return Q64, K64, V64, P
 
@@ -147,19 +165,57 @@ def softmax_vjp_error_bound(
     return _SoftmaxBounds(Q, K, V, G, causal, scale).bound(dt)
 
 
-def softmax_vjp_with_bounds(Q, K, V, G, *, causal=False, scale=None, dtypes=(None,)):
+def softmax_vjp_with_bounds(
+    Q, K, V, G, *, causal=False, scale=None, dtypes=(None,), plus_float64=False
+):
     """:func:`softmax_vjp` and :func:`softmax_vjp_error_bound` for each of ``dtypes``, at once.
 
-    The weights and the ``n x n`` terms of the bound are formed once (the
-    verifier needs the layer's precision and float64); the results equal the
-    separate calls' up to the float64 rounding of the bound, which its
-    ``1 + gamma_(n + d + 8)`` factor covers.
+    The weights and the ``n x n`` terms of the bound are formed once; the
+    results equal the separate calls' up to the float64 rounding of the
+    bound, which its ``1 + gamma_(n + d + 8)`` factor covers.
+
+    With ``plus_float64=True`` each bound also covers the float64
+    reference's own error (what a comparison with the reference needs):
+    ``(1 + c) B(dt) >= B(dt) + B(float64)`` with ``c`` of
+    :func:`float64_share`, at the cost of one bound instead of two.
     """
     Q, K, V, causal, scale = softmax_iv(Q, K, V, causal, scale)
     dts = [dtype_iv(dt, V.dtype) for dt in dtypes]
     G = _cotangent(G, Q.shape[:-1] + V.shape[-1:])
     parts = _SoftmaxBounds(Q, K, V, G, causal, scale)
-    return parts.vjp(), tuple(parts.bound(dt) for dt in dts)
+    if not plus_float64:
+        return parts.vjp(), tuple(parts.bound(dt) for dt in dts)
+    n, d, dv = K.shape[-2], Q.shape[-1], V.shape[-1]
+    ks = (d + 2, n, n + 1, n + dv + 2)
+    return parts.vjp(), tuple(_scaled(parts.bound(dt), 1.0 + float64_share(dt, ks)) for dt in dts)
+
+
+def float64_share(dt, ks) -> float:
+    """``c`` with ``B(float64) <= c B(dt)`` for the VJP bounds of this module (``c <= 1``).
+
+    Every additive term of a bound is a product of non-negative factors, at
+    least one of them first order: ``u``, ``eta``, a ``gamma_k`` with ``k``
+    in ``ks``, or built from them (``theta``, ``expm1(2 theta)``, ``rho``,
+    ``alpha``), and every other factor is non-decreasing in them.  Each
+    first-order quantity of float64 is at most ``c`` times ``dt``'s, with
+    ``c`` the largest of the ratios ``u_64 / u``, ``eta_64 / eta``,
+    ``gamma_k(64) / gamma_k`` -- for ``expm1`` because
+    ``expm1(c x) <= c expm1(x)`` for ``c <= 1``, ``x >= 0`` (convexity),
+    for products of first-order factors because the others only shrink.
+    So each term, and the bound, shrinks at least by ``c``.  ``dt`` at
+    least as coarse as float64 in every ratio is required (else ``c = 1``
+    would not hold and a ``ValueError`` is raised: a programming error).
+    """
+    ratios = [unit_roundoff(np.float64) / unit_roundoff(dt), eta(np.float64) / eta(dt)]
+    ratios += [gamma(k, np.float64) / gamma(k, dt) for k in ks]
+    c = max(ratios)
+    if not c <= 1.0:
+        raise ValueError(f"float64_share: {dt!r} is finer than float64 in some ratio ({c})")
+    return c
+
+
+def _scaled(b: VJP, f: float) -> VJP:
+    return VJP(*(x * f for x in b))
 
 
 class _SoftmaxBounds:
@@ -194,7 +250,9 @@ class _SoftmaxBounds:
         absK = aK.max(axis=-2, keepdims=True)
         r = scale * np.sum(aQ * absK, axis=-1, keepdims=True)
         theta = gamma(d + 2, dt) * r + 2.0 * u * r + (_EXP_ULPS + 1) * u
-        rho = (1.0 + np.expm1(2.0 * theta)) * (1.0 + gamma(n + 1, dt)) - 1.0
+        # (1 + e)(1 + g1) - 1 without the cancellation of forming 1 + e first
+        e, g1 = np.expm1(2.0 * theta), gamma(n + 1, dt)
+        rho = e + g1 + e * g1
         g = gamma(n + dv + 2, dt)
         alpha = rho + g * (1.0 + rho)
         EdV = _swap(P) @ (alpha * self.aG)
@@ -218,7 +276,9 @@ def _linear_parts(phi_q, phi_k, V, causal, normalize):
     n, m = phi_q.shape[-2], phi_k.shape[-2]
     check_size(int(np.prod(phi_q.shape[:-2], dtype=np.int64)) * n * m, "the linear VJP's weights")
     pq, pk, V64 = (np.asarray(X, dtype=np.float64) for X in (phi_q, phi_k, V))
-    W = np.where(_mask(n, m, causal), pq @ _swap(pk), 0.0)
+    W = pq @ _swap(pk)
+    if causal:
+        _mask_future(W, 0.0)
     if not normalize:
         return pq, pk, V64, W, None, None
     den = W.sum(axis=-1, keepdims=True)
@@ -251,15 +311,19 @@ def linear_vjp(
     normalize = as_bool(normalize, "normalize")
     G = _cotangent(G, phi_q.shape[:-1] + V.shape[-1:])
     pq, pk, V64, W, den, a = _linear_parts(phi_q, phi_k, V, causal, normalize)
-    mask = _mask(pq.shape[-2], pk.shape[-2], causal)
-    if normalize:
-        Gn = G / den
-        dW = np.where(mask, Gn @ _swap(V64) - np.sum(Gn * a, axis=-1, keepdims=True), 0.0)
-        dV = _swap(W) @ Gn
-    else:
-        dW = np.where(mask, G @ _swap(V64), 0.0)
-        dV = _swap(W) @ G
+    dW, dV = _linear_dW(V64, W, den, a, G, causal)
     return VJP(dW @ pk, _swap(dW) @ pq, dV)
+
+
+def _linear_dW(V64, W, den, a, G, causal):
+    """``dW`` (masked) and ``dV`` of the linear VJP; ``den is None`` when unnormalised."""
+    Gn = G if den is None else G / den
+    dW = Gn @ _swap(V64)
+    if den is not None:
+        dW -= np.sum(Gn * a, axis=-1, keepdims=True)
+    if causal:
+        _mask_future(dW, 0.0)
+    return dW, _swap(W) @ Gn
 
 
 def linear_vjp_error_bound(
@@ -316,22 +380,19 @@ class _LinearBounds:
 
     def __init__(self, phi_q, phi_k, V, G, causal, normalize):
         pq, pk, V64, W, den, a = _linear_parts(phi_q, phi_k, V, causal, normalize)
-        mask = _mask(pq.shape[-2], pk.shape[-2], causal)
         self.pq, self.pk, self.normalize = pq, pk, normalize
         aG, aV = np.abs(G), np.abs(V64)
         aq, ak = np.abs(pq), np.abs(pk)
+        dW, self.dV = _linear_dW(V64, W, den, a, G, causal)
+        mag = aG @ _swap(aV)
         if normalize:
-            Gn = G / den
-            dW = np.where(mask, Gn @ _swap(V64) - np.sum(Gn * a, axis=-1, keepdims=True), 0.0)
-            self.dV = _swap(W) @ Gn
-            mag = (aG @ _swap(aV) + np.abs(np.sum(G * a, axis=-1, keepdims=True))) / den
+            mag += np.abs(np.sum(G * a, axis=-1, keepdims=True))
+            mag /= den
             self.WG = _swap(np.abs(W)) @ (aG / den)
         else:
-            dW = np.where(mask, G @ _swap(V64), 0.0)
-            self.dV = _swap(W) @ G
-            mag = aG @ _swap(aV)
             self.WG = _swap(np.abs(W)) @ aG
-        mag = np.where(mask, mag, 0.0)
+        if causal:
+            _mask_future(mag, 0.0)
         self.dW = dW
         adW = np.abs(dW)
         self.dWk, self.dWq = adW @ ak, _swap(adW) @ aq

@@ -409,8 +409,7 @@ def main_essay(
     written = write_report(report, out) if out is not None else []
     if out is not None:
         if not as_json:
-            names = ", ".join(p.name for p in written)
-            print(f"\nwrote {names} to {out}", file=stdout)
+            print(f"\n{bundle.written_summary(written, out)}", file=stdout)
     if as_json:
         stdout.write(json.dumps(report.to_dict(), indent=2) + "\n")
     else:

@@ -2,7 +2,7 @@
 
 The registry is the single place the ``kernelcheck essay`` report, the command
 line and the documentation read claims from.  Each :class:`Claim` carries its
-id, a few words, the full statement (from the project's ``CLAIMS.md``), its
+id, a few words, the full statement (as on the claims pages of the docs), its
 group (the section of the essay) and a ``check(level)`` function.  A check
 *calls* the library's verifiers, attention forms, PSD ladder, Monte Carlo
 engine and scaling fits: it never re-implements one, and it returns a

@@ -54,6 +54,7 @@ __all__ = [
     "environment",
     "write_bundle",
     "written_folders",
+    "written_summary",
 ]
 
 #: The note a report carries when its plots could not be drawn.
@@ -344,3 +345,24 @@ def _not_written(exc: OSError, folder: Path) -> ReportNotWritten:
         "previous report",
         exc.filename,
     )
+
+
+def written_summary(paths: Any, out_dir: Any) -> str:
+    """What a command prints after writing a report bundle: the files, and skipped plots.
+
+    ``"wrote report.json, report.md, bias.png to DIR"``; when a Markdown file
+    of the bundle carries :data:`PLOTS_SKIPPED` (matplotlib is missing), that
+    note follows on its own line.  The one wording of every ``--out``.
+
+    Examples
+    --------
+    >>> written_summary([], "out")
+    'wrote nothing to out'
+    """
+    paths = [Path(p) for p in paths]
+    names = ", ".join(p.name for p in paths) or "nothing"
+    text = f"wrote {names} to {out_dir}"
+    for p in paths:
+        if p.suffix == ".md" and p.is_file() and PLOTS_SKIPPED in p.read_text(encoding="utf-8"):
+            return f"{text}\n{PLOTS_SKIPPED}"
+    return text

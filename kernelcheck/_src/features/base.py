@@ -432,13 +432,22 @@ class RandomFeatureSampler:
         n = as_int(n, "n", minimum=1)
         Xs = self._proto._prepare(X, "X")
         Ys = Xs if Y is None else self._proto._prepare(Y, "Y")
-        est, bound = [], []
-        for _c, ((FX, lx), (FY, ly)) in self.batch_features(rng, n, [Xs, Ys]):
-            G = FX @ np.swapaxes(FY, -1, -2)
+        # each chunk is written into its rows of the two results (no list of
+        # chunks concatenated at the end: two result-sized copies fewer)
+        est = np.empty((n, Xs.shape[0], Ys.shape[0]))
+        bound = np.empty_like(est)
+        done = 0
+        for c, ((FX, lx), (FY, ly)) in self.batch_features(rng, n, [Xs, Ys]):
+            e, b = est[done : done + c], bound[done : done + c]
+            np.matmul(FX, np.swapaxes(FY, -1, -2), out=e)
             L = lx[..., :, None] + ly[..., None, :]
             nx = np.log(np.sqrt(np.einsum("tij,tij->ti", FX, FX)))
             ny = np.log(np.sqrt(np.einsum("tij,tij->ti", FY, FY)))
             with np.errstate(over="ignore"):
-                est.append(np.exp(L) * G)
-                bound.append(np.exp(L + nx[..., :, None] + ny[..., None, :]))
-        return np.concatenate(est), np.concatenate(bound)
+                np.add(L, nx[..., :, None], out=b)  # (L + nx) + ny, as before
+                b += ny[..., None, :]
+                np.exp(b, out=b)
+                np.exp(L, out=L)
+                e *= L
+            done += c
+        return est, bound

@@ -148,10 +148,15 @@ class PositiveRandomFeatures(RandomFeatures):
     _short = "positive"
 
     def _parts(self, P, sq, wsq):
+        # In place: both callers pass a fresh product X W^T they never use
+        # again (RandomFeatures._scaled_features, RandomFeatureSampler.batch_features),
+        # so F overwrites it instead of being a second array of its size
+        # (tests/features: the shared buffer, and the callers' results unchanged).
         M = P.max(axis=-1, keepdims=True)
-        F = np.exp(P - M)
+        P -= M
+        np.exp(P, out=P)
         ls = M[..., 0] - 0.5 * sq - 0.5 * math.log(self._m)
-        return F, ls
+        return P, ls
 
     def log_features(self, X) -> np.ndarray:
         """``log phi(X)`` (n, D), exact in log space for any norm."""

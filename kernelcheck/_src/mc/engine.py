@@ -146,12 +146,18 @@ class Moments(ResultMixin):
         # constant estimate)
         shift = x[0]
         with np.errstate(over="ignore", invalid="ignore"):
-            mean = shift + (x - shift).mean(axis=0)
-            d = x - mean
-            d2 = d * d
-            m2 = d2.sum(axis=0)
-            m3 = (d2 * d).sum(axis=0)
-            m4 = (d2 * d2).sum(axis=0)
+            # two trial-sized buffers, each reused: the deviations d (first
+            # from the shift, then from the mean) and the powers d^2, d^3, d^4
+            # formed in place (the sums are the same expressions, term by term)
+            d = x - shift
+            mean = shift + d.mean(axis=0)
+            np.subtract(x, mean, out=d)
+            p = d * d
+            m2 = p.sum(axis=0)
+            p *= d
+            m3 = p.sum(axis=0)
+            p *= d
+            m4 = p.sum(axis=0)
         _require_finite_moments(mean, m2, m3, m4, "`values`")
         mx = None
         if aux is not None:

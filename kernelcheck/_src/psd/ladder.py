@@ -606,7 +606,7 @@ def assert_psd(
     Examples
     --------
     >>> import numpy as np
-    >>> from kernelcheck._src.psd.ladder import assert_psd
+    >>> from kernelcheck.testing import assert_psd
     >>> assert_psd(np.eye(3)).verdict.name
     'POSITIVE_DEFINITE'
     """

@@ -160,7 +160,7 @@ def mercer_features(K, *, tol=None, symmetrize: bool = False) -> MercerFeatures:
     for ``K + E`` with ``||E||_2 <= p(n) u ||K||_2`` and ``U`` orthonormal to
     ``p(n) u`` ("a modestly growing function of n", LAPACK Users' Guide
     section 4.7; taken here as ``p(n) = 64 (n + 2)``, the
-    ``kernelcheck._src.psd.tolerance.EIGH_P`` constant shared with ``check_psd``);
+    ``EIGH_P`` constant shared with ``check_psd``);
     dropping eigenvalues ``<= tol`` adds at most ``tol``; forming
     ``Phi Phi^T`` adds ``gamma_r ||Phi||^2 <= gamma_r tr K``.  Hence
     ``||Phi Phi^T - K||_2 <= max_dropped |lambda| + 3 gamma_{p(n)} ||K||_F``.

@@ -658,7 +658,7 @@ def assert_kernel(kernel_, X=None, **kwargs) -> KernelReport:
     --------
     >>> import numpy as np
     >>> from kernelcheck import Linear
-    >>> from kernelcheck._src.verify.kernel import assert_kernel
+    >>> from kernelcheck.testing import assert_kernel
     >>> assert_kernel(Linear(), np.eye(3)).passed
     True
     """

@@ -23,7 +23,6 @@ from kernelcheck._src.core.results import ResultMixin
 from kernelcheck._src.core.validate import as_int, as_points, as_probability, describe
 from kernelcheck._src.mc.engine import (
     DEFAULT_SHARD_SIZE,
-    Moments,
     root_seed_sequence,
     run_trials,
     shard_seed,
@@ -31,19 +30,29 @@ from kernelcheck._src.mc.engine import (
 from kernelcheck._src.verify.unbiased_trials import sampler_name
 from kernelcheck.errors import InvalidArgument
 
-__all__ = ["ratio_bias", "RatioBiasResult"]
+__all__ = [
+    "ratio_bias",
+    "RatioBiasResult",
+    "BiasSeries",
+    "measure_bias_series",
+    "BiasFit",
+    "fit_bias",
+    "bias_norms",
+    "AttentionTrials",
+    "values_and_feature_counts",
+]
 
 
-class _AttentionTrials:
+class AttentionTrials:
     """Random-feature attention outputs of many trials (batched).
 
     Returns (n, nq * dv + 1): the flattened outputs and, last, their
     projection on the fixed unit vector ``direction``.
     """
 
-    def __init__(self, sampler, Q, K, V, direction):
+    def __init__(self, sampler, Q, K, V, direction, causal=False):
         self.sampler, self.Q, self.K, self.V = sampler, Q, K, V
-        self.direction = direction
+        self.direction, self.causal = direction, causal
 
     def __call__(self, rng, n):
         proto = self.sampler._proto
@@ -55,7 +64,7 @@ class _AttentionTrials:
             wk = np.exp(lk - lk.max(axis=-1, keepdims=True))
             FKw = FK * wk[..., None]
             V = np.broadcast_to(self.V, (c,) + self.V.shape)
-            flat = parallel(FQ, FKw, V).reshape(c, -1)  # (c, nq * dv), trials batched
+            flat = parallel(FQ, FKw, V, causal=self.causal).reshape(c, -1)  # (c, nq * dv)
             outs.append(np.concatenate([flat, (flat @ self.direction)[:, None]], axis=1))
         return np.concatenate(outs)
 
@@ -203,7 +212,7 @@ def ratio_bias(
             "the attention outputs do not vary between trials (one key, or `V` constant "
             "over the keys): the ratio is then exact, so there is no bias to fit (C16)"
         )
-    fit = _fit_bias(a.ms, proj, proj_se, a.alpha)
+    fit = fit_bias(a.ms, proj, proj_se, a.alpha)
     rel_var = float("nan")
     if callable(getattr(sampler, "theory", None)):
         one = sampler.with_num_features(1).theory(a.Q, a.K, order=2)["central"][2]
@@ -245,6 +254,14 @@ def _ratio_bias_iv(sampler, Q, K, V, num_features, trials, seed, alpha) -> _Rati
         )
     Q = as_points(Q, "Q", dim=sampler.dim).astype(np.float64)
     K = as_points(K, "K", dim=sampler.dim).astype(np.float64)
+    V, ms = values_and_feature_counts(V, K, num_features)
+    trials = as_int(trials, "trials", minimum=2)
+    alpha = as_probability(alpha, "alpha")
+    return _RatioBiasArgs(Q, K, V, ms, trials, alpha, root_seed_sequence(seed))
+
+
+def values_and_feature_counts(V, K: np.ndarray, num_features) -> tuple[np.ndarray, tuple]:
+    """``V`` checked against ``K`` (float64, one row per key) and at least three distinct m."""
     V = as_points(V, "V").astype(np.float64)
     if V.shape[0] != K.shape[0]:
         raise InvalidArgument(
@@ -257,45 +274,90 @@ def _ratio_bias_iv(sampler, Q, K, V, num_features, trials, seed, alpha) -> _Rati
     ms = tuple(as_int(m, "num_features", minimum=1) for m in num_features)
     if len(ms) < 3 or len(set(ms)) != len(ms):
         raise InvalidArgument(f"`num_features` must list at least three distinct m, got {ms}")
-    trials = as_int(trials, "trials", minimum=2)
-    alpha = as_probability(alpha, "alpha")
-    return _RatioBiasArgs(Q, K, V, ms, trials, alpha, root_seed_sequence(seed))
+    return V, ms
+
+
+class BiasSeries(NamedTuple):
+    """The runs behind a bias-against-m fit: per m, the moments of the flattened outputs.
+
+    ``moments[q]`` holds ``nq * dv`` output entries and, last, their projection
+    on ``direction`` (a unit vector from an independent pilot run).
+    """
+
+    exact: np.ndarray
+    direction: np.ndarray
+    moments: tuple
+
+    def projected(self) -> tuple[tuple, tuple]:
+        """``<mean - A, u>`` per m and its standard error."""
+        P = self.exact.size
+        proj = tuple(float(mo.mean[P] - self.exact @ self.direction) for mo in self.moments)
+        se = tuple(float(mo.std_error()[P]) for mo in self.moments)
+        return proj, se
+
+
+def measure_bias_series(
+    make_trials, exact, ms, trials, root, engine: dict, pilot_m: int, pilot_trials: int
+) -> BiasSeries:
+    """Run ``make_trials(m, u)`` at every m of ``ms`` after a pilot that fixes ``u``.
+
+    ``make_trials(m, u)`` is a trial function returning, per trial, the
+    flattened attention output at m features and its projection on ``u``.
+    Seeds: the run at ``ms[q]`` is ``shard_seed(root, q)``, the pilot (at
+    ``pilot_m``, ``pilot_trials`` trials) ``shard_seed(root, len(ms))``, so the
+    pilot is independent of the runs it directs.
+    """
+    exact = np.asarray(exact, dtype=np.float64).ravel()
+    P = exact.size
+
+    def run(m, q, u, n):
+        return run_trials(
+            make_trials(m, u), n, seed=shard_seed(root, q), desc=f"attention m={m}", **engine
+        )
+
+    pilot = run(pilot_m, len(ms), np.zeros(P), pilot_trials)
+    b0 = pilot.mean[:P] - exact
+    nb0 = float(np.linalg.norm(b0))
+    u = b0 / nb0 if nb0 > 0 else np.full(P, 1.0 / math.sqrt(P))
+    moments = tuple(run(m, q, u, trials) for q, m in enumerate(ms))
+    return BiasSeries(exact, u, moments)
 
 
 def _measure_bias(sampler, a: _RatioBiasArgs, engine: dict) -> tuple[tuple, ...]:
     """Per m: the noise-corrected bias norm, its standard error, ``<b(m), u>`` and its SE.
 
-    Seeds: the run at ``ms[q]`` is shard ``q`` of the root, the pilot shard ``len(ms)``.
+    The pilot runs at m / 4, where the bias (~1/m) stands out of the noise
+    (~1/sqrt(m)) twice as well, with twice the trials.
     """
     A = kernelized(a.Q, a.K, a.V, sampler.kernel).ravel()  # exact attention with the target kernel
-    P = A.size
 
-    def run(m, q, u, n=a.trials) -> Moments:
-        fn = _AttentionTrials(sampler.with_num_features(m), a.Q, a.K, a.V, u)
-        return run_trials(fn, n, seed=shard_seed(a.root, q), desc=f"attention m={m}", **engine)
+    def make(m, u):
+        return AttentionTrials(sampler.with_num_features(m), a.Q, a.K, a.V, u)
 
-    # the pilot runs at m / 4, where the bias (~1/m) stands out of the noise
-    # (~1/sqrt(m)) twice as well, with twice the trials
-    pilot = run(max(1, min(a.ms) // 4), len(a.ms), np.zeros(P), 2 * a.trials)
-    b0 = pilot.mean[:P] - A
-    nb0 = float(np.linalg.norm(b0))
-    u = b0 / nb0 if nb0 > 0 else np.full(P, 1.0 / math.sqrt(P))
-    norms, norm_se, proj, proj_se = [], [], [], []
-    for q, m in enumerate(a.ms):
-        mo = run(m, q, u)
-        b = mo.mean[:P] - A
+    series = measure_bias_series(
+        make, A, a.ms, a.trials, a.root, engine, max(1, min(a.ms) // 4), 2 * a.trials
+    )
+    norms, norm_se = bias_norms(series)
+    proj, proj_se = series.projected()
+    return norms, norm_se, proj, proj_se
+
+
+def bias_norms(series: BiasSeries) -> tuple[tuple, tuple]:
+    """Per m: ``sqrt(max(|mean - A|^2 - sum var / N, 0))`` and its delta-method SE."""
+    P = series.exact.size
+    norms, norm_se = [], []
+    for mo in series.moments:
+        b = mo.mean[:P] - series.exact
         var = mo.variance()[:P] / mo.count
         B = float((b * b).sum() - var.sum())
         se_B = math.sqrt(float(4.0 * (b * b * var).sum() + 2.0 * (var * var).sum()))
         root_B = math.sqrt(max(B, 0.0))
         norms.append(root_B)
         norm_se.append(se_B / (2.0 * root_B) if root_B > 0 else float("inf"))
-        proj.append(float(mo.mean[P] - A @ u))
-        proj_se.append(float(mo.std_error()[P]))
-    return tuple(norms), tuple(norm_se), tuple(proj), tuple(proj_se)
+    return tuple(norms), tuple(norm_se)
 
 
-class _BiasFit(NamedTuple):
+class BiasFit(NamedTuple):
     """The weighted least-squares fit of ``<b(m), u>`` and the verdict on it."""
 
     passed: bool
@@ -307,7 +369,7 @@ class _BiasFit(NamedTuple):
     slope: float
 
 
-def _fit_bias(ms: tuple, proj: tuple, proj_se: tuple, alpha: float) -> _BiasFit:
+def fit_bias(ms: tuple, proj: tuple, proj_se: tuple, alpha: float) -> BiasFit:
     """Fit ``beta / m + gamma / m^2 (+ delta / m^3 with five or more m)``, weights ``1 / se^2``.
 
     Passed: ``|beta| > z_(1 - alpha/2) se(beta)`` and chi-square goodness of fit ``p > alpha``.
@@ -333,4 +395,4 @@ def _fit_bias(ms: tuple, proj: tuple, proj_se: tuple, alpha: float) -> _BiasFit:
         slope = float(np.log(abs(y[i2]) / abs(y[i1])) / np.log(m_arr[i2] / m_arr[i1]))
     zc = float(ndtri(1.0 - alpha / 2.0))
     passed = bool(abs(beta) > zc * beta_se and gof_p > alpha)
-    return _BiasFit(passed, beta, beta_se, gamma_, gamma_se, gof_p, slope)
+    return BiasFit(passed, beta, beta_se, gamma_, gamma_se, gof_p, slope)

@@ -17,7 +17,7 @@ import numpy as np
 from kernelcheck._src.core import report as bundle
 from kernelcheck._src.core.report import new_figure, png_bytes
 from kernelcheck._src.core.validate import as_int, as_output_folder, as_real, as_rng, describe
-from kernelcheck._src.verify.unbiased import UnbiasedReport
+from kernelcheck._src.verify.unbiased_results import UnbiasedReport
 from kernelcheck.errors import InvalidArgument
 
 __all__ = ["render_plots", "write_report", "default_points"]
@@ -120,6 +120,7 @@ def default_points(n: int, dim: int, *, seed: Any, max_norm: float = 0.5) -> np.
 
     Examples
     --------
+    >>> import numpy as np
     >>> P = default_points(4, 3, seed=0)
     >>> np.round(np.linalg.norm(P, axis=1), 12).tolist()
     [0.125, 0.25, 0.375, 0.5]

@@ -6,7 +6,8 @@ simultaneous (Bonferroni) interval, the test of ``bias = 0`` (z with the
 closed-form variance, t with the sample variance, Chebyshev when the normal
 law is not trusted), the Berry-Esseen gate, the one-sided test of "variance
 above theory", Holm's step-down procedure over all these tests, the MSE with
-its interval, and the smallest detectable bias.  The formulas and their
+its interval, the smallest detectable bias, and the number of trials that
+would decide an untestable pair or confirm a failing one.  The formulas and their
 sources are in the docstring of :func:`kernelcheck.verify.unbiased` and in
 ``docs/statistics.md``; the verdicts built on them are made in
 :mod:`kernelcheck._src.verify.unbiased`.
@@ -22,7 +23,46 @@ from scipy.special import ndtr, ndtri
 
 from kernelcheck._src.mc.engine import Moments, berry_esseen_bound, trials_needed
 
-__all__ = ["PairStats", "pair_statistics", "holm"]
+__all__ = [
+    "PairStats",
+    "pair_statistics",
+    "holm",
+    "critical_value",
+    "trials_to_detect",
+    "median_finite",
+]
+
+
+def critical_value(alpha: float, tests: int) -> float:
+    """Two-sided Bonferroni critical value ``z_(1 - alpha / (2 tests))``.
+
+    The first step of Holm's procedure over ``tests`` hypotheses rejects a
+    normal test exactly beyond it; the simultaneous intervals use it too.
+    """
+    return float(ndtri(1.0 - alpha / (2.0 * tests)))
+
+
+def trials_to_detect(sigma, effect, zc: float, zpow: float) -> np.ndarray:
+    """Trials after which a mean shift ``effect`` is detected with probability ``power``.
+
+    ``ceil(((zc + z_power) sigma / |effect|)^2)`` with ``sigma`` the standard
+    deviation of one trial: at that N the z statistic ``|effect| sqrt(N) / sigma``
+    exceeds the critical value ``zc`` with probability ``Phi(z_power) = power``
+    (normal approximation).  NaN where ``effect`` is 0 or ``sigma`` is unknown.
+    """
+    sigma = np.asarray(sigma, dtype=float)
+    effect = np.abs(np.asarray(effect, dtype=float))
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        n = np.ceil(((zc + zpow) * sigma / effect) ** 2)
+    ok = np.isfinite(n) & (effect > 0) & np.isfinite(sigma) & (sigma > 0)
+    return np.where(ok, np.maximum(n, 2.0), np.nan)
+
+
+def median_finite(values) -> float:
+    """The median of the finite entries of ``values`` (NaN when there is none)."""
+    v = np.asarray(values, dtype=float).ravel()
+    v = v[np.isfinite(v)]
+    return float(np.median(v)) if v.size else float("nan")
 
 
 def holm(p: np.ndarray, alpha: float) -> np.ndarray:
@@ -67,6 +107,8 @@ class PairStats(NamedTuple):
     mse_h: np.ndarray
     det: np.ndarray
     ci_se: np.ndarray
+    det_abs: np.ndarray
+    confirm: np.ndarray
 
 
 def pair_statistics(mo: Moments, t, t_err, theory, kind, alpha, power, be_tol) -> PairStats:
@@ -79,7 +121,7 @@ def pair_statistics(mo: Moments, t, t_err, theory, kind, alpha, power, be_tol) -
     tol = 2.0 * t_err + (mo.maximum if mo.maximum is not None else 0.0)
     dev = np.abs(mean - t)
     excess = np.maximum(dev - tol, 0.0)
-    zc = float(ndtri(1.0 - alpha / (2.0 * P)))
+    zc = critical_value(alpha, P)
     zpow = float(ndtri(power))
     nan = np.full(t.shape, np.nan)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
@@ -100,7 +142,10 @@ def pair_statistics(mo: Moments, t, t_err, theory, kind, alpha, power, be_tol) -
         ratio = np.sqrt(np.maximum(kurt, 1.0))
         be = berry_esseen_bound(ratio, N)
         be = np.where(np.isfinite(be), be, np.inf)
-        need = trials_needed(ratio, be_tol)
+        # trials for the gate: from the closed-form kurtosis only; the sample
+        # kurtosis of a heavy-tailed estimator is far too small (it misses the
+        # rare large values), so without theory the number is unknown (NaN)
+        need = np.where(use_th, trials_needed(ratio, be_tol), np.nan)
         se = sigma / math.sqrt(N)
         z = excess / se
         rounding = (np.sqrt(s2) <= tol) & (~use_th | ~(np.sqrt(var_th) > tol))
@@ -113,7 +158,11 @@ def pair_statistics(mo: Moments, t, t_err, theory, kind, alpha, power, be_tol) -
         var_testable = use_th & ~rounding & np.isfinite(be_v) & (be_v <= be_tol) & (var_y_th > 0)
         z_v = (s2 - var_th) / np.sqrt(var_y_th / N)
         p_var = np.where(var_testable, ndtr(-z_v), np.nan)
-        rej = holm(np.concatenate([p_mean.ravel(), p_var.ravel()]), alpha)
+        p_all = np.concatenate([p_mean.ravel(), p_var.ravel()])
+        rej = holm(p_all, alpha)
+        # Holm's first step rejects a two-sided normal test beyond z_(1 - alpha/(2M)),
+        # M the number of tests: the power statements use that critical value
+        zdet = critical_value(alpha, max(int(np.isfinite(p_all).sum()), 1))
         rej_mean = rej[:P].reshape(t.shape)
         rej_var = rej[P:].reshape(t.shape)
         # MSE and its simultaneous interval
@@ -125,8 +174,20 @@ def pair_statistics(mo: Moments, t, t_err, theory, kind, alpha, power, be_tol) -
             mse_th = nan
             var_y = mo.m4 / N - (mo.m2 / N) ** 2
         mse_h = zc * np.sqrt(np.maximum(var_y, 0.0) / N)
-        det = (zc + zpow) * se / np.abs(t)
+        det_abs = (zdet + zpow) * se
+        det = det_abs / np.abs(t)
         ci_se = np.where(rounding, 0.0, se)
+        # trials that detect the measured excess (mean, or variance above theory)
+        # with probability `power`: how many a confirming run with another seed needs
+        confirm = np.where(
+            rej_var & ~rej_mean,
+            trials_to_detect(np.sqrt(var_y_th), s2 - var_th, zdet, zpow),
+            trials_to_detect(sigma, excess, zdet, zpow),
+        )
+        # ... and never fewer than the normal approximation needs (the closed-form
+        # gate, or this run's N, whose gate passed)
+        confirm = np.maximum(confirm, np.where(np.isfinite(need), need, N))
+        confirm = np.where(rounding, np.nan, confirm)
     return PairStats(
         N,
         zc,
@@ -152,4 +213,6 @@ def pair_statistics(mo: Moments, t, t_err, theory, kind, alpha, power, be_tol) -
         mse_h,
         det,
         ci_se,
+        det_abs,
+        confirm,
     )

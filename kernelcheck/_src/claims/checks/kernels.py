@@ -115,7 +115,7 @@ def check_c8(level: str):
 
     Verified means: the tensor map (d^m coordinates) and the weighted
     unique-monomial map (C(d+m-1, m) coordinates) reproduce the kernel, and
-    the unweighted monomial map does not (for d, m >= 2), as CLAIMS.md states.
+    the unweighted monomial map does not (for d, m >= 2), as the claims page on kernels states.
     """
     grid = pick(
         level,
