@@ -618,7 +618,7 @@ ATTENTION_BAD = [
         "verify-scale",
         lambda: verify.attention(att.softmax, scale=-1.0),
         InvalidArgument,
-        r"^`scale` must be a finite number > 0, got -1\.0",
+        r"^`scale` must be > 0, got -1\.0",
     ),
     (
         "verify-causal",
