@@ -25,12 +25,15 @@ import contextlib
 import json
 import os
 import re
+import socket
 import sys
+import threading
+import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
-from kernelcheck._src.core.atomic import InterruptedAfterWrite
+from kernelcheck._src.core.atomic import InterruptedAfterWrite, ReportNotWritten
 from kernelcheck._src.core.outcome import (
     EXIT_INCONCLUSIVE,
     EXIT_INTERRUPTED,
@@ -87,7 +90,14 @@ def load_matrix(path: str | Path, key: str | None = None):
     """Read a matrix from ``.npy``, ``.npz`` (array ``key``), ``.csv`` or ``.txt``.
 
     ``.csv`` is comma separated, ``.txt`` whitespace separated; lines starting
-    with ``#`` are comments.  Pickled objects are refused.
+    with ``#`` are comments.  Pickled objects are refused.  Before anything
+    is read, the file must be a regular file (a FIFO, a device such as
+    ``/dev/zero`` or a folder is refused at once) and the array must fit in
+    memory: the shape in a ``.npy`` header (or in each ``.npz`` member's, so
+    a small compressed file that unpacks to gigabytes is refused before it
+    is unpacked), the most numbers a text file of its size can hold, checked
+    with :func:`kernelcheck._src.core.validate.check_size`.  A text file with
+    NUL bytes (a binary or sparse file) is refused.
 
     Parameters
     ----------
@@ -104,9 +114,20 @@ def load_matrix(path: str | Path, key: str | None = None):
     Raises
     ------
     UsageError
-        With a one-line message, for a missing, unreadable or malformed file.
+        With a one-line message, for a missing, unreadable, special, oversized
+        or malformed file.
+
+    Examples
+    --------
+    >>> import numpy as np, tempfile, os
+    >>> f = os.path.join(tempfile.mkdtemp(), "k.csv")
+    >>> np.savetxt(f, np.eye(2), delimiter=",")
+    >>> load_matrix(f).tolist()
+    [[1.0, 0.0], [0.0, 1.0]]
     """
     import numpy as np
+
+    from kernelcheck._src.core.validate import as_input_file
 
     path = Path(path)
     suffix = path.suffix.lower()
@@ -115,41 +136,100 @@ def load_matrix(path: str | Path, key: str | None = None):
             f"cannot read {str(path)!r}: the file name must end in one of "
             f"{', '.join(_MATRIX_SUFFIXES)}"
         )
-    if not path.exists():
-        raise UsageError(f"no such file: {str(path)!r}")
-    if path.is_dir():
-        raise UsageError(f"{str(path)!r} is a folder, not a matrix file")
+    try:
+        as_input_file(path, "FILE")
+    except InvalidArgument as exc:
+        raise UsageError(str(exc)) from None
     if key is not None and suffix != ".npz":
         raise UsageError(f"--key applies to .npz files only, not to {str(path)!r}")
     try:
         if suffix == ".npy":
+            with open(path, "rb") as fh:
+                _check_npy_header(fh, str(path), path.stat().st_size)
             return np.load(path, allow_pickle=False)
         if suffix == ".npz":
-            with np.load(path, allow_pickle=False) as archive:
-                names = list(archive.files)
-                if not names:
-                    raise UsageError(f"{str(path)!r} holds no array")
-                if key is None:
-                    if len(names) > 1:
-                        raise UsageError(
-                            f"{str(path)!r} holds {len(names)} arrays ({', '.join(names)}); "
-                            "choose one with --key NAME"
-                        )
-                    key = names[0]
-                if key not in names:
-                    raise UsageError(
-                        f"{str(path)!r} has no array {key!r} (it has: {', '.join(names)})"
-                    )
-                return archive[key]
+            return _load_npz(path, key)
+        _check_text_file(path)
         delimiter = "," if suffix == ".csv" else None
         with open(path, encoding="utf-8") as fh:
             data = np.loadtxt(fh, delimiter=delimiter, dtype=np.float64, ndmin=2, comments="#")
         return data
     except UsageError:
         raise
-    except (ValueError, OSError, EOFError, UnicodeDecodeError) as exc:
+    except InvalidArgument as exc:  # a size refusal
+        raise UsageError(str(exc)) from None
+    except (ValueError, OSError, EOFError, UnicodeDecodeError, zipfile.BadZipFile) as exc:
         reason = " ".join(str(exc).split()) or type(exc).__name__
         raise UsageError(f"cannot read a matrix from {str(path)!r}: {reason}") from None
+
+
+def _check_npy_header(fh, what: str, available: int | None) -> None:
+    """Refuse an ``.npy`` stream whose header promises an array too large to hold.
+
+    ``available``: the bytes the stream holds (None inside a compressed
+    archive, whose members are sized by their header alone).
+    """
+    from numpy.lib import format as npy
+
+    from kernelcheck._src.core.validate import check_size
+
+    version = npy.read_magic(fh)
+    if version == (1, 0):
+        shape, _, dtype = npy.read_array_header_1_0(fh)
+    elif version == (2, 0):
+        shape, _, dtype = npy.read_array_header_2_0(fh)
+    else:
+        raise UsageError(f"cannot read {what}: .npy format version {version} is not supported")
+    count = 1
+    for n in shape:
+        count *= int(n)
+    itemsize = max(int(dtype.itemsize), 8)  # the matrix is read as float64
+    check_size(count, f"the {shape} array in {what}", itemsize=itemsize)
+    if available is not None and dtype.kind != "O":
+        need = fh.tell() + count * int(dtype.itemsize)
+        if need > available:
+            raise UsageError(
+                f"cannot read a matrix from {what}: its header promises {need} bytes, the "
+                f"file holds {available} (truncated?)"
+            )
+
+
+def _load_npz(path: Path, key: str | None):
+    import numpy as np
+
+    with zipfile.ZipFile(path) as zf:
+        names = [n[:-4] for n in zf.namelist() if n.endswith(".npy")]
+        if not names:
+            raise UsageError(f"{str(path)!r} holds no array")
+        if key is None:
+            if len(names) > 1:
+                raise UsageError(
+                    f"{str(path)!r} holds {len(names)} arrays ({', '.join(names)}); "
+                    "choose one with --key NAME"
+                )
+            key = names[0]
+        if key not in names:
+            raise UsageError(f"{str(path)!r} has no array {key!r} (it has: {', '.join(names)})")
+        with zf.open(f"{key}.npy") as fh:
+            _check_npy_header(fh, f"{str(path)!r} (array {key!r})", None)
+    with np.load(path, allow_pickle=False) as archive:
+        return archive[key]
+
+
+def _check_text_file(path: Path) -> None:
+    """A text matrix file: no NUL byte in its first 64 KiB, and its numbers fit in memory."""
+    from kernelcheck._src.core.validate import check_size
+
+    size = path.stat().st_size
+    with open(path, "rb") as fh:
+        head = fh.read(65536)
+    if b"\0" in head:
+        raise UsageError(
+            f"cannot read a matrix from {str(path)!r}: it holds NUL bytes, so it is not a "
+            "text file (a binary or sparse file?)"
+        )
+    # every number takes at least two characters ("0,", "0\n")
+    check_size((size + 1) // 2, f"reading {str(path)!r} ({size} bytes of text)")
 
 
 # ---------------------------------------------------------------------------
@@ -220,6 +300,7 @@ def _cmd_essay(args: argparse.Namespace) -> int:
         for cid in claim_ids:
             get_claim(cid)  # bad ids are usage errors, before any work
     _check_out(args)
+    _check_scheduler(args)
     return main_essay(
         level=level,
         out=args.out,
@@ -282,6 +363,7 @@ def _cmd_kernel(args: argparse.Namespace) -> int:
     from kernelcheck._src.core.validate import as_points
     from kernelcheck._src.kernels.expr import parse_kernel
 
+    args.expr = args.expr.strip()  # main() protects an expression like "-linear" by a blank
     kernel = parse_kernel(args.expr)
     X = None
     if args.points is not None:
@@ -324,6 +406,7 @@ def _cmd_unbiased(args: argparse.Namespace) -> int:
     from kernelcheck._src.verify.unbiased_cli import run_unbiased_cli
 
     _check_out(args)
+    _check_scheduler(args)
     with _executor(args) as executor:
         report = run_unbiased_cli(
             estimator=args.features,
@@ -428,6 +511,13 @@ def _finite_float(text: str) -> float:
     return value
 
 
+def _positive_float(text: str) -> float:
+    value = _finite_float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
+    return value
+
+
 def _probability(text: str) -> float:
     value = _finite_float(text)
     if not 0.0 < value < 1.0:
@@ -453,9 +543,19 @@ UNBIASED_FEATURES = ("positive", "trigonometric", "hyperbolic", "optimal-positiv
 #: The exit codes every command's help ends with (the mapping of core/outcome.py).
 _EPILOG = (
     f"exit codes: {EXIT_VERIFIED} verified, {EXIT_REFUTED} refuted, "
-    f"{EXIT_USAGE} bad usage, {EXIT_INCONCLUSIVE} inconclusive, "
+    f"{EXIT_USAGE} bad usage, {EXIT_INCONCLUSIVE} inconclusive (or --timeout reached), "
     f"{EXIT_INTERRUPTED} interrupted"
 )
+
+
+def _add_timeout_option(p: argparse.ArgumentParser) -> None:
+    """``--timeout SECONDS``: a deadline for the whole command (see :func:`_start_deadline`)."""
+    p.add_argument(
+        "--timeout",
+        type=_positive_float,
+        metavar="SECONDS",
+        help="stop after SECONDS, exit code 3 (a report being written is finished first)",
+    )
 
 
 def _add_dask_options(p: argparse.ArgumentParser) -> None:
@@ -484,6 +584,36 @@ def _executor(args: argparse.Namespace):
     from kernelcheck.distributed import dask_executor
 
     return dask_executor(scheduler=args.scheduler, workers=args.workers)
+
+
+#: Seconds ``--scheduler`` waits for a TCP connection before the address is refused.
+SCHEDULER_PROBE_SECONDS = 5.0
+
+
+def _check_scheduler(args: argparse.Namespace) -> None:
+    """``--scheduler ADDRESS``: well formed and answering, checked before any work.
+
+    A malformed address is refused by its form; for a TCP-like address a
+    connection is opened (and closed) with a deadline of
+    :data:`SCHEDULER_PROBE_SECONDS`, so an address where nothing listens is
+    refused at once with one line instead of after Dask's 30 s wait.
+    """
+    address = getattr(args, "scheduler", None)
+    if address is None:
+        return
+    from kernelcheck._src.core.validate import as_scheduler_address, scheduler_host_port
+
+    address = as_scheduler_address(address, "--scheduler")
+    target = scheduler_host_port(address)
+    if target is not None:
+        try:
+            socket.create_connection(target, timeout=SCHEDULER_PROBE_SECONDS).close()
+        except OSError as exc:
+            reason = exc.strerror or str(exc) or type(exc).__name__
+            raise UsageError(
+                f"no Dask scheduler answers at --scheduler {address!r} ({reason})"
+            ) from None
+    args.scheduler = address
 
 
 def _kernel_names() -> str:
@@ -530,6 +660,8 @@ _LAZY_HELP = {
     "<the default sizes>": _scaling_sizes,
     "<the quick sizes>": _scaling_quick_sizes,
 }
+
+#: Stands in the help of ``kernelcheck kernel`` for the names of the kernel language.
 _KERNEL_NAMES = "<the names of the kernel language>"
 
 
@@ -592,6 +724,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--quiet", action="store_true", help="no progress bar on a terminal")
     _add_dask_options(p)
+    _add_timeout_option(p)
     p.set_defaults(func=_cmd_essay)
 
     p = sub.add_parser(
@@ -626,6 +759,7 @@ def build_parser() -> argparse.ArgumentParser:
         "that way without it, and the result says so)",
     )
     p.add_argument("--json", action="store_true", help="print the result as JSON")
+    _add_timeout_option(p)
     p.set_defaults(func=_cmd_psd)
 
     p = sub.add_parser(
@@ -670,6 +804,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="symmetric or tensor: the feature map form to check (default symmetric)",
     )
     p.add_argument("--json", action="store_true", help="print the reports as JSON")
+    _add_timeout_option(p)
     p.set_defaults(func=_cmd_kernel)
 
     p = sub.add_parser(
@@ -738,6 +873,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", metavar="DIR", help="write report.md, report.json and the plots to DIR")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     _add_dask_options(p)
+    _add_timeout_option(p)
     p.set_defaults(func=_cmd_unbiased)
 
     p = sub.add_parser(
@@ -775,8 +911,78 @@ def build_parser() -> argparse.ArgumentParser:
         "--seed", type=_nonnegative_int, default=0, metavar="S", help="root seed (default 0)"
     )
     p.add_argument("--json", action="store_true", help="print the report as JSON")
+    _add_timeout_option(p)
     p.set_defaults(func=_cmd_scaling)
     return parser
+
+
+def _protect_expression(argv: list[str]) -> list[str]:
+    """``kernelcheck kernel -linear``: an expression that starts with ``-`` is not an option.
+
+    The first token after ``kernel`` that starts with a single ``-`` and is
+    not ``-h`` or the value of an option is prefixed with a blank, which
+    argparse reads as a positional argument (the command strips it).
+    """
+    if "kernel" not in argv:
+        return argv
+    i = argv.index("kernel") + 1
+    takes_value = {"--dim", "--points", "--seed", "--budget", "--form", "--timeout"}
+    while i < len(argv):
+        token = argv[i]
+        if token == "--":
+            return argv
+        if token in takes_value:
+            i += 2
+            continue
+        if token.startswith("-") and not token.startswith("--") and token != "-h":
+            return [*argv[:i], " " + token, *argv[i + 1 :]]
+        if not token.startswith("-"):
+            return argv  # the expression is already there
+        i += 1
+    return argv
+
+
+def _start_deadline(seconds: float | None, prog: str, out: Any) -> threading.Event:
+    """``--timeout``: end the process ``seconds`` from now unless the returned event is set.
+
+    Why a process exit: a deadline inside the process can interrupt only
+    Python code (a signal reaches the interpreter between byte codes), not
+    a LAPACK call or a blocked read; ``os._exit`` ends everything.  It waits
+    for :data:`~kernelcheck._src.core.atomic.BUNDLE_LOCK`, so a report that is
+    being written is finished (or, on an error, rolled back) first, and the
+    message says whether ``--out`` holds this run's report.  Exit code 3
+    (inconclusive): no verdict was reached in time.
+    """
+    done = threading.Event()
+    if seconds is None:
+        return done
+
+    def fire() -> None:
+        if done.wait(seconds):
+            return
+        from kernelcheck._src.core.atomic import BUNDLE_LOCK
+        from kernelcheck._src.core.report import written_folders
+
+        with BUNDLE_LOCK:
+            if done.is_set():
+                return
+            where = ""
+            if out is not None:
+                complete = any(Path(f) == Path(out) for f in written_folders())
+                where = (
+                    f"; the report in {out} was already complete"
+                    if complete
+                    else f"; nothing was written to {out}"
+                )
+            with contextlib.suppress(Exception):
+                sys.stdout.flush()
+            with contextlib.suppress(Exception):
+                sys.stderr.write(f"{prog}: timed out after {seconds:g} s{where}\n")
+                sys.stderr.flush()
+            os._exit(EXIT_INCONCLUSIVE)
+
+    threading.Thread(target=fire, name="kernelcheck --timeout", daemon=True).start()
+    return done
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -787,7 +993,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     >>> main(["--version"])                     # doctest: +SKIP
     kernelcheck 0.1.0
     """
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:  # before a command started (parsing, imports)
+        print("kernelcheck: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
+    argv = _protect_expression(list(sys.argv[1:] if argv is None else argv))
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # --help, --version, usage errors
@@ -800,6 +1015,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return EXIT_USAGE
     prog = f"kernelcheck {args.command}"
+    done = _start_deadline(args.timeout, prog, getattr(args, "out", None))
+    try:
+        return _run_command(args, prog)
+    finally:
+        done.set()
+
+
+def _run_command(args: argparse.Namespace, prog: str) -> int:
     try:
         return int(args.func(args))
     except (UsageError, InvalidArgument) as exc:
@@ -824,6 +1047,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Point stdout at /dev/null so the interpreter's final flush stays quiet.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_INTERRUPTED
+    except OSError as exc:  # a report that could not be written, a scheduler that went away
+        message = " ".join(str(getattr(exc, "strerror", None) or exc).split())
+        if not isinstance(exc, ReportNotWritten) and getattr(exc, "filename", None):
+            message = f"{message}: {exc.filename}"
+        print(f"{prog}: error: {message or type(exc).__name__}", file=sys.stderr)
+        return EXIT_USAGE
+    except MemoryError:  # a size check missed: still one line, never a traceback
+        print(f"{prog}: cannot decide: ran out of memory; use smaller inputs", file=sys.stderr)
+        return EXIT_INCONCLUSIVE
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -36,25 +36,12 @@ CATALOGUE_ARGUMENTS = {
 }
 
 
-_INF_BOUND = (
-    "library bug: error_bound is inf, not a finite bound or a NumericalFailure, once a "
-    "Gaussian/Laplacian bound (> 1 at large |x|) goes through exp() or a product"
-)
-
 #: (test node id, catalogue id) -> why the case fails.  Cases the catalogue found that
 #: fail because of a library bug, not because the invariant does not apply: they still
 #: run, as ``xfail`` (not strict: the failing inputs are drawn by Hypothesis), and show up
 #: as XPASS in the summary once the bug is fixed -- then delete the line.  (A bug that can
-#: hit any entry is recognised inside its test instead: see SUBNORMAL_FALSE_ALARM in
-#: tests/verify/test_reliability.py.)
-KNOWN_LIBRARY_BUGS = {
-    ("tests/kernels/test_reliability.py::test_error_bound_answers_or_fails_cleanly", k): _INF_BOUND
-    for k in (
-        "exp(Gaussian())",
-        "(-1.0) * Linear() + exp(Gaussian())",
-        "0.5 * Gaussian(lengthscale=0.9) + Laplacian(lengthscale=1.3) * Linear()",
-    )
-}
+#: hit any entry is recognised inside its test instead.)
+KNOWN_LIBRARY_BUGS: dict[tuple[str, str], str] = {}
 
 
 def pytest_generate_tests(metafunc):

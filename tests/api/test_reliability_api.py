@@ -151,7 +151,7 @@ KERNEL_NODE_BAD = [
         "fk-strings",
         lambda: FunctionKernel(lambda a, b: np.full((3, 3), "a"), vectorized=True)(X),
         IA,
-        r"^`f` \(<lambda>\) must return real numbers",
+        r"^`f` \(<lambda>\) returned array of shape \(3, 3\) and dtype <U1; expected real",
     ),
     (
         "fk-nan",
@@ -337,7 +337,12 @@ SCALING_BAD = [
     ("m-clock-list", lambda: _measure(clock=[]), IA, r"^`clock` must be one of"),
     ("m-cost-nan", lambda: _measure(cost=lambda n: math.nan), IA, r"^`cost` must be f"),
     ("m-cost-raises", lambda: _measure(cost=_boom), IA, r"^`cost` raised ZeroDivisi"),
-    ("m-cost-str", lambda: _measure(cost=lambda n: "a"), IA, r"^`cost` must be a real"),
+    (
+        "m-cost-str",
+        lambda: _measure(cost=lambda n: "a"),
+        IA,
+        r"^`cost` returned str 'a'; expected real",
+    ),
     (
         "m-cost-shape",
         lambda: _measure(cost=lambda n: np.ones(2)),

@@ -212,12 +212,21 @@ def test_truncated_exp_value_and_error_bound_formula(M):
     assert _close(k.error_bound(X, Y), expected)
 
 
-def _sqdist_err(X, Y):
+def _sqdist_err(X, Y, dtype=np.float64):
+    """The distance rule of the docstring: the GEMM form, and the differences where
+    ``d2 <= 2 gamma_(d+3) (|x|^2 + |y|^2)`` (cancellation), each with its error."""
     d = X.shape[1]
+    eta = float(np.finfo(dtype).smallest_subnormal)
     nx, ny = (X**2).sum(1), (Y**2).sum(1)
-    e = gamma(d + 3) * (1 + gamma(d)) * (nx[:, None] + ny[None, :] + 2 * np.abs(X) @ np.abs(Y).T)
-    d2 = np.maximum(nx[:, None] + ny[None, :] - 2 * X @ Y.T, 0)
-    return d2, e + 3 * d * ETA
+    scale = nx[:, None] + ny[None, :]
+    e = gamma(d + 3, dtype) * (1 + gamma(d, dtype)) * (scale + 2 * np.abs(X) @ np.abs(Y).T)
+    e = e + 3 * d * eta
+    d2 = np.maximum(scale - 2 * X @ Y.T, 0)
+    doubtful = d2 <= 2 * gamma(d + 3, dtype) * scale
+    direct = ((X[:, None, :] - Y[None, :, :]) ** 2).sum(-1)
+    d2 = np.where(doubtful, direct, d2)
+    e = np.where(doubtful, gamma(d + 2, dtype) * d2 + 3 * d * eta, e)
+    return d2, e
 
 
 def test_gaussian_error_bound_formula():
@@ -270,18 +279,8 @@ def test_distance_kernel_bounds_at_close_and_coincident_points(dtype):
     Z = np.vstack([0.05 * X, 0.05 * X[:2]]).astype(dtype)  # squared distances < 1, some 0
     u = unit_roundoff(dtype)
     eta = float(np.finfo(dtype).smallest_subnormal)
-    d = Z.shape[1]
     Zf = Z.astype(np.float64)
-    nx = (Zf**2).sum(1)
-    e = (
-        gamma(d + 3, dtype)
-        * (1 + gamma(d, dtype))
-        * (nx[:, None] + nx[None, :] + 2 * np.abs(Zf) @ np.abs(Zf).T)
-        + 3 * d * eta
-    )
-    d2 = np.maximum(nx[:, None] + nx[None, :] - 2 * Zf @ Zf.T, 0)
-    d2[np.arange(len(Z)), np.arange(len(Z))] = 0.0
-    d2[-2:, :2] = d2[:2, -2:] = np.where(np.eye(2) > 0, 0.0, d2[:2, -2:])
+    d2, e = _sqdist_err(Zf, Zf, dtype)
     rtol = 64 * u
     ell = 0.6
     a = 0.5 / ell**2

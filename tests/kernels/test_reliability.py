@@ -13,6 +13,7 @@ strategies in ``tests/testing/test_reliability.py``.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -450,14 +451,13 @@ BAD_CALLS = (
             "function-vec-complex",
             lambda: kernel_from_function(lambda a, b: (a * b).sum(-1) + 1j, vectorized=True)(X),
             InvalidArgument,
-            r"^`f` \(<lambda>\) must return real numbers, got array of shape "
-            r"\(4, 4\) and dtype complex128",
+            r"^`f` \(<lambda>\) returned array of shape \(4, 4\) and dtype complex128",
         ),
         (
             "function-vec-none",
             lambda: kernel_from_function(lambda a, b: None, vectorized=True)(X),
             InvalidArgument,
-            r"^`f` \(<lambda>\) must return real numbers",
+            r"^`f` \(<lambda>\) returned array of shape \(\) and dtype object; expected real",
         ),
         (
             "function-vec-inf",
@@ -531,6 +531,36 @@ BAD_CALLS = (
             lambda: weighted_monomials(X, 1.5),
             InvalidArgument,
             r"^`m` must be an integer",
+        ),
+        (
+            "array-times-kernel",
+            lambda: np.array([2.0, 3.0]) * Linear(),
+            InvalidArgument,
+            r"^`other` must be a real number or a Kernel, got array of shape \(2,\)",
+        ),
+        (
+            "kernel-times-array",
+            lambda: Linear() * np.array([2.0, 3.0]),
+            InvalidArgument,
+            r"^`other` must be a real number or a Kernel, got array of shape \(2,\)",
+        ),
+        (
+            "deep-sum",
+            lambda: functools.reduce(lambda a, b: a + b, [Linear()] * 300),
+            InvalidArgument,
+            r"^`left` is nested 100 combinators deep: the kernel expression would be 101 deep",
+        ),
+        (
+            "deep-product",
+            lambda: functools.reduce(lambda a, b: b * a, [Linear()] * 300),
+            InvalidArgument,
+            r"^`right` is nested 100 combinators deep",
+        ),
+        (
+            "deep-exp",
+            lambda: functools.reduce(lambda a, _: exp(a, order=1), range(200), Linear()),
+            InvalidArgument,
+            r"^`kernel` is nested 100 combinators deep",
         ),
     ]
 )
@@ -677,6 +707,57 @@ def test_nearly_duplicate_points_and_n1_d1(builtin_kernel):
     assert np.all(np.abs(G[0] - G[1]) <= E[0] + E[1] + 4 * np.finfo(float).eps * np.abs(G[0]))
     one = k(np.array([[0.3]]))
     assert one.shape == (1, 1) and np.isfinite(one).all()
+
+
+def test_an_error_bound_that_overflows_is_a_numerical_failure_not_inf():
+    """x . y = 0 exactly while |x| . |y| overflows: the bound would be inf (no bound)."""
+    Xb, Yb = [[1e308, 1e308]], [[1.0, -1.0]]
+    assert np.array_equal(Linear()(Xb, Yb), [[0.0]])
+    with pytest.raises(
+        NumericalFailure, match=r"^the rounding-error bound of Linear\(\) overflows"
+    ):
+        Linear().error_bound(Xb, Yb)
+
+
+def test_the_deepest_allowed_expression_answers_every_question():
+    """MAX_DEPTH is what every recursive walk survives from a deep caller stack."""
+    import pickle
+    import sys
+
+    from kernelcheck._src.kernels.combinators import MAX_DEPTH
+
+    k = functools.reduce(lambda a, b: a + b, [Linear()] * MAX_DEPTH)
+    j = functools.reduce(lambda a, b: a + b, [Linear()] * MAX_DEPTH)
+
+    def deep(levels):  # use up a fifth of the recursion limit before asking
+        if levels:
+            return deep(levels - 1)
+        return k(X), k.error_bound(X), repr(k), hash(k), k == j, pickle.loads(pickle.dumps(k))
+
+    G, E, text, _, equal, back = deep(sys.getrecursionlimit() // 5)
+    assert np.allclose(G, MAX_DEPTH * X @ X.T) and (E >= 0).all()
+    assert equal and back == k and text.count("Linear()") == MAX_DEPTH
+
+
+@pytest.mark.parametrize("kind", [Gaussian, Laplacian])
+@pytest.mark.parametrize("ell", [1e-320, 1e-200, 1e200, 1e308])
+def test_extreme_lengthscales_answer_within_their_bound(kind, ell):
+    """No Python-float 1 / l^2 (ZeroDivisionError, OverflowError): the exponent is
+    formed in NumPy; the answer agrees with 50-digit arithmetic within the bound."""
+    k = kind(lengthscale=ell)
+    G, E = k(X), k.error_bound(X)
+    M = np.array(k.gram_mp(X, dps=50).tolist(), dtype=float)
+    assert np.isfinite(G).all() and np.all(np.abs(G - M) <= E)
+    assert np.array_equal(np.diag(G), np.ones(len(X)))
+
+
+def test_distance_kernels_are_exactly_one_on_the_diagonal_where_the_gemm_form_is_not():
+    """|x|^2 + |x|^2 - 2 x . x does not round to 0 on these points; k(x, x) is still 1."""
+    Z = np.random.default_rng(5).normal(size=(40, 7)) * 1e3
+    nx = np.einsum("ij,ij->i", Z, Z)
+    assert np.count_nonzero(2 * nx - 2 * np.diag(Z @ Z.T) > 0)  # the GEMM form misses
+    for k in DISTANCE_KERNELS:
+        assert np.array_equal(np.diag(k(Z)), np.ones(len(Z))), k
 
 
 def test_distance_kernels_are_one_on_the_diagonal(distance_kernel):

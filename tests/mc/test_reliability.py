@@ -48,10 +48,13 @@ STATS_BAD = [
         lambda: run_trials(lambda r, n: np.full((n, 2), np.nan), 10, seed=0),
         "`values` must be finite",
     ),
-    (lambda: run_trials(lambda r, n: np.ones(n) + 1j, 10, seed=0), "`values` must be real"),
+    (
+        lambda: run_trials(lambda r, n: np.ones(n) + 1j, 10, seed=0),
+        "the trial function `fn` returned array of shape (10,) and dtype complex128",
+    ),
     (
         lambda: run_trials(lambda r, n: np.array([object()] * n), 10, seed=0),
-        "`values` must be a real",
+        "the trial function `fn` returned array of shape (10,) and dtype object",
     ),
     (lambda: run_trials(lambda r, n: np.ones(n + 1), 10, seed=0), "with 10 rows"),
     (lambda: run_trials(lambda r, n: (np.ones(n), np.ones(3)), 10, seed=0), "`aux` must have"),

@@ -100,7 +100,7 @@ NYSTROM_BAD = [
         "`kernel`: the call kernel(landmarks) raised ZeroDivisionError: boom",
     ),
     (lambda: Nystrom(_nan, X), "`kernel(landmarks)` must be finite"),
-    (lambda: Nystrom(_complex, X), "`kernel(landmarks)` must be real"),
+    (lambda: Nystrom(_complex, X), "`kernel`: the call kernel(landmarks) returned array of shape"),
     (
         lambda: Nystrom(lambda A, B=None: np.ones((3, 5)), X),
         "`kernel(landmarks)` must be a (4, 4) Gram",

@@ -13,6 +13,7 @@ from kernelcheck._src.core.validate import (
     as_array,
     as_bool,
     as_float_dtype,
+    as_real,
     check_callable,
     check_choice,
     describe,
@@ -85,19 +86,10 @@ def action_iv(value: Any) -> str:
 
 
 def scale_iv(scale: Any, d: int) -> float:
+    """``1 / sqrt(d)`` for None, else a positive finite real number (not a string or a bool)."""
     if scale is None:
         return 1.0 / math.sqrt(d)
-    if isinstance(scale, (bool, np.bool_)):
-        raise InvalidArgument(f"`scale` must be a positive real number or None, got {scale!r}")
-    try:
-        value = float(scale)
-    except (TypeError, ValueError):
-        raise InvalidArgument(
-            f"`scale` must be a positive real number or None, got {describe(scale)}"
-        ) from None
-    if not (math.isfinite(value) and value > 0):
-        raise InvalidArgument(f"`scale` must be a finite number > 0, got {scale!r}")
-    return value
+    return as_real(scale, "scale", positive=True)
 
 
 # Exact forms

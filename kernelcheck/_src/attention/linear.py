@@ -9,6 +9,7 @@ or chunk by chunk (:func:`chunked`).
 
 from __future__ import annotations
 
+import math
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -33,6 +34,7 @@ from kernelcheck._src.core.validate import (
     as_float_dtype,
     as_int,
     as_int_tuple,
+    check_size,
     describe,
     result_dtype,
 )
@@ -188,6 +190,11 @@ def init(
     batch_shape = as_int_tuple(batch_shape, "batch_shape", minimum=1)
     dtype = as_float_dtype(dtype, "dtype")
     normalize = as_bool(normalize, "normalize")
+    check_size(
+        math.prod(batch_shape) * D * (d_v + normalize),
+        f"the state of batch shape {batch_shape} with D = {D}, d_v = {d_v}",
+        itemsize=dtype.itemsize,
+    )
     z = np.zeros(batch_shape + (D,), dtype=dtype) if normalize else None
     return State(S=np.zeros(batch_shape + (D, d_v), dtype=dtype), z=z)
 

@@ -5,11 +5,15 @@ fsyncs it, then ``os.replace``-s it onto the final name (atomic on POSIX).  An
 interrupted run (SIGINT, an exception) removes the temporary file.
 
 A report made of several files is written by
-:func:`kernelcheck._src.core.report.write_bundle`, which renames its files into
-place under :func:`signals_deferred`: SIGINT and SIGTERM are held until the
-last file is in place and then raised as :class:`InterruptedAfterWrite`, so an
-interrupt leaves either the whole new set or (when it comes before the
-writes) none of it.
+:func:`kernelcheck._src.core.report.write_bundle` in two phases: the files
+are written under temporary names with SIGTERM turned into an exception
+(:func:`terminate_raises`, so the temporary files are removed on the way
+out, as for SIGINT), then renamed into place under :func:`signals_deferred`:
+SIGINT and SIGTERM are held until the last file is in place and then raised
+as :class:`InterruptedAfterWrite`.  So an interrupt leaves either the whole
+new set or (when it comes before the renames) the old one.  The whole write
+holds :data:`BUNDLE_LOCK`, which the command line's ``--timeout`` takes
+before it ends the process, so a deadline never cuts a write in half.
 """
 
 from __future__ import annotations
@@ -30,7 +34,14 @@ __all__ = [
     "signals_deferred",
     "sigint_deferred",
     "InterruptedAfterWrite",
+    "Terminated",
+    "ReportNotWritten",
+    "terminate_raises",
+    "BUNDLE_LOCK",
 ]
+
+#: Held while a report bundle is written (both phases); see the module notes.
+BUNDLE_LOCK = threading.RLock()
 
 
 @contextlib.contextmanager
@@ -72,6 +83,41 @@ def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> Path:
     with atomic_write(path, "wb") as fh:
         fh.write(data)
     return Path(path)
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM arrived while :func:`terminate_raises` was active (handled like Ctrl-C)."""
+
+
+class ReportNotWritten(OSError):
+    """A report bundle could not be written (a full disk, a read-only folder, an I/O error).
+
+    Raised after every temporary file is removed and every file the write
+    had replaced is restored: the folder holds its previous report, whole.
+    ``errno``, ``strerror`` and ``filename`` are those of the failure.
+    """
+
+
+@contextlib.contextmanager
+def terminate_raises() -> Iterator[None]:
+    """Within the block SIGTERM raises :class:`Terminated` (like SIGINT's KeyboardInterrupt).
+
+    The default action of SIGTERM ends the process at once, skipping every
+    ``finally`` block and so leaving temporary files behind.  Outside the
+    main thread the block runs as is.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame):
+        raise Terminated
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 class InterruptedAfterWrite(KeyboardInterrupt):

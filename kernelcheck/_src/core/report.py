@@ -23,6 +23,7 @@ record of the machine a report was made on.
 from __future__ import annotations
 
 import contextlib
+import errno
 import io
 import json
 import os
@@ -34,7 +35,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from kernelcheck._src.core.atomic import signals_deferred
+from kernelcheck._src.core.atomic import (
+    BUNDLE_LOCK,
+    ReportNotWritten,
+    signals_deferred,
+    terminate_raises,
+)
 from kernelcheck._src.core.validate import as_output_folder, describe
 from kernelcheck.errors import InvalidArgument
 
@@ -47,6 +53,7 @@ __all__ = [
     "json_text",
     "environment",
     "write_bundle",
+    "written_folders",
     "written_summary",
 ]
 
@@ -140,15 +147,134 @@ def _move(src: str, dest: Path) -> None:
 
 
 def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
+    """The process umask, read without changing it where Linux allows (``/proc``)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):  # pragma: no cover - not Linux
+        pass
+    mask = os.umask(0o022)  # pragma: no cover - the portable way, briefly racy
+    os.umask(mask)  # pragma: no cover
+    return mask  # pragma: no cover
+
+
+def _bundle_contents(files: Mapping[str, bytes | str]) -> list[tuple[str, bytes]]:
+    contents: list[tuple[str, bytes]] = []
+    for fname, data in files.items():
+        if (
+            not isinstance(fname, str)
+            or not fname
+            or Path(fname).name != fname
+            or fname in (".", "..")
+        ):
+            raise InvalidArgument(f"a bundle file name must be a plain file name, got {fname!r}")
+        if isinstance(data, str):
+            data = data.encode("utf-8")
+        if not isinstance(data, (bytes, bytearray)):
+            raise InvalidArgument(
+                f"bundle file {fname!r} must be bytes or str, got {describe(data)}"
+            )
+        contents.append((fname, bytes(data)))
+    if not contents:
+        raise InvalidArgument("a bundle must hold at least one file")
+    return contents
+
+
+class _Bundle:
+    """One transactional write of a bundle into ``folder`` (see :func:`write_bundle`)."""
+
+    def __init__(self, folder: Path, contents: list[tuple[str, bytes]]):
+        self.folder = folder
+        self.contents = contents
+        self.staged: list[tuple[str, Path]] = []  # (temporary file, destination)
+        self.backups: dict[Path, str] = {}  # replaced or removed file -> hard link to it
+        self.existed: set[Path] = set()  # destinations there before phase 2
+        self.token = os.urandom(4).hex()
+
+    def stage(self) -> None:
+        """Phase 1: every file on disk under a temporary name; links to what it replaces."""
+        mode = 0o666 & ~_umask()
+        for fname, data in self.contents:
+            fd, tmp = tempfile.mkstemp(prefix=f".{fname}.", suffix=".tmp", dir=self.folder)
+            self.staged.append((tmp, self.folder / fname))
+            with os.fdopen(fd, "wb") as fh:
+                os.fchmod(fh.fileno(), mode)
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+        for dest in [d for _, d in self.staged]:
+            if os.path.lexists(dest):
+                self.existed.add(dest)
+            if dest.is_file() and not dest.is_symlink():
+                backup = str(dest.with_name(f".{dest.name}.{self.token}.old"))
+                try:
+                    os.link(dest, backup)
+                except OSError as exc:  # no hard links here: phase 2 cannot be undone
+                    if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EXDEV, errno.EMLINK):
+                        raise
+                    continue
+                self.backups[dest] = backup
+
+    def commit(self) -> None:
+        """Phase 2: the renames; undone if one fails."""
+        done: list[Path] = []
+        try:
+            while self.staged:
+                tmp, dest = self.staged[0]
+                _move(tmp, dest)
+                self.staged.pop(0)
+                done.append(dest)
+        except BaseException:
+            self._undo(done)
+            raise
+        with contextlib.suppress(OSError):  # make the renames durable
+            fd = os.open(self.folder, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+    def _undo(self, done: list[Path]) -> None:
+        for path in reversed(done):
+            backup = self.backups.pop(path, None)
+            with contextlib.suppress(OSError):
+                if backup is not None:
+                    os.replace(backup, path)
+                elif path not in self.existed:  # new in this write: take it away
+                    path.unlink(missing_ok=True)
+
+    def cleanup(self) -> None:
+        for tmp in [t for t, _ in self.staged] + list(self.backups.values()):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+        self.staged.clear()
+        self.backups.clear()
 
 
 def write_bundle(
     out_dir: Any, files: Mapping[str, bytes | str], *, name: str = "out_dir"
 ) -> list[Path]:
-    """Write every file of a report bundle into ``out_dir``, all or none (see module docstring).
+    """Write every file of a report bundle into ``out_dir``, all or none.
+
+    Phase 1 writes every file under a temporary name beside its destination
+    (mode ``0o666`` less the umask, flushed and fsync-ed) and makes a hard
+    link to each file it will replace; a full disk, a read-only folder or an
+    interrupt (SIGINT, or SIGTERM, raised as an exception here) removes the
+    temporary files and links and leaves the folder as it was.  Phase 2
+    renames the files onto their destinations (``os.replace``, atomic on
+    POSIX) in the mapping's order; SIGINT and SIGTERM are held until it
+    ends and then raised as
+    :class:`~kernelcheck._src.core.atomic.InterruptedAfterWrite`, and a
+    rename that fails puts back every file already replaced (from its link).
+    So the folder holds the old report or the new one, whole, and no
+    temporary file, whatever the signal or the error.  What remains open: a
+    reader looking during the microseconds of phase 2 may see part of each,
+    and ``SIGKILL`` or a power cut during phase 2 can leave a mix (only one
+    rename of a whole folder avoids that, and it would replace every other
+    file of a folder the report shares).  Other files in the folder are
+    never touched.
 
     Parameters
     ----------
@@ -170,44 +296,55 @@ def write_bundle(
     ------
     InvalidArgument
         For a folder that cannot be written into, or a bad file name.
-    OSError
-        When a write fails in phase 1 (e.g. ``ENOSPC``): no destination file
-        has been touched and no temporary file is left.
+    ReportNotWritten
+        An :class:`OSError` (``ENOSPC``, ``EROFS``, ``EIO``, ...) during either
+        phase: no destination file is changed and no temporary file is left.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> folder = tempfile.mkdtemp()
+    >>> [p.name for p in write_bundle(folder, {"a.json": "{}", "report.md": "# r"})]
+    ['a.json', 'report.md']
     """
     folder = as_output_folder(out_dir, name)
-    contents: list[tuple[str, bytes]] = []
-    for fname, data in files.items():
-        if not isinstance(fname, str) or not fname or Path(fname).name != fname:
-            raise InvalidArgument(f"a bundle file name must be a plain file name, got {fname!r}")
-        if isinstance(data, str):
-            data = data.encode("utf-8")
-        if not isinstance(data, (bytes, bytearray)):
-            raise InvalidArgument(
-                f"bundle file {fname!r} must be bytes or str, got {describe(data)}"
-            )
-        contents.append((fname, bytes(data)))
-    folder.mkdir(parents=True, exist_ok=True)
-    mode = 0o666 & ~_umask()
-    staged: list[tuple[str, Path]] = []
-    try:
-        for fname, data in contents:  # phase 1: everything on disk under temporary names
-            fd, tmp = tempfile.mkstemp(prefix=f".{fname}.", suffix=".tmp", dir=folder)
-            staged.append((tmp, folder / fname))
-            with os.fdopen(fd, "wb") as fh:
-                os.fchmod(fh.fileno(), mode)
-                fh.write(data)
-                fh.flush()
-                os.fsync(fh.fileno())
-        with signals_deferred():  # phase 2: renames only
-            while staged:
-                tmp, dest = staged[0]
-                _move(tmp, dest)
-                staged.pop(0)
-    finally:
-        for tmp, _ in staged:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
+    contents = _bundle_contents(files)
+    with BUNDLE_LOCK:
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            bundle = _Bundle(folder, contents)
+        except OSError as exc:
+            raise _not_written(exc, folder) from exc
+        try:
+            with terminate_raises():
+                bundle.stage()
+                with signals_deferred():
+                    bundle.commit()
+                    _WRITTEN.append(str(folder))
+        except OSError as exc:
+            raise _not_written(exc, folder) from exc
+        finally:
+            bundle.cleanup()
     return [folder / fname for fname, _ in contents]
+
+
+#: Folders this process has written a bundle into (read by the command line's --timeout).
+_WRITTEN: list[str] = []
+
+
+def written_folders() -> tuple[str, ...]:
+    """The folders :func:`write_bundle` has completed a bundle in, in this process."""
+    return tuple(_WRITTEN)
+
+
+def _not_written(exc: OSError, folder: Path) -> ReportNotWritten:
+    reason = exc.strerror or str(exc) or type(exc).__name__
+    return ReportNotWritten(
+        exc.errno,
+        f"could not write the report into {str(folder)!r} ({reason}); the folder keeps its "
+        "previous report",
+        exc.filename,
+    )
 
 
 def written_summary(paths: Any, out_dir: Any) -> str:

@@ -208,11 +208,32 @@ def feature_product_bound(PX: np.ndarray, PY: np.ndarray, ops: int) -> np.ndarra
     """Entrywise bound on ``|fl(PX @ PY.T) - phi(X) phi(Y)^T|`` for feature matrices.
 
     ``PX, PY`` (shape (n, D), (m, D)) are feature matrices whose entries each
-    carry at most ``ops`` roundings (relative error ``gamma_ops``):
-    ``inner_product_factor(D, 2 ops) (|PX| @ |PY|.T)`` in the unit roundoff of
-    their dtype (claims C4, C7-C9: the bound of every feature-map check).
+    carry at most ``ops`` roundings: ``inner_product_factor(D, 2 ops) (|PX| @
+    |PY|.T)`` in the unit roundoff of their dtype (claims C4, C7-C9: the bound
+    of every feature-map check), plus the underflow term
+    ``(D + ops (|PX| 1)_i + ops (|PY| 1)_j) eta (1 + gamma_(D+1))``.
+
+    The underflow term: a rounding in the subnormal range has an absolute
+    error of at most ``eta / 2`` instead of a relative one (Higham, section
+    2.1), so a feature entry carries ``gamma_ops |p| + ops eta`` (its last
+    roundings are not magnified: every kernelcheck map, and the default
+    model of a user map, forms an entry as a weight times a product of
+    inputs, the weight applied last), which the length-``D`` product turns
+    into ``ops eta sum_k (|q_k| + |p_k|)``; each of the ``D`` products
+    ``p_k q_k`` may underflow by ``eta / 2`` more (sums of subnormals are
+    exact).  The row sums are themselves rounded (``gamma_(D+1)``).
+    Without it a correct map whose features, products or Gram entries are
+    subnormal is reported as wrong.
     """
-    return matmul_error_bound(PX, PY.T, extra_ops=2 * int(ops))
+    bound = matmul_error_bound(PX, PY.T, extra_ops=2 * int(ops))
+    dtype = bound.dtype
+    D = PX.shape[-1]
+    sx = np.abs(PX).sum(axis=-1)
+    sy = np.abs(PY).sum(axis=-1)
+    under = (D + int(ops) * (sx[:, None] + sy[None, :])) * (
+        eta(dtype) * (1.0 + gamma(D + 1, dtype))
+    )
+    return bound + under
 
 
 def probabilistic_lambda(terms: float, failure: float) -> float:

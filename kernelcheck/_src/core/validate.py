@@ -16,10 +16,13 @@ argument, describing the value and saying what was expected.  Conventions:
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
 import numbers
 import operator
 import os
+import stat
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -27,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from kernelcheck._src.core.deadline import run_user, user_deadline
 from kernelcheck.errors import (
     BadNormalizer,
     InfiniteFeatureSpace,
@@ -49,14 +53,21 @@ __all__ = [
     "check_choice",
     "check_callable",
     "call_user",
+    "as_timeout",
+    "as_executor",
+    "honours_timeout",
     "as_bool",
     "as_float_dtype",
     "as_int_tuple",
     "as_seed_sequence",
     "as_output_folder",
+    "as_input_file",
+    "as_scheduler_address",
     "result_dtype",
     "MAX_ELEMENTS",
     "check_size",
+    "check_computed",
+    "memory_budget",
 ]
 
 #: Largest number of float64 elements a single intermediate may have before a
@@ -93,7 +104,7 @@ def to_numpy(value: Any, name: str) -> np.ndarray:
     for strings and for what NumPy cannot read.
     """
     if isinstance(value, np.ndarray):
-        return value
+        return _base_ndarray(value, name)
     # PyTorch tensors: detach from the graph and move to host memory first.
     detach = getattr(value, "detach", None)
     if callable(detach) and hasattr(value, "cpu"):
@@ -110,11 +121,34 @@ def to_numpy(value: Any, name: str) -> np.ndarray:
     if isinstance(value, (str, bytes)):
         raise InvalidArgument(f"`{name}` must be a numeric array, got {describe(value)}")
     try:
-        return np.asarray(value)
+        arr = np.asarray(value)
     except Exception as exc:
         raise InvalidArgument(
             f"`{name}` must be a numeric array, got {describe(value)} ({exc})"
         ) from exc
+    return _base_ndarray(arr, name)
+
+
+def _base_ndarray(arr: np.ndarray, name: str) -> np.ndarray:
+    """``arr`` as a base :class:`numpy.ndarray` (a view, no copy).
+
+    Subclasses change what arithmetic means: ``*`` of two ``np.matrix`` is a
+    matrix product, and a masked array carries entries that are not there.
+    A masked array with a real mask is refused (kernelcheck does not guess
+    what a masked entry stands for); without one it is its data.
+    """
+    if type(arr) is np.ndarray:
+        return arr
+    if isinstance(arr, np.ma.MaskedArray):
+        masked = int(np.count_nonzero(np.ma.getmaskarray(arr)))
+        if masked:
+            raise InvalidArgument(
+                f"`{name}` is a masked array with {masked} masked entr"
+                f"{'y' if masked == 1 else 'ies'}; fill them (`.filled(value)`) or drop them "
+                "first: kernelcheck does not guess what a masked entry stands for"
+            )
+        return np.asarray(arr.data).view(np.ndarray)
+    return arr.view(np.ndarray)
 
 
 def result_dtype(*arrays: np.ndarray) -> np.dtype:
@@ -191,6 +225,7 @@ def as_array(
     else:
         target = np.dtype(np.float64)
     if arr.dtype != target:
+        check_size(arr.size, f"a {target} copy of `{name}`", itemsize=target.itemsize)
         arr = arr.astype(target)
     if finite:
         check_finite(arr, name)
@@ -217,6 +252,44 @@ def check_finite(arr: np.ndarray, name: str) -> None:
             f"`{name}` must be finite, but {len(bad)} entr{'y is' if len(bad) == 1 else 'ies are'} "
             f"NaN or Inf (first at index {first}: {arr[first]!r})"
         )
+
+
+def check_computed(value: Any, what: str) -> np.ndarray:
+    """A computed quantity a verdict is drawn from: real and finite, or :class:`NumericalFailure`.
+
+    An error, a tolerance or a statistic that overflowed to ``inf`` (or
+    became NaN, or complex) decides nothing -- ``inf <= inf`` is True, every
+    comparison with NaN False -- so every verifier passes the numbers it
+    compares through here first: a verdict is computed from finite reals
+    only.  ``what`` names the quantity as the report would (``"phi(X) @
+    phi(Y).T"``, ``"the tolerance"``).  Returns ``value`` as an array.
+
+    Examples
+    --------
+    >>> check_computed([1.0, 2.0], "the error").tolist()
+    [1.0, 2.0]
+    >>> try:
+    ...     check_computed([1.0, float("inf")], "the error")
+    ... except ArithmeticError as exc:
+    ...     print(str(exc).split(":")[0])
+    the error is inf at index (1,)
+    """
+    arr = np.asarray(value)
+    if arr.dtype.kind == "c":
+        raise NumericalFailure(f"{what} is complex ({arr.dtype}): no verdict is drawn from it")
+    if arr.dtype.kind not in "biuf":
+        raise NumericalFailure(f"{what} is not a real number ({describe(arr)})")
+    with np.errstate(all="ignore"):
+        bad = ~np.isfinite(arr)
+    if bad.any():
+        first = tuple(int(i) for i in np.argwhere(bad)[0]) if arr.ndim else ()
+        value_at = float(arr[first] if first else arr[()])
+        where = f" at index {first}" if first else ""
+        raise NumericalFailure(
+            f"{what} is {value_at!r}{where}: no verdict is drawn from a non-finite number "
+            "(scale the inputs down or use a wider dtype)"
+        )
+    return arr
 
 
 def as_points(
@@ -246,9 +319,28 @@ def as_points(
     return arr
 
 
+#: n x n arrays the PSD deciders may hold at once for an n x n input (the
+#: matrix, a symmetrised or scaled copy, a factor, eigenvectors): what
+#: :func:`as_square_matrix` checks the memory for.
+SQUARE_WORKING_COPIES = 4
+
+
 def as_square_matrix(value: Any, name: str) -> np.ndarray:
-    """A finite real square matrix of shape (n, n), n >= 1."""
-    arr = as_array(value, name)
+    """A finite real square matrix of shape (n, n), n >= 1, with memory to decide it.
+
+    The size is checked before the matrix is converted or copied: a
+    broadcast view of 50000 x 50000 takes no memory, its working copies
+    (:data:`SQUARE_WORKING_COPIES` of them) 75 GiB.
+    """
+    arr = to_numpy(value, name)
+    if arr.ndim == 2 and arr.shape[0] == arr.shape[1]:
+        n = arr.shape[0]
+        check_size(
+            SQUARE_WORKING_COPIES * n * n,
+            f"deciding the {n} x {n} matrix `{name}` (it and {SQUARE_WORKING_COPIES - 1} "
+            "working copies)",
+        )
+    arr = as_array(arr, name)
     if arr.ndim != 2 or arr.shape[0] != arr.shape[1]:
         raise InvalidArgument(f"`{name}` must be a square 2-d matrix, got {describe(arr)}")
     return arr
@@ -333,14 +425,91 @@ def check_callable(value: Any, name: str) -> Any:
     return value
 
 
+def memory_budget() -> tuple[int, str]:
+    """The most bytes one intermediate may take, and why: ``(bytes, reason)``.
+
+    The smallest of
+
+    * the fixed cap :data:`MAX_ELEMENTS` float64 entries (16 GiB);
+    * the machine's physical memory (``SC_PHYS_PAGES``): more cannot be
+      resident at once;
+    * half of what the process may still map under its address-space limit
+      (``RLIMIT_AS`` minus the current ``VmSize`` of ``/proc/self/statm``):
+      every caller keeps at least one more array of the same size (the
+      result, or the temporary it is computed from), so an intermediate
+      larger than half the headroom cannot be completed.
+
+    Read at each call (two system calls), so a limit set by ``ulimit -v`` or
+    :func:`resource.setrlimit` after import is honoured.
+    """
+    budget, reason = MAX_ELEMENTS * 8, f"the cap of {MAX_ELEMENTS} float64 entries"
+    try:
+        phys = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):  # pragma: no cover - not POSIX
+        phys = -1
+    if 0 < phys < budget:
+        budget, reason = phys, "the machine's physical memory"
+    headroom = _address_space_headroom()
+    if headroom is not None and headroom // 2 < budget:
+        budget = max(0, headroom // 2)
+        reason = "half of the memory this process may still map under its address-space limit"
+    return budget, reason
+
+
+def _address_space_headroom() -> int | None:
+    """Bytes the process may still map under ``RLIMIT_AS`` (None when unlimited)."""
+    try:
+        import resource
+
+        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    except (ImportError, OSError, ValueError):  # pragma: no cover - not POSIX
+        return None
+    if soft == resource.RLIM_INFINITY:
+        return None
+    try:
+        with open("/proc/self/statm", encoding="ascii") as fh:
+            used = int(fh.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):  # pragma: no cover - no procfs
+        used = 0
+    return soft - used
+
+
+def _gib(nbytes: float) -> str:
+    return f"{nbytes / 1024**3:.1f} GiB"
+
+
 def check_size(elements: int, what: str, *, itemsize: int = 8) -> None:
-    """Refuse up front an intermediate of ``elements`` entries beyond :data:`MAX_ELEMENTS`."""
+    """Refuse, before it is allocated, an intermediate too large for this process.
+
+    ``elements`` entries of ``itemsize`` bytes (8: float64) need
+    ``elements * itemsize`` bytes; the request is refused with
+    :class:`InvalidArgument` saying how much memory it would need when it
+    has more than :data:`MAX_ELEMENTS` entries or more bytes than
+    :func:`memory_budget` allows.  ``elements`` is an exact Python integer
+    (products of sizes never wrap around as fixed-width integers do).
+
+    Examples
+    --------
+    >>> check_size(10**6, "a small Gram block")
+    >>> try:
+    ...     check_size(10**12, "the Gram block")
+    ... except ValueError as exc:
+    ...     print(str(exc)[:60])
+    the Gram block would need 1000000000000 entries (7450.6 GiB)
+    """
+    elements = int(elements)
+    need = elements * int(itemsize)
     if elements > MAX_ELEMENTS:
-        gib = elements * itemsize / 1024**3
-        raise InvalidArgument(
-            f"{what} would need {elements} entries ({gib:.1f} GiB); the limit is "
-            f"{MAX_ELEMENTS} entries. Use smaller inputs, a truncated order or fewer features"
-        )
+        limit, reason = MAX_ELEMENTS, ""
+    else:
+        budget, why = memory_budget()
+        if need <= budget:
+            return
+        limit, reason = budget // itemsize, f", {_gib(budget)}: {why}"
+    raise InvalidArgument(
+        f"{what} would need {elements} entries ({_gib(need)}); the limit is "
+        f"{limit} entries{reason}. Use smaller inputs, a truncated order or fewer features"
+    )
 
 
 def call_user(fn: Callable, label: str, *args: Any, **kwargs: Any) -> Any:
@@ -348,19 +517,94 @@ def call_user(fn: Callable, label: str, *args: Any, **kwargs: Any) -> Any:
 
     * NumPy array arguments are passed as copies, so a callable that writes
       into its argument never changes the caller's data (nor the verdict);
+    * the call waits at most until the deadline of the enclosing
+      :func:`user_deadline` (see :func:`run_user`);
     * kernelcheck's own errors (:data:`OWN_ERRORS`) pass through unchanged;
     * any other exception becomes :class:`InvalidArgument` whose message is
       ``f"{label} raised {type}: {message}"``, chained to the original.
       ``label`` names the argument and the call the way the caller knows it,
       e.g. ``"`phi` on `X`"`` or ``"`fn` at n = 64"``.
+
+    * a result that is numbers but not real numbers -- a complex, object,
+      string or bytes array (NumPy, or a tensor of a complex dtype), a
+      complex or string scalar, or such an item of a returned tuple or list
+      -- is refused with :class:`InvalidArgument` ``f"{label} returned ..."``
+      (NumPy would drop an imaginary part with only a warning, and read an
+      object array entry by entry).  Everything else is returned as it is:
+      callers read arrays with :func:`as_array` (or :func:`as_real`), which
+      also refuses NaN and Inf, naming the call.
     """
     args = tuple(a.copy() if isinstance(a, np.ndarray) else a for a in args)
     try:
-        return fn(*args, **kwargs)
+        out = run_user(fn, label, *args, **kwargs)
     except OWN_ERRORS:
         raise
     except Exception as exc:
         raise InvalidArgument(f"{label} raised {type(exc).__name__}: {exc}") from exc
+    for item in out if isinstance(out, (tuple, list)) else (out,):
+        if _not_real(item):
+            raise InvalidArgument(
+                f"{label} returned {describe(item)}; expected real numbers (take the real "
+                "part, or convert to float, yourself)"
+            )
+    return out
+
+
+def _not_real(value: Any) -> bool:
+    """A complex, object, string or bytes array or scalar (a NumPy one, a Python one, a tensor)."""
+    if isinstance(value, (complex, str, bytes)):
+        return True
+    if isinstance(value, (np.ndarray, np.generic)):
+        return value.dtype.kind in "cOSUV"
+    is_complex = getattr(value, "is_complex", None)  # torch tensors
+    if callable(is_complex) and hasattr(value, "dtype"):
+        try:
+            return bool(is_complex())
+        except Exception:  # not a tensor's is_complex
+            return False
+    dtype = getattr(value, "dtype", None)  # JAX and other array types
+    if dtype is not None and hasattr(value, "shape"):
+        try:
+            return np.dtype(dtype).kind in "cOSUV"
+        except TypeError:
+            return False
+    return False
+
+
+def as_executor(value: Any, name: str = "executor") -> Any:
+    """``None`` or a :class:`concurrent.futures.Executor`-like object (it has ``submit``)."""
+    if value is not None and not callable(getattr(value, "submit", None)):
+        raise InvalidArgument(
+            f"`{name}` must be a concurrent.futures.Executor (an object with submit), "
+            f"got {describe(value)}"
+        )
+    return value
+
+
+def as_timeout(value: Any, name: str = "timeout") -> float | None:
+    """``None`` (no limit) or a positive finite number of seconds."""
+    if value is None:
+        return None
+    return as_real(value, name, positive=True)
+
+
+def honours_timeout(func: Callable) -> Callable:
+    """Decorator: run ``func`` under :func:`user_deadline` of its ``timeout=`` argument.
+
+    ``func`` declares (and documents) a keyword argument ``timeout`` and may
+    ignore it: the decorator validates it (:func:`as_timeout`) and bounds
+    every user call made through :func:`call_user` / :func:`run_user` while
+    ``func`` runs.
+    """
+    default = inspect.signature(func).parameters["timeout"].default
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        timeout = as_timeout(kwargs.get("timeout", default))
+        with user_deadline(timeout):
+            return func(*args, **kwargs)
+
+    return wrapper
 
 
 def as_bool(value: Any, name: str) -> bool:
@@ -454,3 +698,87 @@ def as_output_folder(value: Any, name: str = "out") -> Path:
     os.close(fd)
     os.unlink(tmp)
     return path
+
+
+def as_input_file(value: Any, name: str = "file") -> Path:
+    """An existing regular file to read, checked without opening it.
+
+    Folders, FIFOs, sockets and devices (``/dev/zero``, a terminal) are
+    refused at once: reading a FIFO blocks until a writer comes, a device
+    can be endless.  ``os.stat`` does neither.
+    """
+    if not isinstance(value, (str, os.PathLike)) or not os.fspath(value):
+        raise InvalidArgument(f"`{name}` must be a file path, got {describe(value)}")
+    path = Path(value)
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        raise InvalidArgument(f"no such file: {str(path)!r}") from None
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise InvalidArgument(f"cannot read {str(path)!r}: {reason}") from None
+    if stat.S_ISDIR(info.st_mode):
+        raise InvalidArgument(f"{str(path)!r} is a folder, not a matrix file")
+    if not stat.S_ISREG(info.st_mode):
+        kind = (
+            "a FIFO"
+            if stat.S_ISFIFO(info.st_mode)
+            else "a socket"
+            if stat.S_ISSOCK(info.st_mode)
+            else "a device"
+        )
+        raise InvalidArgument(
+            f"{str(path)!r} is {kind}, not a regular file; save the matrix to a file first"
+        )
+    return path
+
+
+#: Address schemes of Dask's communication layer (``distributed.comm``).
+SCHEDULER_SCHEMES = ("tcp", "tls", "ws", "wss", "ucx", "inproc")
+
+
+def as_scheduler_address(value: Any, name: str = "scheduler") -> str:
+    """A Dask scheduler address: ``scheme://host:port`` or ``host:port``.
+
+    The scheme is one of :data:`SCHEDULER_SCHEMES` (``tcp`` when omitted);
+    the port an integer 1..65535 (``inproc://`` addresses have none).
+    Returns the address stripped of surrounding blanks.  Whether a
+    scheduler answers there is not checked here (the command line probes it
+    before any work).
+    """
+    expected = f"a scheduler address such as 'tcp://10.0.0.5:8786', got {describe(value)}"
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidArgument(f"`{name}` must be {expected}")
+    address = value.strip()
+    scheme, sep, rest = address.partition("://")
+    if not sep:
+        scheme, rest = "tcp", address
+    if scheme not in SCHEDULER_SCHEMES:
+        listed = ", ".join(SCHEDULER_SCHEMES)
+        raise InvalidArgument(f"`{name}` must use one of the schemes {listed}; {expected}")
+    if scheme == "inproc":
+        if not rest:
+            raise InvalidArgument(f"`{name}` must be {expected}")
+        return address
+    host, colon, port = rest.rpartition(":")
+    host = host.strip("[]")
+    if (
+        not colon
+        or not host
+        or any(c.isspace() or c in "/?#@" for c in host)
+        or not port.isdigit()
+        or not 1 <= int(port) <= 65535
+    ):
+        raise InvalidArgument(f"`{name}` must be {expected}")
+    return address
+
+
+def scheduler_host_port(address: str) -> tuple[str, int] | None:
+    """``(host, port)`` of a TCP-like address from :func:`as_scheduler_address`, else None."""
+    scheme, sep, rest = address.partition("://")
+    if not sep:
+        scheme, rest = "tcp", address
+    if scheme not in ("tcp", "tls", "ws", "wss"):
+        return None
+    host, _, port = rest.rpartition(":")
+    return host.strip("[]"), int(port)

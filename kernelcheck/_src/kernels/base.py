@@ -65,6 +65,9 @@ ROLES: dict[str, Callable[..., Kernel]] = {}
 
 
 def _is_real_number(value: Any) -> bool:
+    """A real number: not a bool; a 0-d integer or float array counts as its value."""
+    if isinstance(value, np.ndarray):
+        return value.ndim == 0 and value.dtype.kind in "iuf"
     return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
 
 
@@ -84,6 +87,15 @@ def promote(value: Any, name: str) -> Kernel:
             raise InvalidArgument(f"`{name}` must be finite, got {value}")
         return ROLES["constant"](value)
     raise InvalidArgument(f"`{name}` must be a Kernel or a real number, got {describe(value)}")
+
+
+def _refuse_array(other: Any) -> None:
+    """An array operand of ``*`` is refused by name (Python would say only "unsupported")."""
+    if isinstance(other, np.ndarray):
+        raise InvalidArgument(
+            f"`other` must be a real number or a Kernel, got {describe(other)}: an array of "
+            "kernels is not a kernel; scale each kernel by a number"
+        )
 
 
 def _gram_request(X: Any, Y: Any) -> tuple[np.ndarray, np.ndarray, bool]:
@@ -115,6 +127,9 @@ class Kernel(abc.ABC):
     __slots__ = ()
     #: precedence for printing: 0 sum, 1 product, 2 power, 3 atom
     _prec = 3
+    #: NumPy defers to the kernel's operators: ``array * k`` reaches ``k.__rmul__``,
+    #: which refuses it, instead of an object array of kernels built entry by entry.
+    __array_ufunc__ = None
 
     def __init_subclass__(cls, role: str | None = None, **kwargs: Any) -> None:
         """Record ``cls`` as the node class of ``role`` (see :data:`ROLES`)."""
@@ -171,11 +186,13 @@ class Kernel(abc.ABC):
             return ROLES["product"](self, other)
         if _is_real_number(other):
             return ROLES["scaled"](float(other), self)
+        _refuse_array(other)
         return NotImplemented
 
     def __rmul__(self, other: Any) -> Kernel:
         if _is_real_number(other):
             return ROLES["scaled"](float(other), self)
+        _refuse_array(other)
         return NotImplemented
 
     def __pow__(self, m: Any) -> Kernel:
@@ -214,6 +231,12 @@ class Kernel(abc.ABC):
         with np.errstate(over="ignore", invalid="ignore"):
             G, E = self._gram_err(Xa, Ya)
         self._check_result(G)
+        if not np.isfinite(E).all():  # a bound of inf is no bound: no verdict may use it
+            bad = tuple(int(i) for i in np.argwhere(~np.isfinite(E))[0])
+            raise NumericalFailure(
+                f"the rounding-error bound of {self!r} overflows {E.dtype} at entry {bad} "
+                "(the Gram entry is finite, its error model is not); scale the inputs down"
+            )
         return E
 
     def gram_mp(self, X: Any, Y: Any = None, *, dps: int = 50) -> mpmath.matrix:

@@ -24,20 +24,43 @@ from kernelcheck._src.kernels.monomials import (
     int_power,
     weighted_monomials_unchecked,
 )
+from kernelcheck.errors import InvalidArgument
 
-__all__ = ["Sum", "Scaled", "Product", "Power", "Exp", "exp"]
+__all__ = ["Sum", "Scaled", "Product", "Power", "Exp", "exp", "MAX_DEPTH"]
+
+#: The deepest nesting of combinators a kernel expression may have.  Every
+#: question about a kernel (``k(X)``, ``error_bound``, ``features``, ``repr``,
+#: ``hash``, ``==``, pickling) walks its tree recursively, up to about five
+#: Python frames per level: 100 levels stay well inside Python's recursion
+#: limit (1000) from any caller's stack, 300 do not.
+MAX_DEPTH = 100
+
+
+def _depth(**children: Kernel) -> int:
+    """The depth of a new node over ``children`` (leaves are 0), or InvalidArgument."""
+    name, deepest = max(children.items(), key=lambda item: getattr(item[1], "_depth", 0))
+    depth = 1 + getattr(deepest, "_depth", 0)
+    if depth > MAX_DEPTH:
+        raise InvalidArgument(
+            f"`{name}` is nested {depth - 1} combinators deep: the kernel expression would be "
+            f"{depth} deep, beyond the limit of {MAX_DEPTH} (every question about a kernel "
+            "walks its tree recursively). Combine fewer terms, e.g. a power k ** m or "
+            "exp(k, order=M) instead of a long product or sum, or a kernel_from_function"
+        )
+    return depth
 
 
 class _Binary(Kernel):
     """Shared structure of the binary combinators: two children, printed infix."""
 
-    __slots__ = ("left", "right")
+    __slots__ = ("left", "right", "_depth")
     left: Kernel
     right: Kernel
     _symbol = "?"
 
     def __init__(self, left: Any, right: Any):
-        self._set(left=promote(left, "left"), right=promote(right, "right"))
+        left, right = promote(left, "left"), promote(right, "right")
+        self._set(left=left, right=right, _depth=_depth(left=left, right=right))
 
     def _key(self) -> tuple:
         return (self.left, self.right)
@@ -107,13 +130,14 @@ class Scaled(Kernel, role="scaled"):
     raises; the PSD verdicts refute it).  Error model: ``E = |c| E1 + u |G|``.
     """
 
-    __slots__ = ("c", "kernel")
+    __slots__ = ("c", "kernel", "_depth")
     c: float
     kernel: Kernel
     _prec = 1
 
     def __init__(self, c: float, kernel: Any):
-        self._set(c=as_real(c, "c"), kernel=promote(kernel, "kernel"))
+        c, kernel = as_real(c, "c"), promote(kernel, "kernel")
+        self._set(c=c, kernel=kernel, _depth=_depth(kernel=kernel))
 
     def _key(self) -> tuple:
         return (self.c, self.kernel)
@@ -224,13 +248,14 @@ class Power(Kernel, role="power"):
     ``E = m (|G1| + E1)^(m-1) E1 + gamma_(p+1) |G|``.
     """
 
-    __slots__ = ("kernel", "m")
+    __slots__ = ("kernel", "m", "_depth")
     kernel: Kernel
     m: int
     _prec = 2
 
     def __init__(self, kernel: Any, m: Any):
-        self._set(kernel=promote(kernel, "kernel"), m=check_degree(m, "m"))
+        kernel, m = promote(kernel, "kernel"), check_degree(m, "m")
+        self._set(kernel=kernel, m=m, _depth=_depth(kernel=kernel))
 
     def _key(self) -> tuple:
         return (self.kernel, self.m)
@@ -296,7 +321,7 @@ class Exp(Kernel):
     ``E = T_(M-1)(|G1| + E1) E1 + gamma_(3M+1) T_M(|G1|)``.
     """
 
-    __slots__ = ("kernel", "order")
+    __slots__ = ("kernel", "order", "_depth")
     kernel: Kernel
     order: int | None
 
@@ -304,7 +329,7 @@ class Exp(Kernel):
         kernel = promote(kernel, "kernel")
         if order is not None:
             order = check_degree(order, "order")
-        self._set(kernel=kernel, order=order)
+        self._set(kernel=kernel, order=order, _depth=_depth(kernel=kernel))
 
     def _key(self) -> tuple:
         return (self.kernel, self.order)

@@ -254,9 +254,19 @@ class Exponential(_Formula):
 class _DistanceKernel(Kernel):
     """Shared evaluation of ``||x - y||^2`` for the stationary kernels.
 
-    ``d2 = |x|^2 + |y|^2 - 2 x . y``, clipped at 0 (the exact value is >= 0,
-    so clipping only reduces the error), accurate to
-    ``e_d2 = gamma_(d+3) (|x|^2 + |y|^2 + 2 |x| . |y|)``.
+    ``d2 = |x|^2 + |y|^2 - 2 x . y`` (one GEMM), clipped at 0 (the exact
+    value is >= 0, so clipping only reduces the error), accurate to
+    ``e_d2 = gamma_(d+3) (1 + gamma_d) (|x|^2 + |y|^2 + 2 |x| . |y|) + 3 d eta``.
+    Where that bound says the cancellation may have eaten every digit --
+    ``d2 <= 2 gamma_(d+3) (|x|^2 + |y|^2)``: a point with itself, near
+    duplicates -- the entry is recomputed from the differences,
+    ``sum_k (x_k - y_k)^2``, accurate to ``gamma_(d+2) d2 + 3 d eta`` (no
+    larger than ``e_d2``), so equal points are at distance exactly 0 and the
+    kernel is exactly 1 there.  When the norms would overflow (entries
+    beyond ``sqrt(max / 4d)``, about 1e153 in float64), every entry comes
+    from the differences: a difference or square that overflows is ``inf``,
+    and so is the distance, whose exact value is then beyond the range too
+    (the kernel is 0 to within ``eta``, never NaN).
     """
 
     __slots__ = ("lengthscale",)
@@ -276,23 +286,33 @@ class _DistanceKernel(Kernel):
 
     @staticmethod
     def _sqdist(X, Y):
-        nx = np.einsum("ij,ij->i", X, X)
-        ny = np.einsum("ij,ij->i", Y, Y)
-        d2 = nx[:, None] + ny[None, :] - 2.0 * (X @ Y.T)
-        np.maximum(d2, 0.0, out=d2)
-        return d2
+        return _DistanceKernel._sqdist_err(X, Y, with_err=False)[0]
 
     @staticmethod
-    def _sqdist_err(X, Y):
+    def _sqdist_err(X, Y, with_err=True):
         d = X.shape[1]
+        top = max(float(np.max(np.abs(X))), float(np.max(np.abs(Y))))
+        g = gamma(d + 3, X.dtype)
+        if top > math.sqrt(np.finfo(X.dtype).max / (4 * d)):
+            every = np.ones((X.shape[0], Y.shape[0]), dtype=bool)
+            d2 = _pairwise_sqdist(X, Y, every).reshape(every.shape)
+            err = gamma(d + 2, X.dtype) * d2 + 3 * d * eta(X.dtype) if with_err else None
+            return d2, err
         nx = np.einsum("ij,ij->i", X, X)
         ny = np.einsum("ij,ij->i", Y, Y)
-        absxy = np.abs(X) @ np.abs(Y).T
-        g = gamma(d + 3, X.dtype)
-        err = (g * (1 + gamma(d, X.dtype))) * (nx[:, None] + ny[None, :] + 2.0 * absxy)
-        err += 3 * d * eta(X.dtype)
         d2 = nx[:, None] + ny[None, :] - 2.0 * (X @ Y.T)
         np.maximum(d2, 0.0, out=d2)
+        scale = nx[:, None] + ny[None, :]
+        doubtful = d2 <= 2 * g * scale
+        if doubtful.any():
+            d2[doubtful] = _pairwise_sqdist(X, Y, doubtful)
+        if not with_err:
+            return d2, None
+        absxy = np.abs(X) @ np.abs(Y).T
+        err = (g * (1 + gamma(d, X.dtype))) * (scale + 2.0 * absxy)
+        err += 3 * d * eta(X.dtype)
+        if doubtful.any():  # the recomputed entries carry their own, smaller error
+            err[doubtful] = gamma(d + 2, X.dtype) * d2[doubtful] + 3 * d * eta(X.dtype)
         return d2, err
 
     @staticmethod
@@ -308,26 +328,60 @@ class _DistanceKernel(Kernel):
         )
 
 
+#: Differences formed per block by :func:`_pairwise_sqdist` (about 64 MiB of float64).
+_DIFF_BLOCK = 1 << 23
+
+
+def _pairwise_sqdist(X: np.ndarray, Y: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """``sum_k (x_i - y_j)^2`` for the pairs where ``mask`` is True, flat, in ``mask``'s order.
+
+    Formed from the differences in blocks of at most :data:`_DIFF_BLOCK`
+    entries; overflow gives ``inf`` (the caller ignores the warning).
+    """
+    ii, jj = np.nonzero(mask)
+    out = np.empty(ii.size, dtype=X.dtype)
+    step = max(1, _DIFF_BLOCK // X.shape[1])
+    for lo in range(0, ii.size, step):
+        diff = X[ii[lo : lo + step]] - Y[jj[lo : lo + step]]
+        out[lo : lo + step] = np.einsum("ij,ij->i", diff, diff)
+    return out
+
+
+def _cap(G: np.ndarray, E: np.ndarray) -> np.ndarray:
+    """A distance kernel's bound capped by ``max(G, 1 - G)``: exact and computed values lie
+    in [0, 1], so they differ by at most that; NaN (``0 * inf`` in the formula) gives the cap."""
+    return np.fmin(E, np.maximum(G, 1.0 - G))
+
+
 class Gaussian(_DistanceKernel):
     """The Gaussian kernel ``k(x, y) = exp(-||x - y||^2 / (2 lengthscale^2))``.
 
-    Infinite feature space.  Error model: with ``d2`` accurate to ``e_d2``
-    (see the distance rule), ``|err| <= exp(-(d2 - e_d2)_+ / (2 l^2)) e_d2 / (2 l^2)
-    + 3u k``.
+    Infinite feature space.  The exponent is ``t = ((d2 / l) / l) / 2`` in
+    floating point (no ``1 / l^2``, which overflows or vanishes for
+    lengthscales beyond about 1e154 or below 1e-154); an exponent that
+    overflows is ``inf`` and the kernel exactly 0, as its exact value is to
+    within ``eta``.  Error model: with ``d2`` accurate to ``e_d2`` (see the
+    distance rule), ``|err| <= exp(-t((d2 - e_d2)_+)) t(e_d2) + 4u k + 2 eta``,
+    capped at ``max(k, 1 - k)`` (the exact and the computed value both lie
+    in [0, 1]).
     """
 
     __slots__ = ()
 
+    def _exponent(self, d2):
+        return d2 / self.lengthscale / self.lengthscale * 0.5
+
     def _gram(self, X, Y):
-        return np.exp(self._sqdist(X, Y) * (-0.5 / self.lengthscale**2))
+        t = self._exponent(self._sqdist(X, Y))
+        return np.exp(np.negative(t, out=t), out=t)
 
     def _gram_err(self, X, Y):
         d2, e = self._sqdist_err(X, Y)
-        a = 0.5 / self.lengthscale**2
-        G = np.exp(-a * d2)
+        G = np.exp(-self._exponent(d2))
         lo = np.maximum(d2 - e, 0.0)
         u = unit_roundoff(X.dtype)
-        return G, np.exp(-a * lo) * (a * e) * (1 + 4 * u) + 4 * u * G + 2 * eta(G.dtype)
+        E = np.exp(-self._exponent(lo)) * self._exponent(e) * (1 + 4 * u)
+        return G, _cap(G, E + 4 * u * G + 2 * eta(G.dtype))
 
     def _mp(self, X, Y):
         import mpmath
@@ -339,16 +393,20 @@ class Gaussian(_DistanceKernel):
 class Laplacian(_DistanceKernel):
     """The Laplacian kernel ``k(x, y) = exp(-||x - y|| / lengthscale)``.
 
-    Infinite feature space.  Error model: ``|sqrt(a) - sqrt(b)| <=
-    min(sqrt(e), e / sqrt(b))`` for ``|a - b| <= e``, so the distance error
-    is ``e_r = min(sqrt(e_d2), e_d2 / sqrt(d2)) + 2u r``, and
-    ``|err| <= exp(-(r - e_r)_+ / l) e_r / l + 3u k``.
+    Infinite feature space; exactly 1 at distance 0 (equal points have
+    ``d2 = 0`` exactly, see the distance rule).  Error model:
+    ``|sqrt(a) - sqrt(b)| <= min(sqrt(e), e / sqrt(b))`` for ``|a - b| <= e``,
+    so the distance error is ``e_r = min(sqrt(e_d2), e_d2 / sqrt(d2)) + 2u r``,
+    and ``|err| <= exp(-(r - e_r)_+ / l) e_r / l + 4u k + 2 eta``, capped at
+    ``max(k, 1 - k)``.
     """
 
     __slots__ = ()
 
     def _gram(self, X, Y):
-        return np.exp(-np.sqrt(self._sqdist(X, Y)) / self.lengthscale)
+        r = np.sqrt(self._sqdist(X, Y))
+        r /= self.lengthscale
+        return np.exp(np.negative(r, out=r), out=r)
 
     def _gram_err(self, X, Y):
         d2, e = self._sqdist_err(X, Y)
@@ -359,11 +417,8 @@ class Laplacian(_DistanceKernel):
         er = np.minimum(np.sqrt(e), by_ratio) * (1 + 4 * u) + 2 * u * r
         G = np.exp(-r / self.lengthscale)
         lo = np.maximum(r - er, 0.0)
-        return G, (
-            np.exp(-lo / self.lengthscale) * er / self.lengthscale * (1 + 4 * u)
-            + 4 * u * G
-            + 2 * eta(G.dtype)
-        )
+        E = np.exp(-lo / self.lengthscale) * (er / self.lengthscale) * (1 + 4 * u)
+        return G, _cap(G, E + 4 * u * G + 2 * eta(G.dtype))
 
     def _mp(self, X, Y):
         import mpmath

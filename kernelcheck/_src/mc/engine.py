@@ -42,12 +42,15 @@ from scipy.special import ndtri
 from kernelcheck._src.core.results import ResultMixin
 from kernelcheck._src.core.validate import (
     as_array,
+    as_bool,
+    as_executor,
     as_int,
     as_probability,
     as_real,
     as_seed_sequence,
     call_user,
     check_callable,
+    check_size,
     describe,
 )
 from kernelcheck._src.features.moments import as_moment_array
@@ -168,6 +171,8 @@ class Moments(ResultMixin):
 
     def merge(self, other: Moments) -> Moments:
         """Exact pairwise merge (Chan et al. 1979; Pebay 2008), ``self`` first."""
+        if not isinstance(other, Moments):
+            raise InvalidArgument(f"`other` must be a Moments, got {describe(other)}")
         na, nb = float(self.count), float(other.count)
         n = na + nb
         with np.errstate(over="ignore", invalid="ignore"):
@@ -199,7 +204,12 @@ class Moments(ResultMixin):
         return Moments(self.count + other.count, mean, m2, m3, m4, mx)
 
     def variance(self, ddof: int = 1) -> np.ndarray:
-        """Sample variance ``M2 / (N - ddof)``."""
+        """Sample variance ``M2 / (N - ddof)``; ``0 <= ddof < N``."""
+        ddof = as_int(ddof, "ddof", minimum=0)
+        if ddof >= self.count:
+            raise InvalidArgument(
+                f"`ddof` must be less than the number of trials ({self.count}), got {ddof}"
+            )
         return self.m2 / (self.count - ddof)
 
     def std_error(self) -> np.ndarray:
@@ -310,7 +320,7 @@ def _shard_bounds(blocks: int, shards: int | None) -> list[tuple[int, int]]:
 def _progress_bar(enabled, total: int, desc: str):
     if enabled is None:
         enabled = bool(getattr(sys.stderr, "isatty", lambda: False)())
-    if not enabled:
+    if not as_bool(enabled, "progress"):
         return None
     from tqdm.auto import tqdm
 
@@ -376,11 +386,12 @@ def run_trials(
     shard_size = as_int(shard_size, "shard_size", minimum=1)
     if shards is not None:
         shards = as_int(shards, "shards", minimum=1)
-    if executor is not None and not callable(getattr(executor, "submit", None)):
-        raise InvalidArgument(
-            f"`executor` must be a concurrent.futures.Executor (an object with submit), "
-            f"got {describe(executor)}"
-        )
+    executor = as_executor(executor)
+    check_size(
+        -(-trials // shard_size),
+        f"the schedule of {trials} trials in shards of {shard_size}",
+        itemsize=8,
+    )
     root = root_seed_sequence(seed)
     counts = [shard_size] * (trials // shard_size)
     if trials % shard_size:
@@ -443,7 +454,20 @@ def berry_esseen_bound(std_ratio, n: int) -> np.ndarray:
     0.004748
     """
     n = as_int(n, "n", minimum=1)
-    return BERRY_ESSEEN_C * as_moment_array(std_ratio, "std_ratio") / math.sqrt(n)
+    return BERRY_ESSEEN_C * _std_ratio(std_ratio) / math.sqrt(n)
+
+
+def _std_ratio(value) -> np.ndarray:
+    """``rho / sigma^3``: >= 0, ``inf`` where unknown, NaN where undefined (zero variance:
+    the verifiers pass such pairs through and judge them by rounding); negative is refused."""
+    r = as_moment_array(value, "std_ratio")
+    bad = r < 0
+    if bad.any():
+        first = r[tuple(int(i) for i in np.argwhere(bad)[0])] if r.ndim else r[()]
+        raise InvalidArgument(
+            f"`std_ratio` must be >= 0 (rho / sigma^3, or inf when unknown), got {float(first)!r}"
+        )
+    return r
 
 
 def trials_needed(std_ratio, tolerance: float) -> np.ndarray:
@@ -454,7 +478,7 @@ def trials_needed(std_ratio, tolerance: float) -> np.ndarray:
     >>> int(trials_needed(1.0, 0.01))
     2255
     """
-    r = as_moment_array(std_ratio, "std_ratio")
+    r = _std_ratio(std_ratio)
     tolerance = as_real(tolerance, "tolerance", positive=True)
     with np.errstate(over="ignore", invalid="ignore"):
         out = np.ceil((BERRY_ESSEEN_C * r / tolerance) ** 2)

@@ -21,7 +21,7 @@ import numpy as np
 from kernelcheck._src.attention.inputs import scale_iv
 from kernelcheck._src.attention.registry import get_form
 from kernelcheck._src.core.rounding import RoundingModel, default_feature_ops, gamma
-from kernelcheck._src.core.validate import as_real, call_user, check_callable, describe
+from kernelcheck._src.core.validate import as_array, as_real, call_user, check_callable, describe
 from kernelcheck.errors import InvalidArgument
 
 __all__ = ["Reference", "STORAGE_OPS"]
@@ -98,7 +98,12 @@ class Reference:
     def _phi(self, which: Callable, X: np.ndarray, name: str) -> np.ndarray:
         shape = X.shape
         flat = X.reshape(-1, shape[-1])
-        P = np.asarray(call_user(which, f"`feature_map` ({name})", flat), dtype=np.float64)
+        P = as_array(
+            call_user(which, f"`feature_map` ({name})", flat),
+            f"feature_map({name})",
+            dtype=np.float64,
+            allow_empty=True,
+        )
         if P.ndim != 2 or P.shape[0] != flat.shape[0]:
             raise InvalidArgument(
                 f"`feature_map` must return an array of shape (n, D) for input of shape "

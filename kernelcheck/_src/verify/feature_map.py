@@ -21,7 +21,9 @@ from kernelcheck._src.core.validate import (
     as_points,
     call_user,
     check_callable,
+    check_computed,
     describe,
+    honours_timeout,
 )
 from kernelcheck._src.kernels.base import Kernel
 from kernelcheck._src.kernels.featuremap import ExactFeatureMap, FeatureMap
@@ -91,6 +93,7 @@ def _apply(phi, X: np.ndarray, name: str) -> np.ndarray:
     return out
 
 
+@honours_timeout
 def feature_map(
     phi: FeatureMap | object,
     X,
@@ -98,6 +101,7 @@ def feature_map(
     *,
     kernel: Kernel | None = None,
     feature_ops: int | None = None,
+    timeout: float | None = None,
 ) -> FeatureMapReport:
     """Check that ``phi(X) @ phi(Y).T`` reproduces ``kernel(X, Y)`` (claim C4).
 
@@ -114,6 +118,10 @@ def feature_map(
         Rounded operations behind one feature entry, for the error model of a
         user map (default: the map's own model for kernelcheck maps, else
         ``2 d + 8``, :func:`~kernelcheck._src.core.rounding.default_feature_ops`).
+    timeout : float, optional
+        Seconds each call of ``phi`` may take: a call still running then is
+        abandoned (it runs on in a background thread; Python cannot stop
+        it) and :class:`InvalidArgument` says so.  None (default) waits.
 
     Returns
     -------
@@ -162,9 +170,10 @@ def feature_map(
     D = PX.shape[1]
     G = kernel(Xa, Ya)
     Ek = kernel.error_bound(Xa, Ya)
-    F = PX @ PY.T
+    with np.errstate(over="ignore", invalid="ignore"):
+        F = check_computed(PX @ PY.T, "phi(X) @ phi(Y).T")
+        tol = check_computed(Ek + feature_product_bound(PX, PY, ops), "the tolerance")
     dtype = F.dtype
-    tol = Ek + feature_product_bound(PX, PY, ops)
     err = np.abs(F - G)
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.where(tol > 0, err / np.where(tol > 0, tol, 1.0), np.where(err > 0, np.inf, 0.0))

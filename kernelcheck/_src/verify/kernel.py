@@ -39,7 +39,15 @@ import scipy.optimize
 from kernelcheck._src.core.outcome import Outcome, outcome_of
 from kernelcheck._src.core.results import ResultMixin
 from kernelcheck._src.core.rounding import Tolerance
-from kernelcheck._src.core.validate import as_bool, as_int, as_points, check_choice, describe
+from kernelcheck._src.core.validate import (
+    as_bool,
+    as_executor,
+    as_int,
+    as_points,
+    check_choice,
+    describe,
+    honours_timeout,
+)
 from kernelcheck._src.kernels.base import Kernel
 from kernelcheck._src.kernels.function import kernel_from_function
 from kernelcheck._src.psd.ladder import check_psd
@@ -644,6 +652,7 @@ def _kernel_iv(k, X, dim, budget):
     return np.asarray(X, dtype=np.float64), X.shape[1], budget
 
 
+@honours_timeout
 def kernel(
     kernel,
     X=None,
@@ -655,6 +664,7 @@ def kernel(
     explore: str = "seeded",
     symmetrize: bool = False,
     domain=None,
+    timeout: float | None = None,
 ) -> KernelReport:
     r"""Is ``kernel`` positive semi-definite -- a kernel (claims C5, C6)?
 
@@ -699,6 +709,10 @@ def kernel(
         histogram kernels); every point searched is strictly inside.  A
         callable ``sampler(rng, n) -> (n, dim)`` array: the starting sets are
         drawn from it and not moved by the optimiser.
+    timeout : float, optional
+        Seconds each call of a user's kernel function may take in this
+        process (:func:`~kernelcheck._src.core.deadline.run_user`: the call
+        is abandoned, not stopped); None (default) waits for ever.
 
     Returns
     -------
@@ -729,6 +743,7 @@ def kernel(
     ('violation', False)
     """
     X, dim, budget = _kernel_iv(kernel, X, dim, budget)
+    executor = as_executor(executor)
     check_choice(explore, "explore", ("seeded", "hypothesis"))
     symmetrize = as_bool(symmetrize, "symmetrize")
     if domain is not None and X is not None:

@@ -32,6 +32,7 @@ from kernelcheck._src.core.validate import (
     as_points,
     as_probability,
     check_callable,
+    check_size,
     describe,
 )
 from kernelcheck._src.mc.engine import (
@@ -109,6 +110,11 @@ def _unbiased_iv(
     power = as_probability(power, "power")
     be_tolerance = as_probability(be_tolerance, "be_tolerance")
     shard_size = as_int(shard_size, "shard_size", minimum=1)
+    pairs = X.shape[0] * Y.shape[0]  # a shard's estimates, its powers, the moments
+    check_size(
+        (3 * min(shard_size, trials) + 6) * pairs,
+        f"the trials of one shard on {X.shape[0]} x {Y.shape[0]} pairs",
+    )
     root = root_seed_sequence(seed)
     if sweep is not None:
         if not callable(getattr(sample, "with_num_features", None)):

@@ -1,0 +1,108 @@
+"""Deadlines for user callables: the ``timeout=`` of the verifiers.
+
+A verifier declared with :func:`kernelcheck._src.core.validate.honours_timeout`
+runs under :func:`user_deadline`; every call of user code made through
+:func:`kernelcheck._src.core.validate.call_user` or :func:`run_user` while it
+runs waits at most until that deadline.  See :func:`run_user` for how, and
+for what a deadline cannot do.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+
+from kernelcheck.errors import InvalidArgument
+
+__all__ = ["user_deadline", "run_user", "current_deadline"]
+
+#: ``(monotonic deadline, timeout in seconds)`` of the enclosing :func:`user_deadline`.
+_DEADLINE: contextvars.ContextVar[tuple[float, float] | None] = contextvars.ContextVar(
+    "kernelcheck_user_deadline", default=None
+)
+
+
+def current_deadline() -> tuple[float, float] | None:
+    """``(monotonic deadline, timeout)`` of the enclosing :func:`user_deadline`, or None."""
+    return _DEADLINE.get()
+
+
+@contextlib.contextmanager
+def user_deadline(timeout: float | None) -> Iterator[None]:
+    """Within the block, user callables may run until ``timeout`` seconds from now.
+
+    ``None`` sets no deadline (and keeps an enclosing one).  Deadlines nest:
+    an inner block can only shorten the time left.
+    """
+    if timeout is None:
+        yield
+        return
+    deadline = time.monotonic() + timeout
+    outer = _DEADLINE.get()
+    if outer is not None and outer[0] < deadline:
+        deadline, timeout = outer
+    token = _DEADLINE.set((deadline, timeout))
+    try:
+        yield
+    finally:
+        _DEADLINE.reset(token)
+
+
+def run_user(fn: Callable, label: str, *args: Any, **kwargs: Any) -> Any:
+    """``fn(*args, **kwargs)`` under the deadline of the enclosing :func:`user_deadline`.
+
+    Without a deadline this is the plain call.  With one, ``fn`` runs in a
+    daemon thread and the caller waits until the deadline; a call still
+    running then raises :class:`InvalidArgument` naming ``label`` and the
+    timeout.  Exceptions of ``fn`` pass through unchanged (:func:`call_user`
+    converts them).
+
+    Limits (why a thread, and what it cannot do).  Python cannot stop a
+    thread, and a signal (``SIGALRM``) interrupts neither C code -- a BLAS
+    call, a lock, a blocking read -- nor anything outside the main thread.
+    A thread with a deadline returns control to the caller on time wherever
+    ``fn`` is stuck, from any thread; the price is that the abandoned call is
+    not stopped: it runs on in the background until it returns (its result
+    is dropped; it holds only copies of the caller's arrays).  Per-thread
+    state does not follow ``fn`` into the thread except NumPy's error state
+    and context variables, which are copied: a framework's thread-local
+    modes (``torch.no_grad()``) must be set inside ``fn``.  To bound a
+    process whatever it runs, bound the process (the command line's
+    ``--timeout`` exits).
+    """
+    limit = _DEADLINE.get()
+    if limit is None:
+        return fn(*args, **kwargs)
+    deadline, timeout = limit
+    result: dict[str, Any] = {}
+    done = threading.Event()
+    context = contextvars.copy_context()
+    errstate = np.geterr()
+
+    def target() -> None:
+        try:
+            with np.errstate(**errstate):
+                result["value"] = context.run(fn, *args, **kwargs)
+        except BaseException as exc:  # handed to the caller's thread
+            result["error"] = exc
+        finally:
+            done.set()
+
+    remaining = deadline - time.monotonic()
+    if remaining > 0:
+        threading.Thread(target=target, name=f"kernelcheck: {label}", daemon=True).start()
+    if remaining <= 0 or not done.wait(remaining):
+        raise InvalidArgument(
+            f"{label} did not return within timeout={timeout:g} s; the call is abandoned "
+            "(it may run on in the background: Python cannot stop it). Raise `timeout`, or "
+            "check the callable on smaller inputs"
+        )
+    if "error" in result:
+        raise result["error"]
+    return result["value"]

@@ -1,0 +1,292 @@
+"""Hostile input, class by class (issue 17, S1): one table of array-taking public calls and
+one of callback-taking public calls, each run against every attack of its class.
+
+* ndarray subclasses: ``np.matrix`` and a masked array without a mask give exactly the
+  answer of the base ndarray (``*`` of two ``np.matrix`` is a matrix product, so a kernel
+  that multiplied its inputs elementwise would differ); a masked array with a real mask
+  is refused by name.
+* callbacks never get the caller's arrays: a callback that writes into its argument
+  leaves the caller's array as it was;
+* a callback's complex, object or string output is refused by name, never cast;
+* no verdict from inf: a verifier whose compared numbers overflow raises a kernelcheck
+  error instead of passing (``inf <= inf``).
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from kernelcheck import attention, psd, stats, testing, verify
+from kernelcheck.errors import InvalidArgument, NumericalFailure
+from kernelcheck.features import PositiveRandomFeatures, unweighted_monomials, weighted_monomials
+from kernelcheck.kernels import Gaussian, Linear, Polynomial, exp, kernel_from_function
+
+pytestmark = pytest.mark.filterwarnings("ignore:the matrix subclass:PendingDeprecationWarning")
+
+RNG = np.random.default_rng(17)
+X = RNG.normal(size=(4, 3))
+Q, K, V = (RNG.normal(size=(5, 3)) for _ in range(3))
+G = X @ X.T + np.eye(4)
+
+#: id -> (call taking one 2-d array, the base array it is given)
+ARRAY_CALLS = {
+    "kernel-product": (lambda A: (Linear() * Linear())(A), X),
+    "kernel-power": (lambda A: (Linear() ** 2)(A, A), X),
+    "kernel-gaussian": (lambda A: Gaussian()(A), X),
+    "kernel-exp": (lambda A: exp(Linear(), order=3)(A), X),
+    "error_bound": (lambda A: (Linear() * Polynomial(2)).error_bound(A), X),
+    "features": (lambda A: Polynomial(2).features()(A), X),
+    "monomials-weighted": (lambda A: weighted_monomials(A, 2), X),
+    "monomials-unweighted": (lambda A: unweighted_monomials(A, 2), X),
+    "function-kernel": (lambda A: kernel_from_function(lambda x, y: x @ y)(A), X),
+    "random-features": (lambda A: PositiveRandomFeatures(3, 8, seed=0)(A), X),
+    "check_psd": (lambda A: psd.check_psd(A).verdict, G),
+    "mercer": (lambda A: psd.mercer_features(A).phi, G),
+    "nystrom": (lambda A: psd.Nystrom(Linear(), A)(A), X),
+    "softmax": (lambda A: attention.softmax(A, K, V), Q),
+    "kernelized": (lambda A: attention.kernelized(A, K, V, Gaussian()), Q),
+    "parallel": (lambda A: attention.parallel(np.exp(A), np.exp(K), V), Q),
+    "recurrent": (lambda A: attention.recurrent(np.exp(A), np.exp(K), V), Q),
+    "chunked": (lambda A: attention.chunked(np.exp(A), np.exp(K), V, chunk_size=2), Q),
+    "moments": (lambda A: stats.Moments.from_samples(A).mean, X),
+    "verify.feature_map": (lambda A: verify.feature_map(Polynomial(2).features(), A).passed, X),
+    "verify.kernel": (lambda A: verify.kernel(Linear(), A).passed, X),
+    "assert_psd": (lambda A: testing.assert_psd(A).verdict, G),
+    "assert_feature_map": (lambda A: testing.assert_feature_map(Linear().features(), A).passed, X),
+}
+
+
+def _same(a, b):
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return type(a) is np.ndarray and np.array_equal(a, b)
+    return a == b
+
+
+@pytest.mark.parametrize("name", sorted(ARRAY_CALLS))
+@pytest.mark.parametrize("kind", ["matrix", "masked-without-mask"])
+def test_ndarray_subclasses_give_the_base_array_answer(name, kind):
+    call, A = ARRAY_CALLS[name]
+    sub = np.asmatrix(A) if kind == "matrix" else np.ma.masked_array(A, mask=False)
+    assert _same(call(sub), call(A.copy())), name
+
+
+@pytest.mark.parametrize("name", sorted(ARRAY_CALLS))
+def test_a_masked_array_with_a_mask_is_refused_by_name(name):
+    call, A = ARRAY_CALLS[name]
+    mask = np.zeros(A.shape, dtype=bool)
+    mask[0, -1] = True
+    with pytest.raises(InvalidArgument, match=r"is a masked array with 1 masked entry"):
+        call(np.ma.masked_array(A, mask=mask))
+
+
+def _scribble(*args):
+    """A callback that writes into every array it is given, then returns a fixed answer."""
+    for a in args:
+        if isinstance(a, np.ndarray) and a.flags.writeable:
+            a *= -3.0
+    return None
+
+
+def _map(returns):
+    def phi(Z):
+        _scribble(Z)
+        return returns(Z)
+
+    return phi
+
+
+#: id -> call(callback) where the callback's return value is made by ``returns``; the
+#: caller's arrays (X, Q, K, V) must not change whatever the callback writes.
+CALLBACK_CALLS = {
+    "kernel_from_function": lambda r: kernel_from_function(
+        lambda a, b: (_scribble(a, b), r(X))[1], vectorized=True
+    )(X),
+    "verify.feature_map": lambda r: verify.feature_map(_map(r), X, kernel=Linear()),
+    "assert_feature_map": lambda r: testing.assert_feature_map(_map(r), X, kernel=Linear()),
+    "verify.attention-feature_map": lambda r: verify.attention(
+        lambda q, k, v: v, feature_map=_map(r), inputs=(Q, K, V)
+    ),
+    "nystrom-kernel": lambda r: psd.Nystrom(lambda A, B=None: _map(r)(A), X),
+    "run_trials": lambda r: stats.run_trials(lambda rng, count: r(np.ones((count, 2))), 4, seed=0),
+    "verify.unbiased-sample": lambda r: verify.unbiased(
+        lambda rng: _map(r), Linear(), X, trials=8, seed=0
+    ),
+}
+
+CALLERS = {"X": X, "Q": Q, "K": K, "V": V}
+SNAPSHOT = {k: v.copy() for k, v in CALLERS.items()}
+
+#: what a misbehaving callback returns
+BAD_RESULTS = {
+    "complex": lambda Z: np.ones((Z.shape[0], Z.shape[0]), dtype=complex) + 1j,
+    "object": lambda Z: np.full((Z.shape[0], Z.shape[0]), None, dtype=object),
+    "string": lambda Z: np.full((Z.shape[0], Z.shape[0]), "1"),
+    "python-complex": lambda Z: 1 + 2j,
+}
+
+
+@pytest.mark.parametrize("name", sorted(CALLBACK_CALLS))
+@pytest.mark.parametrize("result", sorted(BAD_RESULTS))
+def test_callbacks_returning_non_real_numbers_are_refused_and_never_see_the_callers_arrays(
+    name, result
+):
+    with pytest.raises(InvalidArgument, match=r"returned .*expected real numbers"):
+        CALLBACK_CALLS[name](BAD_RESULTS[result])
+    for key, value in CALLERS.items():
+        assert np.array_equal(value, SNAPSHOT[key]), f"{name} changed the caller's {key}"
+
+
+def test_callbacks_that_write_into_their_argument_do_not_change_the_verdict():
+    """phi(Z) = Z after scribbling: the verdict is computed on the caller's own X."""
+    rep = verify.feature_map(
+        _map(lambda Z: X.copy() if Z.shape == X.shape else Z), X, kernel=Linear()
+    )
+    assert rep.passed and np.array_equal(X, SNAPSHOT["X"])
+
+
+#: verifiers fed numbers that overflow: each raises a kernelcheck error, never passes
+INF_VERDICTS = {
+    "verify.feature_map": lambda: verify.feature_map(
+        lambda Z: 1e200 * Polynomial(2).features()(Z), X, kernel=Polynomial(2)
+    ),
+    "assert_feature_map": lambda: testing.assert_feature_map(
+        lambda Z: 1e200 * Polynomial(2).features()(Z), X, kernel=Polynomial(2)
+    ),
+    "verify.feature_map-kernel-bound": lambda: verify.feature_map(
+        Linear().features(), [[1e308, 1e308]], [[1.0, -1.0]]
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(INF_VERDICTS))
+def test_no_verdict_from_inf(name):
+    with pytest.raises((NumericalFailure, InvalidArgument), match=r"inf|overflow"):
+        INF_VERDICTS[name]()
+
+
+#: size-scaling arguments: each must be refused up front, saying the memory it would need
+SIZE_CASES = {
+    "attention.init-D": "attention.init(10**5, 10**5)",
+    "attention.init-batch": "attention.init(3, 2, batch_shape=(10**5, 10**5))",
+    "run_trials": "stats.run_trials(lambda rng, c: rng.normal(size=(c, 2)), 10**15, seed=0)",
+    "check_psd-broadcast": "psd.check_psd(np.broadcast_to(np.eye(1), (50000, 50000)))",
+    "gram": "Gaussian()(np.broadcast_to(np.zeros((1, 2)), (10**5, 2)))",
+    "verify.unbiased": (
+        "verify.unbiased(PositiveRandomFeatures.sampler(2, 16), Exponential(),"
+        " np.zeros((50000, 2)), trials=10, seed=0)"
+    ),
+    "random-features": "PositiveRandomFeatures(2, 10**9, seed=0)(np.zeros((4, 2)))",
+}
+
+SIZE_CHILD = """
+import resource, sys, numpy as np
+resource.setrlimit(resource.RLIMIT_AS, (6 * 1024**3, 6 * 1024**3))
+from kernelcheck import attention, psd, stats, verify
+from kernelcheck.errors import InvalidArgument
+from kernelcheck.features import PositiveRandomFeatures
+from kernelcheck.kernels import Exponential, Gaussian
+for name, code in CASES.items():
+    try:
+        eval(code)
+        print(name, "ANSWERED")
+    except InvalidArgument as exc:
+        print(name, "REFUSED", " ".join(str(exc).split()))
+    except BaseException as exc:
+        print(name, "BARE", type(exc).__name__)
+"""
+
+
+def test_size_scaling_arguments_are_refused_up_front_under_a_6_gib_address_space_limit():
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    code = f"CASES = {SIZE_CASES!r}\n{SIZE_CHILD}"
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, "PYTHONPATH": str(root)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    lines = dict(line.split(" ", 1) for line in proc.stdout.splitlines())
+    assert set(lines) == set(SIZE_CASES), proc.stderr[-2000:]
+    for name, outcome in lines.items():
+        assert outcome.startswith("REFUSED") and "would need" in outcome, (name, outcome)
+        assert "GiB" in outcome, (name, outcome)
+
+
+STATS_BAD = {
+    "Moments.merge": (lambda: stats.Moments.from_samples(np.ones((3, 2))).merge(5), "`other`"),
+    "Moments.variance-ddof": (
+        lambda: stats.Moments.from_samples(np.ones((3, 2))).variance(ddof=5),
+        r"`ddof` must be less than the number of trials \(3\)",
+    ),
+    "berry_esseen-negative": (lambda: stats.berry_esseen_bound(-1.0, 10), "`std_ratio`"),
+    "softmax-scale-string": (
+        lambda: attention.softmax(Q, K, V, scale="2"),
+        "^`scale` must be a real",
+    ),
+    "run_trials-progress-string": (
+        lambda: stats.run_trials(lambda r, c: r.normal(size=(c, 1)), 4, seed=0, progress="yes"),
+        "^`progress` must be True or False",
+    ),
+    "trials_needed-negative": (lambda: stats.trials_needed(-2.0, 0.1), "`std_ratio`"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(STATS_BAD))
+def test_helpers_refuse_what_would_give_garbage_or_a_silent_cast(name):
+    call, message = STATS_BAD[name]
+    with pytest.raises(InvalidArgument, match=message):
+        call()
+
+
+def _stuck(value):
+    """A user callable that blocks (an Event nobody sets) -- until the test releases it."""
+    RELEASE.wait(30)
+    return value
+
+
+RELEASE = threading.Event()
+
+#: verifiers with ``timeout=``: a user callable that blocks is abandoned with a clear error
+TIMEOUT_CALLS = {
+    "verify.feature_map": lambda: verify.feature_map(
+        lambda Z: _stuck(Z), X, kernel=Linear(), timeout=0.2
+    ),
+    "verify.kernel": lambda: verify.kernel(
+        kernel_from_function(lambda x, y: _stuck(float(x @ y))), X, timeout=0.2
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(TIMEOUT_CALLS))
+def test_a_blocking_user_callable_is_abandoned_at_the_timeout(name):
+    try:
+        with pytest.raises(InvalidArgument, match=r"did not return within timeout=0.2 s"):
+            TIMEOUT_CALLS[name]()
+    finally:
+        RELEASE.set()
+        RELEASE.clear()
+
+
+@pytest.mark.parametrize("bad", [0, -1.0, float("nan"), "2", True])
+@pytest.mark.parametrize("name", ["verify.feature_map", "verify.kernel"])
+def test_timeout_must_be_a_positive_number(name, bad):
+    call = {
+        "verify.feature_map": lambda: verify.feature_map(Linear().features(), X, timeout=bad),
+        "verify.kernel": lambda: verify.kernel(Linear(), X, timeout=bad),
+    }[name]
+    with pytest.raises(InvalidArgument, match=r"`timeout`"):
+        call()
+
+
+def test_an_executor_that_is_not_one_is_refused():
+    with pytest.raises(InvalidArgument, match=r"^`executor` must be a concurrent.futures"):
+        verify.kernel(Linear(), X, executor=object())

@@ -1,0 +1,107 @@
+"""Hostile input to the command line (issue 17, classes 5, 7, 9, 12): output folders checked
+before any work, special and oversized input files, malformed or silent schedulers, an
+expression that looks like an option, Ctrl-C during start-up.  Every row: exit 2 and one
+line on stderr naming the problem, never a traceback.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kernelcheck import cli
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def place(tmp_path, monkeypatch):
+    """A folder holding a file, a FIFO, a dangling link, a sparse .csv and a matrix."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "afile").write_text("x")
+    os.mkfifo(tmp_path / "fifo.csv")
+    os.symlink(tmp_path / "nowhere" / "x", tmp_path / "dangling")
+    with open(tmp_path / "sparse.csv", "wb") as fh:
+        fh.truncate(2 * 1024**3)  # 2 GiB of holes: no disk behind it
+    np.save(tmp_path / "m.npy", np.eye(3))
+    np.savez(tmp_path / "big.npz", K=np.broadcast_to(np.zeros((1, 1)), (1, 1)))
+    return tmp_path
+
+
+#: id -> (argv, what stderr's one line says)
+ROWS = {
+    "essay-out-under-a-file": (["essay", "--quick", "--out", "afile/sub"], "is not a folder"),
+    "unbiased-out-dangling": (["unbiased", "--out", "dangling"], "dangling link"),
+    "scaling-out-proc": (["scaling", "--out", "/proc/kernelcheck"], "cannot write into"),
+    "essay-out-empty": (["essay", "--quick", "--out", ""], "must be a folder path"),
+    "psd-fifo": (["psd", "fifo.csv"], "is a FIFO, not a regular file"),
+    "psd-sparse": (["psd", "sparse.csv"], "NUL bytes"),
+    "psd-device": (["psd", "/dev/zero"], "/dev/zero"),
+    "psd-missing": (["psd", "missing.npy"], "no such file"),
+    "scheduler-not-a-url": (
+        ["essay", "--quick", "--claims", "C1", "--scheduler", "not a url"],
+        "must be a scheduler address",
+    ),
+    "scheduler-silent": (
+        ["essay", "--quick", "--claims", "C1", "--scheduler", "tcp://127.0.0.1:1"],
+        "no Dask scheduler answers",
+    ),
+    "timeout-zero": (["psd", "m.npy", "--timeout", "0"], "positive number of seconds"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ROWS))
+def test_hostile_command_lines_exit_2_with_one_line(name, place, capsys):
+    argv, says = ROWS[name]
+    code = cli.main(argv)
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert says in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1, err
+    assert not (place / "afile").is_dir()
+
+
+def test_an_expression_starting_with_a_minus_is_an_expression(capsys):
+    assert cli.main(["kernel", "-linear", "--dim", "2"]) == 1  # refuted: -x.y is no kernel
+    assert "(-1.0) * Linear()" in capsys.readouterr().out
+
+
+#: The child imports the script's entry point (the lazy package and ``__main__``, a few
+#: milliseconds: the part before any ``try`` can run), announces it, then runs it: the
+#: imports inside ``run`` are what a Ctrl-C in the first second or two interrupts.
+STARTUP_CHILD = (
+    "import sys; sys.argv = ['kernelcheck', 'essay', '--quick', '--claims', 'C1']; "
+    "from kernelcheck.__main__ import run; sys.stderr.write('ready\\n'); sys.stderr.flush(); "
+    "raise SystemExit(run())"
+)
+
+
+def test_ctrl_c_while_importing_prints_one_line_and_exits_130():
+    """SIGINT at several moments of start-up: exit 130, one line, no traceback."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    interrupted = 0
+    for delay in (0.0, 0.05, 0.15, 0.4):
+        proc = subprocess.Popen(
+            [sys.executable, "-c", STARTUP_CHILD],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert proc.stderr is not None and proc.stderr.readline() == "ready\n"
+        time.sleep(delay)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+        if proc.returncode == 0:  # finished before the signal: nothing to check
+            continue
+        interrupted += 1
+        assert proc.returncode == 130, (delay, err)
+        assert "Traceback" not in err and len(err.strip().splitlines()) == 1, (delay, err)
+    assert interrupted  # at least one signal came while it ran
