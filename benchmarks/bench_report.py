@@ -60,7 +60,10 @@ def test_rows_are_compared_with_the_reference_of_their_group_and_flagged_under_l
     quiet = report.render(rows, t, t, (0.2, 0.2, 0.2), (0.3, 0.3, 0.3), False, [])
     assert "Measured under load" not in quiet
     rose = report.render(rows, t, t, (0.2, 0.2, 0.2), (1.3, 0.3, 0.3), False, [])
-    assert "the load rose above 1 during the run" in rose
+    assert "other work raised the load above 1 during the run" in rose
+    # the run's own CPU use is not other work: 1.9 at the end with 1.5 CPUs of its own
+    own = report.render(rows, t, t, (0.2, 0.2, 0.2), (1.9, 0.3, 0.3), False, [], own=1.5)
+    assert "Measured under load" not in own and "kept 1.50 CPUs busy" in own
 
 
 def test_splice_replaces_only_the_generated_section():

@@ -3,7 +3,11 @@
 ``elu1`` is the feature map elu(x) + 1 of linear-transformer layers (torch and NumPy
 versions); ``chunked_state`` is a chunked causal linear-attention layer in torch that
 takes and returns its recurrent state ``(S, z)``, the shape of layer users hand over
-between calls.
+between calls.  A 16-bit layer keeps its running state in float32, as
+flash-linear-attention's chunk kernels do (``state_dtype=None``); with
+``state_dtype=torch.bfloat16`` the state is rounded to bfloat16 after every chunk,
+an accumulation in bfloat16 that the verifier's default model (accumulation in
+float32) does not cover.
 """
 
 from __future__ import annotations
@@ -20,13 +24,15 @@ def elu1_np(X):
     return np.where(X > 0, X + 1.0, np.exp(np.minimum(X, 0.0)))
 
 
-def chunked_state(Q, K, V, initial_state=None, chunk=64):
+def chunked_state(Q, K, V, initial_state=None, chunk=64, state_dtype=None):
     fq, fk = elu1(Q), elu1(K)
+    if state_dtype is None:
+        state_dtype = torch.float32 if Q.element_size() < 4 else Q.dtype
     if initial_state is None:
-        S = Q.new_zeros(Q.shape[:-2] + (fk.shape[-1], V.shape[-1]))
-        z = Q.new_zeros(Q.shape[:-2] + (fk.shape[-1],))
+        S = Q.new_zeros(Q.shape[:-2] + (fk.shape[-1], V.shape[-1]), dtype=state_dtype)
+        z = Q.new_zeros(Q.shape[:-2] + (fk.shape[-1],), dtype=state_dtype)
     else:
-        S, z = initial_state
+        S, z = (x.to(state_dtype) for x in initial_state)
     outs = []
     for c0 in range(0, Q.shape[-2], chunk):
         q, k, v = (
@@ -35,6 +41,10 @@ def chunked_state(Q, K, V, initial_state=None, chunk=64):
             V[..., c0 : c0 + chunk, :],
         )
         A = (q @ k.transpose(-1, -2)).tril()
-        outs.append((A @ v + q @ S) / (A.sum(-1, keepdim=True) + q @ z[..., :, None]))
-        S, z = S + k.transpose(-1, -2) @ v, z + k.sum(-2)
+        qs = q.to(state_dtype)
+        num = (A @ v).to(state_dtype) + qs @ S
+        den = A.sum(-1, keepdim=True).to(state_dtype) + qs @ z[..., :, None]
+        outs.append((num / den).to(Q.dtype))
+        ks = k.to(state_dtype)
+        S, z = S + ks.transpose(-1, -2) @ v.to(state_dtype), z + ks.sum(-2)
     return torch.cat(outs, -2), (S, z)
