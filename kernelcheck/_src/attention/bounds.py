@@ -366,6 +366,7 @@ def softmax_error_bound(
     scale: float | None = None,
     dtype: Any = None,
     extra_ops: int = 0,
+    tight: bool = True,
 ) -> np.ndarray:
     """Entrywise a-priori rounding-error bound of :func:`softmax` (claim C1).
 
@@ -407,6 +408,10 @@ def softmax_error_bound(
     extra_ops : int >= 0
         Extra roundings per logit and per sum term (e.g. 2 for inputs rounded
         to a lower precision first).
+    tight : bool
+        ``False``: the first bound alone, without the second's float64
+        softmax pass (larger, as valid, ``O(n d)``; for a term that only has
+        to be small, such as a float64 reference's own error).
 
     Returns
     -------
@@ -424,8 +429,11 @@ def softmax_error_bound(
     Q, K, V, causal, scale = softmax_iv(Q, K, V, causal, scale)
     dt = dtype_iv(dtype, V.dtype)
     extra_ops = as_int(extra_ops, "extra_ops", minimum=0)
+    tight = as_bool(tight, "tight")
     with np.errstate(over="ignore", invalid="ignore"):
         coarse, r, vmax = _softmax_coarse(Q, K, V, causal, scale, dt, extra_ops)
+        if not tight:
+            return np.broadcast_to(coarse, Q.shape[:-1] + V.shape[-1:]).copy()
         coarse64, _, _ = _softmax_coarse(Q, K, V, causal, scale, np.float64, 0)
         try:
             fine = _softmax_fine(Q, K, V, causal, scale, dt, extra_ops, r, coarse64)
