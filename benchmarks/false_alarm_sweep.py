@@ -90,23 +90,31 @@ def jax_layers():
 
     @jax.jit
     def recurrent_linear(Q, K, V, initial_state=None):
+        # a 16-bit layer carries its state in float32 (as flash-linear-attention does);
+        # a 16-bit state would be an accumulation in 16 bits, beyond the default model
+        acc = jnp.float32 if Q.dtype.itemsize < 4 else Q.dtype
         fq, fk = phi(Q), phi(K)
         if initial_state is None:
-            initial_state = (jnp.zeros((fk.shape[-1], V.shape[-1]), Q.dtype),
-                             jnp.zeros(fk.shape[-1], Q.dtype))  # fmt: skip
+            initial_state = (jnp.zeros((fk.shape[-1], V.shape[-1]), acc),
+                             jnp.zeros(fk.shape[-1], acc))  # fmt: skip
+        initial_state = tuple(x.astype(acc) for x in initial_state)
 
         def step(carry, x):
             S, z = carry
-            q, k, v = x
+            q, k, v = (y.astype(acc) for y in x)
             S, z = S + jnp.outer(k, v), z + k
-            return (S, z), (q @ S) / (q @ z)
+            return (S, z), ((q @ S) / (q @ z)).astype(Q.dtype)
 
         state, out = jax.lax.scan(step, initial_state, (fq, fk, V))
         return out, state
 
     return [
+        # XLA's CPU dot_general has no float16 product with float32 accumulation, and
+        # jax.nn.dot_product_attention accumulates float64 inputs in float32: declared
         ("jax dot_product_attention causal", sdpa_causal,
-         {"causal": True, "d": 8, "layout": "bnhd", "batch_shape": (1, 2)}),
+         {"causal": True, "d": 8, "layout": "bnhd", "batch_shape": (1, 2),
+          "only_dtypes": ("float64", "float32", "bfloat16"),
+          "per_dtype": {"float64": {"accumulate": "float32"}}}),
         ("jax cumsum linear", cumsum_linear, {"causal": True, "feature_map": elu1_np}),
         ("jax scan recurrence + state", recurrent_linear,
          {"causal": True, "feature_map": elu1_np, "state": True}),
@@ -115,7 +123,10 @@ def jax_layers():
 
 def sweep(framework, layers, dtypes, sizes, seeds, out):
     for name, fn, kw in layers:
-        for dt in dtypes:
+        only, per_dtype = kw.get("only_dtypes", dtypes), kw.get("per_dtype", {})
+        base = {k: v for k, v in kw.items() if k not in ("only_dtypes", "per_dtype")}
+        for dt in (d for d in dtypes if d in only):
+            kw = {**base, **per_dtype.get(dt, {})}
             for n in sizes:
                 t0 = time.perf_counter()
                 fails, example = 0, None
