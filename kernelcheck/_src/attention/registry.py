@@ -291,7 +291,8 @@ def cost_model(
     Examples
     --------
     >>> from kernelcheck.attention import cost_model
-    >>> cost_model("parallel", 1000, 64, 256, 64).flops == 4 * 1000 * 256 * 65 + 1000 * 64
+    >>> n, d, D, dv = 1000, 64, 256, 64
+    >>> cost_model("parallel", n, d, D, dv).flops == 4 * n * D * dv + 3 * n * D + n * dv
     True
     >>> short = cost_model("recurrent", 10, 64, 256, 64)
     >>> short.state_size == cost_model("recurrent", 10**6, 64, 256, 64).state_size
