@@ -186,8 +186,10 @@ class Reference:
         bound = self.form.bound
         # the float64 reference's own error only has to be small next to the layer's:
         # softmax's first bound alone bounds it without another n x n softmax pass
-        own = {"tight": False} if self.family == "softmax" else {}
-        tol = bound(*args, causal=self.causal, extra_ops=extra, **own, **kw)
+        if self.family == "softmax":
+            tol = bound(*args, causal=self.causal, extra_ops=extra, tight=False, **kw)
+        else:
+            tol = bound(*args, causal=self.causal, extra_ops=extra, **kw)
         tol = tol + bound(*args, causal=self.causal, dtype=model, extra_ops=extra + cast_ops, **kw)
         if self.stabilizer:
             tol = tol + self._stabilizer_effect(args, kw, reference)
