@@ -8,9 +8,8 @@ Mercer rows.
 
 from __future__ import annotations
 
-from fractions import Fraction
-
 import numpy as np
+from exact_oracle import exact_kind
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
@@ -24,22 +23,7 @@ from kernelcheck.strategies import kernels, point_sets
 
 def _reference_kind(K: np.ndarray) -> str:
     """Exact rational symmetric elimination (independent of kernelcheck's exact rung)."""
-    n = K.shape[0]
-    A = [[Fraction(float(K[i, j])) for j in range(n)] for i in range(n)]
-    singular = False
-    for k in range(n):
-        p = A[k][k]
-        if p < 0 or (p == 0 and any(A[k][j] != 0 for j in range(k + 1, n))):
-            return "not_psd"
-        if p == 0:
-            singular = True
-            continue
-        for i in range(k + 1, n):
-            f = A[i][k] / p
-            if f:
-                for j in range(k + 1, n):
-                    A[i][j] -= f * A[k][j]
-    return "psd" if singular else "pd"
+    return exact_kind(K.tolist())
 
 
 _KIND = {

@@ -23,6 +23,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 import numpy as np
+from exact_oracle import exact_kind
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -37,22 +38,7 @@ def _sym(K: np.ndarray) -> list[list[Fraction]]:
 
 def _kind(S: list[list[Fraction]], shift: Fraction = Fraction(0)) -> str:
     """'pd', 'psd' or 'not_psd' of ``S + shift I`` by rational symmetric elimination."""
-    n = len(S)
-    A = [[S[i][j] + (shift if i == j else 0) for j in range(n)] for i in range(n)]
-    singular = False
-    for k in range(n):
-        p = A[k][k]
-        if p < 0 or (p == 0 and any(A[k][j] != 0 for j in range(k + 1, n))):
-            return "not_psd"
-        if p == 0:
-            singular = True
-            continue
-        for i in range(k + 1, n):
-            f = A[i][k] / p
-            if f:
-                for j in range(k + 1, n):
-                    A[i][j] -= f * A[k][j]
-    return "psd" if singular else "pd"
+    return exact_kind(S, shift)
 
 
 def _quotient(S, v) -> Fraction:

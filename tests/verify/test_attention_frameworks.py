@@ -307,38 +307,32 @@ def test_relative_errors_from_n_over_2_are_caught_with_the_probabilistic_model()
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_backward_bugs_are_caught(dtype):
-    class IgnoresMaskInBackward(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, Q, K, V):
-            ctx.save_for_backward(Q, K, V)
-            return F.scaled_dot_product_attention(Q, K, V, is_causal=True)
+    def custom_backward(causal_in_backward: bool, scale_dq: bool):
+        """A causal forward whose hand-written backward may drop the mask or scale dQ."""
 
-        @staticmethod
-        def backward(ctx, G):
-            Q, K, V = ctx.saved_tensors
-            with torch.enable_grad():
-                q, k, v = (x.detach().requires_grad_() for x in (Q, K, V))
-                out = F.scaled_dot_product_attention(q, k, v, is_causal=False)
-                return torch.autograd.grad(out, (q, k, v), G)
+        class Attention(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, Q, K, V):
+                ctx.save_for_backward(Q, K, V)
+                return F.scaled_dot_product_attention(Q, K, V, is_causal=True)
 
-    class ScalesDq(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, Q, K, V):
-            ctx.save_for_backward(Q, K, V)
-            return F.scaled_dot_product_attention(Q, K, V, is_causal=True)
+            @staticmethod
+            def backward(ctx, G):
+                Q, K, V = ctx.saved_tensors
+                with torch.enable_grad():
+                    q, k, v = (x.detach().requires_grad_() for x in (Q, K, V))
+                    out = F.scaled_dot_product_attention(q, k, v, is_causal=causal_in_backward)
+                    dq, dk, dv = torch.autograd.grad(out, (q, k, v), G)
+                return (dq * math.sqrt(Q.shape[-1]) if scale_dq else dq), dk, dv
 
-        @staticmethod
-        def backward(ctx, G):
-            Q, K, V = ctx.saved_tensors
-            with torch.enable_grad():
-                q, k, v = (x.detach().requires_grad_() for x in (Q, K, V))
-                out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-                dq, dk, dv = torch.autograd.grad(out, (q, k, v), G)
-            return dq * math.sqrt(Q.shape[-1]), dk, dv
+        return Attention.apply
+
+    ignores_mask_in_backward = custom_backward(False, scale_dq=False)
+    scales_dq = custom_backward(True, scale_dq=True)
 
     good = verify.attention(sdpa(True), framework="torch", dtype=dtype, causal=True, grad=True)
     assert good.passed, good.details()
-    for bug in (IgnoresMaskInBackward.apply, ScalesDq.apply):
+    for bug in (ignores_mask_in_backward, scales_dq):
         report = verify.attention(bug, framework="torch", dtype=dtype, causal=True, grad=True)
         assert report.cases[0].passed  # the forward is right
         assert any(c.name.startswith("gradient") for c in report.failures()), report.details()
