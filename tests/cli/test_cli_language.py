@@ -217,6 +217,7 @@ def test_json_carries_the_outcome_of_the_exit_code(matrices, capsys):
         ["psd", str(matrices / "notpsd.npy")],
         ["kernel", "linear", "--dim", "2", "--budget", "2"],
         ["unbiased", "--trials", "300", "--dim", "2", "--num-features", "4"],
+        ["essay", "--quick", "--claims", "C7"],
     ):
         code = cli.main([*argv, "--json"])
         report = json.loads(capsys.readouterr().out)

@@ -151,7 +151,10 @@ class EssayReport(ResultMixin):
         return "\n".join(out) + "\n"
 
     def to_dict(self) -> dict:
-        """JSON-ready report: environment, summary and one entry per claim.
+        """JSON-ready report: environment, summary, outcome and one entry per claim.
+
+        ``outcome`` is the whole run's verdict (the one of the exit code), as in
+        every other command's JSON.
 
         Numbers are JSON numbers.  A value that is not finite (an infinite
         bound, a p-value that was not computed) is ``null``, and the list
@@ -176,6 +179,7 @@ class EssayReport(ResultMixin):
             "duration": self.duration,
             "environment": dict(self.environment),
             "summary": self.summary(),
+            "outcome": self.outcome.value,
             "exit_code": self.exit_code,
             "claims": _nulls_for_non_finite(claims, "claims", non_finite),
             "non_finite": non_finite,
