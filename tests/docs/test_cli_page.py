@@ -191,7 +191,7 @@ def _normal(text: str) -> str:
 
 def test_every_command_has_a_console_example():
     shown = {shlex.split(line)[1] for line, _ in CONSOLE}
-    assert shown >= set(cli.COMMANDS) - {"scaling"}, shown  # timings are not reproducible
+    assert shown >= set(cli.COMMANDS), shown
 
 
 @pytest.mark.parametrize(("line", "expected"), CONSOLE, ids=[line for line, _ in CONSOLE])

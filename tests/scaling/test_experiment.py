@@ -396,7 +396,7 @@ def test_run_scaling_report_and_files(tmp_path):
     assert saved["environment"]["clock"] == "cpu"
     md = (tmp_path / "run" / "scaling.md").read_text()
     assert "| softmax, bidirectional | C2 | 32..128 |" in md and "scaling.png" in md
-    assert "not judged: 3 sizes" in md
+    assert "not judged" in md and "3 sizes; a timing verdict needs at least 5" in md
     assert str(report).startswith("scaling inconclusive: ")
 
 

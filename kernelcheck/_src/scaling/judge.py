@@ -103,14 +103,14 @@ def accepted_range(
             exponent,
             None,
             None,
-            f"not judged: {len(sizes)} sizes; a timing verdict needs at least {MIN_SIZES}",
+            f"{len(sizes)} sizes; a timing verdict needs at least {MIN_SIZES}",
         )
     if ratio < spread**3:
         return AcceptedRange(
             exponent,
             None,
             None,
-            f"not judged: n spans a factor {ratio:.3g}; a timing verdict needs at least "
+            f"n spans a factor {ratio:.3g}; a timing verdict needs at least "
             f"{spread**3:g} (time per operation may change by a factor {spread:g} across sizes)",
         )
     half = math.log(spread) / math.log(ratio)
