@@ -1022,10 +1022,19 @@ def _main(argv: Sequence[str] | None) -> int:
         done.set()
 
 
+def _reader_gone() -> int:
+    """Standard output's reader went away (``kernelcheck essay | head``): stop quietly."""
+    # Point stdout at /dev/null so the interpreter's final flush stays quiet.
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return EXIT_INTERRUPTED
+
+
 def _run_command(args: argparse.Namespace, prog: str) -> int:
     try:
         return int(args.func(args))
     except (UsageError, InvalidArgument) as exc:
+        if isinstance(exc.__cause__, BrokenPipeError):  # the CLI's own progress printer's
+            return _reader_gone()
         message = " ".join(str(exc).split())
         print(f"{prog}: error: {message}", file=sys.stderr)
         return EXIT_USAGE
@@ -1044,9 +1053,7 @@ def _run_command(args: argparse.Namespace, prog: str) -> int:
         print(f"{prog}: interrupted{where}", file=sys.stderr)
         return EXIT_INTERRUPTED
     except BrokenPipeError:  # the reader went away, e.g. `kernelcheck essay | head`
-        # Point stdout at /dev/null so the interpreter's final flush stays quiet.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return EXIT_INTERRUPTED
+        return _reader_gone()
     except OSError as exc:  # a report that could not be written, a scheduler that went away
         message = " ".join(str(getattr(exc, "strerror", None) or exc).split())
         if not isinstance(exc, ReportNotWritten) and getattr(exc, "filename", None):
