@@ -68,6 +68,19 @@ def test_c15_shows_the_fit_and_the_theory_slope_minus_one_half(quick_plots):
     assert math.isclose(_slope(theory), -0.5, rel_tol=1e-9)
     points = lines["RMS over draws"]
     np.testing.assert_array_equal(fit[:, 0], points[:, 0])
+    # the draws the fit is made from are on the plot, unjoined, and their RMS is the curve
+    draws = next(xy for label, xy in lines.items() if label.startswith("each of"))
+    (line,) = [ln for ln in ax.lines if ln.get_label().startswith("each of")]
+    assert line.get_linestyle() in ("None", "none", "")
+    ms = points[:, 0]
+    rms = [np.sqrt(np.mean(draws[draws[:, 0] == m, 1] ** 2)) for m in ms]
+    np.testing.assert_allclose(points[:, 1], rms, rtol=1e-12)
+
+
+def test_an_axis_of_whole_numbers_has_whole_ticks(quick_plots):
+    ax, _ = _check_readable(plot_figure("C12", quick_plots["C12"]))  # x is the order M
+    ticks = [t for t in ax.get_xticks() if ax.get_xlim()[0] <= t <= ax.get_xlim()[1]]
+    assert ticks and all(float(t).is_integer() for t in ticks), ticks
 
 
 def test_an_infinite_value_is_left_out_not_drawn_as_a_category():

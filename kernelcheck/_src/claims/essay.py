@@ -449,7 +449,8 @@ def render_plots(report: EssayReport) -> dict[str, bytes]:
     without plots and says so).  Plot data format: ``{"title", "xlabel",
     "ylabel", "xscale", "yscale", "series": [{"label", "x", "y"}, ...]}``; a
     series with ``"style": "dashed"`` draws a reference line (a theory
-    slope), ``"line"`` a fitted line, any other points joined by lines.
+    slope), ``"line"`` a fitted line, ``"points"`` unjoined small markers (the
+    samples a fit is made from), any other points joined by lines.
     Points that are not finite numbers (or not positive on a log axis) are
     left out, so a bound that is infinite at one order never turns the axis
     into categories.
@@ -468,11 +469,18 @@ def plot_figure(cid: str, spec: dict) -> Any:
     ax = fig.add_subplot()
     for series in spec.get("series", []):
         style = series.get("style")
+        x, y = _finite_points(series["x"], series["y"])
+        if style == "points":
+            ax.plot(x, y, linestyle="none", marker=".", ms=4, alpha=0.45, label=series.get("label"))
+            continue
         ls = "--" if style == "dashed" else "-"
         marker = "" if style in ("dashed", "line") else "o"
-        x, y = _finite_points(series["x"], series["y"])
         ax.plot(x, y, ls, marker=marker, ms=4, label=series.get("label"))
     ax.set_xscale(spec.get("xscale", "linear"))
+    if spec.get("xscale", "linear") == "linear" and _integral_x(spec):  # an order M, a count
+        from matplotlib.ticker import MaxNLocator
+
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_yscale(spec.get("yscale", "linear"))
     ax.set_xlabel(spec.get("xlabel", ""))
     ax.set_ylabel(spec.get("ylabel", ""))
@@ -482,6 +490,12 @@ def plot_figure(cid: str, spec: dict) -> Any:
         ax.legend(fontsize=8)
     fig.tight_layout()
     return fig
+
+
+def _integral_x(spec: dict) -> bool:
+    """Whether every x of every series is a whole number (the axis then has whole ticks)."""
+    xs = [x for series in spec.get("series", []) for x in series["x"]]
+    return bool(xs) and all(isinstance(x, (int, float)) and float(x).is_integer() for x in xs)
 
 
 def _finite_points(x, y) -> tuple[list[float], list[float]]:
