@@ -26,6 +26,7 @@ import contextlib
 import errno
 import io
 import json
+import math
 import os
 import platform
 import sys
@@ -49,6 +50,7 @@ __all__ = [
     "PLOTS_SKIPPED",
     "new_figure",
     "png_bytes",
+    "size_ticks",
     "render_plots",
     "json_text",
     "environment",
@@ -84,6 +86,43 @@ def new_figure(figsize: tuple[float, float] = (5.5, 3.8), dpi: int = 110):
     fig = Figure(figsize=figsize, dpi=dpi)
     FigureCanvasAgg(fig)
     return fig
+
+
+def size_ticks(ax, values, *, fontsize: float = 8.0) -> None:
+    """Label a log x axis at the sizes ``values`` (n, m) so that no two labels overlap.
+
+    Every value gets a tick.  A greedy pass keeps powers of two first (the
+    library's grids double), then any other value, as long as its label
+    clears every label kept: each label's width on the axis is estimated from
+    its characters (0.6 em each, rotated 30 degrees) against the axis's width
+    in the figure, less 15% for the margins a tight layout takes.  Kept
+    values get plain integer labels, the rest an unlabelled minor tick, so two
+    grids merged on one axis (sizes a factor sqrt(2) apart beside sizes a
+    factor 2 apart) never print labels over each other.  Call it after the
+    data are plotted (the axis limits are then known).
+    """
+    from matplotlib.ticker import FixedLocator, NullFormatter
+
+    ticks = sorted({int(v) for v in values if v > 0})
+    lo, hi = (math.log(v) for v in ax.get_xlim())
+    fig = ax.get_figure()
+    axis_px = 0.85 * ax.get_position().width * fig.get_figwidth() * fig.dpi
+    em = fontsize * fig.dpi / 72.0
+    cos, sin = math.cos(math.radians(30)), math.sin(math.radians(30))
+
+    def half_width(v: int) -> float:  # in log units of the axis, with a quarter-em gap
+        px = 0.6 * em * len(str(v)) * cos + em * sin + 0.25 * em
+        return 0.5 * px / axis_px * (hi - lo)
+
+    kept: list[int] = []
+    for v in sorted(ticks, key=lambda v: (v & (v - 1) != 0, v)):
+        if all(abs(math.log(v / k)) >= half_width(v) + half_width(k) for k in kept):
+            kept.append(v)
+    kept.sort()
+    ax.set_xticks(kept)
+    ax.set_xticklabels([str(v) for v in kept], rotation=30, fontsize=fontsize)
+    ax.xaxis.set_minor_locator(FixedLocator([v for v in ticks if v not in kept]))
+    ax.xaxis.set_minor_formatter(NullFormatter())
 
 
 def png_bytes(fig, *, dpi: int = 110) -> bytes:

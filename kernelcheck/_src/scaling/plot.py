@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from kernelcheck._src.core.report import new_figure, write_bundle
+from kernelcheck._src.core.report import new_figure, size_ticks, write_bundle
 from kernelcheck.errors import InvalidArgument
 
 __all__ = ["render", "write_plot"]
@@ -89,8 +89,6 @@ def figure(
     has_model = any(m.model_flops is not None for m in measurements)
     panels = 1 + has_mem + has_model
     fig = new_figure((5.2 * panels, 4.2))
-    from matplotlib.ticker import NullLocator  # after new_figure, the guard
-
     axes = fig.subplots(1, panels, squeeze=False)
     axes = axes[0]
     colors = [f"C{i}" for i in range(10)]
@@ -143,10 +141,7 @@ def figure(
         axes[k].set_ylim(bottom=0)
     ticks = sorted({n for m in measurements for n in m.sizes})
     for ax in axes:
-        if len(ticks) <= 12:
-            ax.set_xticks(ticks)
-            ax.set_xticklabels([str(n) for n in ticks], rotation=30, fontsize=8)
-            ax.xaxis.set_minor_locator(NullLocator())
+        size_ticks(ax, ticks)
         ax.grid(True, which="both", alpha=0.3)
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=7)

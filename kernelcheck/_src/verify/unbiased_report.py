@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from kernelcheck._src.core import report as bundle
-from kernelcheck._src.core.report import new_figure, png_bytes
+from kernelcheck._src.core.report import new_figure, png_bytes, size_ticks
 from kernelcheck._src.core.validate import as_int, as_output_folder, as_real, as_rng, describe
 from kernelcheck._src.verify.unbiased_results import UnbiasedReport
 from kernelcheck.errors import InvalidArgument
@@ -43,6 +43,7 @@ def render_plots(report: UnbiasedReport) -> dict[str, bytes]:
         ax.plot(m, r[0] * np.sqrt(m[0] / m), ":", color="gray", label="1/sqrt(m) reference")
         ax.set_xscale("log")
         ax.set_yscale("log")
+        size_ticks(ax, m)
         ax.set_xlabel("number of features m")
         ax.set_ylabel("relative RMSE")
         ax.set_title("Error against number of features")
