@@ -9,7 +9,6 @@ Mercer rows.
 from __future__ import annotations
 
 import numpy as np
-from exact_oracle import exact_kind
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
@@ -19,6 +18,7 @@ from kernelcheck._src.psd.tolerance import default_tolerance, frobenius
 from kernelcheck.errors import NumericalFailure
 from kernelcheck.psd import Verdict, check_psd, mercer_features
 from kernelcheck.strategies import kernels, point_sets
+from tests.psd.oracle import exact_kind
 
 
 def _reference_kind(K: np.ndarray) -> str:

@@ -23,11 +23,11 @@ from __future__ import annotations
 from fractions import Fraction
 
 import numpy as np
-from exact_oracle import exact_kind
 from hypothesis import given
 from hypothesis import strategies as st
 
 from kernelcheck.psd import Verdict, check_psd
+from tests.psd.oracle import exact_kind
 
 
 def _sym(K: np.ndarray) -> list[list[Fraction]]:

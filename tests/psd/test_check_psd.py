@@ -25,55 +25,9 @@ from kernelcheck import Gaussian, InvalidArgument
 from kernelcheck._src.psd.highprec import MPMATH_MAX_N
 from kernelcheck._src.psd.ladder import assert_psd
 from kernelcheck._src.psd.tolerance import default_tolerance
-from kernelcheck.psd import PSDResult, Verdict, check_psd
+from kernelcheck.psd import Verdict, check_psd
 from tests.psd import sylvester
-
-
-def reference_kind(K: np.ndarray) -> str:
-    """'pd', 'psd' or 'not_psd' by rational symmetric elimination (Fractions)."""
-    n = K.shape[0]
-    A = [[Fraction(float(K[i, j])) for j in range(n)] for i in range(n)]
-    singular = False
-    for k in range(n):
-        p = A[k][k]
-        if p < 0:
-            return "not_psd"
-        if p == 0:
-            if any(A[k][j] != 0 for j in range(k + 1, n)):
-                return "not_psd"
-            singular = True
-            continue
-        for i in range(k + 1, n):
-            f = A[i][k] / p
-            if f:
-                for j in range(k + 1, n):
-                    A[i][j] -= f * A[k][j]
-    return "psd" if singular else "pd"
-
-
-def exact_rayleigh(K: np.ndarray, v) -> Fraction:
-    """v^T K v / v^T v with Fractions (v float or Python ints)."""
-    fv = [Fraction(int(x)) if isinstance(x, int) else Fraction(float(x)) for x in v]
-    n = len(fv)
-    num = sum(
-        fv[i] * Fraction(float(K[i, j])) * fv[j]
-        for i in range(n)
-        for j in range(n)
-        if fv[i] and fv[j]
-    )
-    return num / sum(x * x for x in fv)
-
-
-def assert_witness(K, r: PSDResult):
-    assert r.verdict is Verdict.NOT_PSD and r.certified
-    q = exact_rayleigh(K, r.witness)
-    assert q < -Fraction(r.tol.value)
-    assert str(q.numerator) + "/" + str(q.denominator) == r.witness_value_exact
-
-
-def hilbert(n):
-    return np.array([[1.0 / (i + j + 1) for j in range(n)] for i in range(n)])
-
+from tests.psd.oracle import assert_witness, hilbert, reference_kind
 
 KIND = {
     "pd": Verdict.POSITIVE_DEFINITE,
