@@ -162,3 +162,49 @@ def test_pairs_whose_factor_underflows_take_the_shifted_path_in_batches():
     e, b = np.empty_like(est), np.empty_like(bound)
     chunk.shifted(W, e, b)
     assert np.array_equal(est, e) and np.array_equal(bound, b)
+
+
+def test_blocks_of_the_unshifted_path_fall_back_one_by_one():
+    """The unshifted path runs over blocks of trials (``BLOCK_ELEMENTS``): a block that
+    fails a guard gets the shifted path, the other blocks keep their unshifted numbers,
+    and the per-trial numbers do not depend on the block size."""
+    m = 3
+    x, y, (a, b) = GUARD_CASES["a feature overflows"]
+    bad = np.array([[a + i / 4, b - i / 4] for i in range(m)])
+    good = np.random.default_rng(0).standard_normal((2, m, 2))
+    W = np.stack([good[0], bad, good[1]])
+    Xs, Ys = np.array([x]), np.array([y])
+    chunk = ChunkEstimates(PositiveRandomFeatures.sampler(2, m), Xs, Ys)
+    chunk.BLOCK_ELEMENTS = m * 2  # one trial per block
+    e, bd = np.empty((3, 1, 1)), np.empty((3, 1, 1))
+    chunk(W, e, bd)
+    for t in (0, 2):
+        ok, e1, b1 = _run(chunk, "unshifted", W[t : t + 1])
+        assert ok and np.array_equal(e[t], e1[0]) and np.array_equal(bd[t], b1[0])
+    tol = _tolerance(2, m, 1000.0)
+    for t in range(3):
+        ref_est, ref_bound = _log_space(W[t], Xs, Ys)
+        assert np.allclose(e[t], ref_est, rtol=tol, atol=0)
+        assert np.allclose(bd[t], ref_bound, rtol=tol, atol=0)
+    # every trial in one block: the guard sends all three to the shifted path
+    chunk.BLOCK_ELEMENTS = ChunkEstimates.BLOCK_ELEMENTS
+    e3, b3 = np.empty_like(e), np.empty_like(bd)
+    chunk(W, e3, b3)
+    es, bs = np.empty_like(e), np.empty_like(bd)
+    chunk.shifted(W, es, bs)
+    assert np.array_equal(e3, es) and np.array_equal(b3, bs)
+
+
+def test_the_block_size_does_not_change_the_trials():
+    sampler = PositiveRandomFeatures.sampler(5, 16)
+    X = 0.3 * np.random.default_rng(1).standard_normal((4, 5))
+    W = draw_projection(np.random.default_rng(2), 5, 16, batch=9)
+    out = []
+    for block in (ChunkEstimates.BLOCK_ELEMENTS, 16 * 8, 16 * 8 * 4):
+        chunk = ChunkEstimates(sampler, X, X)
+        chunk.BLOCK_ELEMENTS = block
+        e, b = np.empty((9, 4, 4)), np.empty((9, 4, 4))
+        chunk(W, e, b)
+        out.append((e, b))
+    for e, b in out[1:]:
+        assert np.array_equal(e, out[0][0]) and np.array_equal(b, out[0][1])

@@ -519,9 +519,20 @@ class ChunkEstimates:
         # the squared row norms that prove every row maximum in range (see above)
         self.lo, self.hi = m * 2.0 ** (-2 * _UNSHIFTED_LOG2), 2.0 ** (2 * _UNSHIFTED_LOG2)
 
+    #: Feature entries of one block of trials of the unshifted path (1 MiB of
+    #: float64): the features, their squares and their products are formed
+    #: while the block is in cache.  Per-trial results do not depend on it.
+    BLOCK_ELEMENTS = 1 << 17
+
     def __call__(self, W: np.ndarray, e: np.ndarray, b: np.ndarray) -> None:
-        if self.factor is None or not self.unshifted(W, e, b):
+        if self.factor is None:
             self.shifted(W, e, b)
+            return
+        step = max(1, self.BLOCK_ELEMENTS // (W.shape[-2] * self.ZT.shape[1]))
+        for a in range(0, W.shape[0], step):
+            z = slice(a, a + step)
+            if not self.unshifted(W[z], e[z], b[z]):
+                self.shifted(W[z], e[z], b[z])
 
     def unshifted(self, W: np.ndarray, e: np.ndarray, b: np.ndarray) -> bool:
         """The unshifted path; False (``e`` and ``b`` untouched) if a chunk guard fails."""
