@@ -281,6 +281,10 @@ def test_one_dimensional_trials_and_aux_maximum():
     assert np.isclose(mo.maximum, (np.abs(x) + 1.0).max(), rtol=0)
     one = run_trials(_trials_1d, 2, seed=0, shard_size=1)  # smallest accepted sizes
     assert one.count == 2
+    # one-dimensional trials give NumPy scalars, the type of NumPy's own reductions
+    part = Moments.from_samples(x)
+    for got in (part.mean, part.m2, part.m3, part.m4):
+        assert type(got) is type(x.mean())
 
 
 def test_scalar_trial_value_is_refused_with_its_description():

@@ -197,8 +197,8 @@ class Moments(ResultMixin):
             mean, m2, m3, m4 = _central_sums(x.reshape(n, -1))
         if not np.isfinite(mean).all():
             check_finite(x, "values")
-        shape = x.shape[1:]
-        mean, m2, m3, m4 = (a.reshape(shape) for a in (mean, m2, m3, m4))
+        # [()]: one-dimensional trials give NumPy scalars, as NumPy's reductions do
+        mean, m2, m3, m4 = (a.reshape(x.shape[1:])[()] for a in (mean, m2, m3, m4))
         _require_finite_moments(mean, m2, m3, m4, "`values`")
         mx = None
         if aux is not None:
