@@ -491,19 +491,21 @@ class ChunkEstimates:
     * once per call, the factor ``exp(-(|x'|^2 + |y'|^2) / 2) / m`` must be a
       normal number for every pair (else a large-norm pair's factor would
       underflow to 0 while its sum is large);
-    * per chunk, every squared row norm ``|E_x|^2`` (needed anyway for the
-      rounding scale) must lie in ``[m 2^-960, 2^960]``: then the row's largest
-      feature is in ``[2^-480, 2^480]`` (``max^2 <= |E_x|^2 <= m max^2``), so
-      no feature overflowed (an ``inf`` makes the norm ``inf``; a NaN fails
-      the comparison), the largest is a full-precision normal number, the
+    * per block of trials (:attr:`BLOCK_ELEMENTS`), every squared row norm
+      ``|E_x|^2`` (needed anyway for the rounding scale) must lie in
+      ``[m 2^-960, 2^960]``: then the row's largest feature is in
+      ``[2^-480, 2^480]`` (``max^2 <= |E_x|^2 <= m max^2``), so no feature
+      overflowed (an ``inf`` makes the norm ``inf``; a NaN fails the
+      comparison), the largest is a full-precision normal number, the
       products ``E_x E_y`` and their sums of m terms stay below ``m 2^960``,
       and entries that underflowed are below ``2^-1022``, negligible against
-      the row.  A chunk that fails is evaluated by the shifted path from the
-      same projections.
+      the row.  A block that fails is evaluated by the shifted path from the
+      same projections (the other blocks keep the unshifted numbers).
 
-    tests/features/test_random.py checks the two paths agree to rounding, and
-    that inputs failing each guard (projections whose features over- or
-    underflow; pairs whose factor underflows) still get the log-space estimate.
+    tests/features/test_batch_paths.py checks that the two paths agree to
+    rounding, and that inputs failing each guard (projections whose features
+    over- or underflow; pairs whose factor underflows) still get the log-space
+    estimate.
     """
 
     def __init__(self, sampler: RandomFeatureSampler, Xs: np.ndarray, Ys: np.ndarray):
@@ -535,7 +537,7 @@ class ChunkEstimates:
                 self.shifted(W[z], e[z], b[z])
 
     def unshifted(self, W: np.ndarray, e: np.ndarray, b: np.ndarray) -> bool:
-        """The unshifted path; False (``e`` and ``b`` untouched) if a chunk guard fails."""
+        """The unshifted path; False (``e`` and ``b`` untouched) if a block guard fails."""
         assert self.factor is not None
         E = W @ self.ZT  # (c, m, nx + ny): every point's projections, one product
         with np.errstate(over="ignore"):
