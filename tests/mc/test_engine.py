@@ -281,6 +281,10 @@ def test_one_dimensional_trials_and_aux_maximum():
     assert np.isclose(mo.maximum, (np.abs(x) + 1.0).max(), rtol=0)
     one = run_trials(_trials_1d, 2, seed=0, shard_size=1)  # smallest accepted sizes
     assert one.count == 2
+    # one-dimensional trials give NumPy scalars, the type of NumPy's own reductions
+    part = Moments.from_samples(x)
+    for got in (part.mean, part.m2, part.m3, part.m4):
+        assert type(got) is type(x.mean())
 
 
 def test_scalar_trial_value_is_refused_with_its_description():
@@ -586,13 +590,16 @@ def test_bad_input(call, text):
         call()
 
 
-def test_from_samples_holds_two_trial_sized_buffers():
+def test_from_samples_holds_two_block_sized_buffers():
     """The shortcut of ``Moments.from_samples``: the deviations and their powers live in
-    two reused buffers (``tracemalloc``, deterministic), and the moments are still the
-    direct two-pass formulas."""
+    two reused buffers of one block of trials (``tracemalloc``, deterministic), however
+    many trials there are, and the moments over several blocks (the last one ragged) are
+    still the direct two-pass formulas."""
     import tracemalloc
 
     x = np.random.default_rng(8).standard_normal((4000, 64)) * 3.0 + 1.0
+    block = _stats._BLOCK_ELEMENTS
+    assert x.size > 3 * block and x.shape[0] % (block // 64)  # four blocks, the last ragged
     Moments.from_samples(x[:10])  # warm
     tracemalloc.start()
     try:
@@ -600,7 +607,32 @@ def test_from_samples_holds_two_trial_sized_buffers():
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
-    assert peak <= 2 * x.nbytes + 64 * 1024, peak / x.nbytes
+    # the two block buffers, and NumPy's 64 KiB ufunc buffer and small arrays
+    assert peak <= 2 * 8 * block + 128 * 1024, peak / x.nbytes
     d = x - x.mean(axis=0)
+    assert np.allclose(mo.mean, x.mean(axis=0), rtol=1e-13, atol=1e-13)
     for got, k in ((mo.m2, 2), (mo.m3, 3), (mo.m4, 4)):
         assert np.allclose(got, (d**k).sum(axis=0), rtol=1e-10, atol=1e-9 * (np.abs(d) ** k).sum(0))
+
+
+@given(
+    st.integers(2, 40),
+    st.integers(1, 5),
+    st.data(),
+    st.sampled_from([np.nan, np.inf, -np.inf]),
+)
+def test_a_non_finite_value_anywhere_reaches_the_checked_mean(n, cols, data, bad):
+    """The shortcut of ``Moments.from_samples``: it checks the finiteness of the mean, not
+    of every entry, because a NaN or Inf in any trial (the first, which is the shift,
+    included) and any column makes that column's mean non-finite; the error then names
+    `values` and the entry."""
+    x = np.random.default_rng(n).standard_normal((n, cols))
+    i = data.draw(st.integers(0, n - 1))
+    j = data.draw(st.integers(0, cols - 1))
+    x[i, j] = bad
+    with np.errstate(all="ignore"):
+        mean, *_ = _stats._central_sums(x)
+    assert not np.isfinite(mean[j])
+    where = rf"`values` must be finite.*first at index \({i}, {j}\)"
+    with pytest.raises(InvalidArgument, match=where):
+        Moments.from_samples(x)

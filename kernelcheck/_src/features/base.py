@@ -43,6 +43,7 @@ from kernelcheck.errors import InvalidArgument, NumericalFailure
 __all__ = [
     "RandomFeatures",
     "RandomFeatureSampler",
+    "ChunkEstimates",
     "draw_projection",
     "check_log_scale",
 ]
@@ -403,30 +404,39 @@ class RandomFeatureSampler:
     def _chunk(self, per_trial: int) -> int:
         return max(1, self.CHUNK_ELEMENTS // max(per_trial, 1))
 
-    def batch_features(self, rng, n: int, Xs_list):
-        """Yield ``[(F, ls) for each X']`` for chunks of trials (already scaled inputs)."""
+    def _draws(self, rng, n: int, rows: int):
+        """Yield ``(c, W)``: the projections of consecutive chunks of ``c`` trials.
+
+        The chunk size depends only on the sampler and ``rows``, the number of
+        points (so every evaluation path draws the same stream for the same seed).
+        """
         m, d = self.num_features, self.dim
-        D = self._proto._per_row * m
-        rows = sum(X.shape[0] for X in Xs_list)
-        chunk = self._chunk(m * d + 2 * rows * D)
-        sqs = [np.einsum("ij,ij->i", X, X) for X in Xs_list]
+        chunk = self._chunk(m * d + 2 * rows * self._proto._per_row * m)
         done = 0
         while done < n:
             c = min(chunk, n - done)
-            W = draw_projection(rng, d, m, orthogonal=self.orthogonal, batch=c)
-            wsq = np.einsum("tij,tij->ti", W, W)
-            WT = np.swapaxes(W, -1, -2)
-            yield (
-                c,
-                [self._proto._parts(X @ WT, sq, wsq) for X, sq in zip(Xs_list, sqs, strict=True)],
-            )
+            yield c, draw_projection(rng, d, m, orthogonal=self.orthogonal, batch=c)
             done += c
+
+    def _chunk_parts(self, W: np.ndarray, Xs_list, sqs):
+        """The maps' ``(F, log_scale)`` parts of every point set for the projections ``W``."""
+        wsq = np.einsum("tij,tij->ti", W, W)
+        WT = np.swapaxes(W, -1, -2)
+        return [self._proto._parts(X @ WT, sq, wsq) for X, sq in zip(Xs_list, sqs, strict=True)]
+
+    def batch_features(self, rng, n: int, Xs_list):
+        """Yield ``[(F, ls) for each X']`` for chunks of trials (already scaled inputs)."""
+        rows = sum(X.shape[0] for X in Xs_list)
+        sqs = [np.einsum("ij,ij->i", X, X) for X in Xs_list]
+        for c, W in self._draws(rng, n, rows):
+            yield c, self._chunk_parts(W, Xs_list, sqs)
 
     def batch_estimates(self, rng, n: int, X, Y=None):
         """``n`` independent trials' estimates, shape (n, nx, ny), and a rounding scale.
 
         The second array bounds ``|phi(x)| . |phi(y)|`` by ``|phi(x)|_2 |phi(y)|_2``
         (Cauchy-Schwarz), the scale of the inner product's rounding error.
+        ``Y=None`` is ``Y = X`` (the same numbers).
         """
         rng = as_rng(rng, "rng")
         n = as_int(n, "n", minimum=1)
@@ -436,18 +446,123 @@ class RandomFeatureSampler:
         # chunks concatenated at the end: two result-sized copies fewer)
         est = np.empty((n, Xs.shape[0], Ys.shape[0]))
         bound = np.empty_like(est)
+        chunk = ChunkEstimates(self, Xs, Ys)
         done = 0
-        for c, ((FX, lx), (FY, ly)) in self.batch_features(rng, n, [Xs, Ys]):
-            e, b = est[done : done + c], bound[done : done + c]
-            np.matmul(FX, np.swapaxes(FY, -1, -2), out=e)
-            L = lx[..., :, None] + ly[..., None, :]
-            nx = np.log(np.sqrt(np.einsum("tij,tij->ti", FX, FX)))
-            ny = np.log(np.sqrt(np.einsum("tij,tij->ti", FY, FY)))
-            with np.errstate(over="ignore"):
-                np.add(L, nx[..., :, None], out=b)  # (L + nx) + ny, as before
-                b += ny[..., None, :]
-                np.exp(b, out=b)
-                np.exp(L, out=L)
-                e *= L
+        for c, W in self._draws(rng, n, Xs.shape[0] + Ys.shape[0]):
+            chunk(W, est[done : done + c], bound[done : done + c])
             done += c
         return est, bound
+
+
+#: The unshifted evaluation is used only where each row's largest feature
+#: ``exp(w . x')`` lies in ``[2^-_UNSHIFTED_LOG2, 2^_UNSHIFTED_LOG2]``: a normal
+#: float64 number whose squares, products and sums of m terms stay finite.
+_UNSHIFTED_LOG2 = 480
+
+
+class ChunkEstimates:
+    """The estimates and rounding scales of one chunk of trials, from its projections.
+
+    ``ChunkEstimates(sampler, X', Y')(W, est, bound)`` fills ``est`` and
+    ``bound`` (c, nx, ny) for the projections ``W`` (c, m, d) of c trials.
+
+    The general (*shifted*) path evaluates each map's ``(F, log_scale)``
+    parts (every row of F shifted by its maximum, so nothing overflows for
+    any input) and forms ``exp(ls_x + ls_y) (F_x . F_y)``.
+
+    The *unshifted* path, for maps with ``_unshifted`` (positive features,
+    ``log phi(x)_i = w_i . x' + (a term of x alone)``), factors the per-point
+    scales out of the features::
+
+        phi(x) . phi(y) = exp(-(|x'|^2 + |y'|^2) / 2) / m * sum_i exp(w_i . x') exp(w_i . y')
+
+    so the factor multiplies the small (nx, ny) result instead of the (n, m)
+    features, and the features ``E = exp(W [X'; Y']^T)`` come from ONE
+    product and ONE exp in place, with no per-row shift (the shifted path
+    makes two products, and subtracts each row's maximum first: two more
+    passes over the features).
+
+    Why it is the same estimate: without the shift ``E`` holds the shifted
+    features times ``exp(row max)``, so the paths differ only in rounding (the
+    exp's relative error does not depend on the shift, and the product's
+    absolute error in the exponent is the same) -- *as long as nothing leaves
+    the normal range*.  That is checked on small results only:
+
+    * once per call, the factor ``exp(-(|x'|^2 + |y'|^2) / 2) / m`` must be a
+      normal number for every pair (else a large-norm pair's factor would
+      underflow to 0 while its sum is large);
+    * per block of trials (:attr:`BLOCK_ELEMENTS`), every squared row norm
+      ``|E_x|^2`` (needed anyway for the rounding scale) must lie in
+      ``[m 2^-960, 2^960]``: then the row's largest feature is in
+      ``[2^-480, 2^480]`` (``max^2 <= |E_x|^2 <= m max^2``), so no feature
+      overflowed (an ``inf`` makes the norm ``inf``; a NaN fails the
+      comparison), the largest is a full-precision normal number, the
+      products ``E_x E_y`` and their sums of m terms stay below ``m 2^960``,
+      and entries that underflowed are below ``2^-1022``, negligible against
+      the row.  A block that fails is evaluated by the shifted path from the
+      same projections (the other blocks keep the unshifted numbers).
+
+    tests/features/test_batch_paths.py checks that the two paths agree to
+    rounding, and that inputs failing each guard (projections whose features
+    over- or underflow; pairs whose factor underflows) still get the log-space
+    estimate.
+    """
+
+    def __init__(self, sampler: RandomFeatureSampler, Xs: np.ndarray, Ys: np.ndarray):
+        self.sampler, self.Xs, self.Ys = sampler, Xs, Ys
+        self.sqs = [np.einsum("ij,ij->i", A, A) for A in (Xs, Ys)]
+        m = sampler.num_features
+        self.factor = None
+        if getattr(sampler._proto, "_unshifted", False) and Xs.size and Ys.size:
+            log_factor = -0.5 * (self.sqs[0][:, None] + self.sqs[1][None, :]) - math.log(m)
+            if log_factor.min() > _LOG_TINY + 1.0:
+                self.factor = np.exp(log_factor)
+        self.ZT = np.concatenate([Xs, Ys]).T
+        # the squared row norms that prove every row maximum in range (see above)
+        self.lo, self.hi = m * 2.0 ** (-2 * _UNSHIFTED_LOG2), 2.0 ** (2 * _UNSHIFTED_LOG2)
+
+    #: Feature entries of one block of trials of the unshifted path (1 MiB of
+    #: float64): the features, their squares and their products are formed
+    #: while the block is in cache.  Per-trial results do not depend on it.
+    BLOCK_ELEMENTS = 1 << 17
+
+    def __call__(self, W: np.ndarray, e: np.ndarray, b: np.ndarray) -> None:
+        if self.factor is None:
+            self.shifted(W, e, b)
+            return
+        step = max(1, self.BLOCK_ELEMENTS // (W.shape[-2] * self.ZT.shape[1]))
+        for a in range(0, W.shape[0], step):
+            z = slice(a, a + step)
+            if not self.unshifted(W[z], e[z], b[z]):
+                self.shifted(W[z], e[z], b[z])
+
+    def unshifted(self, W: np.ndarray, e: np.ndarray, b: np.ndarray) -> bool:
+        """The unshifted path; False (``e`` and ``b`` untouched) if a block guard fails."""
+        assert self.factor is not None
+        E = W @ self.ZT  # (c, m, nx + ny): every point's projections, one product
+        with np.errstate(over="ignore"):
+            np.exp(E, out=E)
+            n2 = np.einsum("tiz,tiz->tz", E, E)
+        if not (n2.min() >= self.lo and n2.max() <= self.hi):
+            return False
+        nx = self.Xs.shape[0]
+        np.matmul(np.swapaxes(E[..., :nx], -1, -2), E[..., nx:], out=e)
+        e *= self.factor
+        r = np.sqrt(n2)
+        np.multiply(r[:, :nx, None], r[:, None, nx:], out=b)
+        b *= self.factor
+        return True
+
+    def shifted(self, W: np.ndarray, e: np.ndarray, b: np.ndarray) -> None:
+        """The general path, from the maps' ``(F, log_scale)`` parts."""
+        (FX, lx), (FY, ly) = self.sampler._chunk_parts(W, [self.Xs, self.Ys], self.sqs)
+        np.matmul(FX, np.swapaxes(FY, -1, -2), out=e)
+        L = lx[..., :, None] + ly[..., None, :]
+        nx = np.log(np.sqrt(np.einsum("tij,tij->ti", FX, FX)))
+        ny = np.log(np.sqrt(np.einsum("tij,tij->ti", FY, FY)))
+        with np.errstate(over="ignore"):
+            np.add(L, nx[..., :, None], out=b)  # (L + nx) + ny, as before
+            b += ny[..., None, :]
+            np.exp(b, out=b)
+            np.exp(L, out=L)
+            e *= L

@@ -146,6 +146,9 @@ class PositiveRandomFeatures(RandomFeatures):
     """
 
     _short = "positive"
+    #: ``log phi(x)_i = w_i . x' + (a term of x alone)``: the sampler may factor the
+    #: per-point term out of the features (``ChunkEstimates`` in features/base.py)
+    _unshifted = True
 
     def _parts(self, P, sq, wsq):
         # In place: both callers pass a fresh product X W^T they never use

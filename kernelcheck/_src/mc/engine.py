@@ -50,6 +50,7 @@ from kernelcheck._src.core.validate import (
     as_seed_sequence,
     call_user,
     check_callable,
+    check_finite,
     check_size,
     describe,
 )
@@ -82,6 +83,55 @@ BERRY_ESSEEN_C = 0.4748
 
 #: Most futures kept in flight on an executor at once.
 _MAX_IN_FLIGHT = 64
+
+
+#: Entries of one block of trials in :func:`_central_sums` (512 KiB of float64):
+#: the block and its powers stay in cache between the passes over them.
+_BLOCK_ELEMENTS = 1 << 16
+
+
+def _central_sums(x: np.ndarray):
+    """Mean and central sums ``M_k = sum_t (x_t - mean)^k`` (k = 2, 3, 4) of the rows of ``x``.
+
+    Two passes over blocks of rows, each block's deviations and powers formed
+    in two block-sized buffers (no trial-sized temporary, and a block stays in
+    cache across its three powers):
+
+    1. the mean, as ``shift + sum_t (x_t - shift) / N`` with the first trial
+       as the shift: the sum runs over deviations, so its rounding error
+       scales with the spread, not the size (exact for a constant estimate);
+    2. the sums of ``d^2, d^3, d^4`` for ``d = x - mean``, the powers formed
+       in place (the same expressions, term by term).
+
+    Each column is summed block by block (each block's sum, then the blocks'
+    sums in order): the order of the terms depends only on the shape, never
+    on the run.  A NaN or Inf entry makes its column's sum, hence the mean,
+    NaN or Inf (IEEE: no sum with a NaN or an infinite term is finite), which
+    is what :meth:`Moments.from_samples` checks.
+    """
+    n, cols = x.shape
+    rows = max(1, min(n, _BLOCK_ELEMENTS // max(cols, 1)))
+    shift = x[0].copy()
+    d = np.empty((rows, cols))
+    p = np.empty((rows, cols))
+    total = np.zeros(cols)
+    for a in range(0, n, rows):
+        blk = d[: min(rows, n - a)]
+        np.subtract(x[a : a + rows], shift, out=blk)
+        total += blk.sum(axis=0)
+    mean = shift + total / n
+    m2, m3, m4 = np.zeros(cols), np.zeros(cols), np.zeros(cols)
+    for a in range(0, n, rows):
+        k = min(rows, n - a)
+        blk, pw = d[:k], p[:k]
+        np.subtract(x[a : a + rows], mean, out=blk)
+        np.multiply(blk, blk, out=pw)
+        m2 += pw.sum(axis=0)
+        pw *= blk
+        m3 += pw.sum(axis=0)
+        pw *= blk
+        m4 += pw.sum(axis=0)
+    return mean, m2, m3, m4
 
 
 def _require_finite_moments(mean, m2, m3, m4, what: str) -> None:
@@ -139,25 +189,16 @@ class Moments(ResultMixin):
         ``values`` must be finite and real with at least one trial; NaN or Inf
         raises :class:`InvalidArgument` (moments of NaN are no statistics).
         """
-        x = as_array(values, "values", min_ndim=1, dtype=np.float64)
+        # finite=False: a NaN or Inf entry always reaches the mean (below), which
+        # is checked instead of every entry; check_finite then names the entry
+        x = as_array(values, "values", min_ndim=1, dtype=np.float64, finite=False)
         n = x.shape[0]
-        # shifted by the first trial: the sum runs over deviations, so its
-        # rounding error scales with the spread, not the size (exact for a
-        # constant estimate)
-        shift = x[0]
         with np.errstate(over="ignore", invalid="ignore"):
-            # two trial-sized buffers, each reused: the deviations d (first
-            # from the shift, then from the mean) and the powers d^2, d^3, d^4
-            # formed in place (the sums are the same expressions, term by term)
-            d = x - shift
-            mean = shift + d.mean(axis=0)
-            np.subtract(x, mean, out=d)
-            p = d * d
-            m2 = p.sum(axis=0)
-            p *= d
-            m3 = p.sum(axis=0)
-            p *= d
-            m4 = p.sum(axis=0)
+            mean, m2, m3, m4 = _central_sums(x.reshape(n, -1))
+        if not np.isfinite(mean).all():
+            check_finite(x, "values")
+        # [()]: one-dimensional trials give NumPy scalars, as NumPy's reductions do
+        mean, m2, m3, m4 = (a.reshape(x.shape[1:])[()] for a in (mean, m2, m3, m4))
         _require_finite_moments(mean, m2, m3, m4, "`values`")
         mx = None
         if aux is not None:
