@@ -234,40 +234,80 @@ def test_causal_masks_are_exact_on_a_structured_example():
 
 
 def test_chunked_threaded_path_matches_recurrence(monkeypatch):
-    """Above the parallel-work threshold the chunk products run on worker threads."""
+    """Above the parallel-work threshold the groups of chunks run on worker threads
+    (each thread takes the next group); with many small groups the result is the
+    inline one bit for bit (each chunk's products and its state's sum are the same
+    calls in the same order) and matches the prefix sums within the bound."""
     n, D, dv = 600, 8, 3
     pq = RNG.random((2, n, D)) + 0.05
     pk = RNG.random((2, n, D)) + 0.05
     V = RNG.normal(size=(2, n, dv))
+    monkeypatch.setattr(_att, "CACHE_BYTES", 2000)  # a few chunks a group: ~40 groups
+    inline = att.chunked(pq, pk, V, chunk_size=7)
+    gates = np.linspace(0.9, 1.0, n)
+    gated_inline = att.gated_chunked(pq, pk, V, gates, chunk_size=7, normalize=True)
     monkeypatch.setattr(_att, "_PARALLEL_WORK", 1)  # force the worker path at this size
-    calls = []
-    real = _att._split
+    sizes = []
+    real = _att._run_everywhere
 
-    def spy(fn, k, workers):
-        calls.append((k, workers.size))
-        return real(fn, k, workers)
+    def spy(fn, workers):
+        sizes.append(workers.size)
+        return real(fn, workers)
 
-    monkeypatch.setattr(_att, "_split", spy)
+    monkeypatch.setattr(_att, "_run_everywhere", spy)
     out = att.chunked(pq, pk, V, chunk_size=7)
-    assert calls and all(k == n // 7 for k, _ in calls[:2])
+    gated = att.gated_chunked(pq, pk, V, gates, chunk_size=7, normalize=True)
+    assert sizes and all(s == sizes[0] for s in sizes)
     ref = att.parallel(pq, pk, V, causal=True)
     bound = att.linear_error_bound(pq, pk, V, causal=True)
     assert np.all(np.abs(out - ref) <= 2 * bound)
+    if sizes[0] > 1:  # threads really ran: the same calls, the same sums
+        assert np.array_equal(out, inline)
+        assert np.array_equal(gated, gated_inline)
 
 
-def test_split_covers_the_range_once_with_a_pool():
+def test_run_everywhere_runs_on_every_thread_and_raises_after_all_stopped():
+    import threading
     from concurrent.futures import ThreadPoolExecutor
 
     seen = []
-    with ThreadPoolExecutor(max_workers=3) as pool:
-        _att._split(lambda lo, hi: seen.append((lo, hi)), 10, _att._Workers(pool, 3))
-    assert sorted(seen) == [(0, 3), (3, 7), (7, 10)]
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        _att._run_everywhere(lambda: seen.append(threading.get_ident()), _att._Workers(pool, 3))
+    assert len(seen) == 3 and threading.get_ident() in seen
     seen.clear()
-    _att._split(lambda lo, hi: seen.append((lo, hi)), 1, _att._Workers(object(), 4))
-    assert seen == [(0, 1)]
-    seen.clear()
-    _att._split(lambda lo, hi: seen.append((lo, hi)), 5, _att._Workers(None, 1))
-    assert seen == [(0, 5)]
+    _att._run_everywhere(lambda: seen.append(1), _att._Workers(None, 1))
+    assert seen == [1]
+    done = []
+
+    def fail_on_workers():
+        if threading.current_thread() is threading.main_thread():
+            done.append("main")  # the caller's share finishes normally
+            return
+        raise RuntimeError("worker failed")
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        with pytest.raises(RuntimeError, match="worker failed"):
+            _att._run_everywhere(fail_on_workers, _att._Workers(pool, 2))
+    assert done == ["main"]
+
+
+def test_a_failing_group_stops_every_thread_without_hanging(monkeypatch):
+    """A group that raises (here: the sink, on the third group) aborts the state chain:
+    threads waiting for its state wake up and stop, and the error reaches the caller."""
+    monkeypatch.setattr(_att, "_PARALLEL_WORK", 1)
+    monkeypatch.setattr(_att, "CACHE_BYTES", 1)  # one chunk a group
+    from kernelcheck._src.attention.types import RawRows
+
+    class Failing(RawRows):
+        def take(self, r0, r1, h):
+            if r0 == 8:
+                raise MemoryError("planted")
+            super().take(r0, r1, h)
+
+    A = RNG.random((40, 3))
+    sink = Failing((40, 2), A.dtype)
+    with pytest.raises(MemoryError, match="planted"):
+        _att.causal_products(A, A, _att.ValueRows(RNG.random((40, 2)), False), 4, sink)
 
 
 def test_chunk_workers_limit_blas_inside_and_restore_after():

@@ -13,6 +13,8 @@ stays bounded, whatever n is.
 
 from __future__ import annotations
 
+import itertools
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
@@ -95,27 +97,30 @@ class ValueRows:
     """The rows ``W[r0:r1]`` of the value matrix of a linear form: ``[V, 1]`` or ``V``.
 
     ``[V, 1]`` gives numerators and normalisers from one product.  It is never
-    formed for all n: each block of rows is copied into one reused buffer
-    whose last column is set to 1 once (the kernels finish with a block's
-    values before asking for the next one, so the buffer is free again).
+    formed for all n: each block of rows is copied into a reused buffer of
+    the calling thread whose last column is set to 1 once (a thread finishes
+    with a block's values before asking for the next one, so its buffer is
+    free again; each worker thread of :func:`causal_products` has its own).
     """
 
     def __init__(self, V: np.ndarray, normalize: bool):
         self.V = V
         self.normalize = normalize
         self.m = V.shape[-1] + (1 if normalize else 0)
-        self._buf: np.ndarray | None = None
+        self._local = threading.local()
 
     def __call__(self, r0: int, r1: int) -> np.ndarray:
         if not self.normalize:
             return self.V[..., r0:r1, :]
         rows = r1 - r0
-        if self._buf is None or self._buf.shape[-2] < rows:
-            self._buf = np.empty(self.V.shape[:-2] + (rows, self.m), dtype=self.V.dtype)
-            self._buf[..., -1] = 1.0
-        buf = self._buf[..., :rows, :]
-        buf[..., :-1] = self.V[..., r0:r1, :]
-        return buf
+        buf = getattr(self._local, "buf", None)
+        if buf is None or buf.shape[-2] < rows:
+            buf = np.empty(self.V.shape[:-2] + (rows, self.m), dtype=self.V.dtype)
+            buf[..., -1] = 1.0
+            self._local.buf = buf
+        out = buf[..., :rows, :]
+        out[..., :-1] = self.V[..., r0:r1, :]
+        return out
 
 
 class MatrixRows(ValueRows):
@@ -198,9 +203,11 @@ def causal_products(
     the chunk* (``lc_i = sum_{l=t0..i} log g_l`` for the chunk starting at
     t0): ``d_ij = exp(lc_i - lc_j)`` inside a chunk, the state before the
     chunk decayed by ``exp(lc_i)``, and carried to the next chunk as
-    ``S <- exp(lc_last) S + sum_j exp(lc_last - lc_j) b_j w_j^T``.  No
-    running product of gates is ever formed: a product of thousands of gates
-    below 1 underflows, a difference of log sums does not.
+    ``S <- exp(lc_last) S + sum_j exp(lc_last - lc_j) b_j w_j^T`` (the key
+    rows scaled once per chunk by their decay to its last token, so the
+    state increment is one product).  No running product of gates is ever
+    formed: a product of thousands of gates below 1 underflows, a difference
+    of log sums does not.
 
     ``S0`` (shape (..., D, m)) is the state before the first token (zero by
     default: a state handed over from an earlier call, C19).  The rows of H
@@ -208,17 +215,22 @@ def causal_products(
     :class:`~kernelcheck._src.attention.types.RawRows`); returns the state
     after the last token (..., D, m).
 
-    Chunks are processed in groups whose working set (the per-chunk states,
-    scores and products) is about :data:`CACHE_BYTES` per worker: the running
-    sum of the states and the products with them then read cached data
-    (groups of all chunks at once ran 1.8x slower at D = 256).  Per group the
-    chunk-local products (scores, their product with ``w``, the state
-    increments) are independent across chunks and run on worker threads, each
-    on a slice of chunks with single-threaded BLAS; the running sum of the
-    states is sequential; the products with the state before each chunk are
-    again independent.  Each chunk's products are the same calls whatever the
-    number of workers, and the group boundaries do not change any sum, so the
-    result does not depend on either.
+    Work: chunks are processed in groups of :func:`group_chunks` chunks whose
+    working set (per-chunk states, scores, products) fits a core's cache.
+    Per group, batched products over its ``(k, C, D)`` stacks (few, wide
+    calls): the scores and their product with ``w`` (the chunk-local part),
+    the state increment of every chunk; then the inclusive running sum of the
+    states from the state before the group (the one sequential step, ``k D m``
+    additions), and one batched product of each chunk's rows with the state
+    before it.  With worker threads (large inputs) each thread takes the next
+    group as it is free and runs it whole, waiting only for the state of the
+    group before, which is published as soon as its running sum is done
+    (:class:`_StateChain`): the chunk-local products of one group overlap the
+    running sum and read-out of the other, with one hand-over per group
+    instead of a join of all threads twice per group.  Each chunk's products
+    are the same calls and its state the same sum in the same order whatever
+    the groups and the threads, so the result does not depend on either
+    (tests/attention/test_forms.py compares them bit for bit).
 
     Non-finite inputs: a_i reaches row i; b_j and w_j reach row j through
     the diagonal score ``(a_j . b_j) w_j`` (and every later row through the
@@ -228,113 +240,198 @@ def causal_products(
     m = values.m
     C = min(C, n)
     nb = batch_size(batch)
+    nfull, rem = divmod(n, C)
+    G = group_chunks(nb, C, D, m, log_gates is not None, nfull)
+    plan = [(g0 * C, min(G, nfull - g0), C) for g0 in range(0, nfull, G)]
+    if rem:
+        plan.append((nfull * C, 1, rem))
     S = np.zeros(batch + (D, m), dtype=A.dtype)
     if S0 is not None:
         S[...] = S0
-    nfull = n // C
+    chain = _StateChain(S, len(plan))
+    job = _GroupJob(A, B, values, sink, log_gates, plan, chain, G, C)
     big = n * (C + D) * m * nb >= _PARALLEL_WORK
     with _chunk_workers(big) as workers:
-        per_chunk = 8 * nb * (D * m + C * (C + 2 * m))
-        group = max(1, min(nfull or 1, workers.size * CACHE_BYTES // per_chunk))
-        bufs = _ChunkBuffers(batch, group, C, D, m, A.dtype)
-        keep = np.tril(np.ones((C, C), dtype=A.dtype))
-        run = _Group(A, B, values, sink, log_gates, workers)
-        for g0 in range(0, nfull, group):
-            run(g0 * C, min(group, nfull - g0), C, S, keep, bufs)
-        rem = n - nfull * C
-        if rem:
-            run(nfull * C, 1, rem, S, keep[:rem, :rem], _ChunkBuffers(batch, 1, rem, D, m, A.dtype))
-    return S
+        _run_everywhere(job.work, workers)
+    return chain.final()
+
+
+def group_chunks(nb: int, C: int, D: int, m: int, gated: bool, nfull: int) -> int:
+    """Chunks per group of :func:`causal_products`: as many as fit :data:`CACHE_BYTES`.
+
+    A chunk's working set is its state increment (``D m``), scores
+    (``C^2``), products (``2 C m``) and, gated, its scaled keys (``C D``),
+    per batch entry.  Measured at n = 8192, D = 256, d_v = 64 (C = 32, two
+    worker threads, ``benchmarks/bench_attention.py``): groups of 4 to 12
+    chunks are within noise of each other; one chunk a group pays the
+    Python overhead of about 15 calls per chunk, all chunks at once (states
+    of the whole sequence) falls out of cache and runs 1.8x slower.
+    """
+    per_chunk = 8 * nb * (D * m + C * (C + 2 * m) + (C * D if gated else 0))
+    return max(1, min(nfull or 1, CACHE_BYTES // per_chunk))
 
 
 class _ChunkBuffers:
-    """Per-group arrays reused from group to group: states, scores, carried products.
+    """One thread's arrays, reused from group to group: states, scores, products.
 
-    A group's products are complete (its workers joined) before the next
-    group writes them again.
+    A thread finishes a group (its rows handed to the sink) before it takes
+    the next, so its buffers are free again; other threads have their own.
     """
 
-    def __init__(self, batch, group, C, D, m, dtype):
+    def __init__(self, batch, group, C, D, m, dtype, gated):
         self.dS = np.empty(batch + (group, D, m), dtype=dtype)
         self.scores = np.empty(batch + (group, C, C), dtype=dtype)
         self.tmp = np.empty(batch + (group, C, m), dtype=dtype)
+        self.keys = np.empty(batch + (group, C, D), dtype=dtype) if gated else None
 
 
-class _Group:
-    """One group of k chunks of c tokens, rows ``r0 .. r0 + k c``, of :func:`causal_products`."""
+class _StateChain:
+    """The state after each group, handed from the thread that computed it to the next group's.
 
-    def __init__(self, A, B, values, sink, log_gates, workers):
+    ``wait(g)`` returns the state before group g (blocking until group g - 1
+    has published it); ``publish(g, S)`` copies group g's final state into
+    one of two slots and wakes group g + 1.  Two slots suffice: group g's
+    slot is next overwritten by group g + 2, which waits for group g + 1,
+    which has read it (and group g + 1's thread reads it only before its own
+    publish).  ``abort()`` wakes every waiter after a failure in any thread.
+    """
+
+    def __init__(self, S: np.ndarray, groups: int):
+        self.first = S
+        self.slots = np.empty((2,) + S.shape, dtype=S.dtype)
+        self.ready = [threading.Event() for _ in range(groups)]
+        self.failed = False
+        self.groups = groups
+
+    def wait(self, g: int) -> np.ndarray:
+        if g == 0:
+            return self.first
+        self.ready[g - 1].wait()
+        if self.failed:
+            raise _Aborted
+        return self.slots[(g - 1) % 2]
+
+    def publish(self, g: int, S: np.ndarray) -> None:
+        self.slots[g % 2] = S
+        self.ready[g].set()
+
+    def abort(self) -> None:
+        self.failed = True
+        for event in self.ready:
+            event.set()
+
+    def final(self) -> np.ndarray:
+        return self.slots[(self.groups - 1) % 2].copy()
+
+
+class _Aborted(Exception):
+    """Another thread failed: stop taking groups (its exception is the one raised)."""
+
+
+class _GroupJob:
+    """The groups of one :func:`causal_products` call, taken in order by any number of threads."""
+
+    def __init__(self, A, B, values, sink, log_gates, plan, chain, G, C):
         self.A, self.B, self.values, self.sink = A, B, values, sink
-        self.log_gates, self.workers = log_gates, workers
+        self.log_gates, self.plan, self.chain = log_gates, plan, chain
+        self.G, self.C = G, C
+        self.keep = np.tril(np.ones((C, C), dtype=A.dtype))
+        self.next = itertools.count()  # next(count) is atomic under the GIL
 
-    def __call__(self, r0, k, c, S, keep, bufs):
+    def work(self) -> None:
         A = self.A
-        batch, D = A.shape[:-2], A.shape[-1]
-        m = self.values.m
+        batch, D, m = A.shape[:-2], A.shape[-1], self.values.m
+        gated = self.log_gates is not None
+        bufs = _ChunkBuffers(batch, self.G, self.C, D, m, A.dtype, gated)
+        try:
+            while not self.chain.failed:
+                g = next(self.next)
+                if g >= len(self.plan):
+                    return
+                self.group(g, bufs)
+        except _Aborted:
+            return
+        except BaseException:
+            self.chain.abort()
+            raise
+
+    def group(self, g: int, bufs: _ChunkBuffers) -> None:
+        r0, k, c = self.plan[g]
         r1 = r0 + k * c
+        A = self.A
+        batch, D, m = A.shape[:-2], A.shape[-1], self.values.m
         a = A[..., r0:r1, :].reshape(batch + (k, c, D))
         b = self.B[..., r0:r1, :].reshape(batch + (k, c, D))
         w = self.values(r0, r1).reshape(batch + (k, c, m))
         h_rows = self.sink.target(r0, r1)
         h = h_rows.reshape(batch + (k, c, m))
-        s, dS, tmp = bufs.scores[..., :k, :, :], bufs.dS[..., :k, :, :], bufs.tmp[..., :k, :, :]
+        s, dS = bufs.scores[..., :k, :c, :c], bufs.dS[..., :k, :, :]
+        tmp = bufs.tmp[..., :k, :c, :]
+        np.matmul(a, swap(b), out=s)  # (..., k, c, c): every chunk's scores at once
         lc = None
-        if self.log_gates is not None:
+        if self.log_gates is None:
+            s *= self.keep[:c, :c]
+        else:
             lc = np.cumsum(self.log_gates[..., r0:r1].reshape(batch + (k, c)), axis=-1)
-
-        def local(lo, hi):
-            sl = (Ellipsis, slice(lo, hi), slice(None), slice(None))
-            bk = b[sl]
-            np.matmul(a[sl], swap(bk), out=s[sl])  # (..., chunks, c, c)
-            if lc is None:
-                s[sl] *= keep
-            else:
-                l_ = lc[..., lo:hi, :]
-                s[sl] *= _decay_mask(l_, keep)
-                # keys weighted by their decay to the chunk's last token
-                bk = bk * np.exp(l_[..., -1:] - l_)[..., None]
-            np.matmul(s[sl], w[sl], out=h[sl])
-            np.matmul(swap(bk), w[sl], out=dS[sl])
-
-        def carry(lo, hi):
-            # token i of chunk t sees the state after chunk t - 1 (S for the group's first)
-            first = lo
-            if lo == 0:
-                np.matmul(a[..., 0, :, :], S, out=tmp[..., 0, :, :])
-                first = 1
-            if hi > first:
-                prev = dS[..., first - 1 : hi - 1, :, :]
-                np.matmul(a[..., first:hi, :, :], prev, out=tmp[..., first:hi, :, :])
-            if lc is not None:
-                tmp[..., lo:hi, :, :] *= np.exp(lc[..., lo:hi, :])[..., None]
-            h[..., lo:hi, :, :] += tmp[..., lo:hi, :, :]
-
-        _split(local, k, self.workers)
+            s *= _decay_mask(lc)
+            # keys weighted once by their decay to the chunk's last token: the
+            # state increment is then one product (exponents <= 0, see _decay_mask)
+            keys = bufs.keys[..., :k, :c, :]
+            np.multiply(b, np.exp(lc[..., -1:] - lc)[..., None], out=keys)
+            b = keys
+        np.matmul(s, w, out=h)
+        np.matmul(swap(b), w, out=dS)  # (..., k, D, m): every chunk's state increment
+        prev = self.chain.wait(g)  # the state before this group
+        # token i of chunk t sees the state after chunk t - 1: for t = 0 the
+        # group's state, read before it is published (its slot is reused later)
+        np.matmul(a[..., 0, :, :], prev, out=tmp[..., 0, :, :])
         if lc is None:
-            dS[..., 0, :, :] += S
+            dS[..., 0, :, :] += prev
             for t in range(1, k):  # dS[t] is now the state after chunk t
-                np.add(dS[..., t, :, :], dS[..., t - 1, :, :], out=dS[..., t, :, :])
+                dS[..., t, :, :] += dS[..., t - 1, :, :]
         else:
             decay = np.exp(lc[..., -1])  # (..., k): the gates' product over each chunk
-            dS[..., 0, :, :] += decay[..., 0, None, None] * S
+            dS[..., 0, :, :] += decay[..., 0, None, None] * prev
             for t in range(1, k):
                 dS[..., t, :, :] += decay[..., t, None, None] * dS[..., t - 1, :, :]
-        _split(carry, k, self.workers)
-        S[...] = dS[..., k - 1, :, :]
+        self.chain.publish(g, dS[..., k - 1, :, :])
+        if k > 1:
+            np.matmul(a[..., 1:, :, :], dS[..., : k - 1, :, :], out=tmp[..., 1:, :, :])
+        if lc is not None:
+            tmp *= np.exp(lc)[..., None]
+        h += tmp
         self.sink.take(r0, r1, h_rows)
 
 
-def _decay_mask(lc: np.ndarray, keep: np.ndarray) -> np.ndarray:
-    """``exp(lc_i - lc_j)`` for ``j <= i``, 0 above the diagonal (never ``exp`` of a positive).
+def _decay_mask(lc: np.ndarray) -> np.ndarray:
+    """``exp(lc_i - lc_j)`` for ``j <= i``, exactly 0 above the diagonal, for a stack of chunks.
 
-    ``lc`` is non-increasing along the last axis (log gates are <= 0), so every
-    kept exponent is <= 0: the mask lies in [0, 1] and cannot overflow.
+    ``lc`` (shape (..., k, c)) is each chunk's cumulative sum of log gates.
+    The exponents above the diagonal are set to ``-inf`` (``exp`` gives
+    exactly 0) and every kept exponent is clamped to at most 0 (``lc`` is
+    non-increasing, log gates being <= 0, so they are <= 0 already; the
+    clamp costs nothing extra: it is the same pass as the masking), so the
+    mask lies in [0, 1] and cannot overflow.  One vectorised pass per step
+    over the whole group of chunks.
     """
+    c = lc.shape[-1]
     diff = lc[..., :, None] - lc[..., None, :]
-    np.minimum(diff, 0.0, out=diff)  # the masked (j > i) entries, positive, are zeroed below
+    np.minimum(diff, _upper_minus_inf(c, diff.dtype), out=diff)
     np.exp(diff, out=diff)
-    diff *= keep
     return diff
+
+
+def _upper_minus_inf(c: int, dtype) -> np.ndarray:
+    """A c x c matrix: 0 on and below the diagonal, ``-inf`` above (cached per size)."""
+    key = (c, np.dtype(dtype))
+    mask = _MASKS.get(key)
+    if mask is None:
+        mask = np.where(np.tri(c, dtype=bool), 0.0, -np.inf).astype(dtype)
+        _MASKS[key] = mask
+    return mask
+
+
+_MASKS: dict = {}
 
 
 # Below this many multiply-adds (about 2**24) the chunked form runs inline.
@@ -384,28 +481,26 @@ def _blas_controller():
     return _CONTROLLER[0]
 
 
-def _split(fn, k: int, workers: _Workers) -> None:
-    """Run ``fn(lo, hi)`` over ``[0, k)``, cut into one contiguous range per worker.
+def _run_everywhere(fn, workers: _Workers) -> None:
+    """Run ``fn()`` on the calling thread and on every worker thread, and wait for all.
 
     The workers run under the caller's floating-point error state
     (``np.errstate`` is per thread: without this, warnings the caller
-    silenced would leak from the worker threads).
+    silenced would leak from the worker threads).  The first exception is
+    raised once every thread has stopped (none is left touching the arrays).
     """
-    if workers.pool is None or k < 2:
-        fn(0, k)
+    if workers.pool is None:
+        fn()
         return
-    parts = min(workers.size, k)
-    edges = [round(i * k / parts) for i in range(parts + 1)]
     err = np.geterr()
 
-    def run(lo: int, hi: int) -> None:
+    def run() -> None:
         with np.errstate(**err):
-            fn(lo, hi)
+            fn()
 
-    # the calling thread takes the first range itself: one hand-over fewer per call
-    futures = [workers.pool.submit(run, lo, hi) for lo, hi in zip(edges[1:-1], edges[2:])]
+    futures = [workers.pool.submit(run) for _ in range(workers.size - 1)]
     try:
-        fn(edges[0], edges[1])
+        fn()
     finally:
         for f in futures:
             f.result()

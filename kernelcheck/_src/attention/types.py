@@ -7,6 +7,7 @@ reporting bad normalisers (claim C12): never an added eps.
 
 from __future__ import annotations
 
+import threading
 from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -283,8 +284,9 @@ class RawRows:
         return self.H[..., r0:r1, :]
 
     def take(self, r0: int, r1: int, h: np.ndarray) -> None:
-        if self.check and self.finite:
-            self.finite = all_finite(h)
+        # several threads may take rows at once: the flag is only ever lowered
+        if self.check and self.finite and not all_finite(h):
+            self.finite = False
 
     def result(self, action: str, form: str, inputs=()):
         """The rows, once checked (``action`` is unused: there are no normalisers)."""
@@ -296,30 +298,32 @@ class RawRows:
 class NormalizedRows:
     """Rows ``[num, den]`` of a normalised linear form, divided as they come.
 
-    Each block of rows is computed into one reused buffer (the kernel has
-    finished with it when :meth:`take` runs, and the next block overwrites
-    it), checked finite while in cache, and divided straight into the output:
-    neither ``[num, den]`` for all n nor a second output-sized array exists.
-    The normalisers (n numbers) are kept for the bad-normaliser verdict.
+    Each block of rows is computed into a reused buffer of the thread
+    computing it (that thread has finished with it when :meth:`take` runs,
+    and its next block overwrites it), checked finite while in cache, and
+    divided straight into the output: neither ``[num, den]`` for all n nor
+    a second output-sized array exists.  The normalisers (n numbers) are
+    kept for the bad-normaliser verdict.
     """
 
     def __init__(self, batch: tuple[int, ...], n: int, d_v: int, dtype):
         self.out = np.empty(batch + (n, d_v), dtype=dtype)
         self.den = np.empty(batch + (n,), dtype=dtype)
-        self.buf: np.ndarray | None = None
+        self._local = threading.local()  # one buffer per thread taking rows
         self.finite = True
 
     def target(self, r0: int, r1: int) -> np.ndarray:
         rows = r1 - r0
-        if self.buf is None or self.buf.shape[-2] < rows:
-            self.buf = np.empty(
-                self.out.shape[:-2] + (rows, self.out.shape[-1] + 1), self.out.dtype
-            )
-        return self.buf[..., :rows, :]
+        buf = getattr(self._local, "buf", None)
+        if buf is None or buf.shape[-2] < rows:
+            buf = np.empty(self.out.shape[:-2] + (rows, self.out.shape[-1] + 1), self.out.dtype)
+            self._local.buf = buf
+        return buf[..., :rows, :]
 
     def take(self, r0: int, r1: int, h: np.ndarray) -> None:
-        if self.finite:
-            self.finite = all_finite(h)
+        # several threads may take rows at once: the flag is only ever lowered
+        if self.finite and not all_finite(h):
+            self.finite = False
         self.den[..., r0:r1] = h[..., -1]
         # a zero normaliser divides by 0 here: it is judged (raise or report) afterwards
         with np.errstate(divide="ignore", invalid="ignore"):
