@@ -160,12 +160,12 @@ def test_bounds_cover_float32_runs():
 
 
 def _quotient(absH, E, den):
-    """Docstring of _quotient_bound: (E_num + R E_den) / lo1 + u R (1 + u)."""
+    """Docstring of _quotient_bound: (E_num + R E_den) / lo1 + 2 u R (1 + u)."""
     E_num, E_den = E[..., :-1], E[..., -1:]
     den = den[..., None]
     lo1, lo2 = den - E_den, den - 2 * E_den
     R = (absH[..., :-1] + E_num) / lo2
-    err = (E_num + R * E_den) / lo1 + U * R * (1 + U)
+    err = (E_num + R * E_den) / lo1 + 2 * U * R * (1 + U)
     return np.where(lo2 > 0, err, np.inf)
 
 
@@ -206,7 +206,7 @@ def test_linear_error_bound_is_the_docstring_formula(causal, extra):
     E_num, E_den = E32[:, :-1], E32[:, -1:]
     den = H[:, -1:]
     R = (absH[:, :-1] * (1 + g64) + E_num) / (den - 2 * E_den)
-    expected32 = (E_num + R * E_den) / (den - E_den) + u32 * R * (1 + u32)
+    expected32 = (E_num + R * E_den) / (den - E_den) + 2 * u32 * R * (1 + u32)
     assert np.allclose(got32, expected32, rtol=1e3 * U, atol=0)
 
 

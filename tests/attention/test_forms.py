@@ -844,3 +844,49 @@ def test_taylor_features_example():
         phi = exp(Linear(), order=M).features()
         errs.append(np.abs(att.parallel(phi(Q * s), phi(K * s), V) - att.softmax(Q, K, V)).max())
     assert errs == sorted(errs, reverse=True)
+
+
+# ---------------------------------------------------------------------------
+# The division by the normalisers: reciprocals where they are normal numbers
+# ---------------------------------------------------------------------------
+
+
+def test_divide_rows_is_within_two_roundings_and_needs_both():
+    """Multiplying by the rounded reciprocal is two roundings: within (2u + u^2)|q| of the
+    exact quotient for every entry (the model's ``2 u R (1 + u)``), and beyond the one
+    rounding of a true division for some, so a model with ``u R`` would be wrong."""
+    from fractions import Fraction
+
+    from kernelcheck._src.attention.types import divide_rows
+
+    rng = _rng(31)
+    num = rng.normal(size=(400, 3))
+    den = rng.uniform(0.1, 10.0, size=400)
+    out = divide_rows(num, den)
+    worst = 0.0
+    for i in range(400):
+        for c in range(3):
+            exact = Fraction(num[i, c]) / Fraction(den[i])
+            rel = abs(Fraction(out[i, c]) - exact) / abs(exact)
+            worst = max(worst, float(rel))
+    assert worst <= 2 * U + U * U
+    assert worst > U  # one rounding would not cover it
+
+
+@pytest.mark.parametrize("sq, sk", [(1e-160, 1e-160), (1e154, 5e153)])
+def test_forms_divide_truly_where_a_reciprocal_is_not_normal(sq, sk):
+    """Normalisers below the smallest normal number (features ~1e-160: products ~1e-320)
+    have no finite reciprocal, normalisers near the top of the range (~5e307) a subnormal
+    one: the forms divide instead, and the quotient is the weighted mean it must be."""
+    n = 3
+    pq, pk = np.full((n, 1), sq), np.full((n, 1), sk)
+    V = np.array([[0.25], [0.5], [1.0]])
+    expected = np.cumsum(V, axis=0) / np.arange(1, n + 1)[:, None]
+    for out in (
+        att.parallel(pq, pk, V, causal=True),
+        att.chunked(pq, pk, V, chunk_size=2),
+        att.recurrent(pq, pk, V),
+    ):
+        assert np.allclose(out, expected, rtol=8 * U, atol=0)
+    bidi = att.parallel(pq[:1], pk[:1], V[:1])
+    assert np.allclose(bidi, V[:1], rtol=8 * U, atol=0)

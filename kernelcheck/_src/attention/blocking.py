@@ -139,10 +139,13 @@ CACHE_BYTES = 1 << 20
 def bidirectional_products(A: np.ndarray, B: np.ndarray, V: np.ndarray, normalize: bool):
     """``num = A (B^T V)`` and, normalised, ``den = A (B^T 1)`` (claims C10, C14).
 
-    The floor's two GEMMs, then the normalisers as a column sum of B and one
-    matrix-vector product: ``[V, 1]`` is never formed (its extra column costs a
-    copy of V and makes the products one column wider than the floor's), and
-    the products stay whole, so BLAS runs them at its best width on all its
+    The floor's two GEMMs, then the normalisers as two matrix-vector
+    products ``z = 1^T B`` and ``A z``: ``[V, 1]`` is never formed (its extra
+    column costs a copy of V and makes the products one column wider than
+    the floor's; ``A [B^T V, z]`` in one product measured slower than the
+    floor's product and ``A z``), and ``1^T B`` is a BLAS GEMV, 2.5x faster
+    than NumPy's column sum of B at n = 8192, D = 256 (0.33 vs 0.85 ms).
+    The products stay whole, so BLAS runs them at its best width on all its
     threads (cache-sized blocks of rows ran up to 2x slower on a loaded
     machine, each block paying the threads' synchronisation).  Returns
     ``(num, den)`` (``den`` None unnormalised); ``num`` is fresh, for an
@@ -150,7 +153,7 @@ def bidirectional_products(A: np.ndarray, B: np.ndarray, V: np.ndarray, normaliz
 
     Non-finite inputs: an entry of A reaches its row of ``num`` and of
     ``den``; an entry of B at (j, p) reaches row p of ``B^T V`` and entry p
-    of ``z = B^T 1``, hence every row of ``num`` or ``den`` (``NaN * 0``,
+    of ``z = 1^T B``, hence every row of ``num`` or ``den`` (``NaN * 0``,
     ``Inf * 0`` and ``Inf - Inf`` are NaN); an entry of V at (j, c) reaches
     column c of ``B^T V``, hence column c of every row.  Summation: each
     entry of ``B^T V`` and of z is a sum of n terms, then D terms: at most
@@ -159,7 +162,7 @@ def bidirectional_products(A: np.ndarray, B: np.ndarray, V: np.ndarray, normaliz
     M = swap(B) @ V
     # each pass over an input right after the product that read it (the
     # input is then still in the shared cache when it fits)
-    z = B.sum(axis=-2) if normalize else None
+    z = np.ones(B.shape[-2], dtype=B.dtype) @ B if normalize else None
     num = A @ M
     if z is None:
         return num, None

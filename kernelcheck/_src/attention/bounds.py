@@ -58,7 +58,12 @@ def _quotient_bound(absH, E, den_hat, u):
 
         den_exact >= den_hat - E_den =: lo1,  den_X >= den_hat - 2 E_den =: lo2,
         |num_X / den_X| <= (absnum + E_num) / lo2 =: R,
-        err_X <= (E_num + R E_den) / lo1 + u R (1 + u).
+        err_X <= (E_num + R E_den) / lo1 + 2 u R (1 + u).
+
+    The last term is the quotient's own rounding: the forms multiply by the
+    rounded reciprocal of the normaliser (two roundings, ``(1 + d1)(1 + d2)``,
+    see :func:`~kernelcheck._src.attention.types.divide_rows`), at most
+    ``2 u + u^2`` relative.
 
     ``inf`` where ``lo2 <= 0``: the normaliser's sign is not certain there.
     """
@@ -69,7 +74,7 @@ def _quotient_bound(absH, E, den_hat, u):
         lo1 = den - E_den  # NaN from inf - inf fails lo2 > 0 below: bound inf
         lo2 = den - 2.0 * E_den
         R = (absnum + E_num) / lo2
-        bound = (E_num + R * E_den) / lo1 + u * R * (1.0 + u)
+        bound = (E_num + R * E_den) / lo1 + 2.0 * u * R * (1.0 + u)
     # inf where the sign is uncertain, and where an overflowed R meets E_den = 0
     # (inf * 0): no bound is ever NaN
     bound = np.where((lo2 > 0) & ~np.isnan(bound), bound, np.inf)
@@ -109,7 +114,7 @@ def linear_error_bound(
     and ``den_i = sum_{j in J(i)} phi_q_i . phi_k_j`` with each term passing
     through at most ``k = 2 n + 2 D + 4`` rounded operations in any of the
     summation orders the forms use (bidirectional, ``phi_k^T V`` and the
-    column sums ``phi_k^T 1`` over n terms, then D: ``n + D + 1``;
+    normalisers' ``1^T phi_k`` over n terms, then D: ``n + D + 1``;
     recurrence ``n + D + 1``; chunks of C tokens, which causal ``parallel``
     uses too: ``C + 2 n / C + D + 1``).  Hence (Higham, Lemma 3.4)
 
@@ -117,7 +122,9 @@ def linear_error_bound(
         |den_hat - den| <= gamma_k |phi_q| |phi_k|^T 1   =: E_den,
 
     and the quotient obeys the bound of :func:`_quotient_bound`:
-    ``(E_num + R E_den) / (den - E_den) + u R``, ``R`` a bound on ``|a_i|``.
+    ``(E_num + R E_den) / (den - E_den) + 2 u R (1 + u)``, ``R`` a bound on
+    ``|a_i|`` (the last term: the normaliser's reciprocal and the product
+    with it).
     Unnormalised (``normalize=False``, C19) the output is the numerator and
     its bound ``E_num``.  A handed-over ``initial_state`` ``(S0, z0)`` (taken
     as exact) adds ``phi_q_i . S0`` to the sums and ``|phi_q_i| |S0|`` to
