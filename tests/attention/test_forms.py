@@ -890,3 +890,31 @@ def test_forms_divide_truly_where_a_reciprocal_is_not_normal(sq, sk):
         assert np.allclose(out, expected, rtol=8 * U, atol=0)
     bidi = att.parallel(pq[:1], pk[:1], V[:1])
     assert np.allclose(bidi, V[:1], rtol=8 * U, atol=0)
+
+
+# ---------------------------------------------------------------------------
+# The gated chunked form's decay mask: a product of decays, or exp of differences
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("gate", [0.5, 1e-30])
+def test_gated_chunked_mask_both_ways_within_the_bound(gate, monkeypatch):
+    """Chunks decaying by e^-22 (gates 0.5) form the mask as exp(lc_i) exp(-lc_j);
+    chunks decaying by e^-2200 (gates 1e-30: the factors would underflow and overflow,
+    0 * inf) exponentiate the differences.  Both stay within the bound of the recurrence,
+    and forcing the differences everywhere changes the result only within it."""
+    from kernelcheck._src.attention.blocking import _Decays, factor_range
+
+    rng = _rng(41)
+    n = 70
+    pq, pk = rng.random((2, n, 4)) + 0.05
+    V = rng.normal(size=(n, 3))
+    g = np.full(n, gate) * rng.uniform(0.9, 1.0, n)
+    dec = _Decays(np.log(g), 32)
+    assert (dec.full.growth is None) == (32 * -np.log(gate) > factor_range(np.float64))
+    out = att.gated_chunked(pq, pk, V, g, chunk_size=32)
+    ref = att.gated_recurrent(pq, pk, V, g)
+    bound = 2 * att.gated_error_bound(pq, pk, V, g)
+    assert np.all(np.abs(out - ref) <= bound)
+    monkeypatch.setattr(_att, "factor_range", lambda dtype: -1.0)  # never the product
+    assert np.all(np.abs(att.gated_chunked(pq, pk, V, g, chunk_size=32) - ref) <= bound)

@@ -14,9 +14,11 @@ stays bounded, whatever n is.
 from __future__ import annotations
 
 import itertools
+import math
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from typing import NamedTuple
 
 import numpy as np
 
@@ -252,7 +254,8 @@ def causal_products(
     if S0 is not None:
         S[...] = S0
     chain = _StateChain(S, len(plan))
-    job = _GroupJob(A, B, values, sink, log_gates, plan, chain, G, C)
+    decays = None if log_gates is None else _Decays(log_gates, C)
+    job = _GroupJob(A, B, values, sink, decays, plan, chain, G, C)
     big = n * (C + D) * m * nb >= _PARALLEL_WORK
     with _chunk_workers(big) as workers:
         _run_everywhere(job.work, workers)
@@ -263,14 +266,15 @@ def group_chunks(nb: int, C: int, D: int, m: int, gated: bool, nfull: int) -> in
     """Chunks per group of :func:`causal_products`: as many as fit :data:`CACHE_BYTES`.
 
     A chunk's working set is its state increment (``D m``), scores
-    (``C^2``), products (``2 C m``) and, gated, its scaled keys (``C D``),
+    (``C^2``), products (``2 C m``) and, gated, its scaled keys and decay
+    mask (``C D + C^2``),
     per batch entry.  Measured at n = 8192, D = 256, d_v = 64 (C = 32, two
     worker threads, ``benchmarks/bench_attention.py``): groups of 4 to 12
     chunks are within noise of each other; one chunk a group pays the
     Python overhead of about 15 calls per chunk, all chunks at once (states
     of the whole sequence) falls out of cache and runs 1.8x slower.
     """
-    per_chunk = 8 * nb * (D * m + C * (C + 2 * m) + (C * D if gated else 0))
+    per_chunk = 8 * nb * (D * m + C * (C + 2 * m) + (C * (C + D) if gated else 0))
     return max(1, min(nfull or 1, CACHE_BYTES // per_chunk))
 
 
@@ -286,6 +290,8 @@ class _ChunkBuffers:
         self.scores = np.empty(batch + (group, C, C), dtype=dtype)
         self.tmp = np.empty(batch + (group, C, m), dtype=dtype)
         self.keys = np.empty(batch + (group, C, D), dtype=dtype) if gated else None
+        self.mask = np.empty(batch + (group, C, C), dtype=dtype) if gated else None
+        self.state = np.empty(batch + (D, m), dtype=dtype) if gated else None
 
 
 class _StateChain:
@@ -334,9 +340,9 @@ class _Aborted(Exception):
 class _GroupJob:
     """The groups of one :func:`causal_products` call, taken in order by any number of threads."""
 
-    def __init__(self, A, B, values, sink, log_gates, plan, chain, G, C):
+    def __init__(self, A, B, values, sink, decays, plan, chain, G, C):
         self.A, self.B, self.values, self.sink = A, B, values, sink
-        self.log_gates, self.plan, self.chain = log_gates, plan, chain
+        self.decays, self.plan, self.chain = decays, plan, chain
         self.G, self.C = G, C
         self.keep = np.tril(np.ones((C, C), dtype=A.dtype))
         self.next = itertools.count()  # next(count) is atomic under the GIL
@@ -344,7 +350,7 @@ class _GroupJob:
     def work(self) -> None:
         A = self.A
         batch, D, m = A.shape[:-2], A.shape[-1], self.values.m
-        gated = self.log_gates is not None
+        gated = self.decays is not None
         bufs = _ChunkBuffers(batch, self.G, self.C, D, m, A.dtype, gated)
         try:
             while not self.chain.failed:
@@ -371,57 +377,127 @@ class _GroupJob:
         s, dS = bufs.scores[..., :k, :c, :c], bufs.dS[..., :k, :, :]
         tmp = bufs.tmp[..., :k, :c, :]
         np.matmul(a, swap(b), out=s)  # (..., k, c, c): every chunk's scores at once
-        lc = None
-        if self.log_gates is None:
+        dec = None if self.decays is None else self.decays.chunks(r0, k, c)
+        if dec is None:
             s *= self.keep[:c, :c]
         else:
-            lc = np.cumsum(self.log_gates[..., r0:r1].reshape(batch + (k, c)), axis=-1)
-            s *= _decay_mask(lc)
+            s *= self.keep[:c, :c]
+            s *= _decay_mask(dec, bufs.mask[..., :k, :c, :c])
             # keys weighted once by their decay to the chunk's last token: the
-            # state increment is then one product (exponents <= 0, see _decay_mask)
-            keys = bufs.keys[..., :k, :c, :]
-            np.multiply(b, np.exp(lc[..., -1:] - lc)[..., None], out=keys)
-            b = keys
+            # state increment is then one product
+            np.multiply(b, dec.to_end[..., None], out=bufs.keys[..., :k, :c, :])
+            b = bufs.keys[..., :k, :c, :]
         np.matmul(s, w, out=h)
         np.matmul(swap(b), w, out=dS)  # (..., k, D, m): every chunk's state increment
         prev = self.chain.wait(g)  # the state before this group
         # token i of chunk t sees the state after chunk t - 1: for t = 0 the
         # group's state, read before it is published (its slot is reused later)
         np.matmul(a[..., 0, :, :], prev, out=tmp[..., 0, :, :])
-        if lc is None:
+        if dec is None:
             dS[..., 0, :, :] += prev
             for t in range(1, k):  # dS[t] is now the state after chunk t
                 dS[..., t, :, :] += dS[..., t - 1, :, :]
         else:
-            decay = np.exp(lc[..., -1])  # (..., k): the gates' product over each chunk
-            dS[..., 0, :, :] += decay[..., 0, None, None] * prev
+            decayed = bufs.state  # the state before chunk t, decayed over chunk t
+            np.multiply(prev, dec.whole[..., 0, None, None], out=decayed)
+            dS[..., 0, :, :] += decayed
             for t in range(1, k):
-                dS[..., t, :, :] += decay[..., t, None, None] * dS[..., t - 1, :, :]
+                np.multiply(dS[..., t - 1, :, :], dec.whole[..., t, None, None], out=decayed)
+                dS[..., t, :, :] += decayed
         self.chain.publish(g, dS[..., k - 1, :, :])
         if k > 1:
             np.matmul(a[..., 1:, :, :], dS[..., : k - 1, :, :], out=tmp[..., 1:, :, :])
-        if lc is not None:
-            tmp *= np.exp(lc)[..., None]
+        if dec is not None:
+            tmp *= dec.from_start[..., None]
         h += tmp
         self.sink.take(r0, r1, h_rows)
 
 
-def _decay_mask(lc: np.ndarray) -> np.ndarray:
-    """``exp(lc_i - lc_j)`` for ``j <= i``, exactly 0 above the diagonal, for a stack of chunks.
+class _ChunkDecays(NamedTuple):
+    """The decays of a group of k chunks of c tokens (views into :class:`_Decays`)."""
 
-    ``lc`` (shape (..., k, c)) is each chunk's cumulative sum of log gates.
-    The exponents above the diagonal are set to ``-inf`` (``exp`` gives
-    exactly 0) and every kept exponent is clamped to at most 0 (``lc`` is
-    non-increasing, log gates being <= 0, so they are <= 0 already; the
-    clamp costs nothing extra: it is the same pass as the masking), so the
-    mask lies in [0, 1] and cannot overflow.  One vectorised pass per step
-    over the whole group of chunks.
+    lc: np.ndarray  # (..., k, c): cumulative log gates within each chunk
+    from_start: np.ndarray  # (..., k, c): exp(lc_i), the decay from the chunk's start to i
+    to_end: np.ndarray  # (..., k, c): exp(lc_last - lc_j), from j to the chunk's end
+    whole: np.ndarray  # (..., k): exp(lc_last), the gates' product over each chunk
+    growth: np.ndarray | None  # (..., k, c): exp(-lc_j), or None beyond FACTOR_RANGE
+
+
+class _Decays:
+    """The chunk-local log sums of the gates and the decays from them, for all chunks at once.
+
+    Formed once per call in a few vectorised passes over the n gates (one
+    ``cumsum`` and three ``exp``), instead of a handful of small calls per
+    group; 4 n numbers, like the normalisers of a normalised form.  Every
+    exponent is <= 0 (``lc`` is non-increasing within a chunk, log gates
+    being <= 0), so no decay overflows.
     """
+
+    def __init__(self, log_gates: np.ndarray, C: int):
+        n = log_gates.shape[-1]
+        nfull, rem = divmod(n, C)
+        self.C, self.nfull = C, nfull
+        self.full = self._forms(log_gates[..., : nfull * C], nfull, C) if nfull else None
+        self.rest = self._forms(log_gates[..., nfull * C :], 1, rem) if rem else None
+
+    @staticmethod
+    def _forms(log_gates: np.ndarray, k: int, c: int) -> _ChunkDecays:
+        lc = np.cumsum(log_gates.reshape(log_gates.shape[:-1] + (k, c)), axis=-1)
+        last = lc[..., -1:]
+        growth = None
+        if lc.size and lc.min() >= -factor_range(lc.dtype):
+            growth = np.exp(-lc)
+        return _ChunkDecays(lc, np.exp(lc), np.exp(last - lc), np.exp(last[..., 0]), growth)
+
+    def chunks(self, r0: int, k: int, c: int) -> _ChunkDecays:
+        """The decays of the k chunks from token r0 (the shorter last chunk: c < C)."""
+        if c < self.C and self.rest is not None:
+            return self.rest
+        assert self.full is not None
+        t0 = r0 // self.C
+        lc, start, end, whole, growth = self.full
+        rows = (Ellipsis, slice(t0, t0 + k), slice(None))
+        grow = None if growth is None else growth[rows]
+        return _ChunkDecays(lc[rows], start[rows], end[rows], whole[..., t0 : t0 + k], grow)
+
+
+def factor_range(dtype) -> float:
+    """The largest chunk-local log decay ``|lc|`` for which the mask is formed as a product.
+
+    ``exp(lc_i - lc_j) = exp(lc_i) exp(-lc_j)``: both factors are normal
+    numbers (so accurate to the 4 ulp of ``exp``) while ``|lc| <= 0.75
+    |log tiny|`` (531 in float64, 65 in float32), and the products above the
+    diagonal, at most ``exp(|lc|)``, stay finite.
+    """
+    return -0.75 * math.log(float(np.finfo(dtype).tiny))
+
+
+def _decay_mask(dec: _ChunkDecays, out: np.ndarray) -> np.ndarray:
+    """``exp(lc_i - lc_j)`` for ``j <= i`` (anything finite above the diagonal), a stack of chunks.
+
+    ``dec.lc`` (shape (..., k, c)) is each chunk's cumulative sum of log
+    gates; ``out`` a buffer of shape (..., k, c, c); the caller has zeroed
+    the scores above the diagonal.  Within :func:`factor_range` the mask is
+    the outer product ``exp(lc_i) exp(-lc_j)`` of the 2c decays formed once
+    per call (one pass; the ``exp`` of all c^2 differences was 60% of the
+    gated form's extra cost at n = 16384, D = d_v = 64): two ``exp`` of 4 ulp
+    and one product, a relative error within the ``10 u`` of the error model
+    (:func:`~kernelcheck._src.attention.bounds.gated_error_bound`), entries
+    for ``j <= i`` in ``[exp(-range), 1 + 9u]``.  Beyond it (chunks decaying
+    by more than ``exp(-531)``, gates below about ``1e-7`` each), the factors
+    would underflow and overflow (``0 * inf``): the differences are
+    exponentiated instead, with ``-inf`` above the diagonal and clamped to
+    at most 0 (``lc`` is non-increasing, log gates being <= 0, so they are
+    already), in [0, 1].  tests/attention/test_forms.py runs both.
+    """
+    if dec.growth is not None:
+        return np.multiply(dec.from_start[..., :, None], dec.growth[..., None, :], out=out)
+    lc = dec.lc
     c = lc.shape[-1]
-    diff = lc[..., :, None] - lc[..., None, :]
-    np.minimum(diff, _upper_minus_inf(c, diff.dtype), out=diff)
-    np.exp(diff, out=diff)
-    return diff
+    np.subtract(lc[..., :, None], lc[..., None, :], out=out)
+    np.minimum(out, _upper_minus_inf(c, out.dtype), out=out)
+    np.exp(out, out=out)
+    return out
 
 
 def _upper_minus_inf(c: int, dtype) -> np.ndarray:

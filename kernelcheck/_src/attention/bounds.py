@@ -186,11 +186,13 @@ def linear_family_bound(phi_q, phi_k, V, causal, dt, extra_ops, normalize, M0, l
     gates every term passes through ``n`` more roundings (the decays of the
     recurrence), and the log-space decays of the parallel and chunked forms
     carry a relative error of at most
-    ``rho_i = expm1(2 gamma_(n+5) |L_i|) + 6 u``, ``L_i = sum_{l <= i} log g_l``:
+    ``rho_i = expm1(2 gamma_(n+5) |L_i|) + 10 u``, ``L_i = sum_{l <= i} log g_l``:
     each ``log g_l`` is accurate to a few ulp, their partial sums to
     ``gamma_n |L_i|`` (all terms have one sign), the difference of two to
     ``2 gamma_n |L_i|`` (``|L_j| <= |L_i|`` for ``j <= i``), and ``exp`` adds
-    4 ulp.  The decays themselves are at most 1, so no term grows.
+    4 ulp; formed as the product ``exp(lc_i) exp(-lc_j)`` of two such
+    decays (the chunked form's mask) 9 ulp.  The decays themselves are at
+    most ``1 + 9 u``, so no term grows beyond ``rho``.
     """
     n, D = phi_k.shape[-2], phi_q.shape[-1]  # n: the number of keys summed over
     W = (with_ones(V) if normalize else V).astype(np.float64)
@@ -214,8 +216,8 @@ def linear_family_bound(phi_q, phi_k, V, causal, dt, extra_ops, normalize, M0, l
     rel_dt = gamma(k + extra_ops, dt)
     if log_gates is not None:
         L = -np.cumsum(log_gates.astype(np.float64), axis=-1)[..., None]  # |L_i| >= 0
-        rho_dt = np.expm1(2.0 * gamma(n + 5, dt) * L) + 6.0 * unit_roundoff(dt)
-        rho64 = np.expm1(2.0 * gamma(n + 5, np.float64) * L) + 6.0 * unit_roundoff(np.float64)
+        rho_dt = np.expm1(2.0 * gamma(n + 5, dt) * L) + 10.0 * unit_roundoff(dt)
+        rho64 = np.expm1(2.0 * gamma(n + 5, np.float64) * L) + 10.0 * unit_roundoff(np.float64)
         # absH was formed with float64 decays: the exact sums are within (1 + 2 rho64)
         absH = absH * (1.0 + 2.0 * rho64)
         rel_dt = (1.0 + rel_dt) * (1.0 + rho_dt) - 1.0
@@ -310,11 +312,11 @@ def gated_error_bound(
       ``k = 3 n + 2 D + 8``;
     * in the parallel and chunked forms, the decay formed as ``exp`` of a
       difference of cumulative log gates, with a relative error of at most
-      ``rho_i = expm1(2 gamma_(n+5) |L_i|) + 6 u``, ``L_i = sum_{l<=i} log g_l``
+      ``rho_i = expm1(2 gamma_(n+5) |L_i|) + 10 u``, ``L_i = sum_{l<=i} log g_l``
       (``log`` to a few ulp, partial sums of one sign to ``gamma_n |L_i|``,
       the difference of two to twice that since ``|L_j| <= |L_i|``, ``exp`` to
-      4 ulp); it grows with the total decay ``|L_i|`` and stays below
-      ``1e-11`` relative in float64 for ``|L_i| <= 1e4``, n <= 1e5.
+      4 ulp, a product of two such decays to 9 ulp); it grows with the total
+      decay ``|L_i|`` and stays below ``1e-11`` relative in float64 for ``|L_i| <= 1e4``, n <= 1e5.
 
     So ``|num_hat - num| <= ((1 + gamma_k)(1 + rho_i) - 1) |phi_q| (|phi_k|
     d)^T |V| + underflow``, where decays below the normal range lose at most
