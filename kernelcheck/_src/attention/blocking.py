@@ -91,6 +91,14 @@ def auto_chunk_size(D: int) -> int:
     OpenBLAS (AVX-512, one thread, ``benchmarks/bench_attention.py`` group
     ``chunk-size``): C = 32 within 1.2-1.3x of the GEMM floor at D = 256,
     C = 64 1.7-2x; at D = 2048 (a 1 MiB state per chunk) C = 64 is the faster.
+    Remeasured with the grouped products of :func:`causal_products` (n = 8192,
+    D = 256, d_v = 64, one thread, CPU time; OpenBLAS 0.3.31 on a 2-core
+    Xeon): C = 16 1.07x and C = 64 1.2-1.25x the time of C = 32.  C = 32
+    needs 1.33x the floor's operations (``2 C (D + m)`` per token over the
+    floor's ``4 D d_v``), C = 16 1.17x, but its products are too small for
+    BLAS speed; at C = 64 a (64 x 256)(256 x 65) product ran 3x slower per
+    operation than a (32 x 256)(256 x 65) one (OpenBLAS's small-matrix
+    kernels stop at about 10^6 multiply-adds).
     """
     return 32 if D <= 1024 else 64
 
@@ -272,12 +280,13 @@ def group_chunks(nb: int, C: int, D: int, m: int, gated: bool, nfull: int) -> in
 
     A chunk's working set is its state increment (``D m``), scores
     (``C^2``), products (``2 C m``) and, gated, its scaled keys and decay
-    mask (``C D + C^2``),
-    per batch entry.  Measured at n = 8192, D = 256, d_v = 64 (C = 32, two
-    worker threads, ``benchmarks/bench_attention.py``): groups of 4 to 12
-    chunks are within noise of each other; one chunk a group pays the
-    Python overhead of about 15 calls per chunk, all chunks at once (states
-    of the whole sequence) falls out of cache and runs 1.8x slower.
+    mask (``C D + C^2``), per batch entry.  Measured at n = 8192, D = 256,
+    d_v = 64 (C = 32, one thread, CPU time, interleaved with the GEMM floor):
+    groups of 1 MiB and 2 MiB (6 and 12 chunks; the cores' L2 caches are
+    2 MiB) are within noise of each other; one chunk a group (the Python
+    overhead of about 15 calls per chunk) ran 1.15-1.2x slower, 256 KiB
+    groups 1.05-1.15x, all chunks in one group (the states of the whole
+    sequence, out of cache) 1.4-1.6x.
     """
     per_chunk = 8 * nb * (D * m + C * (C + 2 * m) + (C * (C + D) if gated else 0))
     return max(1, min(nfull or 1, CACHE_BYTES // per_chunk))
@@ -538,6 +547,14 @@ _MASKS: dict = {}
 
 
 # Below this many multiply-adds (about 2**24) the chunked form runs inline.
+# Above it, one worker thread per BLAS thread, each with single-threaded BLAS
+# on whole groups, against the products run inline with BLAS's own threads:
+# at n = 16384, D = d_v = 64 the minimum fell from 22.5 to 15.1 ms (1.5x) on
+# the 2-core machine, with other work keeping it busy (load average 12; the
+# medians there were 44 against 30 ms: a thread descheduled while the next
+# group waits for its state stalls that group, which is why the hand-over is
+# kept to one addition).  BLAS's own threads gain little on products of 32
+# rows, each too small to split.
 _PARALLEL_WORK = 1 << 24
 
 
