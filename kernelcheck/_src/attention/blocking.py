@@ -395,11 +395,9 @@ class _GroupJob:
         s, dS = bufs.scores[..., :k, :c, :c], bufs.dS[..., :k, :, :]
         tmp = bufs.tmp[..., :k, :c, :]
         np.matmul(a, swap(b), out=s)  # (..., k, c, c): every chunk's scores at once
+        s *= self.keep[:c, :c]
         dec = None if self.decays is None else self.decays.chunks(r0, k, c)
-        if dec is None:
-            s *= self.keep[:c, :c]
-        else:
-            s *= self.keep[:c, :c]
+        if dec is not None:
             s *= _decay_mask(dec, bufs.mask[..., :k, :c, :c])
             # keys weighted once by their decay to the chunk's last token: the
             # state increment is then one product
@@ -477,8 +475,8 @@ class _Decays:
     def _forms(log_gates: np.ndarray, k: int, c: int) -> _ChunkDecays:
         lc = np.cumsum(log_gates.reshape(log_gates.shape[:-1] + (k, c)), axis=-1)
         last = lc[..., -1:]
-        growth = None
-        if lc.size and lc.min() >= -factor_range(lc.dtype):
+        growth = None  # float32 keeps exp of the differences (its model counts 6 u)
+        if lc.dtype == np.float64 and lc.size and lc.min() >= -factor_range(lc.dtype):
             growth = np.exp(-lc)
         return _ChunkDecays(lc, np.exp(lc), np.exp(last - lc), np.exp(last[..., 0]), growth)
 
@@ -514,9 +512,10 @@ def _decay_mask(dec: _ChunkDecays, out: np.ndarray) -> np.ndarray:
     the outer product ``exp(lc_i) exp(-lc_j)`` of the 2c decays formed once
     per call (one pass; the ``exp`` of all c^2 differences was 60% of the
     gated form's extra cost at n = 16384, D = d_v = 64): two ``exp`` of 4 ulp
-    and one product, a relative error within the ``10 u`` of the error model
-    (:func:`~kernelcheck._src.attention.bounds.gated_error_bound`), entries
-    for ``j <= i`` in ``[exp(-range), 1 + 9u]``.  Beyond it (chunks decaying
+    and one product, a relative error within the ``10 u`` of the float64
+    error model (:func:`~kernelcheck._src.attention.bounds.gated_error_bound`;
+    float32 keeps the differences, within its ``6 u``), entries for
+    ``j <= i`` in ``[exp(-range), 1 + 9u]``.  Beyond it (chunks decaying
     by more than ``exp(-531)``, gates below about ``1e-7`` each), the factors
     would underflow and overflow (``0 * inf``): the differences are
     exponentiated instead, with ``-inf`` above the diagonal and clamped to

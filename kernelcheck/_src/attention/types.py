@@ -260,8 +260,10 @@ def divide_rows(num: np.ndarray, den: np.ndarray, out: np.ndarray | None = None)
     CPUs (it was 0.5 ms of ``parallel`` at n = 8192, d_v = 64, as much as the
     finiteness check and the normaliser together); the n reciprocals
     ``r_i = fl(1 / den_i)`` and then ``n d_v`` multiplications cost a
-    memory pass.  Each output is then ``num / den (1 + d1)(1 + d2)``, two
-    roundings instead of one, which the error model counts
+    memory pass.  In float64 (float32 divides: its error model is also that
+    of layers verified in float32, whose division rounds once) each output
+    is then ``num / den (1 + d1)(1 + d2)``, two roundings instead of one,
+    which the error model counts
     (:func:`~kernelcheck._src.attention.bounds.linear_error_bound`:
     ``2 u R (1 + u)``).  Only when every ``|den_i|`` lies in
     ``[tiny, 1 / (4 tiny)]`` (``tiny`` the smallest normal number of the
@@ -273,6 +275,8 @@ def divide_rows(num: np.ndarray, den: np.ndarray, out: np.ndarray | None = None)
     ``num / 0`` (tests/attention/test_forms.py puts normalisers below and
     above the range).
     """
+    if den.dtype != np.float64:  # float32 models one rounding (a layer's own division)
+        return np.divide(num, den[..., None], out=out)
     mag = np.abs(den)
     tiny = float(np.finfo(den.dtype).tiny)
     if mag.size and mag.min() >= tiny and mag.max() <= 0.25 / tiny:
