@@ -232,23 +232,18 @@ def causal_products(
     working set (per-chunk states, scores, products) fits a core's cache.
     Per group, batched products over its ``(k, C, D)`` stacks (few, wide
     calls): the scores and their product with ``w`` (the chunk-local part),
-    the state increment of every chunk and their running sum within the
-    group from a zero state; then, once the state before the group is
-    known, the group's final state (one addition, published at once), that
-    state added to every chunk's running sum, and one batched product of
-    each chunk's rows with the state before it.  With worker threads (large
-    inputs) each thread takes the next group as it is free and runs it
-    whole, waiting only for the state of the group before
-    (:class:`_StateChain`): what waits is a copy and one addition of ``D m``
-    numbers, so the chunk-local products of one group overlap the hand-over
-    and read-out of the other, with one hand-over per group instead of a
-    join of all threads twice per group.  Each chunk's products are the
-    same calls and its state the same sum in the same order whatever the
-    number of threads, so the result does not depend on it
-    (tests/attention/test_forms.py compares them bit for bit); the group
-    size moves where the state before the group enters a sum (within the
-    rounding of :func:`~kernelcheck._src.attention.bounds.linear_error_bound`:
-    at most ``k + n / (k C)`` additions per state entry instead of ``n / C``).
+    the state increment of every chunk; then the inclusive running sum of the
+    states from the state before the group (the one sequential step, ``k D m``
+    additions), and one batched product of each chunk's rows with the state
+    before it.  With worker threads (large inputs) each thread takes the next
+    group as it is free and runs it whole, waiting only for the state of the
+    group before, which is published as soon as its running sum is done
+    (:class:`_StateChain`): the chunk-local products of one group overlap the
+    running sum and read-out of the other, with one hand-over per group
+    instead of a join of all threads twice per group.  Each chunk's products
+    are the same calls and its state the same sum in the same order whatever
+    the groups and the threads, so the result does not depend on either
+    (tests/attention/test_forms.py compares them bit for bit).
 
     Non-finite inputs: a_i reaches row i; b_j and w_j reach row j through
     the diagonal score ``(a_j . b_j) w_j`` (and every later row through the
@@ -305,19 +300,18 @@ class _ChunkBuffers:
         self.tmp = np.empty(batch + (group, C, m), dtype=dtype)
         self.keys = np.empty(batch + (group, C, D), dtype=dtype) if gated else None
         self.mask = np.empty(batch + (group, C, C), dtype=dtype) if gated else None
-        self.state = np.empty(batch + (D, m), dtype=dtype)
-        self.scratch = np.empty(batch + (D, m), dtype=dtype) if gated else None
+        self.state = np.empty(batch + (D, m), dtype=dtype) if gated else None
 
 
 class _StateChain:
     """The state after each group, handed from the thread that computed it to the next group's.
 
     ``wait(g)`` returns the state before group g (blocking until group g - 1
-    has published it); group g writes its final state into ``slot(g)``, one
-    of two, and ``publish(g)`` wakes group g + 1.  Two slots suffice: group
-    g's slot is next written by group g + 2, which waits for group g + 1,
-    whose thread copies it before publishing.  ``abort()`` wakes every
-    waiter after a failure in any thread.
+    has published it); ``publish(g, S)`` copies group g's final state into
+    one of two slots and wakes group g + 1.  Two slots suffice: group g's
+    slot is next overwritten by group g + 2, which waits for group g + 1,
+    which has read it (and group g + 1's thread reads it only before its own
+    publish).  ``abort()`` wakes every waiter after a failure in any thread.
     """
 
     def __init__(self, S: np.ndarray, groups: int):
@@ -335,11 +329,8 @@ class _StateChain:
             raise _Aborted
         return self.slots[(g - 1) % 2]
 
-    def slot(self, g: int) -> np.ndarray:
-        """Where group g writes its final state (then :meth:`publish`)."""
-        return self.slots[g % 2]
-
-    def publish(self, g: int) -> None:
+    def publish(self, g: int, S: np.ndarray) -> None:
+        self.slots[g % 2] = S
         self.ready[g].set()
 
     def abort(self) -> None:
@@ -405,36 +396,23 @@ class _GroupJob:
             b = bufs.keys[..., :k, :c, :]
         np.matmul(s, w, out=h)
         np.matmul(swap(b), w, out=dS)  # (..., k, D, m): every chunk's state increment
-        # the running sum of the chunks' states from a zero state before the
-        # group, formed before waiting: only the group's hand-over waits
+        prev = self.chain.wait(g)  # the state before this group
+        # token i of chunk t sees the state after chunk t - 1: for t = 0 the
+        # group's state, read before it is published (its slot is reused later)
+        np.matmul(a[..., 0, :, :], prev, out=tmp[..., 0, :, :])
         if dec is None:
-            for t in range(1, k):
+            dS[..., 0, :, :] += prev
+            for t in range(1, k):  # dS[t] is now the state after chunk t
                 dS[..., t, :, :] += dS[..., t - 1, :, :]
         else:
-            scratch = bufs.scratch
-            for t in range(1, k):  # decayed over chunk t, then chunk t's increment
-                np.multiply(dS[..., t - 1, :, :], dec.whole[..., t, None, None], out=scratch)
-                dS[..., t, :, :] += scratch
-            # the decay from the group's start to the end of each chunk, in log space
-            span = np.exp(np.cumsum(dec.lc[..., -1], axis=-1))
-        prev = bufs.state  # a copy: the slot is reused once this group publishes
-        np.copyto(prev, self.chain.wait(g))
-        last = self.chain.slot(g)
-        if dec is None:
-            np.add(dS[..., k - 1, :, :], prev, out=last)
-        else:
-            np.multiply(prev, span[..., k - 1, None, None], out=last)
-            last += dS[..., k - 1, :, :]
-        self.chain.publish(g)
-        # token i of chunk t sees the state after chunk t - 1 (prev for t = 0)
-        np.matmul(a[..., 0, :, :], prev, out=tmp[..., 0, :, :])
+            decayed = bufs.state  # the state before chunk t, decayed over chunk t
+            np.multiply(prev, dec.whole[..., 0, None, None], out=decayed)
+            dS[..., 0, :, :] += decayed
+            for t in range(1, k):
+                np.multiply(dS[..., t - 1, :, :], dec.whole[..., t, None, None], out=decayed)
+                dS[..., t, :, :] += decayed
+        self.chain.publish(g, dS[..., k - 1, :, :])
         if k > 1:
-            if dec is None:
-                dS[..., : k - 1, :, :] += prev[..., None, :, :]
-            else:
-                for t in range(k - 1):
-                    np.multiply(prev, span[..., t, None, None], out=bufs.scratch)
-                    dS[..., t, :, :] += bufs.scratch
             np.matmul(a[..., 1:, :, :], dS[..., : k - 1, :, :], out=tmp[..., 1:, :, :])
         if dec is not None:
             tmp *= dec.from_start[..., None]
@@ -456,12 +434,10 @@ class _Decays:
     """The chunk-local log sums of the gates and the decays from them, for all chunks at once.
 
     Formed once per call in a few vectorised passes over the n gates (one
-    ``cumsum`` and four ``exp``), instead of a handful of small calls per
-    group; 5 n numbers per batch entry (40 bytes a token, against the 8 d_v
-    of the output).  Every exponent but the growth's ``-lc`` is <= 0 (``lc``
-    is non-increasing within a chunk, log gates being <= 0), so no decay
-    overflows; the growth ``exp(-lc)`` is formed only within
-    :func:`factor_range`.
+    ``cumsum`` and three ``exp``), instead of a handful of small calls per
+    group; 4 n numbers, like the normalisers of a normalised form.  Every
+    exponent is <= 0 (``lc`` is non-increasing within a chunk, log gates
+    being <= 0), so no decay overflows.
     """
 
     def __init__(self, log_gates: np.ndarray, C: int):
@@ -551,9 +527,11 @@ _MASKS: dict = {}
 # at n = 16384, D = d_v = 64 the minimum fell from 22.5 to 15.1 ms (1.5x) on
 # the 2-core machine, with other work keeping it busy (load average 12; the
 # medians there were 44 against 30 ms: a thread descheduled while the next
-# group waits for its state stalls that group, which is why the hand-over is
-# kept to one addition).  BLAS's own threads gain little on products of 32
-# rows, each too small to split.
+# group waits for its state stalls that group).  Handing the state over
+# before the group's own running sum (a second pass over the group's states
+# to add it) cost 5-10% more work: the running sum stays where it waits.
+# BLAS's own threads gain little on products of 32 rows, each too small to
+# split.
 _PARALLEL_WORK = 1 << 24
 
 
