@@ -68,12 +68,12 @@ def parallel_cost(n: int, d: int, D: int, d_v: int, chunk_size: int, causal: boo
 
 
 def chunked_cost(n: int, d: int, D: int, d_v: int, chunk_size: int, causal: bool):
-    """Chunked: ``sum_c 2 c^2 (D + d_v + 1) + 4 n D (d_v + 1) + k D (d_v + 1) + n (2 d_v + 2)``.
+    """Chunked: ``sum_c 2 c^2 (D + d_v + 1) + 4 n D (d_v + 1) + k D (d_v + 1) + n (2 d_v + 1)``.
 
     Chunks ``c_1..c_k`` of ``C = min(chunk_size, n)`` tokens (the last may be
     shorter): the full square products within each chunk, the state
     products, the running sum of the chunk states, the sum of each row's
-    two parts, and the normalisers' reciprocals and the products with them.  State
+    two parts and the divisions.  State
     ``D (d_v + 1)``, independent of n (C11).
     """
     c = min(chunk_size, n)
@@ -85,7 +85,7 @@ def chunked_cost(n: int, d: int, D: int, d_v: int, chunk_size: int, causal: bool
         + 4 * n * D * (d_v + 1)
         + chunks * D * (d_v + 1)
         + n * (d_v + 1)
-        + n * (d_v + 1)
+        + n * d_v
     )
     return flops, D * (d_v + 1)
 

@@ -459,8 +459,7 @@ def chunked(
     Operation count per sequence with chunk sizes ``c_1..c_k`` (sum n):
     ``sum_c [2 c^2 D + 2 c^2 (d_v + 1)]`` within chunks (full square
     products), ``4 n D (d_v + 1)`` for the state products,
-    ``k D (d_v + 1) + n (d_v + 1)`` additions, ``n`` reciprocals of the
-    normalisers and ``n d_v`` products with them; about
+    ``k D (d_v + 1) + n (d_v + 1)`` additions, ``n d_v`` divisions; about
     ``2 n C (D + d_v + 1) + 4 n D (d_v + 1)``.  State ``D (d_v + 1)``.
     Error model: :func:`linear_error_bound`.
 

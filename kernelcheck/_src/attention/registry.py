@@ -267,7 +267,7 @@ def cost_model(
       that of ``chunked`` with its block size (32, or 64 for D > 1024).
     * ``recurrent``: ``4 n D (d_v + 1) + n d_v`` (causal only).
     * ``chunked``: chunks ``c_1..c_k``: ``sum 2 c^2 (D + d_v + 1)``
-      + ``4 n D (d_v + 1)`` + ``k D (d_v + 1) + 2 n (d_v + 1)``
+      + ``4 n D (d_v + 1)`` + ``k D (d_v + 1) + n (d_v + 1) + n d_v``
       (causal only).
 
     The linear forms' state is ``D (d_v + 1)``, independent of n (C11).

@@ -265,21 +265,23 @@ def divide_rows(num: np.ndarray, den: np.ndarray, out: np.ndarray | None = None)
     is then ``num / den (1 + d1)(1 + d2)``, two roundings instead of one,
     which the error model counts
     (:func:`~kernelcheck._src.attention.bounds.linear_error_bound`:
-    ``2 u R (1 + u)``).  Only when every ``|den_i|`` lies in
+    ``2 u R (1 + u)``).  Used on whole outputs (bidirectional ``parallel``:
+    for blocks of a few hundred rows the two reductions below cost more than
+    the reciprocals save).  Only when every ``den_i`` lies in
     ``[tiny, 1 / (4 tiny)]`` (``tiny`` the smallest normal number of the
     dtype), where ``1 / den_i`` is a finite normal number (a subnormal or
     zero normaliser may have no finite reciprocal, a normaliser above
     ``1 / tiny`` has a subnormal one with fewer significant bits); otherwise
-    (a zero, subnormal or huge normaliser, e.g. a bad one reported) a true
+    (a zero, negative, subnormal or huge normaliser, e.g. a bad one
+    reported) a true
     division, so a zero normaliser still gives ``inf`` or ``nan`` exactly as
     ``num / 0`` (tests/attention/test_forms.py puts normalisers below and
     above the range).
     """
     if den.dtype != np.float64:  # float32 models one rounding (a layer's own division)
         return np.divide(num, den[..., None], out=out)
-    mag = np.abs(den)
     tiny = float(np.finfo(den.dtype).tiny)
-    if mag.size and mag.min() >= tiny and mag.max() <= 0.25 / tiny:
+    if den.size and den.min() >= tiny and den.max() <= 0.25 / tiny:
         return np.multiply(num, (1.0 / den)[..., None], out=out)
     return np.divide(num, den[..., None], out=out)
 
@@ -371,8 +373,10 @@ class NormalizedRows:
             self.finite = False
         self.den[..., r0:r1] = h[..., -1]
         # a zero normaliser divides by 0 here: it is judged (raise or report) afterwards
+        # a true division: for a block of a few hundred rows the reductions that
+        # decide whether reciprocals may be used cost more than they save
         with np.errstate(divide="ignore", invalid="ignore"):
-            divide_rows(h[..., :-1], h[..., -1], out=self.out[..., r0:r1, :])
+            np.divide(h[..., :-1], h[..., -1:], out=self.out[..., r0:r1, :])
 
     def result(self, action: str, form: str, inputs=()):
         """The output, or the bad-normaliser verdict of :func:`normalized_result`."""
