@@ -107,12 +107,16 @@ def test_every_non_finite_softmax_input_is_named(label, form, background):
     _assert_every_position_is_named(form, _backgrounds(background), ("Q", "K", "V"))
 
 
+@pytest.mark.parametrize("threads", [False, True], ids=["inline", "threads"])
 @pytest.mark.parametrize("label, form", FEATURE_FORMS, ids=[f[0] for f in FEATURE_FORMS])
-def test_non_finite_inputs_are_named_across_groups_and_batches(label, form, monkeypatch):
+def test_non_finite_inputs_are_named_across_groups_and_batches(label, form, threads, monkeypatch):
     """With one chunk per group and one row per block (tiny cache budget) and a batch
     dimension, a NaN anywhere still reaches the checked rows: in a later group, in
-    another batch entry, in the first or the last row."""
+    another batch entry, in the first or the last row; also when the groups run on
+    worker threads (each lowering the shared finiteness flag of the rows it takes)."""
     monkeypatch.setattr(blocking, "CACHE_BYTES", 1)
+    if threads:
+        monkeypatch.setattr(blocking, "_PARALLEL_WORK", 0)
     g = np.random.default_rng(5)
     pq, pk = g.random((2, 2, 11, D)) + 0.1
     V = g.standard_normal((2, 11, DV))

@@ -234,40 +234,80 @@ def test_causal_masks_are_exact_on_a_structured_example():
 
 
 def test_chunked_threaded_path_matches_recurrence(monkeypatch):
-    """Above the parallel-work threshold the chunk products run on worker threads."""
+    """Above the parallel-work threshold the groups of chunks run on worker threads
+    (each thread takes the next group); with many small groups the result is the
+    inline one bit for bit (each chunk's products and its state's sum are the same
+    calls in the same order) and matches the prefix sums within the bound."""
     n, D, dv = 600, 8, 3
     pq = RNG.random((2, n, D)) + 0.05
     pk = RNG.random((2, n, D)) + 0.05
     V = RNG.normal(size=(2, n, dv))
+    monkeypatch.setattr(_att, "CACHE_BYTES", 2000)  # a few chunks a group: ~40 groups
+    inline = att.chunked(pq, pk, V, chunk_size=7)
+    gates = np.linspace(0.9, 1.0, n)
+    gated_inline = att.gated_chunked(pq, pk, V, gates, chunk_size=7, normalize=True)
     monkeypatch.setattr(_att, "_PARALLEL_WORK", 1)  # force the worker path at this size
-    calls = []
-    real = _att._split
+    sizes = []
+    real = _att._run_everywhere
 
-    def spy(fn, k, workers):
-        calls.append((k, workers.size))
-        return real(fn, k, workers)
+    def spy(fn, workers):
+        sizes.append(workers.size)
+        return real(fn, workers)
 
-    monkeypatch.setattr(_att, "_split", spy)
+    monkeypatch.setattr(_att, "_run_everywhere", spy)
     out = att.chunked(pq, pk, V, chunk_size=7)
-    assert calls and all(k == n // 7 for k, _ in calls[:2])
+    gated = att.gated_chunked(pq, pk, V, gates, chunk_size=7, normalize=True)
+    assert sizes and all(s == sizes[0] for s in sizes)
     ref = att.parallel(pq, pk, V, causal=True)
     bound = att.linear_error_bound(pq, pk, V, causal=True)
     assert np.all(np.abs(out - ref) <= 2 * bound)
+    if sizes[0] > 1:  # threads really ran: the same calls, the same sums
+        assert np.array_equal(out, inline)
+        assert np.array_equal(gated, gated_inline)
 
 
-def test_split_covers_the_range_once_with_a_pool():
+def test_run_everywhere_runs_on_every_thread_and_raises_after_all_stopped():
+    import threading
     from concurrent.futures import ThreadPoolExecutor
 
     seen = []
-    with ThreadPoolExecutor(max_workers=3) as pool:
-        _att._split(lambda lo, hi: seen.append((lo, hi)), 10, _att._Workers(pool, 3))
-    assert sorted(seen) == [(0, 3), (3, 7), (7, 10)]
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        _att._run_everywhere(lambda: seen.append(threading.get_ident()), _att._Workers(pool, 3))
+    assert len(seen) == 3 and threading.get_ident() in seen
     seen.clear()
-    _att._split(lambda lo, hi: seen.append((lo, hi)), 1, _att._Workers(object(), 4))
-    assert seen == [(0, 1)]
-    seen.clear()
-    _att._split(lambda lo, hi: seen.append((lo, hi)), 5, _att._Workers(None, 1))
-    assert seen == [(0, 5)]
+    _att._run_everywhere(lambda: seen.append(1), _att._Workers(None, 1))
+    assert seen == [1]
+    done = []
+
+    def fail_on_workers():
+        if threading.current_thread() is threading.main_thread():
+            done.append("main")  # the caller's share finishes normally
+            return
+        raise RuntimeError("worker failed")
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        with pytest.raises(RuntimeError, match="worker failed"):
+            _att._run_everywhere(fail_on_workers, _att._Workers(pool, 2))
+    assert done == ["main"]
+
+
+def test_a_failing_group_stops_every_thread_without_hanging(monkeypatch):
+    """A group that raises (here: the sink, on the third group) aborts the state chain:
+    threads waiting for its state wake up and stop, and the error reaches the caller."""
+    monkeypatch.setattr(_att, "_PARALLEL_WORK", 1)
+    monkeypatch.setattr(_att, "CACHE_BYTES", 1)  # one chunk a group
+    from kernelcheck._src.attention.types import RawRows
+
+    class Failing(RawRows):
+        def take(self, r0, r1, h):
+            if r0 == 8:
+                raise MemoryError("planted")
+            super().take(r0, r1, h)
+
+    A = RNG.random((40, 3))
+    sink = Failing((40, 2), A.dtype)
+    with pytest.raises(MemoryError, match="planted"):
+        _att.causal_products(A, A, _att.ValueRows(RNG.random((40, 2)), False), 4, sink)
 
 
 def test_chunk_workers_limit_blas_inside_and_restore_after():
@@ -804,3 +844,80 @@ def test_taylor_features_example():
         phi = exp(Linear(), order=M).features()
         errs.append(np.abs(att.parallel(phi(Q * s), phi(K * s), V) - att.softmax(Q, K, V)).max())
     assert errs == sorted(errs, reverse=True)
+
+
+# ---------------------------------------------------------------------------
+# The division by the normalisers: reciprocals where they are normal numbers
+# ---------------------------------------------------------------------------
+
+
+def test_divide_rows_is_within_two_roundings_and_needs_both():
+    """Multiplying by the rounded reciprocal is two roundings: within (2u + u^2)|q| of the
+    exact quotient for every entry (the model's ``2 u R (1 + u)``), and beyond the one
+    rounding of a true division for some, so a model with ``u R`` would be wrong."""
+    from fractions import Fraction
+
+    from kernelcheck._src.attention.types import divide_rows
+
+    rng = _rng(31)
+    num = rng.normal(size=(400, 3))
+    den = rng.uniform(0.1, 10.0, size=400)
+    out = divide_rows(num, den)
+    worst = 0.0
+    for i in range(400):
+        for c in range(3):
+            exact = Fraction(num[i, c]) / Fraction(den[i])
+            rel = abs(Fraction(out[i, c]) - exact) / abs(exact)
+            worst = max(worst, float(rel))
+    assert worst <= 2 * U + U * U
+    assert worst > U  # one rounding would not cover it
+    # float32 divides (its model, shared with float32 layers, counts one rounding)
+    n32, d32 = num.astype(np.float32), den.astype(np.float32)
+    assert np.array_equal(divide_rows(n32, d32), n32 / d32[:, None])
+
+
+@pytest.mark.parametrize("sq, sk", [(1e-160, 1e-160), (1e154, 5e153)])
+def test_forms_divide_truly_where_a_reciprocal_is_not_normal(sq, sk):
+    """Normalisers below the smallest normal number (features ~1e-160: products ~1e-320)
+    have no finite reciprocal, normalisers near the top of the range (~5e307) a subnormal
+    one: the forms divide instead, and the quotient is the weighted mean it must be."""
+    n = 3
+    pq, pk = np.full((n, 1), sq), np.full((n, 1), sk)
+    V = np.array([[0.25], [0.5], [1.0]])
+    expected = np.cumsum(V, axis=0) / np.arange(1, n + 1)[:, None]
+    for out in (
+        att.parallel(pq, pk, V, causal=True),
+        att.chunked(pq, pk, V, chunk_size=2),
+        att.recurrent(pq, pk, V),
+    ):
+        assert np.allclose(out, expected, rtol=8 * U, atol=0)
+    bidi = att.parallel(pq[:1], pk[:1], V[:1])
+    assert np.allclose(bidi, V[:1], rtol=8 * U, atol=0)
+
+
+# ---------------------------------------------------------------------------
+# The gated chunked form's decay mask: a product of decays, or exp of differences
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("gate", [0.5, 1e-30])
+def test_gated_chunked_mask_both_ways_within_the_bound(gate, monkeypatch):
+    """Chunks decaying by e^-22 (gates 0.5) form the mask as exp(lc_i) exp(-lc_j);
+    chunks decaying by e^-2200 (gates 1e-30: the factors would underflow and overflow,
+    0 * inf) exponentiate the differences.  Both stay within the bound of the recurrence,
+    and forcing the differences everywhere changes the result only within it."""
+    from kernelcheck._src.attention.blocking import _Decays, factor_range
+
+    rng = _rng(41)
+    n = 70
+    pq, pk = rng.random((2, n, 4)) + 0.05
+    V = rng.normal(size=(n, 3))
+    g = np.full(n, gate) * rng.uniform(0.9, 1.0, n)
+    dec = _Decays(np.log(g), 32)
+    assert (dec.full.growth is None) == (32 * -np.log(gate) > factor_range(np.float64))
+    out = att.gated_chunked(pq, pk, V, g, chunk_size=32)
+    ref = att.gated_recurrent(pq, pk, V, g)
+    bound = 2 * att.gated_error_bound(pq, pk, V, g)
+    assert np.all(np.abs(out - ref) <= bound)
+    monkeypatch.setattr(_att, "factor_range", lambda dtype: -1.0)  # never the product
+    assert np.all(np.abs(att.gated_chunked(pq, pk, V, g, chunk_size=32) - ref) <= bound)

@@ -13,8 +13,12 @@ stays bounded, whatever n is.
 
 from __future__ import annotations
 
+import itertools
+import math
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from typing import NamedTuple
 
 import numpy as np
 
@@ -87,6 +91,14 @@ def auto_chunk_size(D: int) -> int:
     OpenBLAS (AVX-512, one thread, ``benchmarks/bench_attention.py`` group
     ``chunk-size``): C = 32 within 1.2-1.3x of the GEMM floor at D = 256,
     C = 64 1.7-2x; at D = 2048 (a 1 MiB state per chunk) C = 64 is the faster.
+    Remeasured with the grouped products of :func:`causal_products` (n = 8192,
+    D = 256, d_v = 64, one thread, CPU time; OpenBLAS 0.3.31 on a 2-core
+    Xeon): C = 16 1.07x and C = 64 1.2-1.25x the time of C = 32.  C = 32
+    needs 1.33x the floor's operations (``2 C (D + m)`` per token over the
+    floor's ``4 D d_v``), C = 16 1.17x, but its products are too small for
+    BLAS speed; at C = 64 a (64 x 256)(256 x 65) product ran 3x slower per
+    operation than a (32 x 256)(256 x 65) one (OpenBLAS's small-matrix
+    kernels stop at about 10^6 multiply-adds).
     """
     return 32 if D <= 1024 else 64
 
@@ -95,27 +107,30 @@ class ValueRows:
     """The rows ``W[r0:r1]`` of the value matrix of a linear form: ``[V, 1]`` or ``V``.
 
     ``[V, 1]`` gives numerators and normalisers from one product.  It is never
-    formed for all n: each block of rows is copied into one reused buffer
-    whose last column is set to 1 once (the kernels finish with a block's
-    values before asking for the next one, so the buffer is free again).
+    formed for all n: each block of rows is copied into a reused buffer of
+    the calling thread whose last column is set to 1 once (a thread finishes
+    with a block's values before asking for the next one, so its buffer is
+    free again; each worker thread of :func:`causal_products` has its own).
     """
 
     def __init__(self, V: np.ndarray, normalize: bool):
         self.V = V
         self.normalize = normalize
         self.m = V.shape[-1] + (1 if normalize else 0)
-        self._buf: np.ndarray | None = None
+        self._local = threading.local()
 
     def __call__(self, r0: int, r1: int) -> np.ndarray:
         if not self.normalize:
             return self.V[..., r0:r1, :]
         rows = r1 - r0
-        if self._buf is None or self._buf.shape[-2] < rows:
-            self._buf = np.empty(self.V.shape[:-2] + (rows, self.m), dtype=self.V.dtype)
-            self._buf[..., -1] = 1.0
-        buf = self._buf[..., :rows, :]
-        buf[..., :-1] = self.V[..., r0:r1, :]
-        return buf
+        buf = getattr(self._local, "buf", None)
+        if buf is None or buf.shape[-2] < rows:
+            buf = np.empty(self.V.shape[:-2] + (rows, self.m), dtype=self.V.dtype)
+            buf[..., -1] = 1.0
+            self._local.buf = buf
+        out = buf[..., :rows, :]
+        out[..., :-1] = self.V[..., r0:r1, :]
+        return out
 
 
 class MatrixRows(ValueRows):
@@ -134,10 +149,13 @@ CACHE_BYTES = 1 << 20
 def bidirectional_products(A: np.ndarray, B: np.ndarray, V: np.ndarray, normalize: bool):
     """``num = A (B^T V)`` and, normalised, ``den = A (B^T 1)`` (claims C10, C14).
 
-    The floor's two GEMMs, then the normalisers as a column sum of B and one
-    matrix-vector product: ``[V, 1]`` is never formed (its extra column costs a
-    copy of V and makes the products one column wider than the floor's), and
-    the products stay whole, so BLAS runs them at its best width on all its
+    The floor's two GEMMs, then the normalisers as two matrix-vector
+    products ``z = 1^T B`` and ``A z``: ``[V, 1]`` is never formed (its extra
+    column costs a copy of V and makes the products one column wider than
+    the floor's; ``A [B^T V, z]`` in one product measured slower than the
+    floor's product and ``A z``), and ``1^T B`` is a BLAS GEMV, 2.5x faster
+    than NumPy's column sum of B at n = 8192, D = 256 (0.33 vs 0.85 ms).
+    The products stay whole, so BLAS runs them at its best width on all its
     threads (cache-sized blocks of rows ran up to 2x slower on a loaded
     machine, each block paying the threads' synchronisation).  Returns
     ``(num, den)`` (``den`` None unnormalised); ``num`` is fresh, for an
@@ -145,7 +163,7 @@ def bidirectional_products(A: np.ndarray, B: np.ndarray, V: np.ndarray, normaliz
 
     Non-finite inputs: an entry of A reaches its row of ``num`` and of
     ``den``; an entry of B at (j, p) reaches row p of ``B^T V`` and entry p
-    of ``z = B^T 1``, hence every row of ``num`` or ``den`` (``NaN * 0``,
+    of ``z = 1^T B``, hence every row of ``num`` or ``den`` (``NaN * 0``,
     ``Inf * 0`` and ``Inf - Inf`` are NaN); an entry of V at (j, c) reaches
     column c of ``B^T V``, hence column c of every row.  Summation: each
     entry of ``B^T V`` and of z is a sum of n terms, then D terms: at most
@@ -154,7 +172,7 @@ def bidirectional_products(A: np.ndarray, B: np.ndarray, V: np.ndarray, normaliz
     M = swap(B) @ V
     # each pass over an input right after the product that read it (the
     # input is then still in the shared cache when it fits)
-    z = B.sum(axis=-2) if normalize else None
+    z = np.ones(B.shape[-2], dtype=B.dtype) @ B if normalize else None
     num = A @ M
     if z is None:
         return num, None
@@ -198,9 +216,11 @@ def causal_products(
     the chunk* (``lc_i = sum_{l=t0..i} log g_l`` for the chunk starting at
     t0): ``d_ij = exp(lc_i - lc_j)`` inside a chunk, the state before the
     chunk decayed by ``exp(lc_i)``, and carried to the next chunk as
-    ``S <- exp(lc_last) S + sum_j exp(lc_last - lc_j) b_j w_j^T``.  No
-    running product of gates is ever formed: a product of thousands of gates
-    below 1 underflows, a difference of log sums does not.
+    ``S <- exp(lc_last) S + sum_j exp(lc_last - lc_j) b_j w_j^T`` (the key
+    rows scaled once per chunk by their decay to its last token, so the
+    state increment is one product).  No running product of gates is ever
+    formed: a product of thousands of gates below 1 underflows, a difference
+    of log sums does not.
 
     ``S0`` (shape (..., D, m)) is the state before the first token (zero by
     default: a state handed over from an earlier call, C19).  The rows of H
@@ -208,17 +228,22 @@ def causal_products(
     :class:`~kernelcheck._src.attention.types.RawRows`); returns the state
     after the last token (..., D, m).
 
-    Chunks are processed in groups whose working set (the per-chunk states,
-    scores and products) is about :data:`CACHE_BYTES` per worker: the running
-    sum of the states and the products with them then read cached data
-    (groups of all chunks at once ran 1.8x slower at D = 256).  Per group the
-    chunk-local products (scores, their product with ``w``, the state
-    increments) are independent across chunks and run on worker threads, each
-    on a slice of chunks with single-threaded BLAS; the running sum of the
-    states is sequential; the products with the state before each chunk are
-    again independent.  Each chunk's products are the same calls whatever the
-    number of workers, and the group boundaries do not change any sum, so the
-    result does not depend on either.
+    Work: chunks are processed in groups of :func:`group_chunks` chunks whose
+    working set (per-chunk states, scores, products) fits a core's cache.
+    Per group, batched products over its ``(k, C, D)`` stacks (few, wide
+    calls): the scores and their product with ``w`` (the chunk-local part),
+    the state increment of every chunk; then the inclusive running sum of the
+    states from the state before the group (the one sequential step, ``k D m``
+    additions), and one batched product of each chunk's rows with the state
+    before it.  With worker threads (large inputs) each thread takes the next
+    group as it is free and runs it whole, waiting only for the state of the
+    group before, which is published as soon as its running sum is done
+    (:class:`_StateChain`): the chunk-local products of one group overlap the
+    running sum and read-out of the other, with one hand-over per group
+    instead of a join of all threads twice per group.  Each chunk's products
+    are the same calls and its state the same sum in the same order whatever
+    the groups and the threads, so the result does not depend on either
+    (tests/attention/test_forms.py compares them bit for bit).
 
     Non-finite inputs: a_i reaches row i; b_j and w_j reach row j through
     the diagonal score ``(a_j . b_j) w_j`` (and every later row through the
@@ -228,116 +253,285 @@ def causal_products(
     m = values.m
     C = min(C, n)
     nb = batch_size(batch)
+    nfull, rem = divmod(n, C)
+    G = group_chunks(nb, C, D, m, log_gates is not None, nfull)
+    plan = [(g0 * C, min(G, nfull - g0), C) for g0 in range(0, nfull, G)]
+    if rem:
+        plan.append((nfull * C, 1, rem))
     S = np.zeros(batch + (D, m), dtype=A.dtype)
     if S0 is not None:
         S[...] = S0
-    nfull = n // C
+    chain = _StateChain(S, len(plan))
+    decays = None if log_gates is None else _Decays(log_gates, C)
+    job = _GroupJob(A, B, values, sink, decays, plan, chain, G, C)
     big = n * (C + D) * m * nb >= _PARALLEL_WORK
     with _chunk_workers(big) as workers:
-        per_chunk = 8 * nb * (D * m + C * (C + 2 * m))
-        group = max(1, min(nfull or 1, workers.size * CACHE_BYTES // per_chunk))
-        bufs = _ChunkBuffers(batch, group, C, D, m, A.dtype)
-        keep = np.tril(np.ones((C, C), dtype=A.dtype))
-        run = _Group(A, B, values, sink, log_gates, workers)
-        for g0 in range(0, nfull, group):
-            run(g0 * C, min(group, nfull - g0), C, S, keep, bufs)
-        rem = n - nfull * C
-        if rem:
-            run(nfull * C, 1, rem, S, keep[:rem, :rem], _ChunkBuffers(batch, 1, rem, D, m, A.dtype))
-    return S
+        _run_everywhere(job.work, workers)
+    return chain.final()
+
+
+def group_chunks(nb: int, C: int, D: int, m: int, gated: bool, nfull: int) -> int:
+    """Chunks per group of :func:`causal_products`: as many as fit :data:`CACHE_BYTES`.
+
+    A chunk's working set is its state increment (``D m``), scores
+    (``C^2``), products (``2 C m``) and, gated, its scaled keys and decay
+    mask (``C D + C^2``), per batch entry.  Measured at n = 8192, D = 256,
+    d_v = 64 (C = 32, one thread, CPU time, interleaved with the GEMM floor):
+    groups of 1 MiB and 2 MiB (6 and 12 chunks; the cores' L2 caches are
+    2 MiB) are within noise of each other; one chunk a group (the Python
+    overhead of about 15 calls per chunk) ran 1.15-1.2x slower, 256 KiB
+    groups 1.05-1.15x, all chunks in one group (the states of the whole
+    sequence, out of cache) 1.4-1.6x.
+    """
+    per_chunk = 8 * nb * (D * m + C * (C + 2 * m) + (C * (C + D) if gated else 0))
+    return max(1, min(nfull or 1, CACHE_BYTES // per_chunk))
 
 
 class _ChunkBuffers:
-    """Per-group arrays reused from group to group: states, scores, carried products.
+    """One thread's arrays, reused from group to group: states, scores, products.
 
-    A group's products are complete (its workers joined) before the next
-    group writes them again.
+    A thread finishes a group (its rows handed to the sink) before it takes
+    the next, so its buffers are free again; other threads have their own.
     """
 
-    def __init__(self, batch, group, C, D, m, dtype):
+    def __init__(self, batch, group, C, D, m, dtype, gated):
         self.dS = np.empty(batch + (group, D, m), dtype=dtype)
         self.scores = np.empty(batch + (group, C, C), dtype=dtype)
         self.tmp = np.empty(batch + (group, C, m), dtype=dtype)
+        self.keys = np.empty(batch + (group, C, D), dtype=dtype) if gated else None
+        self.mask = np.empty(batch + (group, C, C), dtype=dtype) if gated else None
+        self.state = np.empty(batch + (D, m), dtype=dtype) if gated else None
 
 
-class _Group:
-    """One group of k chunks of c tokens, rows ``r0 .. r0 + k c``, of :func:`causal_products`."""
+class _StateChain:
+    """The state after each group, handed from the thread that computed it to the next group's.
 
-    def __init__(self, A, B, values, sink, log_gates, workers):
+    ``wait(g)`` returns the state before group g (blocking until group g - 1
+    has published it); ``publish(g, S)`` copies group g's final state into
+    one of two slots and wakes group g + 1.  Two slots suffice: group g's
+    slot is next overwritten by group g + 2, which waits for group g + 1,
+    which has read it (and group g + 1's thread reads it only before its own
+    publish).  ``abort()`` wakes every waiter after a failure in any thread.
+    """
+
+    def __init__(self, S: np.ndarray, groups: int):
+        self.first = S
+        self.slots = np.empty((2,) + S.shape, dtype=S.dtype)
+        self.ready = [threading.Event() for _ in range(groups)]
+        self.failed = False
+        self.groups = groups
+
+    def wait(self, g: int) -> np.ndarray:
+        if g == 0:
+            return self.first
+        self.ready[g - 1].wait()
+        if self.failed:
+            raise _Aborted
+        return self.slots[(g - 1) % 2]
+
+    def publish(self, g: int, S: np.ndarray) -> None:
+        self.slots[g % 2] = S
+        self.ready[g].set()
+
+    def abort(self) -> None:
+        self.failed = True
+        for event in self.ready:
+            event.set()
+
+    def final(self) -> np.ndarray:
+        return self.slots[(self.groups - 1) % 2].copy()
+
+
+class _Aborted(Exception):
+    """Another thread failed: stop taking groups (its exception is the one raised)."""
+
+
+class _GroupJob:
+    """The groups of one :func:`causal_products` call, taken in order by any number of threads."""
+
+    def __init__(self, A, B, values, sink, decays, plan, chain, G, C):
         self.A, self.B, self.values, self.sink = A, B, values, sink
-        self.log_gates, self.workers = log_gates, workers
+        self.decays, self.plan, self.chain = decays, plan, chain
+        self.G, self.C = G, C
+        self.keep = np.tril(np.ones((C, C), dtype=A.dtype))
+        self.next = itertools.count()  # next(count) is atomic under the GIL
 
-    def __call__(self, r0, k, c, S, keep, bufs):
+    def work(self) -> None:
         A = self.A
-        batch, D = A.shape[:-2], A.shape[-1]
-        m = self.values.m
+        batch, D, m = A.shape[:-2], A.shape[-1], self.values.m
+        gated = self.decays is not None
+        bufs = _ChunkBuffers(batch, self.G, self.C, D, m, A.dtype, gated)
+        try:
+            while not self.chain.failed:
+                g = next(self.next)
+                if g >= len(self.plan):
+                    return
+                self.group(g, bufs)
+        except _Aborted:
+            return
+        except BaseException:
+            self.chain.abort()
+            raise
+
+    def group(self, g: int, bufs: _ChunkBuffers) -> None:
+        r0, k, c = self.plan[g]
         r1 = r0 + k * c
+        A = self.A
+        batch, D, m = A.shape[:-2], A.shape[-1], self.values.m
         a = A[..., r0:r1, :].reshape(batch + (k, c, D))
         b = self.B[..., r0:r1, :].reshape(batch + (k, c, D))
         w = self.values(r0, r1).reshape(batch + (k, c, m))
         h_rows = self.sink.target(r0, r1)
         h = h_rows.reshape(batch + (k, c, m))
-        s, dS, tmp = bufs.scores[..., :k, :, :], bufs.dS[..., :k, :, :], bufs.tmp[..., :k, :, :]
-        lc = None
-        if self.log_gates is not None:
-            lc = np.cumsum(self.log_gates[..., r0:r1].reshape(batch + (k, c)), axis=-1)
-
-        def local(lo, hi):
-            sl = (Ellipsis, slice(lo, hi), slice(None), slice(None))
-            bk = b[sl]
-            np.matmul(a[sl], swap(bk), out=s[sl])  # (..., chunks, c, c)
-            if lc is None:
-                s[sl] *= keep
-            else:
-                l_ = lc[..., lo:hi, :]
-                s[sl] *= _decay_mask(l_, keep)
-                # keys weighted by their decay to the chunk's last token
-                bk = bk * np.exp(l_[..., -1:] - l_)[..., None]
-            np.matmul(s[sl], w[sl], out=h[sl])
-            np.matmul(swap(bk), w[sl], out=dS[sl])
-
-        def carry(lo, hi):
-            # token i of chunk t sees the state after chunk t - 1 (S for the group's first)
-            first = lo
-            if lo == 0:
-                np.matmul(a[..., 0, :, :], S, out=tmp[..., 0, :, :])
-                first = 1
-            if hi > first:
-                prev = dS[..., first - 1 : hi - 1, :, :]
-                np.matmul(a[..., first:hi, :, :], prev, out=tmp[..., first:hi, :, :])
-            if lc is not None:
-                tmp[..., lo:hi, :, :] *= np.exp(lc[..., lo:hi, :])[..., None]
-            h[..., lo:hi, :, :] += tmp[..., lo:hi, :, :]
-
-        _split(local, k, self.workers)
-        if lc is None:
-            dS[..., 0, :, :] += S
+        s, dS = bufs.scores[..., :k, :c, :c], bufs.dS[..., :k, :, :]
+        tmp = bufs.tmp[..., :k, :c, :]
+        np.matmul(a, swap(b), out=s)  # (..., k, c, c): every chunk's scores at once
+        s *= self.keep[:c, :c]
+        dec = None if self.decays is None else self.decays.chunks(r0, k, c)
+        if dec is not None:
+            s *= _decay_mask(dec, bufs.mask[..., :k, :c, :c])
+            # keys weighted once by their decay to the chunk's last token: the
+            # state increment is then one product
+            np.multiply(b, dec.to_end[..., None], out=bufs.keys[..., :k, :c, :])
+            b = bufs.keys[..., :k, :c, :]
+        np.matmul(s, w, out=h)
+        np.matmul(swap(b), w, out=dS)  # (..., k, D, m): every chunk's state increment
+        prev = self.chain.wait(g)  # the state before this group
+        # token i of chunk t sees the state after chunk t - 1: for t = 0 the
+        # group's state, read before it is published (its slot is reused later)
+        np.matmul(a[..., 0, :, :], prev, out=tmp[..., 0, :, :])
+        if dec is None:
+            dS[..., 0, :, :] += prev
             for t in range(1, k):  # dS[t] is now the state after chunk t
-                np.add(dS[..., t, :, :], dS[..., t - 1, :, :], out=dS[..., t, :, :])
+                dS[..., t, :, :] += dS[..., t - 1, :, :]
         else:
-            decay = np.exp(lc[..., -1])  # (..., k): the gates' product over each chunk
-            dS[..., 0, :, :] += decay[..., 0, None, None] * S
+            decayed = bufs.state  # the state before chunk t, decayed over chunk t
+            np.multiply(prev, dec.whole[..., 0, None, None], out=decayed)
+            dS[..., 0, :, :] += decayed
             for t in range(1, k):
-                dS[..., t, :, :] += decay[..., t, None, None] * dS[..., t - 1, :, :]
-        _split(carry, k, self.workers)
-        S[...] = dS[..., k - 1, :, :]
+                np.multiply(dS[..., t - 1, :, :], dec.whole[..., t, None, None], out=decayed)
+                dS[..., t, :, :] += decayed
+        self.chain.publish(g, dS[..., k - 1, :, :])
+        if k > 1:
+            np.matmul(a[..., 1:, :, :], dS[..., : k - 1, :, :], out=tmp[..., 1:, :, :])
+        if dec is not None:
+            tmp *= dec.from_start[..., None]
+        h += tmp
         self.sink.take(r0, r1, h_rows)
 
 
-def _decay_mask(lc: np.ndarray, keep: np.ndarray) -> np.ndarray:
-    """``exp(lc_i - lc_j)`` for ``j <= i``, 0 above the diagonal (never ``exp`` of a positive).
+class _ChunkDecays(NamedTuple):
+    """The decays of a group of k chunks of c tokens (views into :class:`_Decays`)."""
 
-    ``lc`` is non-increasing along the last axis (log gates are <= 0), so every
-    kept exponent is <= 0: the mask lies in [0, 1] and cannot overflow.
+    lc: np.ndarray  # (..., k, c): cumulative log gates within each chunk
+    from_start: np.ndarray  # (..., k, c): exp(lc_i), the decay from the chunk's start to i
+    to_end: np.ndarray  # (..., k, c): exp(lc_last - lc_j), from j to the chunk's end
+    whole: np.ndarray  # (..., k): exp(lc_last), the gates' product over each chunk
+    growth: np.ndarray | None  # (..., k, c): exp(-lc_j), or None beyond FACTOR_RANGE
+
+
+class _Decays:
+    """The chunk-local log sums of the gates and the decays from them, for all chunks at once.
+
+    Formed once per call in a few vectorised passes over the n gates (one
+    ``cumsum`` and three ``exp``), instead of a handful of small calls per
+    group; 4 n numbers, like the normalisers of a normalised form.  Every
+    exponent is <= 0 (``lc`` is non-increasing within a chunk, log gates
+    being <= 0), so no decay overflows.
     """
-    diff = lc[..., :, None] - lc[..., None, :]
-    np.minimum(diff, 0.0, out=diff)  # the masked (j > i) entries, positive, are zeroed below
-    np.exp(diff, out=diff)
-    diff *= keep
-    return diff
+
+    def __init__(self, log_gates: np.ndarray, C: int):
+        n = log_gates.shape[-1]
+        nfull, rem = divmod(n, C)
+        self.C, self.nfull = C, nfull
+        self.full = self._forms(log_gates[..., : nfull * C], nfull, C) if nfull else None
+        self.rest = self._forms(log_gates[..., nfull * C :], 1, rem) if rem else None
+
+    @staticmethod
+    def _forms(log_gates: np.ndarray, k: int, c: int) -> _ChunkDecays:
+        lc = np.cumsum(log_gates.reshape(log_gates.shape[:-1] + (k, c)), axis=-1)
+        last = lc[..., -1:]
+        growth = None  # float32 keeps exp of the differences (its model counts 6 u)
+        if lc.dtype == np.float64 and lc.size and lc.min() >= -factor_range(lc.dtype):
+            growth = np.exp(-lc)
+        return _ChunkDecays(lc, np.exp(lc), np.exp(last - lc), np.exp(last[..., 0]), growth)
+
+    def chunks(self, r0: int, k: int, c: int) -> _ChunkDecays:
+        """The decays of the k chunks from token r0 (the shorter last chunk: c < C)."""
+        if c < self.C and self.rest is not None:
+            return self.rest
+        assert self.full is not None
+        t0 = r0 // self.C
+        lc, start, end, whole, growth = self.full
+        rows = (Ellipsis, slice(t0, t0 + k), slice(None))
+        grow = None if growth is None else growth[rows]
+        return _ChunkDecays(lc[rows], start[rows], end[rows], whole[..., t0 : t0 + k], grow)
+
+
+def factor_range(dtype) -> float:
+    """The largest chunk-local log decay ``|lc|`` for which the mask is formed as a product.
+
+    ``exp(lc_i - lc_j) = exp(lc_i) exp(-lc_j)``: both factors are normal
+    numbers (so accurate to the 4 ulp of ``exp``) while ``|lc| <= 0.75
+    |log tiny|`` (531 in float64, 65 in float32), and the products above the
+    diagonal, at most ``exp(|lc|)``, stay finite.
+    """
+    return -0.75 * math.log(float(np.finfo(dtype).tiny))
+
+
+def _decay_mask(dec: _ChunkDecays, out: np.ndarray) -> np.ndarray:
+    """``exp(lc_i - lc_j)`` for ``j <= i`` (anything finite above the diagonal), a stack of chunks.
+
+    ``dec.lc`` (shape (..., k, c)) is each chunk's cumulative sum of log
+    gates; ``out`` a buffer of shape (..., k, c, c); the caller has zeroed
+    the scores above the diagonal.  Within :func:`factor_range` the mask is
+    the outer product ``exp(lc_i) exp(-lc_j)`` of the 2c decays formed once
+    per call (one pass; the ``exp`` of all c^2 differences was 60% of the
+    gated form's extra cost at n = 16384, D = d_v = 64): two ``exp`` of 4 ulp
+    and one product, a relative error within the ``10 u`` of the float64
+    error model (:func:`~kernelcheck._src.attention.bounds.gated_error_bound`;
+    float32 keeps the differences, within its ``6 u``), entries for
+    ``j <= i`` in ``[exp(-range), 1 + 9u]``.  Beyond it (chunks decaying
+    by more than ``exp(-531)``, gates below about ``1e-7`` each), the factors
+    would underflow and overflow (``0 * inf``): the differences are
+    exponentiated instead, with ``-inf`` above the diagonal and clamped to
+    at most 0 (``lc`` is non-increasing, log gates being <= 0, so they are
+    already), in [0, 1].  tests/attention/test_forms.py runs both.
+    """
+    if dec.growth is not None:
+        return np.multiply(dec.from_start[..., :, None], dec.growth[..., None, :], out=out)
+    lc = dec.lc
+    c = lc.shape[-1]
+    np.subtract(lc[..., :, None], lc[..., None, :], out=out)
+    np.minimum(out, _upper_minus_inf(c, out.dtype), out=out)
+    np.exp(out, out=out)
+    return out
+
+
+def _upper_minus_inf(c: int, dtype) -> np.ndarray:
+    """A c x c matrix: 0 on and below the diagonal, ``-inf`` above (cached per size)."""
+    key = (c, np.dtype(dtype))
+    mask = _MASKS.get(key)
+    if mask is None:
+        mask = np.where(np.tri(c, dtype=bool), 0.0, -np.inf).astype(dtype)
+        _MASKS[key] = mask
+    return mask
+
+
+_MASKS: dict = {}
 
 
 # Below this many multiply-adds (about 2**24) the chunked form runs inline.
+# Above it, one worker thread per BLAS thread, each with single-threaded BLAS
+# on whole groups, against the products run inline with BLAS's own threads:
+# at n = 16384, D = d_v = 64 the minimum fell from 22.5 to 15.1 ms (1.5x) on
+# the 2-core machine, with other work keeping it busy (load average 12; the
+# medians there were 44 against 30 ms: a thread descheduled while the next
+# group waits for its state stalls that group).  Handing the state over
+# before the group's own running sum (a second pass over the group's states
+# to add it) cost 5-10% more work: the running sum stays where it waits.
+# BLAS's own threads gain little on products of 32 rows, each too small to
+# split.
 _PARALLEL_WORK = 1 << 24
 
 
@@ -384,28 +578,26 @@ def _blas_controller():
     return _CONTROLLER[0]
 
 
-def _split(fn, k: int, workers: _Workers) -> None:
-    """Run ``fn(lo, hi)`` over ``[0, k)``, cut into one contiguous range per worker.
+def _run_everywhere(fn, workers: _Workers) -> None:
+    """Run ``fn()`` on the calling thread and on every worker thread, and wait for all.
 
     The workers run under the caller's floating-point error state
     (``np.errstate`` is per thread: without this, warnings the caller
-    silenced would leak from the worker threads).
+    silenced would leak from the worker threads).  The first exception is
+    raised once every thread has stopped (none is left touching the arrays).
     """
-    if workers.pool is None or k < 2:
-        fn(0, k)
+    if workers.pool is None:
+        fn()
         return
-    parts = min(workers.size, k)
-    edges = [round(i * k / parts) for i in range(parts + 1)]
     err = np.geterr()
 
-    def run(lo: int, hi: int) -> None:
+    def run() -> None:
         with np.errstate(**err):
-            fn(lo, hi)
+            fn()
 
-    # the calling thread takes the first range itself: one hand-over fewer per call
-    futures = [workers.pool.submit(run, lo, hi) for lo, hi in zip(edges[1:-1], edges[2:])]
+    futures = [workers.pool.submit(run) for _ in range(workers.size - 1)]
     try:
-        fn(edges[0], edges[1])
+        fn()
     finally:
         for f in futures:
             f.result()

@@ -48,7 +48,7 @@ from kernelcheck.errors import (
 _EXP_ULPS = 4
 
 
-def _quotient_bound(absH, E, den_hat, u):
+def _quotient_bound(absH, E, den_hat, u, roundings=1):
     """Bound on ``|fl(num)/fl(den) - num/den|`` for any form sharing the error model.
 
     ``absH = [|kappa| |V|, |kappa| 1]`` (absolute products), ``E`` the bound on
@@ -58,7 +58,13 @@ def _quotient_bound(absH, E, den_hat, u):
 
         den_exact >= den_hat - E_den =: lo1,  den_X >= den_hat - 2 E_den =: lo2,
         |num_X / den_X| <= (absnum + E_num) / lo2 =: R,
-        err_X <= (E_num + R E_den) / lo1 + u R (1 + u).
+        err_X <= (E_num + R E_den) / lo1 + r u R (1 + u).
+
+    The last term is the quotient's own rounding: ``r = 1`` for a division;
+    ``r = roundings = 2`` where the forms multiply by the rounded reciprocal
+    of the normaliser (``(1 + d1)(1 + d2)``, at most ``2 u + u^2`` relative;
+    the linear forms in float64, see
+    :func:`~kernelcheck._src.attention.types.divide_rows`).
 
     ``inf`` where ``lo2 <= 0``: the normaliser's sign is not certain there.
     """
@@ -69,7 +75,7 @@ def _quotient_bound(absH, E, den_hat, u):
         lo1 = den - E_den  # NaN from inf - inf fails lo2 > 0 below: bound inf
         lo2 = den - 2.0 * E_den
         R = (absnum + E_num) / lo2
-        bound = (E_num + R * E_den) / lo1 + u * R * (1.0 + u)
+        bound = (E_num + R * E_den) / lo1 + roundings * u * R * (1.0 + u)
     # inf where the sign is uncertain, and where an overflowed R meets E_den = 0
     # (inf * 0): no bound is ever NaN
     bound = np.where((lo2 > 0) & ~np.isnan(bound), bound, np.inf)
@@ -109,7 +115,7 @@ def linear_error_bound(
     and ``den_i = sum_{j in J(i)} phi_q_i . phi_k_j`` with each term passing
     through at most ``k = 2 n + 2 D + 4`` rounded operations in any of the
     summation orders the forms use (bidirectional, ``phi_k^T V`` and the
-    column sums ``phi_k^T 1`` over n terms, then D: ``n + D + 1``;
+    normalisers' ``1^T phi_k`` over n terms, then D: ``n + D + 1``;
     recurrence ``n + D + 1``; chunks of C tokens, which causal ``parallel``
     uses too: ``C + 2 n / C + D + 1``).  Hence (Higham, Lemma 3.4)
 
@@ -117,7 +123,9 @@ def linear_error_bound(
         |den_hat - den| <= gamma_k |phi_q| |phi_k|^T 1   =: E_den,
 
     and the quotient obeys the bound of :func:`_quotient_bound`:
-    ``(E_num + R E_den) / (den - E_den) + u R``, ``R`` a bound on ``|a_i|``.
+    ``(E_num + R E_den) / (den - E_den) + r u R (1 + u)``, ``R`` a bound on
+    ``|a_i|`` (the last term the quotient's rounding: ``r = 2`` in float64,
+    where the fast forms multiply by the normaliser's reciprocal, else 1).
     Unnormalised (``normalize=False``, C19) the output is the numerator and
     its bound ``E_num``.  A handed-over ``initial_state`` ``(S0, z0)`` (taken
     as exact) adds ``phi_q_i . S0`` to the sums and ``|phi_q_i| |S0|`` to
@@ -179,11 +187,16 @@ def linear_family_bound(phi_q, phi_k, V, causal, dt, extra_ops, normalize, M0, l
     gates every term passes through ``n`` more roundings (the decays of the
     recurrence), and the log-space decays of the parallel and chunked forms
     carry a relative error of at most
-    ``rho_i = expm1(2 gamma_(n+5) |L_i|) + 6 u``, ``L_i = sum_{l <= i} log g_l``:
+    ``rho_i = expm1(2 gamma_(n+5) |L_i|) + c u``, ``L_i = sum_{l <= i} log g_l``:
     each ``log g_l`` is accurate to a few ulp, their partial sums to
     ``gamma_n |L_i|`` (all terms have one sign), the difference of two to
     ``2 gamma_n |L_i|`` (``|L_j| <= |L_i|`` for ``j <= i``), and ``exp`` adds
-    4 ulp.  The decays themselves are at most 1, so no term grows.
+    4 ulp (``c = 6``).  In float64 the chunked form's mask is the product
+    ``exp(lc_i) exp(-lc_j)`` of two such decays, 9 ulp: ``c = 10`` for
+    ``dtype`` float64 and for the float64 share of every bound (a layer in a
+    coarser precision keeps ``c = 6``: the product is only formed in
+    float64).  The decays themselves are at most ``1 + 9 u``, so no term
+    grows beyond ``rho``.
     """
     n, D = phi_k.shape[-2], phi_q.shape[-1]  # n: the number of keys summed over
     W = (with_ones(V) if normalize else V).astype(np.float64)
@@ -207,8 +220,9 @@ def linear_family_bound(phi_q, phi_k, V, causal, dt, extra_ops, normalize, M0, l
     rel_dt = gamma(k + extra_ops, dt)
     if log_gates is not None:
         L = -np.cumsum(log_gates.astype(np.float64), axis=-1)[..., None]  # |L_i| >= 0
-        rho_dt = np.expm1(2.0 * gamma(n + 5, dt) * L) + 6.0 * unit_roundoff(dt)
-        rho64 = np.expm1(2.0 * gamma(n + 5, np.float64) * L) + 6.0 * unit_roundoff(np.float64)
+        c_dt = 10.0 if dt == np.dtype(np.float64) else 6.0  # see the docstring
+        rho_dt = np.expm1(2.0 * gamma(n + 5, dt) * L) + c_dt * unit_roundoff(dt)
+        rho64 = np.expm1(2.0 * gamma(n + 5, np.float64) * L) + 10.0 * unit_roundoff(np.float64)
         # absH was formed with float64 decays: the exact sums are within (1 + 2 rho64)
         absH = absH * (1.0 + 2.0 * rho64)
         rel_dt = (1.0 + rel_dt) * (1.0 + rho_dt) - 1.0
@@ -225,7 +239,9 @@ def linear_family_bound(phi_q, phi_k, V, causal, dt, extra_ops, normalize, M0, l
         E = E + g64 * (1.0 + g64) * absH
     if not normalize:
         return E * (1.0 + gamma(4, np.float64))
-    coarse = _quotient_bound(absH * (1.0 + g64), E, H[..., -1], unit_roundoff(dt))
+    # float64: the fast forms multiply by the normalisers' reciprocals (2 roundings)
+    roundings = 2 if dt == np.dtype(np.float64) else 1
+    coarse = _quotient_bound(absH * (1.0 + g64), E, H[..., -1], unit_roundoff(dt), roundings)
     if not (isinstance(dt, RoundingModel) and dt.storage_ops):
         return coarse
     rho = None if log_gates is None else rho_dt
@@ -303,11 +319,13 @@ def gated_error_bound(
       ``k = 3 n + 2 D + 8``;
     * in the parallel and chunked forms, the decay formed as ``exp`` of a
       difference of cumulative log gates, with a relative error of at most
-      ``rho_i = expm1(2 gamma_(n+5) |L_i|) + 6 u``, ``L_i = sum_{l<=i} log g_l``
+      ``rho_i = expm1(2 gamma_(n+5) |L_i|) + c u``, ``L_i = sum_{l<=i} log g_l``
       (``log`` to a few ulp, partial sums of one sign to ``gamma_n |L_i|``,
       the difference of two to twice that since ``|L_j| <= |L_i|``, ``exp`` to
-      4 ulp); it grows with the total decay ``|L_i|`` and stays below
-      ``1e-11`` relative in float64 for ``|L_i| <= 1e4``, n <= 1e5.
+      4 ulp: ``c = 6``; in float64 ``c = 10``, the chunked form's mask being
+      a product of two such decays, 9 ulp); it grows with the total decay
+      ``|L_i|`` and stays below ``1e-11`` relative in float64 for
+      ``|L_i| <= 1e4``, n <= 1e5.
 
     So ``|num_hat - num| <= ((1 + gamma_k)(1 + rho_i) - 1) |phi_q| (|phi_k|
     d)^T |V| + underflow``, where decays below the normal range lose at most

@@ -47,7 +47,7 @@ def kernelized_cost(n: int, d: int, D: int, d_v: int, chunk_size: int, causal: b
 
 
 def linear_cost(n: int, d: int, D: int, d_v: int, chunk_size: int, causal: bool):
-    """Bidirectional parallel and recurrent: ``4 n D (d_v + 1) + n d_v``; state ``D (d_v + 1)``.
+    """Recurrent: ``4 n D (d_v + 1) + n d_v``; state ``D (d_v + 1)``.
 
     Claims C3, C11.
     """
@@ -55,16 +55,16 @@ def linear_cost(n: int, d: int, D: int, d_v: int, chunk_size: int, causal: bool)
 
 
 def parallel_cost(n: int, d: int, D: int, d_v: int, chunk_size: int, causal: bool):
-    """Parallel: bidirectional ``4 n D d_v + 3 n D + n d_v``; causal that of its blocks.
+    """Parallel: bidirectional ``4 n D d_v + 4 n D + n (d_v + 1)``; causal that of its blocks.
 
     Causal ``parallel`` forms its sums in blocks of ``auto_chunk_size(D)``
     tokens (``chunk_size`` is not its option and is ignored).
     """
     if causal:
         return chunked_cost(n, d, D, d_v, auto_chunk_size(D), causal)
-    # the numerator's two products, then the normalisers as a column sum and a
-    # matrix-vector product (3 n D, not the 4 n D of a product with [V, 1])
-    return 4 * n * D * d_v + 3 * n * D + n * d_v, D * (d_v + 1)
+    # the numerator's two products, the normalisers as two matrix-vector
+    # products (1^T phi_k, then phi_q z), the n reciprocals and n d_v products
+    return 4 * n * D * d_v + 4 * n * D + n * (d_v + 1), D * (d_v + 1)
 
 
 def chunked_cost(n: int, d: int, D: int, d_v: int, chunk_size: int, causal: bool):
@@ -72,7 +72,8 @@ def chunked_cost(n: int, d: int, D: int, d_v: int, chunk_size: int, causal: bool
 
     Chunks ``c_1..c_k`` of ``C = min(chunk_size, n)`` tokens (the last may be
     shorter): the full square products within each chunk, the state
-    products, the running sum of the chunk states and the divisions.  State
+    products, the running sum of the chunk states, the sum of each row's
+    two parts and the divisions.  State
     ``D (d_v + 1)``, independent of n (C11).
     """
     c = min(chunk_size, n)

@@ -54,7 +54,7 @@ def parallel(
 
     Bidirectional: ``A = phi(Q) (phi(K)^T V) / phi(Q) (phi(K)^T 1)`` (row-wise
     division), computed as the two matrix products of the numerator and, for
-    the normalisers, a column sum and one matrix-vector product.  Causal:
+    the normalisers, two matrix-vector products.  Causal:
     ``a_i = phi(q_i)^T S_i / phi(q_i) . z_i`` with the prefix sums
     ``S_i = sum_{j <= i} phi(k_j) v_j^T``, ``z_i = sum_{j <= i} phi(k_j)``,
     formed block by block: within a block of ``B`` tokens as the masked
@@ -85,9 +85,9 @@ def parallel(
     Notes
     -----
     Operation count per sequence (C3): bidirectional
-    ``4 n D d_v + 3 n D + n d_v`` (two products with inner dimensions n and
-    D, the column sum and the matrix-vector product of the normalisers, then
-    the divisions); causal that of :func:`chunked` with its block size
+    ``4 n D d_v + 4 n D + n (d_v + 1)`` (two products with inner dimensions
+    n and D, the two matrix-vector products of the normalisers, then their
+    reciprocals and the products with them); causal that of :func:`chunked` with its block size
     (``B = 32`` for ``D <= 1024``, else 64).  State: ``D (d_v + 1)``.  Error
     model: :func:`linear_error_bound`.
 
@@ -141,7 +141,7 @@ def linear_rows(phi_q, phi_k, V, normalize, action, form, *, chunk=None, M0=None
             num, den = bidirectional_products(phi_q, phi_k, V, normalize)
         if den is None:
             return finish_unnormalized(num, form, inputs), None
-        return finish(num, den, action, form, inputs, inplace=True), None
+        return finish(num, den, action, form, inputs, inplace=True, reciprocal=True), None
     values = ValueRows(V, normalize)
     if normalize:
         sink: RawRows | NormalizedRows = NormalizedRows(batch, n, dv, V.dtype)
