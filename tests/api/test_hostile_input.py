@@ -263,7 +263,44 @@ TIMEOUT_CALLS = {
     "verify.kernel": lambda: verify.kernel(
         kernel_from_function(lambda x, y: _stuck(float(x @ y))), X, timeout=0.2
     ),
+    "verify.unbiased-sample": lambda: verify.unbiased(
+        lambda rng: _stuck(Linear().features()), Linear(), X, trials=4, seed=0, timeout=0.2
+    ),
+    "verify.unbiased-phi": lambda: verify.unbiased(
+        lambda rng: lambda Z: _stuck(Z), Linear(), X, trials=4, seed=0, timeout=0.2
+    ),
+    # an executor's worker thread does not inherit the caller's context: the deadline
+    # is carried to it (the probe trial runs in-process, so it is not the one stuck)
+    "verify.unbiased-executor": lambda: _on_thread_pool(
+        lambda pool: verify.unbiased(
+            _stuck_after_probe(), Linear(), X, trials=4, seed=0, timeout=0.2, executor=pool
+        )
+    ),
+    "testing.assert_unbiased": lambda: testing.assert_unbiased(
+        lambda rng: lambda Z: _stuck(Z), Linear(), X, trials=4, seed=0, timeout=0.2
+    ),
 }
+
+
+def _on_thread_pool(call):
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1) as pool:
+        try:
+            return call(pool)
+        finally:
+            RELEASE.set()
+
+
+def _stuck_after_probe():
+    """A sampler whose first map (the in-process probe trial) returns; every later one blocks."""
+    calls = []
+
+    def sample(rng):
+        calls.append(None)
+        return Linear().features() if len(calls) == 1 else (lambda Z: _stuck(Z))
+
+    return sample
 
 
 @pytest.mark.parametrize("name", sorted(TIMEOUT_CALLS))
@@ -277,11 +314,14 @@ def test_a_blocking_user_callable_is_abandoned_at_the_timeout(name):
 
 
 @pytest.mark.parametrize("bad", [0, -1.0, float("nan"), "2", True])
-@pytest.mark.parametrize("name", ["verify.feature_map", "verify.kernel"])
+@pytest.mark.parametrize("name", ["verify.feature_map", "verify.kernel", "verify.unbiased"])
 def test_timeout_must_be_a_positive_number(name, bad):
     call = {
         "verify.feature_map": lambda: verify.feature_map(Linear().features(), X, timeout=bad),
         "verify.kernel": lambda: verify.kernel(Linear(), X, timeout=bad),
+        "verify.unbiased": lambda: verify.unbiased(
+            lambda rng: Linear().features(), Linear(), X, trials=4, seed=0, timeout=bad
+        ),
     }[name]
     with pytest.raises(InvalidArgument, match=r"`timeout`"):
         call()

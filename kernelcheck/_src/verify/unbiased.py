@@ -34,6 +34,7 @@ from kernelcheck._src.core.validate import (
     check_callable,
     check_size,
     describe,
+    honours_timeout,
 )
 from kernelcheck._src.mc.engine import (
     BERRY_ESSEEN_C,
@@ -132,6 +133,7 @@ def _unbiased_iv(
     return _UnbiasedArgs(X, Y, trials, alpha, power, be_tolerance, shard_size, root, sweep)
 
 
+@honours_timeout
 def unbiased(
     sample: Callable,
     target,
@@ -148,6 +150,7 @@ def unbiased(
     sweep=None,
     progress: bool | None = None,
     shards: int | None = None,
+    timeout: float | None = None,
 ) -> UnbiasedReport:
     """Check that a random-feature sampler estimates ``target`` without bias (C13, C17, C18).
 
@@ -214,6 +217,14 @@ def unbiased(
         Progress bar (default: when stderr is a terminal).
     shards : int, optional
         Tasks the blocks are grouped into on ``executor``; the report does not depend on it.
+    timeout : float, optional
+        Seconds from the start of the call within which every call of the
+        user's code (``sample(rng)``, ``phi(X)``, ``phi(Y)``) must return, in
+        this process or an executor's thread or process on this machine: a
+        call still running at the deadline is abandoned (it runs on in a
+        background thread; Python cannot stop it) and :class:`InvalidArgument`
+        names the call and ``timeout``.  A bound on the run, so allow for all
+        ``trials``.  None (default) waits.
 
     Returns
     -------
