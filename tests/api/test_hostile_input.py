@@ -237,7 +237,63 @@ STATS_BAD = {
         "^`progress` must be True or False",
     ),
     "trials_needed-negative": (lambda: stats.trials_needed(-2.0, 0.1), "`std_ratio`"),
+    "berry_esseen-nan": (lambda: stats.berry_esseen_bound(np.nan, 10), "^`std_ratio` must be >= 0"),
+    "berry_esseen-minus-inf": (lambda: stats.berry_esseen_bound(-np.inf, 10), "^`std_ratio`"),
+    "berry_esseen-nan-entry": (
+        lambda: stats.berry_esseen_bound(np.array([1.0, np.nan]), 10),
+        r"^`std_ratio` must be >= 0 .* got nan",
+    ),
+    "berry_esseen-n-zero": (lambda: stats.berry_esseen_bound(1.0, 0), "^`n` must be >= 1"),
+    "berry_esseen-n-float": (lambda: stats.berry_esseen_bound(1.0, 2.5), "^`n`"),
+    "trials_needed-nan": (lambda: stats.trials_needed(np.nan, 0.1), "^`std_ratio` must be >= 0"),
+    "trials_needed-tolerance-nan": (lambda: stats.trials_needed(1.0, np.nan), "^`tolerance`"),
+    "trials_needed-tolerance-inf": (lambda: stats.trials_needed(1.0, np.inf), "^`tolerance`"),
+    "trials_needed-tolerance-negative": (lambda: stats.trials_needed(1.0, -0.1), "^`tolerance`"),
+    "Moments-count-zero": (lambda: _moments(count=0), "^`count` must be >= 1"),
+    "Moments-count-bool": (lambda: _moments(count=True), "^`count`"),
+    "Moments-mean-nan": (lambda: _moments(mean=np.array([np.nan])), "^`mean` must be a finite"),
+    "Moments-m4-inf": (lambda: _moments(m4=np.array([np.inf])), "^`m4` must be a finite"),
+    "Moments-m2-negative": (lambda: _moments(m2=np.array([-1.0])), "^`m2` is a sum of even"),
+    "Moments-m4-negative": (lambda: _moments(m4=np.array([-1.0])), "^`m4` is a sum of even"),
+    "Moments-m3-complex": (lambda: _moments(m3=np.array([1j])), "^`m3` must be a finite real"),
+    "Moments-shapes": (lambda: _moments(m2=np.ones(2)), r"^`m2` must have the shape \(1,\)"),
+    "Moments-maximum-nan": (lambda: _moments(maximum=np.array([np.nan])), "^`maximum`"),
+    "Moments-confidence-alpha": (
+        lambda: stats.Moments.from_samples(np.ones(3)).confidence_interval(1.5),
+        "^`alpha` must lie strictly between 0 and 1",
+    ),
+    "Moments-std_error-one-trial": (
+        lambda: stats.Moments.from_samples(np.ones(1)).std_error(),
+        r"^`ddof` must be less than the number of trials \(1\)",
+    ),
 }
+
+
+def _moments(**changes):
+    """A hand-built Moments of one entry (3 trials of 0, 1, 2) with ``changes``."""
+    fields = {"count": 3, "mean": np.ones(1), "m2": 2.0 * np.ones(1), "m3": np.zeros(1)}
+    fields.update(m4=2.0 * np.ones(1), maximum=None)
+    fields.update(changes)
+    return stats.Moments(**fields)
+
+
+def test_a_hand_built_moments_that_is_valid_gives_the_sample_statistics():
+    x = np.array([[0.0], [1.0], [2.0]])
+    made, measured = _moments(), stats.Moments.from_samples(x)
+    for attr in ("mean", "m2", "m3", "m4"):
+        np.testing.assert_allclose(getattr(made, attr), getattr(measured, attr), atol=1e-15)
+    np.testing.assert_allclose(made.variance(), x.var(axis=0, ddof=1))
+
+
+@pytest.mark.parametrize("ratio", [np.inf, np.array([1.0, np.inf])])
+def test_an_unknown_std_ratio_gives_the_true_uninformative_answer_inf(ratio):
+    """``inf`` is the documented "no finite bound known": the bound and the trials are inf."""
+    bound = np.asarray(stats.berry_esseen_bound(ratio, 10))
+    need = np.asarray(stats.trials_needed(ratio, 0.1))
+    unknown = np.isinf(np.asarray(ratio))
+    assert np.isinf(bound[unknown]).all() and np.isfinite(bound[~unknown]).all()
+    assert np.isinf(need[unknown]).all() and np.isfinite(need[~unknown]).all()
+    assert (np.asarray(stats.berry_esseen_bound(ratio, 10)) >= 0).all()
 
 
 @pytest.mark.parametrize("name", sorted(STATS_BAD))
