@@ -211,20 +211,12 @@ def unbiased(
         Trials per seeded block (part of the meaning of the seed).
     sweep : sequence of int, optional
         Also measure the relative RMSE at these numbers of features (needs
-        ``sample.with_num_features``); plotted against m by
-        :func:`~kernelcheck.verify.write_report`.
-    progress : bool, optional
-        Progress bar (default: when stderr is a terminal).
-    shards : int, optional
-        Tasks the blocks are grouped into on ``executor``; the report does not depend on it.
+        ``sample.with_num_features``; plotted by :func:`~kernelcheck.verify.write_report`).
+    progress, shards : bool, int, optional
+        Progress bar (default: when stderr is a terminal); tasks on ``executor``.
     timeout : float, optional
-        Seconds from the start of the call within which every call of the
-        user's code (``sample(rng)``, ``phi(X)``, ``phi(Y)``) must return, in
-        this process or an executor's thread or process on this machine: a
-        call still running at the deadline is abandoned (it runs on in a
-        background thread; Python cannot stop it) and :class:`InvalidArgument`
-        names the call and ``timeout``.  A bound on the run, so allow for all
-        ``trials``.  None (default) waits.
+        Seconds from the start within which all calls of ``sample``, ``phi`` must
+        return, else :class:`InvalidArgument` (``docs/reliability.md``); None waits.
 
     Returns
     -------
@@ -233,7 +225,7 @@ def unbiased(
     Raises
     ------
     InvalidArgument
-        For bad arguments, and when a drawn map returns a wrong shape, NaN or Inf.
+        Bad arguments; a drawn map's wrong shape, NaN or Inf; a call past ``timeout``.
 
     Examples
     --------
