@@ -363,8 +363,14 @@ def measure_bias_series(
 
     pilot = run(pilot_m, len(ms), np.zeros(P), pilot_trials)
     b0 = pilot.mean[:P] - exact
-    nb0 = float(np.linalg.norm(b0))
-    u = b0 / nb0 if nb0 > 0 else np.full(P, 1.0 / math.sqrt(P))
+    top = float(np.abs(b0).max())  # finite: both terms are; their difference may not be
+    if not math.isfinite(top):
+        raise NumericalFailure(
+            "the pilot run's mean output minus the exact attention output exceeds the float64 "
+            "range; scale `V` (or the layer's output) down"
+        )
+    # the direction of b0 from b0 / max |b0|: |b0|^2 itself may overflow
+    u = b0 / top / float(np.linalg.norm(b0 / top)) if top > 0 else np.full(P, 1.0 / math.sqrt(P))
     moments = tuple(run(m, q, u, trials) for q, m in enumerate(ms))
     return BiasSeries(exact, u, moments)
 
