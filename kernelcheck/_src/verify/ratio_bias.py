@@ -294,12 +294,13 @@ def _ratio_bias_iv(sampler, Q, K, V, num_features, trials, seed, alpha) -> _Rati
     Q = as_points(Q, "Q", dim=sampler.dim).astype(np.float64)
     K = as_points(K, "K", dim=sampler.dim).astype(np.float64)
     V, ms = values_and_feature_counts(V, K, num_features)
-    if (K == K[0]).all() or (V == V[0]).all():
-        what = "one key" if K.shape[0] == 1 else ("identical keys" if (K == K[0]).all() else "")
+    same_keys, same_values = bool((K == K[0]).all()), bool((V == V[0]).all())
+    if same_keys or same_values:
+        what = "identical keys" if same_keys else "`V` equal over the keys"
         raise InvalidArgument(
-            f"the attention output is the same in every trial ({what or '`V` equal over the keys'}"
-            "): the ratio is exact, so there is no bias to fit (C16); "
-            "give distinct keys `K` and values `V` that differ over them"
+            f"the attention output is the same in every trial "
+            f"({'one key' if K.shape[0] == 1 else what}): the ratio is exact, so there is no "
+            "bias to fit (C16); give distinct keys `K` and values `V` that differ over them"
         )
     trials = as_int(trials, "trials", minimum=2)
     alpha = as_probability(alpha, "alpha")
@@ -362,8 +363,9 @@ def measure_bias_series(
         )
 
     pilot = run(pilot_m, len(ms), np.zeros(P), pilot_trials)
-    b0 = pilot.mean[:P] - exact
-    top = float(np.abs(b0).max())  # finite: both terms are; their difference may not be
+    with np.errstate(over="ignore"):
+        b0 = pilot.mean[:P] - exact
+    top = float(np.abs(b0).max())  # both terms are finite; their difference may not be
     if not math.isfinite(top):
         raise NumericalFailure(
             "the pilot run's mean output minus the exact attention output exceeds the float64 "
