@@ -276,6 +276,10 @@ STATS_BAD = {
         lambda: stats.Moments.from_samples(np.ones((3, 2))).variance(ddof=5),
         r"`ddof` must be less than the number of trials \(3\)",
     ),
+    "Moments.variance-ddof-negative": (
+        lambda: stats.Moments.from_samples(np.ones((3, 2))).variance(ddof=-1),
+        r"^`ddof` must be >= 0",
+    ),
     "berry_esseen-negative": (lambda: stats.berry_esseen_bound(-1.0, 10), "`std_ratio`"),
     "softmax-scale-string": (
         lambda: attention.softmax(Q, K, V, scale="2"),

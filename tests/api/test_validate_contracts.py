@@ -8,10 +8,12 @@ lost its subject, or a branch taken the wrong way round, fails here.
 from __future__ import annotations
 
 import os
+from fractions import Fraction
 
 import numpy as np
 import pytest
 
+from kernelcheck._src.core.rounding import PRECISIONS, feature_product_bound
 from kernelcheck._src.core.validate import (
     as_array,
     as_output_folder,
@@ -103,3 +105,45 @@ def test_an_output_folder_on_proc_names_the_path():
     with pytest.raises(InvalidArgument) as info:
         as_output_folder(target)
     assert str(info.value).startswith(f"`out` {target!r}: cannot write into '/proc/self'")
+
+
+def _finfo(name):
+    if name == "bfloat16":
+        ml_dtypes = pytest.importorskip("ml_dtypes")
+        return ml_dtypes.finfo(ml_dtypes.bfloat16)
+    return np.finfo(np.dtype(name))
+
+
+@pytest.mark.parametrize("name", sorted(PRECISIONS))
+def test_each_precision_agrees_with_the_formats_own_constants(name):
+    """The error model's constants of a format against NumPy's (ml_dtypes' for bfloat16)."""
+    p, fi = PRECISIONS[name], _finfo(name)
+    assert p.u == float(fi.eps) / 2
+    assert p.eta == float(fi.smallest_subnormal)
+    assert p.tiny == float(fi.smallest_normal)
+    assert p.max == float(fi.max)
+
+
+ETA = float(np.nextafter(0.0, 1.0))
+
+
+@pytest.mark.parametrize("ops", [1, 2, 3])
+@pytest.mark.parametrize(
+    "px, py",
+    [
+        ([0.5], [ETA]),
+        ([0.75], [3 * ETA]),
+        ([0.3], [7 * ETA]),
+        ([0.5, 0.5], [ETA, ETA]),
+        ([0.25, 0.75, 0.5], [5 * ETA, 3 * ETA, ETA]),
+        ([1.0, 2.0**-1070], [2.0**-1070, 1.0]),
+    ],
+)
+def test_the_feature_product_bound_covers_products_that_underflow(px, py, ops):
+    """``|fl(PX @ PY.T) - PX PY^T|`` in exact fractions is within the bound, also where
+    every product is subnormal (the underflow term carries the bound there)."""
+    PX, PY = np.array([px]), np.array([py])
+    computed = float((PX @ PY.T)[0, 0])
+    exact = sum(Fraction(a) * Fraction(b) for a, b in zip(px, py))
+    bound = float(feature_product_bound(PX, PY, ops)[0, 0])
+    assert abs(Fraction(computed) - exact) <= Fraction(bound)
