@@ -147,3 +147,82 @@ def test_the_feature_product_bound_covers_products_that_underflow(px, py, ops):
     exact = sum(Fraction(a) * Fraction(b) for a, b in zip(px, py))
     bound = float(feature_product_bound(PX, PY, ops)[0, 0])
     assert abs(Fraction(computed) - exact) <= Fraction(bound)
+
+
+def _spellings():
+    torch = pytest.importorskip("torch")
+    jnp = pytest.importorskip("jax.numpy")
+    return [
+        ("float64", "float64"),
+        ("FLOAT32", "float32"),
+        ("Float16", "float16"),
+        ("bfloat16", "bfloat16"),
+        (np.float32, "float32"),
+        (np.dtype("float16"), "float16"),
+        (torch.float32, "float32"),
+        (torch.bfloat16, "bfloat16"),
+        (torch.float16, "float16"),
+        (jnp.bfloat16, "bfloat16"),
+        (jnp.float32, "float32"),
+    ]
+
+
+def test_every_spelling_of_a_format_gives_its_precision():
+    from kernelcheck._src.core.rounding import precision, unit_roundoff
+
+    for spelling, name in _spellings():
+        assert precision(spelling) is PRECISIONS[name], spelling
+        assert unit_roundoff(spelling) == PRECISIONS[name].u, spelling
+
+
+@pytest.mark.parametrize("bad", ["int32", np.int64, "float8", 3])
+def test_a_format_the_error_model_does_not_know_is_refused(bad):
+    from kernelcheck._src.core.rounding import precision
+
+    with pytest.raises(InvalidArgument, match=r"^`dtype` must be one of float64, float32"):
+        precision(bad)
+
+
+def test_the_rounding_models_factor_composes_its_two_precisions():
+    """Worst case: exactly Higham's gamma of the accumulation precision, then composed
+    with the storage roundings; probabilistic: below the worst case once k > lambda^2,
+    increasing in k, and 0 at k = 0."""
+    from kernelcheck._src.core.rounding import RoundingModel, gamma, probabilistic_lambda
+
+    f64, f32, f16 = PRECISIONS["float64"], PRECISIONS["float32"], PRECISIONS["float16"]
+    for k in (1, 7, 1000):
+        assert RoundingModel(f32, f32).gamma(k) == gamma(k, f32)
+        mixed = RoundingModel(f32, f16, storage_ops=2).gamma(k)
+        assert mixed == pytest.approx((1 + gamma(k, f32)) * (1 + gamma(2, f16)) - 1, rel=1e-12)
+        assert mixed > gamma(k, f32) and mixed > gamma(2, f16)
+    lam = probabilistic_lambda(1e6, 1e-9)
+    prob = RoundingModel(f64, f64, lam=lam, failure=1e-9)
+    assert prob.gamma(0) == 0.0
+    ks = [10**j for j in range(2, 9)]
+    values = [prob.gamma(k) for k in ks]
+    assert values == sorted(values) and len(set(values)) == len(values)
+    for k in ks:
+        if k > 4 * lam**2:
+            assert prob.gamma(k) < gamma(k, f64)
+
+
+def test_probabilistic_lambda_keeps_the_union_bound_below_the_failure_probability():
+    from kernelcheck._src.core.rounding import probabilistic_lambda
+
+    for terms in (1, 10, 1e6, 1e12):
+        for failure in (1e-3, 1e-9, 1e-15):
+            lam = probabilistic_lambda(terms, failure)
+            assert 2 * max(terms, 1) * np.exp(-(lam**2) / 2) <= failure
+            assert lam < probabilistic_lambda(terms, failure / 10)
+            assert lam < probabilistic_lambda(10 * max(terms, 1), failure)
+
+
+def test_the_rounding_model_describes_itself():
+    from kernelcheck._src.core.rounding import RoundingModel
+
+    f32, f16 = PRECISIONS["float32"], PRECISIONS["float16"]
+    assert RoundingModel(f32, f32).describe() == "accumulate in float32, worst case"
+    text = RoundingModel(f32, f16, storage_ops=3, lam=5.0, failure=1e-9).describe()
+    assert text.startswith("accumulate in float32, probabilistic (Higham-Mary, lambda = 5")
+    assert "fails with probability <= 1e-09" in text
+    assert text.endswith("; 3 roundings per term stored in float16")
