@@ -304,12 +304,29 @@ STATS_BAD = {
     "trials_needed-tolerance-negative": (lambda: stats.trials_needed(1.0, -0.1), "^`tolerance`"),
     "Moments-count-zero": (lambda: _moments(count=0), "^`count` must be >= 1"),
     "Moments-count-bool": (lambda: _moments(count=True), "^`count`"),
-    "Moments-mean-nan": (lambda: _moments(mean=np.array([np.nan])), "^`mean` must be a finite"),
+    "Moments-mean-nan": (
+        lambda: _moments(mean=np.array([np.nan])),
+        r"^`mean` must be a finite real array, got array of shape \(1,\)",
+    ),
     "Moments-m4-inf": (lambda: _moments(m4=np.array([np.inf])), "^`m4` must be a finite"),
-    "Moments-m2-negative": (lambda: _moments(m2=np.array([-1.0])), "^`m2` is a sum of even"),
+    "Moments-m2-negative": (
+        lambda: _moments(m2=np.array([-1.0])),
+        r"^`m2` is a sum of even powers and must be >= 0, got array of shape \(1,\)",
+    ),
     "Moments-m4-negative": (lambda: _moments(m4=np.array([-1.0])), "^`m4` is a sum of even"),
     "Moments-m3-complex": (lambda: _moments(m3=np.array([1j])), "^`m3` must be a finite real"),
-    "Moments-shapes": (lambda: _moments(m2=np.ones(2)), r"^`m2` must have the shape \(1,\)"),
+    "Moments-shapes": (
+        lambda: _moments(m2=np.ones(2)),
+        r"^`m2` must have the shape \(1,\) of `mean`, got array of shape \(2,\)",
+    ),
+    "Moments-aux-nan": (
+        lambda: stats.Moments.from_samples(np.ones((3, 1)), aux=np.full((3, 1), np.nan)),
+        r"^`aux` must be finite",
+    ),
+    "Moments-aux-shape": (
+        lambda: stats.Moments.from_samples(np.ones((3, 1)), aux=np.ones((3, 2))),
+        r"^`aux` must have the shape \(3, 1\) of `values`, got array of shape \(3, 2\)",
+    ),
     "Moments-maximum-nan": (lambda: _moments(maximum=np.array([np.nan])), "^`maximum`"),
     "Moments-confidence-alpha": (
         lambda: stats.Moments.from_samples(np.ones(3)).confidence_interval(1.5),
@@ -508,3 +525,14 @@ def test_random_feature_attention_near_the_float_maximum_is_a_numerical_failure(
         verify.random_feature_attention(
             BIG_LAYERS[name], RB_Q, RB_K, RB_V, trials=20, seed=0, num_features=(2, 4, 8)
         )
+
+
+def test_moments_are_float64_whatever_the_samples_dtype():
+    """float32 (and integer) trials are read as float64 first: the same moments, bit for bit."""
+    x32 = np.random.default_rng(5).normal(size=(101, 3)).astype(np.float32) * 1e3 + 1e4
+    a, b = stats.Moments.from_samples(x32), stats.Moments.from_samples(x32.astype(np.float64))
+    for attr in ("mean", "m2", "m3", "m4"):
+        assert getattr(a, attr).dtype == np.float64
+        assert np.array_equal(getattr(a, attr), getattr(b, attr)), attr
+    aux = stats.Moments.from_samples(x32, aux=x32).maximum
+    assert aux.dtype == np.float64 and np.array_equal(aux, x32.astype(np.float64).max(axis=0))
