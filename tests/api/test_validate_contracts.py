@@ -226,3 +226,38 @@ def test_the_rounding_model_describes_itself():
     assert text.startswith("accumulate in float32, probabilistic (Higham-Mary, lambda = 5")
     assert "fails with probability <= 1e-09" in text
     assert text.endswith("; 3 roundings per term stored in float16")
+
+
+def test_a_rounding_model_reads_as_its_coarser_precision():
+    """unit_roundoff, eta and gamma of a mixed model: the coarser of its two formats for
+    u and eta (the last rounding is to storage), its own factor for gamma; and the
+    inner-product factor in that model's arithmetic."""
+    from kernelcheck._src.core.rounding import (
+        RoundingModel,
+        eta,
+        gamma,
+        inner_product_factor,
+        unit_roundoff,
+    )
+
+    f32, f16 = PRECISIONS["float32"], PRECISIONS["float16"]
+    for acc, sto in ((f32, f16), (f16, f32)):
+        model = RoundingModel(acc, sto, storage_ops=1)
+        assert unit_roundoff(model) == f16.u
+        assert eta(model) == f16.eta
+        assert gamma(9, model) == model.gamma(9)
+    model = RoundingModel(f16, f16)
+    assert inner_product_factor(5, 0, model) == gamma(5, f16) * (1 + gamma(5, f16))
+    assert inner_product_factor(5) == gamma(5) * (1 + gamma(5))
+
+
+def test_a_matmul_bound_is_in_the_wider_operands_precision():
+    from kernelcheck._src.core.rounding import matmul_error_bound
+
+    A = np.random.default_rng(2).random((3, 4)).astype(np.float32).astype(np.float64)
+    B = np.random.default_rng(3).random((4, 2)).astype(np.float32).astype(np.float64)
+    wide = matmul_error_bound(A, B)  # the same numbers, all float64
+    assert np.array_equal(matmul_error_bound(A, B.astype(np.float32)), wide)
+    assert np.array_equal(matmul_error_bound(A.astype(np.float32), B), wide)
+    narrow = matmul_error_bound(A.astype(np.float32), B.astype(np.float32))
+    assert (narrow > wide).all()  # float32's u, not float64's
