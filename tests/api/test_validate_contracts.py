@@ -261,3 +261,29 @@ def test_a_matmul_bound_is_in_the_wider_operands_precision():
     assert np.array_equal(matmul_error_bound(A.astype(np.float32), B), wide)
     narrow = matmul_error_bound(A.astype(np.float32), B.astype(np.float32))
     assert (narrow > wide).all()  # float32's u, not float64's
+
+
+def _complex_results():
+    torch = pytest.importorskip("torch")
+    jnp = pytest.importorskip("jax.numpy")
+    return {
+        "torch": torch.ones(2, dtype=torch.complex64),
+        "jax": jnp.ones(2, dtype=jnp.complex64),
+        "numpy": np.ones(2, dtype=complex),
+    }
+
+
+def test_a_callable_returning_a_complex_tensor_of_any_framework_is_refused():
+    from kernelcheck._src.core.validate import call_user
+
+    for name, value in _complex_results().items():
+        with pytest.raises(InvalidArgument, match=r"^`f` returned .*expected real numbers"):
+            call_user(lambda v=value: v, "`f`")
+        real = value.real if name != "torch" else value.real.contiguous()
+        assert call_user(lambda v=real: v, "`f`") is real, name
+
+
+def test_check_computed_says_a_complex_quantity_is_complex():
+    with pytest.raises(NumericalFailure) as info:
+        check_computed(np.array([1 + 1j]), "the error")
+    assert str(info.value) == "the error is complex (complex128): no verdict is drawn from it"
