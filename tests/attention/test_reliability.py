@@ -288,14 +288,13 @@ BAD_CALLS = _triple_cases() + [
         "kernelized-kernel-complex",
         lambda: A.kernelized(Q, K, V, _gram_of(lambda n, m: np.ones((n, m)) + 1j)),
         InvalidArgument,
-        r"^`kernel` must return real numbers, got array of shape \(5, 5\) and dtype "
-        r"complex128",
+        r"^`kernel` returned array of shape \(5, 5\) and dtype complex128; expected real",
     ),
     (
         "kernelized-kernel-strings",
         lambda: A.kernelized(Q, K, V, _gram_of(lambda n, m: np.full((n, m), "a"))),
         InvalidArgument,
-        r"^`kernel` must return real numbers",
+        r"^`kernel` returned array of shape \(5, 5\) and dtype <U1; expected real numbers",
     ),
     (
         "kernelized-action",

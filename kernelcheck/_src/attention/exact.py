@@ -16,9 +16,10 @@ from kernelcheck._src.attention.blocking import (
 from kernelcheck._src.attention.inputs import kernelized_iv, softmax_iv
 from kernelcheck._src.attention.types import all_finite, finish
 from kernelcheck._src.core.validate import (
+    call_user,
     describe,
 )
-from kernelcheck.errors import BadNormalizer, InvalidArgument, NumericalFailure
+from kernelcheck.errors import InvalidArgument, NumericalFailure
 
 
 def softmax(Q: Any, K: Any, V: Any, *, causal: bool = False, scale: float | None = None):
@@ -136,12 +137,9 @@ def gram_blocks(kernel, Q2, K2, causal, fn):
     for i0 in range(0, n, rows):
         i1 = min(n, i0 + rows)
         kend = i1 if causal else m
-        try:
-            G = np.asarray(fn(Q2[i0:i1], K2[:kend]))
-        except (InvalidArgument, NumericalFailure, BadNormalizer):
-            raise
-        except Exception as exc:
-            raise InvalidArgument(f"`kernel` raised {type(exc).__name__}: {exc}") from exc
+        # the one wrapper of user code: copies (a kernel that writes into its arguments
+        # never changes the caller's Q, K), kernelcheck errors through, others named
+        G = np.asarray(call_user(fn, "`kernel`", Q2[i0:i1], K2[:kend]))
         if G.shape != (i1 - i0, kend):
             raise InvalidArgument(
                 f"`kernel` returned a Gram block of shape {G.shape} for inputs of shapes "

@@ -20,7 +20,7 @@ import numpy as np
 
 from kernelcheck.errors import InvalidArgument
 
-__all__ = ["user_deadline", "run_user", "current_deadline"]
+__all__ = ["user_deadline", "run_user", "current_deadline", "within_deadline"]
 
 #: ``(monotonic deadline, timeout in seconds)`` of the enclosing :func:`user_deadline`.
 _DEADLINE: contextvars.ContextVar[tuple[float, float] | None] = contextvars.ContextVar(
@@ -48,6 +48,26 @@ def user_deadline(timeout: float | None) -> Iterator[None]:
     if outer is not None and outer[0] < deadline:
         deadline, timeout = outer
     token = _DEADLINE.set((deadline, timeout))
+    try:
+        yield
+    finally:
+        _DEADLINE.reset(token)
+
+
+@contextlib.contextmanager
+def within_deadline(limit: tuple[float, float] | None) -> Iterator[None]:
+    """Within the block, the deadline ``limit`` (a :func:`current_deadline` taken earlier) holds.
+
+    For work handed to another thread or process of this machine (an
+    executor's shard), which does not inherit the caller's context: the
+    deadline is the same instant (``time.monotonic`` counts from one origin
+    on a machine), never restarted.  ``None``, or a context already under a
+    deadline, changes nothing.
+    """
+    if limit is None or _DEADLINE.get() is not None:
+        yield
+        return
+    token = _DEADLINE.set(limit)
     try:
         yield
     finally:

@@ -182,6 +182,31 @@ class Moments(ResultMixin):
     m4: np.ndarray
     maximum: np.ndarray | None = None
 
+    def __post_init__(self) -> None:
+        # built by hand, a Moments must still be moments: N >= 1 trials, finite
+        # real sums of one shape, the even ones >= 0 (a negative M2 would give a
+        # negative variance and a NaN standard error, never an error)
+        as_int(self.count, "count", minimum=1)
+        shape = None
+        for name in ("mean", "m2", "m3", "m4", "maximum"):
+            value = getattr(self, name)
+            if value is None and name == "maximum":
+                continue
+            arr = np.asarray(value)
+            if arr.dtype.kind not in "biuf" or not np.isfinite(arr).all():
+                raise InvalidArgument(
+                    f"`{name}` must be a finite real array, got {describe(value)}"
+                )
+            if shape is not None and arr.shape != shape:
+                raise InvalidArgument(
+                    f"`{name}` must have the shape {shape} of `mean`, got {describe(value)}"
+                )
+            if name in ("m2", "m4") and (arr < 0).any():
+                raise InvalidArgument(
+                    f"`{name}` is a sum of even powers and must be >= 0, got {describe(value)}"
+                )
+            shape = arr.shape if shape is None else shape
+
     @classmethod
     def from_samples(cls, values, aux=None) -> Moments:
         """Moments of the trials in ``values`` (axis 0 is the trial axis).
@@ -487,7 +512,10 @@ def berry_esseen_bound(std_ratio, n: int) -> np.ndarray:
     """Uniform Berry-Esseen bound ``C rho / (sigma^3 sqrt(n))`` on ``sup |F_n - Phi|``.
 
     ``std_ratio`` is ``rho / sigma^3`` (``rho = E|X - mu|^3``), or an upper bound
-    on it such as ``sqrt(kurtosis)`` (Cauchy-Schwarz: ``E|Y|^3 <= sqrt(E Y^2 E Y^4)``).
+    on it such as ``sqrt(kurtosis)`` (Cauchy-Schwarz: ``E|Y|^3 <= sqrt(E Y^2 E Y^4)``):
+    a number or array ``>= 0``; ``inf`` means "no finite bound known" and gives
+    the (true, uninformative) bound ``inf``.  NaN (a ratio of a zero variance,
+    which has no normal approximation to bound) and negative values are refused.
 
     Examples
     --------
@@ -499,10 +527,9 @@ def berry_esseen_bound(std_ratio, n: int) -> np.ndarray:
 
 
 def _std_ratio(value) -> np.ndarray:
-    """``rho / sigma^3``: >= 0, ``inf`` where unknown, NaN where undefined (zero variance:
-    the verifiers pass such pairs through and judge them by rounding); negative is refused."""
+    """``rho / sigma^3``: >= 0, or ``inf`` where unknown; NaN and negative values are refused."""
     r = as_moment_array(value, "std_ratio")
-    bad = r < 0
+    bad = ~(r >= 0)
     if bad.any():
         first = r[tuple(int(i) for i in np.argwhere(bad)[0])] if r.ndim else r[()]
         raise InvalidArgument(
@@ -513,6 +540,10 @@ def _std_ratio(value) -> np.ndarray:
 
 def trials_needed(std_ratio, tolerance: float) -> np.ndarray:
     """Smallest N with ``berry_esseen_bound(std_ratio, N) <= tolerance`` (inf if unknown).
+
+    ``std_ratio`` as for :func:`berry_esseen_bound` (``inf``: unknown, so the
+    answer is ``inf``); ``tolerance`` a finite number > 0.  A count beyond the
+    float64 range is ``inf`` too.
 
     Examples
     --------

@@ -66,7 +66,7 @@ def van_der_sluis_scaling(diag: np.ndarray, K: np.ndarray) -> np.ndarray:
     n = diag.shape[0]
     if n == 1 or not np.all(diag > 0):
         return np.ones(n)
-    if diag.max() <= diag.min() * math.sqrt(n):
+    if diag.max() / math.sqrt(n) <= diag.min():  # divided: diag.min() * sqrt(n) may overflow
         return np.ones(n)
     e = -np.ceil(0.5 * np.log2(diag))
     if np.abs(e).max() > 500:
@@ -109,11 +109,12 @@ def rump_shift(T_diag: np.ndarray, u: float = _U, underflow: float = _ETA) -> fl
     * ``nextafter`` rounds the result up past the last rounding.
     """
     n = T_diag.shape[0]
-    Tup = T_diag * (1.0 + 4 * _U)  # upper bound of the exact T_jj
-    alpha = (np.arange(1, n + 1, dtype=np.float64) + 2.0) * u
-    c = float(np.dot(alpha, np.maximum(Tup, 0.0))) * (1.0 + 2.0 * (n + 2) * _U)
-    if underflow:
-        c += 6.0 * n * (n + float(Tup.max())) * underflow
+    with np.errstate(over="ignore"):  # near the float64 maximum c is inf: no certificate
+        Tup = T_diag * (1.0 + 4 * _U)  # upper bound of the exact T_jj
+        alpha = (np.arange(1, n + 1, dtype=np.float64) + 2.0) * u
+        c = float(np.dot(alpha, np.maximum(Tup, 0.0))) * (1.0 + 2.0 * (n + 2) * _U)
+        if underflow:
+            c += 6.0 * n * (n + float(Tup.max())) * underflow
     return float(np.nextafter(c, math.inf))
 
 
@@ -136,9 +137,12 @@ def certified_cholesky(K: np.ndarray, shift: float = 0.0) -> Cholesky:
     """
     n = K.shape[0]
     diag = np.diagonal(K).copy()
-    target = diag + shift
+    with np.errstate(over="ignore"):
+        target = diag + shift
     if np.any(diag < -shift) or np.any(target <= 0):
         return Cholesky(False, int(np.argmin(target)) + 1, None, np.ones(n), math.inf, K)
+    if not np.isfinite(target).all():  # K_jj + shift beyond the float64 range
+        return _no_certificate(K, int(np.argmax(~np.isfinite(target))) + 1)
     d = van_der_sluis_scaling(target, K)
     scaled = not np.all(d == 1.0)
     if scaled:
@@ -148,7 +152,12 @@ def certified_cholesky(K: np.ndarray, shift: float = 0.0) -> Cholesky:
         B = K.copy()
     d2 = d * d
     s = shift * d2  # exact: d2 is a power of two and no underflow (checked)
-    c = rump_shift(np.diagonal(B) + s)
+    with np.errstate(over="ignore"):
+        c = rump_shift(np.diagonal(B) + s)
+    if not math.isfinite(c):
+        # Rump's criterion needs a float c and a Cholesky that neither overflows nor
+        # meets a NaN: near 1.8e308 there is none, whatever dpotrf reports
+        return _no_certificate(K, 1, d)
     a = np.diagonal(B).copy()
     x = (a + s) - c
     margin = 4.0 * _U * (np.abs(a) + np.abs(s) + c)
@@ -158,7 +167,19 @@ def certified_cholesky(K: np.ndarray, shift: float = 0.0) -> Cholesky:
     R, info = lapack.dpotrf(B.T, lower=0, clean=0, overwrite_a=1)
     if info < 0:  # pragma: no cover - argument error inside LAPACK
         raise RuntimeError(f"dpotrf argument {-info} invalid")
+    if info == 0 and not np.isfinite(R).all():
+        # an overflow inside the factorisation: some dpotrf (OpenBLAS's) take a NaN
+        # pivot for a positive one, so "ran to completion" is checked, not assumed
+        pivots = np.diagonal(R)
+        bad = ~(np.isfinite(pivots) & (pivots > 0))
+        return Cholesky(False, int(np.argmax(bad)) + 1 if bad.any() else n, None, d, c, K)
     return Cholesky(info == 0, int(info), R, d, c, K)
+
+
+def _no_certificate(K: np.ndarray, pivot: int, d: np.ndarray | None = None) -> Cholesky:
+    """A Cholesky that did not run (beyond the float64 range), failed at ``pivot``, no factor."""
+    n = K.shape[0]
+    return Cholesky(False, pivot, None, np.ones(n) if d is None else d, math.inf, K)
 
 
 def witness_from_failed_cholesky(K: np.ndarray, ch: Cholesky):

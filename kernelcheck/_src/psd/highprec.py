@@ -11,6 +11,8 @@ definite, and its failed pivot gives a candidate witness (checked exactly by
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from kernelcheck._src.psd.cholesky import rump_shift
@@ -42,7 +44,10 @@ def mp_certified_cholesky(K: np.ndarray, shift: float, prec: int):
         v = [mpmath.mpf(0)] * n
         v[i] = mpmath.mpf(1)
         return False, v
-    c = rump_shift(diag + shift, u=2.0**-prec, underflow=0.0)
+    with np.errstate(over="ignore"):
+        c = rump_shift(diag + shift, u=2.0**-prec, underflow=0.0)
+    if not math.isfinite(c):  # K_jj + shift near 1.8e308: no float upper bound of the shift
+        return False, None
     with mpmath.workprec(prec):
         mpf = mpmath.mpf
         A = [[mpf(float(x)) for x in row] for row in K]  # exact: prec >= 53

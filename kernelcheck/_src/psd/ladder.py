@@ -117,6 +117,13 @@ def _up(x: float) -> float:
     return float(np.nextafter(x, math.inf))
 
 
+def _unit_scale(K: np.ndarray) -> float:
+    """1, or where ``K_ij^2`` may overflow (``max |K| >= 2^500``) the power of two that
+    puts ``max |K|`` in [0.5, 1): exact, though entries below ``2^-550 max |K|`` underflow."""
+    top = float(np.abs(K).max()) if K.size else 0.0
+    return math.ldexp(1.0, -math.frexp(top)[1]) if top >= 2.0**500 else 1.0
+
+
 # ---------------------------------------------------------------------------
 # The ladder
 # ---------------------------------------------------------------------------
@@ -247,7 +254,7 @@ class _Ladder:
 
     def minor_witness(self, i, j):
         sub = self.K[np.ix_([i, j], [i, j])]
-        _, vecs = np.linalg.eigh(sub)
+        _, vecs = np.linalg.eigh(sub * _unit_scale(sub))  # same vectors, no overflow
         cands = [vecs[:, 0]]
         a, b, c = sub[0, 0], sub[0, 1], sub[1, 1]
         if a > 0:
@@ -265,8 +272,9 @@ class _Ladder:
     def minors(self):
         """The most violated 2 x 2 principal minor ``(K_ii + t)(K_jj + t) < K_ij^2``."""
         self.rungs.append("minor")
-        K = self.K
-        dg = np.diagonal(K) + self.tH
+        sc = _unit_scale(self.K)  # near 1.8e308, K_ij^2 (and K_ii + t) would overflow
+        K = self.K * sc
+        dg = np.diagonal(K) + self.tH * sc
         with np.errstate(over="ignore", invalid="ignore"):
             gap = K * K - np.outer(dg, dg)
         np.fill_diagonal(gap, -np.inf)

@@ -46,7 +46,7 @@ from kernelcheck._src.verify.ratio_bias import (
 )
 from kernelcheck._src.verify.unbiased_results import format_trials
 from kernelcheck._src.verify.unbiased_stats import median_finite, trials_to_detect
-from kernelcheck.errors import InvalidArgument
+from kernelcheck.errors import InvalidArgument, NumericalFailure
 
 __all__ = [
     "random_feature_attention",
@@ -69,7 +69,13 @@ class _LayerTrials:
         for t in range(n):
             a = _call_layer(self.fn, self.Q, self.K, self.V, self.m, rng, self.dtype_out)
             out[t, :-1] = a
-            out[t, -1] = a @ self.direction
+            with np.errstate(over="ignore", invalid="ignore"):
+                out[t, -1] = a @ self.direction
+            if not np.isfinite(out[t, -1]):
+                raise NumericalFailure(
+                    f"`fn` at m = {self.m} returned outputs (largest {np.abs(a).max():.3g}) whose "
+                    "projection on the bias direction exceeds the float64 range; scale `V` down"
+                )
         return out
 
 

@@ -20,6 +20,7 @@ from kernelcheck._src.attention.exact import kernelized
 from kernelcheck._src.attention.linear import parallel
 from kernelcheck._src.core.outcome import Outcome, outcome_of
 from kernelcheck._src.core.results import ResultMixin
+from kernelcheck._src.core.rounding import default_feature_ops, gamma
 from kernelcheck._src.core.validate import as_int, as_points, as_probability, describe
 from kernelcheck._src.mc.engine import (
     DEFAULT_SHARD_SIZE,
@@ -28,7 +29,7 @@ from kernelcheck._src.mc.engine import (
     shard_seed,
 )
 from kernelcheck._src.verify.unbiased_trials import sampler_name
-from kernelcheck.errors import InvalidArgument
+from kernelcheck.errors import InvalidArgument, NumericalFailure
 
 __all__ = [
     "ratio_bias",
@@ -40,6 +41,7 @@ __all__ = [
     "bias_norms",
     "AttentionTrials",
     "values_and_feature_counts",
+    "output_rounding",
 ]
 
 
@@ -207,11 +209,7 @@ def ratio_bias(
     a = _ratio_bias_iv(sampler, Q, K, V, num_features, trials, seed, alpha)
     engine = dict(shard_size=shard_size, executor=executor, shards=shards, progress=progress)
     norms, norm_se, proj, proj_se = _measure_bias(sampler, a, engine)
-    if not all(se > 0 and math.isfinite(se) for se in proj_se):
-        raise InvalidArgument(
-            "the attention outputs do not vary between trials (one key, or `V` constant "
-            "over the keys): the ratio is then exact, so there is no bias to fit (C16)"
-        )
+    _require_noise_above_rounding(sampler, a, proj_se)
     fit = fit_bias(a.ms, proj, proj_se, a.alpha)
     rel_var = float("nan")
     if callable(getattr(sampler, "theory", None)):
@@ -229,6 +227,47 @@ def ratio_bias(
         sampler=sampler_name(sampler),
         **fit._asdict(),
     )
+
+
+def output_rounding(V: np.ndarray, nk: int, D: int, d: int) -> float:
+    """Bound on ``|a_hat_i - a_i|`` (any entry) of one trial's computed output (C16).
+
+    Model: each weight ``w_ij = phi(q_i) . phi(k_j) c_j`` (positive features
+    of ``e = 2 d + 8`` roundings each, :func:`default_feature_ops`; a length-D
+    inner product; the key scale ``c_j``) has a relative error of at most
+    ``delta = gamma_(D + 2 e + 2)``; a convex combination with weights
+    perturbed by ``1 + delta_j`` moves by at most ``2 delta / (1 - delta)
+    max |v|``; the sums of ``parallel`` add ``gamma_(2 n + 2 D + 4)`` to the
+    numerator and denominator (:func:`~kernelcheck._src.attention.bounds.linear_error_bound`),
+    moving the quotient by at most ``(2 gamma + u) max |v| / (1 - gamma)``.
+    Together: ``4 gamma_k max |v|`` with ``k = 2 n + 3 D + 2 e + 6``.
+    """
+    k = 2 * nk + 3 * D + 2 * default_feature_ops(d) + 6
+    return 4.0 * gamma(k) * float(np.abs(V).max())
+
+
+def _require_noise_above_rounding(sampler, a: _RatioBiasArgs, proj_se: tuple) -> None:
+    """Refuse a fit whose data is rounding: ``se(<b(m), u>) <= sqrt(P) output_rounding``.
+
+    The projected bias of one trial is off by at most ``sqrt(P)`` times the
+    entrywise bound (``u`` a unit vector, P outputs), and its mean by as much,
+    deterministically: where the standard error is not above that, the data
+    at m is rounding (an exact ratio: one key, identical keys, values equal
+    over the keys) and a fit of ``beta / m`` on it decides nothing.
+    """
+    P = a.Q.shape[0] * a.V.shape[1]
+    for m, se in zip(a.ms, proj_se, strict=True):
+        fm = sampler.with_num_features(m)
+        D = fm.num_features * getattr(fm._proto, "_per_row", 1)
+        floor = math.sqrt(P) * output_rounding(a.V, a.K.shape[0], D, a.Q.shape[1])
+        if not se > floor:
+            raise NumericalFailure(
+                f"the attention outputs at m = {m} vary between trials only by rounding "
+                f"(standard error {se:.3g} <= rounding bound {floor:.3g}; 0 also when the "
+                "squared spread underflows): the ratio is exact in real arithmetic or nearly so "
+                "(one key, identical keys, `V` equal over the keys, one key dominating every "
+                "weight), so there is no bias to fit in float64 (C16)"
+            )
 
 
 class _RatioBiasArgs(NamedTuple):
@@ -255,6 +294,14 @@ def _ratio_bias_iv(sampler, Q, K, V, num_features, trials, seed, alpha) -> _Rati
     Q = as_points(Q, "Q", dim=sampler.dim).astype(np.float64)
     K = as_points(K, "K", dim=sampler.dim).astype(np.float64)
     V, ms = values_and_feature_counts(V, K, num_features)
+    same_keys, same_values = bool((K == K[0]).all()), bool((V == V[0]).all())
+    if same_keys or same_values:
+        what = "identical keys" if same_keys else "`V` equal over the keys"
+        raise InvalidArgument(
+            f"the attention output is the same in every trial "
+            f"({'one key' if K.shape[0] == 1 else what}): the ratio is exact, so there is no "
+            "bias to fit (C16); give distinct keys `K` and values `V` that differ over them"
+        )
     trials = as_int(trials, "trials", minimum=2)
     alpha = as_probability(alpha, "alpha")
     return _RatioBiasArgs(Q, K, V, ms, trials, alpha, root_seed_sequence(seed))
@@ -316,9 +363,16 @@ def measure_bias_series(
         )
 
     pilot = run(pilot_m, len(ms), np.zeros(P), pilot_trials)
-    b0 = pilot.mean[:P] - exact
-    nb0 = float(np.linalg.norm(b0))
-    u = b0 / nb0 if nb0 > 0 else np.full(P, 1.0 / math.sqrt(P))
+    with np.errstate(over="ignore"):
+        b0 = pilot.mean[:P] - exact
+    top = float(np.abs(b0).max())  # both terms are finite; their difference may not be
+    if not math.isfinite(top):
+        raise NumericalFailure(
+            "the pilot run's mean output minus the exact attention output exceeds the float64 "
+            "range; scale `V` (or the layer's output) down"
+        )
+    # the direction of b0 from b0 / max |b0|: |b0|^2 itself may overflow
+    u = b0 / top / float(np.linalg.norm(b0 / top)) if top > 0 else np.full(P, 1.0 / math.sqrt(P))
     moments = tuple(run(m, q, u, trials) for q, m in enumerate(ms))
     return BiasSeries(exact, u, moments)
 

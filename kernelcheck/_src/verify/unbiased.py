@@ -34,6 +34,7 @@ from kernelcheck._src.core.validate import (
     check_callable,
     check_size,
     describe,
+    honours_timeout,
 )
 from kernelcheck._src.mc.engine import (
     BERRY_ESSEEN_C,
@@ -132,6 +133,7 @@ def _unbiased_iv(
     return _UnbiasedArgs(X, Y, trials, alpha, power, be_tolerance, shard_size, root, sweep)
 
 
+@honours_timeout
 def unbiased(
     sample: Callable,
     target,
@@ -148,6 +150,7 @@ def unbiased(
     sweep=None,
     progress: bool | None = None,
     shards: int | None = None,
+    timeout: float | None = None,
 ) -> UnbiasedReport:
     """Check that a random-feature sampler estimates ``target`` without bias (C13, C17, C18).
 
@@ -208,12 +211,12 @@ def unbiased(
         Trials per seeded block (part of the meaning of the seed).
     sweep : sequence of int, optional
         Also measure the relative RMSE at these numbers of features (needs
-        ``sample.with_num_features``); plotted against m by
-        :func:`~kernelcheck.verify.write_report`.
-    progress : bool, optional
-        Progress bar (default: when stderr is a terminal).
-    shards : int, optional
-        Tasks the blocks are grouped into on ``executor``; the report does not depend on it.
+        ``sample.with_num_features``; plotted by :func:`~kernelcheck.verify.write_report`).
+    progress, shards : bool, int, optional
+        Progress bar (default: when stderr is a terminal); tasks on ``executor``.
+    timeout : float, optional
+        Seconds from the start within which all calls of ``sample``, ``phi`` must
+        return, else :class:`InvalidArgument` (``docs/reliability.md``); None waits.
 
     Returns
     -------
@@ -222,7 +225,7 @@ def unbiased(
     Raises
     ------
     InvalidArgument
-        For bad arguments, and when a drawn map returns a wrong shape, NaN or Inf.
+        Bad arguments; a drawn map's wrong shape, NaN or Inf; a call past ``timeout``.
 
     Examples
     --------

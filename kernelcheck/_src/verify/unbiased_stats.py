@@ -111,6 +111,11 @@ class PairStats(NamedTuple):
     confirm: np.ndarray
 
 
+def _unknown_if_nan(ratio: np.ndarray) -> np.ndarray:
+    """A moment ratio with NaN (from a zero variance) read as unknown, ``inf``."""
+    return np.where(np.isnan(ratio), np.inf, ratio)
+
+
 def pair_statistics(mo: Moments, t, t_err, theory, kind, alpha, power, be_tol) -> PairStats:
     """Means, intervals, tests (Holm over all of them), MSE and power, entrywise over pairs."""
     N = mo.count
@@ -139,7 +144,9 @@ def pair_statistics(mo: Moments, t, t_err, theory, kind, alpha, power, be_tol) -
         use_th = kind == "exact"
         sigma = np.sqrt(var_th) if use_th else np.sqrt(s2)
         kurt = kurt_th if use_th else mo.kurtosis()
-        ratio = np.sqrt(np.maximum(kurt, 1.0))
+        # NaN (zero variance: judged by rounding below) has no Berry-Esseen bound;
+        # read as "unknown" (inf), it gives the same gate: not testable by the CLT
+        ratio = _unknown_if_nan(np.sqrt(np.maximum(kurt, 1.0)))
         be = berry_esseen_bound(ratio, N)
         be = np.where(np.isfinite(be), be, np.inf)
         # trials for the gate: from the closed-form kurtosis only; the sample
@@ -154,7 +161,7 @@ def pair_statistics(mo: Moments, t, t_err, theory, kind, alpha, power, be_tol) -
         p_cheb = np.minimum(1.0, 1.0 / z**2)
         p_mean = np.where(testable, p_norm, np.where(use_th & ~rounding, p_cheb, np.nan))
         # variance above theory (one-sided), known fourth moment, gated on Var((X-mu)^2)
-        be_v = berry_esseen_bound(np.sqrt(np.maximum(ky, 1.0)), N)
+        be_v = berry_esseen_bound(_unknown_if_nan(np.sqrt(np.maximum(ky, 1.0))), N)
         var_testable = use_th & ~rounding & np.isfinite(be_v) & (be_v <= be_tol) & (var_y_th > 0)
         z_v = (s2 - var_th) / np.sqrt(var_y_th / N)
         p_var = np.where(var_testable, ndtr(-z_v), np.nan)

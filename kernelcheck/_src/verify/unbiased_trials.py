@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from kernelcheck._src.core.deadline import current_deadline, within_deadline
 from kernelcheck._src.core.rounding import default_feature_ops, inner_product_factor
 from kernelcheck._src.core.validate import call_user, describe
 from kernelcheck.errors import InvalidArgument
@@ -52,12 +53,22 @@ def _rounding_scale(D: int, d: int) -> float:
 
 
 class SamplerTrials:
-    """Trials of a user sampler: one ``sample(rng)`` call per trial, GEMMs batched."""
+    """Trials of a user sampler: one ``sample(rng)`` call per trial, GEMMs batched.
+
+    The deadline of the verifier (``timeout=``) is taken when the trials are
+    built and holds in whatever thread or process of this machine an
+    executor runs a shard in (an executor's worker does not inherit it).
+    """
 
     def __init__(self, sample: Callable, X: np.ndarray, Y: np.ndarray):
         self.sample, self.X, self.Y = sample, X, Y
+        self.deadline = current_deadline()
 
     def __call__(self, rng, n):
+        with within_deadline(self.deadline):
+            return self._trials(rng, n)
+
+    def _trials(self, rng, n):
         FXs, FYs = [], []
         for _ in range(n):
             phi = call_user(self.sample, "`sample`: the call sample(rng)", rng)
