@@ -405,7 +405,34 @@ TIMEOUT_CALLS = {
     "testing.assert_unbiased": lambda: testing.assert_unbiased(
         lambda rng: lambda Z: _stuck(Z), Linear(), X, trials=4, seed=0, timeout=0.2
     ),
+    "verify.random_feature_attention": lambda: verify.random_feature_attention(
+        lambda Q, K, V, m, rng: _stuck(np.zeros((Q.shape[0], V.shape[1]))),
+        X,
+        X,
+        X,
+        trials=4,
+        seed=0,
+        timeout=0.2,
+    ),
+    # the probe call returns; the trials run on an executor's worker thread
+    "verify.random_feature_attention-executor": lambda: _on_thread_pool(
+        lambda pool: verify.random_feature_attention(
+            _layer_stuck_after_probe(), X, X, X, trials=4, seed=0, timeout=0.2, executor=pool
+        )
+    ),
 }
+
+
+def _layer_stuck_after_probe():
+    """A layer whose first call (the in-process probe) returns; every later one blocks."""
+    calls = []
+
+    def layer(Q, K, V, m, rng):
+        calls.append(None)
+        out = np.zeros((Q.shape[0], V.shape[1]))
+        return out if len(calls) == 1 else _stuck(out)
+
+    return layer
 
 
 def _on_thread_pool(call):
@@ -440,13 +467,19 @@ def test_a_blocking_user_callable_is_abandoned_at_the_timeout(name):
 
 
 @pytest.mark.parametrize("bad", [0, -1.0, float("nan"), "2", True])
-@pytest.mark.parametrize("name", ["verify.feature_map", "verify.kernel", "verify.unbiased"])
+@pytest.mark.parametrize(
+    "name",
+    ["verify.feature_map", "verify.kernel", "verify.unbiased", "verify.random_feature_attention"],
+)
 def test_timeout_must_be_a_positive_number(name, bad):
     call = {
         "verify.feature_map": lambda: verify.feature_map(Linear().features(), X, timeout=bad),
         "verify.kernel": lambda: verify.kernel(Linear(), X, timeout=bad),
         "verify.unbiased": lambda: verify.unbiased(
             lambda rng: Linear().features(), Linear(), X, trials=4, seed=0, timeout=bad
+        ),
+        "verify.random_feature_attention": lambda: verify.random_feature_attention(
+            lambda Q, K, V, m, rng: np.zeros((3, 3)), X, X, X, trials=4, seed=0, timeout=bad
         ),
     }[name]
     with pytest.raises(InvalidArgument, match=r"`timeout`"):

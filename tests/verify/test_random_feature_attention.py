@@ -192,6 +192,26 @@ def test_before_the_one_over_m_regime_a_rejection_is_inconclusive():
         T.assert_random_feature_attention(positive_layer(0.5), Q, K, V, trials=200, seed=4)
 
 
+def test_a_deterministic_wrong_layer_is_refuted_even_before_the_one_over_m_regime():
+    """A layer that ignores its random draws and returns 1.01 x softmax has no spread to
+    blame on the 1/m expansion: the miss is exact, so the verdict is refuted (not
+    inconclusive), and the headline names an entry of infinite z."""
+    from kernelcheck.attention import softmax
+
+    Q, K, V = _inputs(scale=1.5)
+
+    def deterministic(Q, K, V, m, rng):
+        return 1.01 * softmax(Q, K, V, scale=1.0)
+
+    r = verify.random_feature_attention(
+        deterministic, Q, K, V, kernel=Exponential(), trials=20, seed=4
+    )
+    assert r.relative_variance > min(r.num_features)  # the regime that alone was inconclusive
+    assert not r.passed and r.verdict == "fail" and r.outcome.value == "refuted"
+    assert np.isinf(r.z).any()
+    assert "z = inf" in str(r) and "an exact difference" in str(r)
+
+
 def test_the_example_of_docs_statistics_runs_and_passes():
     import re
     from pathlib import Path

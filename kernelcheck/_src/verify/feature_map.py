@@ -119,9 +119,10 @@ def feature_map(
         user map (default: the map's own model for kernelcheck maps, else
         ``2 d + 8``, :func:`~kernelcheck._src.core.rounding.default_feature_ops`).
     timeout : float, optional
-        Seconds each call of ``phi`` may take: a call still running then is
-        abandoned (it runs on in a background thread; Python cannot stop
-        it) and :class:`InvalidArgument` says so.  None (default) waits.
+        Seconds from the start of the check within which every call of
+        ``phi`` must return: a call still running then is abandoned (it runs
+        on in a background thread; Python cannot stop it) and
+        :class:`InvalidArgument` says so.  None (default) waits.
 
     Returns
     -------

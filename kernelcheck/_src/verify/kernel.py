@@ -710,9 +710,10 @@ def kernel(
         callable ``sampler(rng, n) -> (n, dim)`` array: the starting sets are
         drawn from it and not moved by the optimiser.
     timeout : float, optional
-        Seconds each call of a user's kernel function may take in this
-        process (:func:`~kernelcheck._src.core.deadline.run_user`: the call
-        is abandoned, not stopped); None (default) waits for ever.
+        Seconds from the start of the check within which every call of a
+        user's kernel function must return (in this process:
+        :func:`~kernelcheck._src.core.deadline.run_user`; a late call is
+        abandoned, not stopped); None (default) waits for ever.
 
     Returns
     -------

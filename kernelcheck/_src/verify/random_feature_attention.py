@@ -22,6 +22,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from kernelcheck._src.attention.exact import kernelized
+from kernelcheck._src.core.deadline import current_deadline, within_deadline
 from kernelcheck._src.core.outcome import Outcome, outcome_of
 from kernelcheck._src.core.results import ResultMixin
 from kernelcheck._src.core.rounding import gamma
@@ -33,6 +34,7 @@ from kernelcheck._src.core.validate import (
     call_user,
     check_callable,
     describe,
+    honours_timeout,
     to_numpy,
 )
 from kernelcheck._src.kernels.base import Kernel
@@ -58,13 +60,22 @@ _PROBE_PATH = 7  # child of the root seed used by the one probe call
 
 
 class _LayerTrials:
-    """Trials of the user's layer at m features: flattened outputs and their projection on u."""
+    """Trials of the user's layer at m features: flattened outputs and their projection on u.
+
+    The verifier's deadline (``timeout=``) is taken when the trials are built
+    and holds in whatever thread an executor runs a shard in.
+    """
 
     def __init__(self, fn, Q, K, V, m, direction, dtype_out: list):
         self.fn, self.Q, self.K, self.V, self.m = fn, Q, K, V, m
         self.direction, self.dtype_out = direction, dtype_out
+        self.deadline = current_deadline()
 
     def __call__(self, rng, n):
+        with within_deadline(self.deadline):
+            return self._trials(rng, n)
+
+    def _trials(self, rng, n):
         out = np.empty((n, self.direction.size + 1))
         for t in range(n):
             a = _call_layer(self.fn, self.Q, self.K, self.V, self.m, rng, self.dtype_out)
@@ -198,7 +209,7 @@ class RandomFeatureAttentionReport(ResultMixin):
 
     def __str__(self) -> str:
         rms = float(np.sqrt(np.mean(self.exact**2)))
-        k = int(np.argmax(np.where(np.isfinite(self.z), self.z, -1.0)))
+        k = int(np.argmax(np.where(np.isnan(self.z), -1.0, self.z)))  # an infinite z is the worst
         worst = np.unravel_index(k, self.z.shape)
         head = (
             f"random-feature attention: {self.verdict.upper()} -- bias at m -> inf "
@@ -217,6 +228,11 @@ class RandomFeatureAttentionReport(ResultMixin):
                 f"{head}.  Not judged: the smallest m ({min(self.num_features)}) is below the "
                 f"relative variance {self.relative_variance:.3g} of one feature, where the 1/m "
                 f"expansion does not hold yet: use m well above it"
+            )
+        if _exact_miss(self.rejected, self.asymptotic_bias_se):
+            return (
+                f"{head}.  The output does not vary over redraws at an entry that differs from "
+                "the exact output beyond rounding: an exact difference, not a statistical one"
             )
         return (
             f"{head}.  A correct layer fails at rate {self.alpha:g}: confirm with more trials "
@@ -256,6 +272,7 @@ def _iv(fn, Q, K, V, kernel, num_features, trials, seed, alpha, power, causal) -
     return _Args(Q, K, V, kernel, ms, trials, alpha, power, causal, root_seed_sequence(seed))
 
 
+@honours_timeout
 def random_feature_attention(
     fn: Callable,
     Q,
@@ -273,6 +290,7 @@ def random_feature_attention(
     shard_size: int = DEFAULT_SHARD_SIZE,
     progress: bool | None = None,
     shards: int | None = None,
+    timeout: float | None = None,
 ) -> RandomFeatureAttentionReport:
     """Check a random-feature attention layer against exact attention over redraws (C16).
 
@@ -319,6 +337,9 @@ def random_feature_attention(
         Compare with causal exact attention.
     executor, shard_size, progress, shards
         As in :func:`kernelcheck.verify.unbiased`.
+    timeout : float, optional
+        Seconds from the start within which every call of ``fn`` must return,
+        else :class:`InvalidArgument` naming ``timeout``; None waits.
 
     Returns
     -------
@@ -397,7 +418,12 @@ def _report(a: _Args, A: np.ndarray, series, dtype) -> RandomFeatureAttentionRep
         trials_to_confirm=j.confirm if not j.passed else float("nan"),
         critical=j.critical,
         relative_variance=rel_var,
-        inconclusive=bool(not j.passed and rel_var > min(a.ms)),
+        # "Before the 1/m regime" explains a rejection only where the output
+        # varies over redraws: an entry with no spread that misses the exact
+        # output beyond rounding is an exact difference, whatever the regime.
+        inconclusive=bool(
+            not j.passed and rel_var > min(a.ms) and not _exact_miss(j.rejected, j.intercept_se)
+        ),
         trials=a.trials,
         alpha=a.alpha,
         power=a.power,
@@ -405,6 +431,11 @@ def _report(a: _Args, A: np.ndarray, series, dtype) -> RandomFeatureAttentionRep
         causal=a.causal,
         dtype=str(np.dtype(dtype)),
     )
+
+
+def _exact_miss(rejected: np.ndarray, se: np.ndarray) -> bool:
+    """Whether a rejected entry has no spread over redraws (its bias is exact, not estimated)."""
+    return bool((np.asarray(rejected) & (np.asarray(se) == 0)).any())
 
 
 def _relative_variance(a: _Args) -> float:
