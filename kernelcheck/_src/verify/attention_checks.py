@@ -95,7 +95,23 @@ class _LayerProblem(Exception):
 
 
 def causality_check(run: Run, j0: Judged, rng: np.random.Generator) -> AttentionCase:
-    """Perturb one future token at a time; no earlier output may move beyond rounding."""
+    """Perturb one future token at a time; no earlier output may move beyond rounding.
+
+    Token ``j`` is replaced and the outputs at ``t < j`` of the perturbed run
+    are compared with the unperturbed run's (the layer's output on the judged
+    case, not recomputed), within ``2 tol_t``, ``tol`` the case's own
+    tolerance.  No reference or bound is computed per perturbation, and none
+    is needed: for a causal reference the exact output ``a_t`` at ``t < j``
+    depends only on tokens ``<= t``, which the perturbation leaves unchanged,
+    so ``|fn(P)_t - fn(X)_t| <= |fn(P)_t - a_t| + |a_t - fn(X)_t|`` and each
+    term is within the layer's a-priori bound at ``t``.  That bound is a
+    function of the tokens ``<= t``, of ``n`` and of the model (the
+    probabilistic model's lambda of the shape alone), except for the
+    underflow terms, whose maxima run over all tokens of the unperturbed
+    case and so cover the maxima over tokens ``<= t`` the proof needs, which
+    the perturbation leaves unchanged too.  Hence ``tol_t`` bounds both terms
+    (it also holds the float64 reference's own share, a little slack).
+    """
     name = "causality"
     if j0.reference is None or j0.model is None or j0.tolerance is None:
         return skipped_case(name, (), f"case '{j0.case.name}' could not be judged")
@@ -103,12 +119,16 @@ def causality_check(run: Run, j0: Judged, rng: np.random.Generator) -> Attention
     n = Q.shape[-2]
     if n < 2:
         return skipped_case(name, tuple(Q.shape), "needs at least two tokens")
+    if not run.reference.causal:
+        return skipped_case(name, tuple(Q.shape), "the reference is not causal")
     p = run.adapter.precision
     positions = range(1, n) if n <= MAX_PERTURBED + 1 else np.linspace(1, n - 1, MAX_PERTURBED)
-    try:
-        base = _output(run, Q, K, V, g, j0.reference.shape)
-    except Exception as exc:  # noqa: BLE001 - reported as the check's failure
-        return failed_case(name, tuple(Q.shape), f"fn failed on the unperturbed input: {exc}")
+    base = j0.output
+    if base is None:
+        try:
+            base = _output(run, Q, K, V, g, j0.reference.shape)
+        except Exception as exc:  # noqa: BLE001 - reported as the check's failure
+            return failed_case(name, tuple(Q.shape), f"fn failed on the unperturbed input: {exc}")
     leaks: list[tuple[int, int]] = []
     for j in sorted({int(x) for x in positions}):
         Q2, K2, V2 = Q.copy(), K.copy(), V.copy()
@@ -116,16 +136,12 @@ def causality_check(run: Run, j0: Judged, rng: np.random.Generator) -> Attention
         K2[..., j, :] = round_to(-2.0 * K[..., j, :] + rng.standard_normal(K.shape[-1]), p)
         V2[..., j, :] = round_to(V[..., j, :] + 5.0, p)
         try:
-            args2, kw2 = run.reference.args(Q2, K2, V2, g)
-            with np.errstate(all="ignore"):
-                ref2 = run.reference.output(args2, kw2)
-                tol2 = run.reference.tolerance(args2, kw2, j0.model, 0, ref2, Q.shape[-1])
-            moved = _output(run, Q2, K2, V2, g, ref2.shape)
-        except Exception:  # noqa: BLE001 - a perturbation the reference cannot take is not judged
+            moved = _output(run, Q2, K2, V2, g, j0.reference.shape)
+        except Exception:  # noqa: BLE001 - a perturbation the layer cannot take is not judged
             continue
         with np.errstate(invalid="ignore"):
             diff = np.abs(moved[..., :j, :] - base[..., :j, :])
-            room = j0.tolerance[..., :j, :] + tol2[..., :j, :]
+            room = 2.0 * j0.tolerance[..., :j, :]
         bad = (diff > room).any(axis=tuple(a for a in range(diff.ndim) if a != diff.ndim - 2))
         leaks += [(int(i), j) for i in np.nonzero(bad)[0]]
     shape = tuple(Q.shape)

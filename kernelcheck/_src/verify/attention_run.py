@@ -76,6 +76,7 @@ class Judged(NamedTuple):
     model: RoundingModel | None
     args: tuple
     kw: dict
+    output: np.ndarray | None = None  # the layer's output on the case (float64, internal layout)
 
 
 def _is_16bit(p: Precision) -> bool:
@@ -233,17 +234,9 @@ def run_case(run: Run, case: Case, gates) -> Judged:
     if got is None or problem and not dname:
         return _judged(failed_case(case.name, shape, problem))
     model, cast_ops, note = rounding_model(run, dname, shape)
-    big = ref_obj.largest_intermediate(args, kw)
-    if big > model.storage.max / 2:
-        return _judged(
-            skipped_case(
-                case.name,
-                shape,
-                f"the layer's intermediates reach {big:.3g}, beyond half of {model.storage.name}'s "
-                f"largest number {model.storage.max:.3g}: this case tests the format's range, "
-                "not the layer's arithmetic",
-            )
-        )
+    range_problem = _out_of_range(ref_obj.largest_intermediates(args, kw), model)
+    if range_problem:
+        return _judged(skipped_case(case.name, shape, range_problem))
     with np.errstate(all="ignore"):
         tol = ref_obj.tolerance(args, kw, model, cast_ops, ref, Q.shape[-1])
     if problem:  # a non-finite output
@@ -255,7 +248,24 @@ def run_case(run: Run, case: Case, gates) -> Judged:
     result = compare(case.name, shape, got, ref, tol, note)
     if result.passed is False:
         result = dataclasses.replace(result, diagnosis=diagnose(ref_obj, args, kw, got, tol, g))
-    return Judged(result, Q, K, V, g, ref, tol, model, args, kw)
+    return Judged(result, Q, K, V, g, ref, tol, model, args, kw, got)
+
+
+def _out_of_range(largest: tuple[float, float], model: RoundingModel) -> str:
+    """Why a case tests the formats' range rather than the layer's arithmetic ('' if it does not).
+
+    What the layer stores must stay below half the storage format's largest
+    number, what it accumulates below half the accumulation format's.
+    """
+    for big, p, what in zip(largest, (model.storage, model.accumulate),
+                            ("stores", "accumulates"), strict=True):  # fmt: skip
+        if big > p.max / 2:
+            return (
+                f"the values the layer {what} reach {big:.3g}, beyond half of {p.name}'s largest "
+                f"number {p.max:.3g}: this case tests the format's range, not the layer's "
+                "arithmetic"
+            )
+    return ""
 
 
 def _judged(case: AttentionCase) -> Judged:
