@@ -26,12 +26,14 @@ from kernelcheck._src.attention.blocking import chunked_products
 from kernelcheck._src.attention.registry import get_form
 from kernelcheck._src.attention.types import State
 from kernelcheck._src.core.rounding import gamma
+from kernelcheck._src.core.validate import call_user
 from kernelcheck._src.verify.adapters import round_to
 from kernelcheck._src.verify.attention_cases import from_layout, gates_to_layout, to_layout
 from kernelcheck._src.verify.attention_report import AttentionCase, failed_case, skipped_case
 from kernelcheck._src.verify.attention_run import (
     Judged,
     Run,
+    call_fn,
     call_layer,
     compare,
     output_of,
@@ -127,6 +129,8 @@ def causality_check(run: Run, j0: Judged, rng: np.random.Generator) -> Attention
     if base is None:
         try:
             base = _output(run, Q, K, V, g, j0.reference.shape)
+        except InvalidArgument:
+            raise
         except Exception as exc:  # noqa: BLE001 - reported as the check's failure
             return failed_case(name, tuple(Q.shape), f"fn failed on the unperturbed input: {exc}")
     leaks: list[tuple[int, int]] = []
@@ -137,6 +141,8 @@ def causality_check(run: Run, j0: Judged, rng: np.random.Generator) -> Attention
         V2[..., j, :] = round_to(V[..., j, :] + 5.0, p)
         try:
             moved = _output(run, Q2, K2, V2, g, j0.reference.shape)
+        except InvalidArgument:
+            raise
         except Exception:  # noqa: BLE001 - a perturbation the layer cannot take is not judged
             continue
         with np.errstate(invalid="ignore"):
@@ -167,7 +173,7 @@ def state_reader(adapter, read_state=None):
 
     def read(value: Any) -> State:
         if read_state is not None:
-            value = read_state(value)
+            value = call_user(read_state, "`read_state`", value)
         if isinstance(value, State) or (isinstance(value, (tuple, list)) and len(value) == 2):
             S, _ = adapter.to_numpy(value[0], "state S")
             z = None if value[1] is None else adapter.to_numpy(value[1], "state z")[0]
@@ -312,6 +318,8 @@ def chunk_size_checks(run: Run, j0: Judged, sizes=(1, 3, 16)) -> list[AttentionC
         except _LayerProblem as exc:
             out.append(failed_case(name, tuple(j0.Q.shape), str(exc)))
             continue
+        except InvalidArgument:
+            raise
         except Exception as exc:  # noqa: BLE001
             out.append(
                 failed_case(name, tuple(j0.Q.shape), f"fn raised {type(exc).__name__}: {exc}")
@@ -325,33 +333,44 @@ def chunk_size_checks(run: Run, j0: Judged, sizes=(1, 3, 16)) -> list[AttentionC
 
 
 def _layer_vjp(run: Run, Q, K, V, g, G, vjp):
-    """The layer's gradients of ``<G, out>`` with respect to Q, K, V, from its framework."""
+    """The layer's gradients of ``<G, out>`` with respect to Q, K, V, from its framework.
+
+    The forward and backward pass run as one call through :func:`call_fn`
+    (the ``timeout=`` and the check that the gradients are real numbers).
+    """
     a = run.adapter
-    kwargs = {"initial_state": None} if run.state else {}
-    if run.adapter.framework == "torch":
+    kwargs = {**(run.fn_kwargs or {}), **({"initial_state": None} if run.state else {})}
+    extra = [_gate_arg(run, g)] if run.pass_gates else []
+    cot = to_layout(round_to(G, a.precision), run.layout)
+    if a.framework == "torch":
         import torch
 
+        def torch_vjp(*ts):
+            out = output_of(run, run.fn(*ts, *extra, **kwargs))
+            out.backward(a.to_framework(cot).to(out.dtype))
+            return tuple(t.grad if t.grad is not None else torch.zeros_like(t) for t in ts)
+
         ts = [a.to_framework(to_layout(X, run.layout), requires_grad=True) for X in (Q, K, V)]
-        extra = [_gate_arg(run, g)] if run.pass_gates else []
-        out = output_of(run, run.fn(*ts, *extra, **{**(run.fn_kwargs or {}), **kwargs}))
-        out.backward(a.to_framework(to_layout(round_to(G, a.precision), run.layout)).to(out.dtype))
-        grads = [t.grad if t.grad is not None else torch.zeros_like(t) for t in ts]
-    elif run.adapter.framework == "jax":
+        grads = call_fn(torch_vjp, "`fn` (its backward pass)", *ts)
+    elif a.framework == "jax":
         import jax
 
-        extra = [_gate_arg(run, g)] if run.pass_gates else []
+        def jax_vjp(*xs):
+            def f(q, k, v):
+                return output_of(run, run.fn(q, k, v, *extra, **kwargs))
 
-        def f(q, k, v):
-            return output_of(run, run.fn(q, k, v, *extra, **{**(run.fn_kwargs or {}), **kwargs}))
+            out, pull = jax.vjp(f, *xs)
+            return tuple(pull(a.to_framework(cot).astype(out.dtype)))
 
-        out, pull = jax.vjp(f, *(a.to_framework(to_layout(X, run.layout)) for X in (Q, K, V)))
-        grads = pull(
-            a.to_framework(to_layout(round_to(G, a.precision), run.layout)).astype(out.dtype)
-        )
+        xs = [a.to_framework(to_layout(X, run.layout)) for X in (Q, K, V)]
+        grads = call_fn(jax_vjp, "`fn` (its backward pass)", *xs)
     else:
         if vjp is None:
             return None
-        grads = vjp(*(to_layout(X.copy(), run.layout) for X in (Q, K, V)), to_layout(G, run.layout))
+        grads = call_fn(
+            vjp, "`vjp`", *(to_layout(X.copy(), run.layout) for X in (Q, K, V)),
+            to_layout(G, run.layout),
+        )  # fmt: skip
     out = []
     for grad in grads:
         arr, _ = a.to_numpy(grad, "gradient")
@@ -387,6 +406,8 @@ def grad_checks(run: Run, j0: Judged, rng: np.random.Generator, vjp=None) -> lis
     G = round_to(G, run.adapter.precision)
     try:
         got = _layer_vjp(run, j0.Q, j0.K, j0.V, j0.gates, G, vjp)
+    except InvalidArgument:
+        raise
     except Exception as exc:  # noqa: BLE001 - the layer's backward failed: a finding
         return [failed_case(label, shape, f"the backward pass raised {type(exc).__name__}: {exc}")]
     causal = run.reference.causal

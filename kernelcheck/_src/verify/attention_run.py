@@ -22,6 +22,7 @@ from kernelcheck._src.core.rounding import (
     precision,
     probabilistic_lambda,
 )
+from kernelcheck._src.core.validate import call_user
 from kernelcheck._src.verify.adapters import Adapter, round_to
 from kernelcheck._src.verify.attention_cases import (
     Case,
@@ -41,6 +42,7 @@ __all__ = [
     "compare",
     "rounding_model",
     "call_layer",
+    "call_fn",
     "output_of",
     "read_output",
 ]
@@ -124,7 +126,33 @@ def call_layer(run: Run, Q, K, V, gates, **kwargs):
     if run.pass_gates:
         g = gates_to_layout(gates, run.layout)
         args.append(a.to_framework(round_to(np.log(g), a.precision) if run.log_gates else g))
-    return run.fn(*args, **{**(run.fn_kwargs or {}), **kwargs})
+    return call_fn(run.fn, "`fn`", *args, **{**(run.fn_kwargs or {}), **kwargs})
+
+
+class _Raised(NamedTuple):
+    error: BaseException
+
+
+def call_fn(fn, label: str, *args, **kwargs):
+    """``fn(*args, **kwargs)`` through the validation home, its own exceptions unchanged.
+
+    :func:`~kernelcheck._src.core.validate.call_user` bounds the call by the
+    ``timeout=`` of ``verify.attention`` and refuses complex, object and
+    string results (``InvalidArgument`` naming ``label``: no verdict is drawn
+    from them); an exception of the layer itself is re-raised as it was, for
+    the caller to report as the failed case it is.
+    """
+
+    def guarded(*a, **k):
+        try:
+            return fn(*a, **k)
+        except Exception as exc:  # noqa: BLE001 - handed back unchanged below
+            return _Raised(exc)
+
+    out = call_user(guarded, label, *args, **kwargs)
+    if isinstance(out, _Raised):
+        raise out.error
+    return out
 
 
 def output_of(run: Run, raw):
