@@ -127,7 +127,17 @@ def jax_layers():
     ]  # fmt: skip
 
 
-def sweep(framework, layers, dtypes, sizes, seeds, out, error_model="worst-case"):
+def sweep(
+    framework,
+    layers,
+    dtypes,
+    sizes,
+    seeds,
+    out,
+    error_model="worst-case",
+    progress=False,
+    save=None,
+):
     for name, fn, kw in layers:
         only, per_dtype = kw.get("only_dtypes", dtypes), kw.get("per_dtype", {})
         base = {k: v for k, v in kw.items() if k not in ("only_dtypes", "per_dtype")}
@@ -137,12 +147,17 @@ def sweep(framework, layers, dtypes, sizes, seeds, out, error_model="worst-case"
                 t0 = time.perf_counter()
                 fails, example = 0, None
                 for s in seeds:
+                    t1 = time.perf_counter()
                     report = verify.attention(
                         fn, framework=framework, dtype=dt, n=max(n, 2), seed=s,
                         cases=None if n > 1 else ("n=1",), error_model=error_model, **kw,
                     )  # fmt: skip
                     if not report.passed:
                         fails, example = fails + 1, report
+                    if progress:  # one line per seed: a run stopped early still counts
+                        verdict = "pass" if report.passed else "FAIL"
+                        print(f"    {name} {dt} n={n} seed {s}: {verdict} "
+                              f"({time.perf_counter() - t1:.1f} s)", flush=True)  # fmt: skip
                 took = round(time.perf_counter() - t0, 1)
                 cell = dict(layer=name, framework=framework, dtype=dt, n=n, seeds=len(seeds),
                             false_alarms=fails, seconds=took, error_model=error_model)  # fmt: skip
@@ -151,6 +166,8 @@ def sweep(framework, layers, dtypes, sizes, seeds, out, error_model="worst-case"
                       f"({cell['seconds']} s)", flush=True)  # fmt: skip
                 if example is not None:
                     print("    " + example.details().replace("\n", "\n    ")[:3000], flush=True)
+                if save is not None:
+                    save(out)
 
 
 def power(seeds, out, n=4096):
@@ -193,6 +210,7 @@ def main(argv=None):
     p.add_argument("--seeds", type=int, default=20)
     p.add_argument("--layers", default=None, help="comma-separated: run only layers named so")
     p.add_argument("--error-model", default="worst-case", choices=("worst-case", "probabilistic"))
+    p.add_argument("--progress", action="store_true", help="print a line per seed")
     p.add_argument("--power", action="store_true", help="run the n = 4096 bug detection instead")
     p.add_argument("--json", default=None)
     a = p.parse_args(argv)
@@ -209,12 +227,18 @@ def main(argv=None):
             wanted = a.layers.split(",")
             layers = [x for x in layers if x[0] in wanted]
         sizes = [int(x) for x in a.sizes.split(",")]
-        sweep(a.framework, layers, dtypes, sizes, seeds, out, a.error_model)
+        save = (lambda cells: _save(a.json, cells)) if a.json else None
+        sweep(a.framework, layers, dtypes, sizes, seeds, out, a.error_model, a.progress, save)
     print(f"load average at end: {os.getloadavg()}", flush=True)
     if a.json:
-        with open(a.json, "w") as f:
-            json.dump(out, f, indent=1)
+        _save(a.json, out)
     return 0
+
+
+def _save(path, cells):
+    """The cells so far (written after every cell, so a run stopped early keeps them)."""
+    with open(path, "w") as f:
+        json.dump(cells, f, indent=1)
 
 
 if __name__ == "__main__":
