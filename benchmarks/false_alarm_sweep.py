@@ -9,6 +9,8 @@ figures in docs/verify-comparison.md come from this script::
     python3 benchmarks/false_alarm_sweep.py --framework jax --seeds 20
     JAX_ENABLE_X64=1 python3 benchmarks/false_alarm_sweep.py --framework jax --dtypes float64
     python3 benchmarks/false_alarm_sweep.py --power --seeds 20
+    python3 benchmarks/false_alarm_sweep.py --framework torch --sizes 4096 \
+        --layers "sdpa causal" --error-model probabilistic
 
 Each line printed is one (layer, dtype, n) cell: the number of failing runs
 out of the seeds, and the time taken.  ``--json FILE`` also writes the cells.
@@ -43,10 +45,12 @@ def torch_layers():
         return lambda Q, K, V: F.scaled_dot_product_attention(Q, K, V, is_causal=causal)
 
     def cumsum_linear(Q, K, V):
-        fq, fk = elu1(Q), elu1(K)
-        S = torch.einsum("...nd,...ne->...nde", fk, V).cumsum(dim=-3)
+        # a 16-bit layer keeps its running sums in float32 (the default accumulate=)
+        acc = torch.float32 if Q.element_size() < 4 else Q.dtype
+        fq, fk, V32 = elu1(Q).to(acc), elu1(K).to(acc), V.to(acc)
+        S = torch.einsum("...nd,...ne->...nde", fk, V32).cumsum(dim=-3)
         num = torch.einsum("...nd,...nde->...ne", fq, S)
-        return num / (fq * fk.cumsum(dim=-2)).sum(dim=-1, keepdim=True)
+        return (num / (fq * fk.cumsum(dim=-2)).sum(dim=-1, keepdim=True)).to(Q.dtype)
 
     def mha(d):
         m = torch.nn.MultiheadAttention(d, 1, bias=False, batch_first=True)
@@ -83,10 +87,12 @@ def jax_layers():
 
     @jax.jit
     def cumsum_linear(Q, K, V):
-        fq, fk = phi(Q), phi(K)
-        S = jnp.cumsum(fk[..., :, None] * V[..., None, :], axis=-3)
+        # a 16-bit layer keeps its running sums in float32 (the default accumulate=)
+        acc = jnp.float32 if Q.dtype.itemsize < 4 else Q.dtype
+        fq, fk, V32 = phi(Q).astype(acc), phi(K).astype(acc), V.astype(acc)
+        S = jnp.cumsum(fk[..., :, None] * V32[..., None, :], axis=-3)
         num = jnp.einsum("...nd,...nde->...ne", fq, S)
-        return num / (fq * jnp.cumsum(fk, -2)).sum(-1, keepdims=True)
+        return (num / (fq * jnp.cumsum(fk, -2)).sum(-1, keepdims=True)).astype(Q.dtype)
 
     @jax.jit
     def recurrent_linear(Q, K, V, initial_state=None):
@@ -121,7 +127,17 @@ def jax_layers():
     ]  # fmt: skip
 
 
-def sweep(framework, layers, dtypes, sizes, seeds, out):
+def sweep(
+    framework,
+    layers,
+    dtypes,
+    sizes,
+    seeds,
+    out,
+    error_model="worst-case",
+    progress=False,
+    save=None,
+):
     for name, fn, kw in layers:
         only, per_dtype = kw.get("only_dtypes", dtypes), kw.get("per_dtype", {})
         base = {k: v for k, v in kw.items() if k not in ("only_dtypes", "per_dtype")}
@@ -131,20 +147,27 @@ def sweep(framework, layers, dtypes, sizes, seeds, out):
                 t0 = time.perf_counter()
                 fails, example = 0, None
                 for s in seeds:
+                    t1 = time.perf_counter()
                     report = verify.attention(
                         fn, framework=framework, dtype=dt, n=max(n, 2), seed=s,
-                        cases=None if n > 1 else ("n=1",), **kw,
+                        cases=None if n > 1 else ("n=1",), error_model=error_model, **kw,
                     )  # fmt: skip
                     if not report.passed:
                         fails, example = fails + 1, report
+                    if progress:  # one line per seed: a run stopped early still counts
+                        verdict = "pass" if report.passed else "FAIL"
+                        print(f"    {name} {dt} n={n} seed {s}: {verdict} "
+                              f"({time.perf_counter() - t1:.1f} s)", flush=True)  # fmt: skip
                 took = round(time.perf_counter() - t0, 1)
                 cell = dict(layer=name, framework=framework, dtype=dt, n=n, seeds=len(seeds),
-                            false_alarms=fails, seconds=took)  # fmt: skip
+                            false_alarms=fails, seconds=took, error_model=error_model)  # fmt: skip
                 out.append(cell)
                 print(f"{name:34s} {dt:9s} n={n:5d}: {fails} false alarms in {len(seeds)} seeds "
                       f"({cell['seconds']} s)", flush=True)  # fmt: skip
                 if example is not None:
                     print("    " + example.details().replace("\n", "\n    ")[:3000], flush=True)
+                if save is not None:
+                    save(out)
 
 
 def power(seeds, out, n=4096):
@@ -185,6 +208,9 @@ def main(argv=None):
     p.add_argument("--dtypes", default=None, help="comma-separated (default: all CPU dtypes)")
     p.add_argument("--sizes", default="1,7,64,1024,4096")
     p.add_argument("--seeds", type=int, default=20)
+    p.add_argument("--layers", default=None, help="comma-separated: run only layers named so")
+    p.add_argument("--error-model", default="worst-case", choices=("worst-case", "probabilistic"))
+    p.add_argument("--progress", action="store_true", help="print a line per seed")
     p.add_argument("--power", action="store_true", help="run the n = 4096 bug detection instead")
     p.add_argument("--json", default=None)
     a = p.parse_args(argv)
@@ -197,13 +223,22 @@ def main(argv=None):
         default = {"torch": "float64,float32,float16,bfloat16", "jax": "float32,float16,bfloat16"}
         dtypes = (a.dtypes or default[a.framework]).split(",")
         layers = torch_layers() if a.framework == "torch" else jax_layers()
+        if a.layers:
+            wanted = a.layers.split(",")
+            layers = [x for x in layers if x[0] in wanted]
         sizes = [int(x) for x in a.sizes.split(",")]
-        sweep(a.framework, layers, dtypes, sizes, seeds, out)
+        save = (lambda cells: _save(a.json, cells)) if a.json else None
+        sweep(a.framework, layers, dtypes, sizes, seeds, out, a.error_model, a.progress, save)
     print(f"load average at end: {os.getloadavg()}", flush=True)
     if a.json:
-        with open(a.json, "w") as f:
-            json.dump(out, f, indent=1)
+        _save(a.json, out)
     return 0
+
+
+def _save(path, cells):
+    """The cells so far (written after every cell, so a run stopped early keeps them)."""
+    with open(path, "w") as f:
+        json.dump(cells, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -42,8 +42,8 @@ def chunked_state(Q, K, V, initial_state=None, chunk=64, state_dtype=None):
         )
         A = (q @ k.transpose(-1, -2)).tril()
         qs = q.to(state_dtype)
-        num = (A @ v).to(state_dtype) + qs @ S
-        den = A.sum(-1, keepdim=True).to(state_dtype) + qs @ z[..., :, None]
+        num = A.to(state_dtype) @ v.to(state_dtype) + qs @ S
+        den = A.to(state_dtype).sum(-1, keepdim=True) + qs @ z[..., :, None]
         outs.append((num / den).to(Q.dtype))
         ks = k.to(state_dtype)
         S, z = S + ks.transpose(-1, -2) @ v.to(state_dtype), z + ks.sum(-2)

@@ -555,7 +555,7 @@ def _not_real(value: Any) -> bool:
     if isinstance(value, (complex, str, bytes)):
         return True
     if isinstance(value, (np.ndarray, np.generic)):
-        return value.dtype.kind in "cOSUV"
+        return _non_real_dtype(value.dtype)
     is_complex = getattr(value, "is_complex", None)  # torch tensors
     if callable(is_complex) and hasattr(value, "dtype"):
         try:
@@ -565,10 +565,22 @@ def _not_real(value: Any) -> bool:
     dtype = getattr(value, "dtype", None)  # JAX and other array types
     if dtype is not None and hasattr(value, "shape"):
         try:
-            return np.dtype(dtype).kind in "cOSUV"
+            return _non_real_dtype(np.dtype(dtype))
         except TypeError:
             return False
     return False
+
+
+def _non_real_dtype(dt: np.dtype) -> bool:
+    """Complex, object, string, bytes or void; a registered number type (bfloat16) is real.
+
+    ``ml_dtypes``' bfloat16 and float8 types (JAX's) are user-defined NumPy
+    dtypes of kind ``"V"``, as are raw void and structured dtypes; only the
+    latter are not numbers.
+    """
+    if dt.kind == "V":
+        return dt.isbuiltin != 2 or dt.names is not None
+    return dt.kind in "cOSU"
 
 
 def as_executor(value: Any, name: str = "executor") -> Any:

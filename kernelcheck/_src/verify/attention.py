@@ -41,6 +41,7 @@ from kernelcheck._src.core.validate import (
     call_user,
     check_callable,
     check_choice,
+    honours_timeout,
 )
 from kernelcheck._src.mc.engine import child_seed, root_seed_sequence
 from kernelcheck._src.verify.adapters import adapter
@@ -241,6 +242,7 @@ def _case_names(cases, inputs) -> tuple[str, ...]:
     return names
 
 
+@honours_timeout
 def attention(
     fn: Any,
     *,
@@ -273,6 +275,7 @@ def attention(
     vjp: Any = None,
     fn_kwargs: dict | None = None,
     log_gates: bool = False,
+    timeout: float | None = None,
 ) -> AttentionReport:
     """Check an attention layer against kernelcheck's reference (claims C1, C10, C14, C19, C20).
 
@@ -288,7 +291,7 @@ def attention(
     fn : callable
         The layer: ``fn(Q, K, V)``; ``fn(Q, K, V, g)`` with a ``decay``
         sampler; ``fn(Q, K, V, initial_state=None) -> (out, state)`` with
-        ``state=True``.
+        ``state=True``.  Complex, object or string output is refused.
     kernel, feature_map : optional
         The reference: exact attention with ``kernel``, or linear attention
         with ``feature_map`` (``(phi_q, phi_k)`` for two maps; applied to
@@ -299,10 +302,9 @@ def attention(
         Seed (int, SeedSequence or Generator); length of the ``random``
         case (>= 2); key and value sizes (default 8; a given ``d`` is the
         layer's fixed head size).
-    batch_shape, layout
-        Leading dimensions (tuple of int); ``"...nd"`` or ``"bnhd"``.
-    scale : float or callable, optional
-        Softmax logit scale, or a function of ``d`` (default ``1/sqrt(d)``).
+    batch_shape, layout, scale
+        Leading dimensions (tuple of int); ``"...nd"`` or ``"bnhd"``; the
+        softmax logit scale, or a function of ``d`` (default ``1/sqrt(d)``).
     dtype, framework, device, accumulate : optional
         Input precision (``"float64"`` ... ``"bfloat16"`` or a framework
         dtype; default float64 for NumPy, float32 for torch and jax), the
@@ -311,15 +313,13 @@ def attention(
     feature_ops : int, optional
         Rounded operations per feature entry (default ``ops`` or ``2d + 8``).
     error_model, failure_probability
-        ``"worst-case"`` or ``"probabilistic"`` with this failure
-        probability per case.
+        ``"worst-case"`` or ``"probabilistic"`` (this failure rate per case).
     cases, inputs : optional
         Case names to run, or one user case ``(Q, K, V)`` in float64.
-    decay : float, array or callable, optional
+    decay, log_gates : optional
         Gated reference (C20): the layer's constant decay (per head), or a
-        sampler ``decay(rng, shape) -> gates`` in (0, 1] handed to ``fn``.
-    log_gates : bool
-        Hand ``fn`` the logarithms of the gates (fla's convention).
+        sampler ``decay(rng, shape) -> gates`` in (0, 1] handed to ``fn``
+        (their logarithms with ``log_gates=True``, fla's convention).
     stabilizer : float, optional
         An eps the layer adds to its normaliser; the tolerance grows by
         its exact effect ``|a| eps / den``.
@@ -335,8 +335,10 @@ def attention(
         differentiated by their framework, a NumPy layer needs
         ``vjp(Q, K, V, G) -> (dQ, dK, dV)``.
     fn_kwargs : dict, optional
-        Keyword arguments for every call of ``fn``; a tuple result is read
-        as ``(out, ...)``.
+        Keyword arguments for every call of ``fn`` (a tuple result is ``(out, ...)``).
+    timeout : float, optional
+        Seconds each call of a user callable (``fn`` and its backward pass
+        included) may take; then it is abandoned with ``InvalidArgument``.
 
     Returns
     -------

@@ -135,32 +135,43 @@ class Reference:
         """The reference output (raises BadNormalizer / NumericalFailure where undefined)."""
         return self.form.call(*args, causal=self.causal, **kw)
 
-    def largest_intermediate(self, args, kw) -> float:
-        """An upper bound on the magnitude of the numbers any form stores on the way.
+    def largest_intermediates(self, args, kw) -> tuple[float, float]:
+        """Upper bounds on the magnitudes a layer stores, and on those it accumulates.
 
-        Linear and gated: the features, the state ``sum_j |phi(k_j)| |[v_j, 1]|``
-        and the numerators ``|phi(q)| . state`` (full sums bound every prefix;
-        decays are at most 1).  Softmax: the logits and ``n max |v|`` (weights
-        are at most 1 after the row maximum).  Kernelized: the Gram entries
-        times ``n max |v|``.  A layer storing in a format whose largest number
-        is below this cannot represent its own intermediates.
+        The first number bounds what a layer rounds to its storage format:
+        linear and gated, the features, the scores ``|phi(q_i)| . max_j |phi(k_j)|``,
+        the values and (unnormalised) the output; softmax, the logits (its
+        weights are at most 1 after the row maximum, its output at most
+        ``max |v|``); kernelized, the Gram entries.  The second bounds the
+        running sums, held in the accumulation precision (``accumulate=``):
+        the state ``sum_j |phi(k_j)| |[v_j, 1]|`` and the numerators
+        ``|phi(q)| . state`` (full sums bound every prefix; decays are at most
+        1), ``n max |v|`` for softmax, the Gram entries times ``n max |v|``.
+        A layer that keeps its state in 16 bits accumulates in 16 bits, and
+        declares it with ``accumulate=``.  A format whose largest number is
+        below one of these cannot represent the layer's own intermediates.
         """
         with np.errstate(over="ignore"):
             if self.family in ("linear", "gated"):
                 aq, ak, V = np.abs(args[0]), np.abs(args[1]), np.abs(args[2])
                 W = np.concatenate([V, np.ones(V.shape[:-1] + (1,))], axis=-1)
                 state = np.swapaxes(ak, -1, -2) @ W
-                return float(max(aq.max(), ak.max(), state.max(), (aq @ state).max()))
+                sums = aq @ state
+                kmax = ak.max(axis=-2, keepdims=True)
+                stored = max(aq.max(), ak.max(), (aq * kmax).sum(-1).max(), V.max())
+                if not self.normalize:
+                    stored = max(stored, sums[..., :-1].max())
+                return float(stored), float(max(state.max(), sums.max()))
             n = args[1].shape[-2]
             vmax = float(np.abs(args[2]).max())
             if self.family == "softmax":
                 Q, K = args[0], args[1]
                 scale = kw.get("scale") or 1.0 / math.sqrt(Q.shape[-1])
                 logits = scale * float(np.abs(Q).max()) * float(np.abs(K).sum(axis=-1).max())
-                return max(logits, n * vmax)
+                return max(logits, vmax), n * vmax
             G = np.abs(self.kernel(args[0].reshape(-1, args[0].shape[-1]),
                                    args[1].reshape(-1, args[1].shape[-1])))  # fmt: skip
-            return float(G.max()) * n * max(vmax, 1.0)
+            return max(float(G.max()), vmax), float(G.max()) * n * max(vmax, 1.0)
 
     def extra_ops(self, d: int) -> int:
         """Roundings per term of the layer's own feature map (2 ops: one map on each side)."""

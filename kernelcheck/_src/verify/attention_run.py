@@ -22,6 +22,7 @@ from kernelcheck._src.core.rounding import (
     precision,
     probabilistic_lambda,
 )
+from kernelcheck._src.core.validate import call_user
 from kernelcheck._src.verify.adapters import Adapter, round_to
 from kernelcheck._src.verify.attention_cases import (
     Case,
@@ -41,6 +42,7 @@ __all__ = [
     "compare",
     "rounding_model",
     "call_layer",
+    "call_fn",
     "output_of",
     "read_output",
 ]
@@ -76,6 +78,7 @@ class Judged(NamedTuple):
     model: RoundingModel | None
     args: tuple
     kw: dict
+    output: np.ndarray | None = None  # the layer's output on the case (float64, internal layout)
 
 
 def _is_16bit(p: Precision) -> bool:
@@ -123,7 +126,33 @@ def call_layer(run: Run, Q, K, V, gates, **kwargs):
     if run.pass_gates:
         g = gates_to_layout(gates, run.layout)
         args.append(a.to_framework(round_to(np.log(g), a.precision) if run.log_gates else g))
-    return run.fn(*args, **{**(run.fn_kwargs or {}), **kwargs})
+    return call_fn(run.fn, "`fn`", *args, **{**(run.fn_kwargs or {}), **kwargs})
+
+
+class _Raised(NamedTuple):
+    error: BaseException
+
+
+def call_fn(fn, label: str, *args, **kwargs):
+    """``fn(*args, **kwargs)`` through the validation home, its own exceptions unchanged.
+
+    :func:`~kernelcheck._src.core.validate.call_user` bounds the call by the
+    ``timeout=`` of ``verify.attention`` and refuses complex, object and
+    string results (``InvalidArgument`` naming ``label``: no verdict is drawn
+    from them); an exception of the layer itself is re-raised as it was, for
+    the caller to report as the failed case it is.
+    """
+
+    def guarded(*a, **k):
+        try:
+            return fn(*a, **k)
+        except Exception as exc:  # noqa: BLE001 - handed back unchanged below
+            return _Raised(exc)
+
+    out = call_user(guarded, label, *args, **kwargs)
+    if isinstance(out, _Raised):
+        raise out.error
+    return out
 
 
 def output_of(run: Run, raw):
@@ -233,17 +262,9 @@ def run_case(run: Run, case: Case, gates) -> Judged:
     if got is None or problem and not dname:
         return _judged(failed_case(case.name, shape, problem))
     model, cast_ops, note = rounding_model(run, dname, shape)
-    big = ref_obj.largest_intermediate(args, kw)
-    if big > model.storage.max / 2:
-        return _judged(
-            skipped_case(
-                case.name,
-                shape,
-                f"the layer's intermediates reach {big:.3g}, beyond half of {model.storage.name}'s "
-                f"largest number {model.storage.max:.3g}: this case tests the format's range, "
-                "not the layer's arithmetic",
-            )
-        )
+    range_problem = _out_of_range(ref_obj.largest_intermediates(args, kw), model)
+    if range_problem:
+        return _judged(skipped_case(case.name, shape, range_problem))
     with np.errstate(all="ignore"):
         tol = ref_obj.tolerance(args, kw, model, cast_ops, ref, Q.shape[-1])
     if problem:  # a non-finite output
@@ -255,7 +276,24 @@ def run_case(run: Run, case: Case, gates) -> Judged:
     result = compare(case.name, shape, got, ref, tol, note)
     if result.passed is False:
         result = dataclasses.replace(result, diagnosis=diagnose(ref_obj, args, kw, got, tol, g))
-    return Judged(result, Q, K, V, g, ref, tol, model, args, kw)
+    return Judged(result, Q, K, V, g, ref, tol, model, args, kw, got)
+
+
+def _out_of_range(largest: tuple[float, float], model: RoundingModel) -> str:
+    """Why a case tests the formats' range rather than the layer's arithmetic ('' if it does not).
+
+    What the layer stores must stay below half the storage format's largest
+    number, what it accumulates below half the accumulation format's.
+    """
+    for big, p, what in zip(largest, (model.storage, model.accumulate),
+                            ("stores", "accumulates"), strict=True):  # fmt: skip
+        if big > p.max / 2:
+            return (
+                f"the values the layer {what} reach {big:.3g}, beyond half of {p.name}'s largest "
+                f"number {p.max:.3g}: this case tests the format's range, not the layer's "
+                "arithmetic"
+            )
+    return ""
 
 
 def _judged(case: AttentionCase) -> Judged:
