@@ -127,3 +127,15 @@ def test_a_timeout_leaves_a_quick_layer_alone():
 def test_timeout_must_be_a_positive_number(bad):
     with pytest.raises(InvalidArgument, match=r"`timeout`"):
         verify.attention(_softmax, n=8, timeout=bad)
+
+
+@pytest.mark.parametrize("value", [1e308, -1.7e308])
+def test_a_layer_near_the_float_maximum_fails_without_a_warning(value):
+    """Outputs near 1.8e308 against a reference of order 1: every case fails, and the
+    difference (or its ratio to the tolerance) beyond the float range is said, not
+    leaked as an overflow warning (the suite turns RuntimeWarnings into errors)."""
+    r = verify.attention(lambda Q, K, V: np.full(V.shape, value))
+    assert not r.passed
+    judged = [c for c in r.cases if c.passed is not None]
+    assert judged and all(c.passed is False for c in judged)
+    assert all(c.max_error > 1e300 for c in judged)

@@ -41,6 +41,7 @@ from kernelcheck._src.core.validate import (
     call_user,
     check_callable,
     check_choice,
+    check_size,
     honours_timeout,
 )
 from kernelcheck._src.mc.engine import child_seed, root_seed_sequence
@@ -97,9 +98,14 @@ def _decay_iv(decay, feature_map, causal, batch):
         )
     if callable(decay):
         return decay
+    if isinstance(decay, (bool, np.bool_)) or np.asarray(decay).dtype.kind == "b":
+        raise InvalidArgument(
+            f"`decay` must be a number in (0, 1] or an array of them, got {decay!r}"
+        )
     g = gates_iv(decay, np.shape(decay), np.dtype(np.float64), "decay").gates
     try:
-        np.broadcast_shapes(np.shape(g), batch)
+        if np.broadcast_shapes(np.shape(g), batch) != batch:
+            raise ValueError  # it would widen the batch, not fill it
     except ValueError:
         raise InvalidArgument(
             f"`decay` as an array is one decay per head and must broadcast to batch_shape "
@@ -128,7 +134,10 @@ def _precision_iv(framework, dtype, device, accumulate):
     else:
         prec = precision(dtype)
     ad = adapter(framework, prec, device)
-    acc = None if accumulate is None else precision(accumulate)
+    try:
+        acc = None if accumulate is None else precision(accumulate)
+    except InvalidArgument as exc:  # precision() speaks of a dtype; this one is `accumulate`
+        raise InvalidArgument(f"`accumulate`: {exc}") from None
     declared: Precision | None = None if dtype is None and framework == "numpy" else prec
     return ad, declared, acc
 
@@ -207,6 +216,7 @@ def _attention_iv(fn, o: dict) -> _Options:
     if o["inputs"] is not None:
         cases = [user_case(o["inputs"], layout)]
     else:
+        _check_case_sizes(n, d, d_v, batch)
         cases = generate_cases(rng, n, d, d_v, batch, fixed_d=fixed_d, names=names)
     seed = o["seed"]
     seed_value = (
@@ -214,8 +224,12 @@ def _attention_iv(fn, o: dict) -> _Options:
     )
     model_failure = failure if error_model == "probabilistic" else None
     fn_kwargs = o["fn_kwargs"]
-    if fn_kwargs is not None and not isinstance(fn_kwargs, dict):
-        raise InvalidArgument(f"`fn_kwargs` must be a dict of keyword arguments, got {fn_kwargs!r}")
+    if fn_kwargs is not None and not (
+        isinstance(fn_kwargs, dict) and all(isinstance(k, str) for k in fn_kwargs)
+    ):
+        raise InvalidArgument(
+            f"`fn_kwargs` must be a dict of keyword arguments (names as strings), got {fn_kwargs!r}"
+        )
     log_gates = as_bool(o["log_gates"], "log_gates")
     run = Run(fn, ad, ref, layout, declared, acc, model_failure, callable(decay), seed_value, state,
               dict(fn_kwargs or {}), log_gates)  # fmt: skip
@@ -229,6 +243,19 @@ def _attention_iv(fn, o: dict) -> _Options:
     )  # fmt: skip
 
 
+def _check_case_sizes(n: int, d: int, d_v: int, batch: tuple[int, ...]) -> None:
+    """Refuse, before any draw, cases that cannot fit in memory.
+
+    The eight generated cases hold about ``9 n + 7`` tokens of ``2 d + d_v``
+    numbers per batch entry (``odd length`` has ``2 n + 5``); the layer's
+    inputs in its framework, its output and the float64 reference hold a few
+    times as much again (a factor 3 is counted).
+    """
+    per_token = 2 * d + d_v
+    elements = 3 * math.prod(batch) * (9 * n + 7) * per_token
+    check_size(elements, f"the cases of verify.attention (n = {n}, batch_shape = {batch})")
+
+
 def _case_names(cases, inputs) -> tuple[str, ...]:
     if cases is None:
         return CASES
@@ -236,6 +263,10 @@ def _case_names(cases, inputs) -> tuple[str, ...]:
         raise InvalidArgument("pass `cases` or `inputs`, not both: user inputs are one case")
     if isinstance(cases, str):
         cases = (cases,)
+    if not isinstance(cases, (list, tuple)):
+        raise InvalidArgument(
+            f"`cases` must be a case name or a list of them ({', '.join(CASES)}), got {cases!r}"
+        )
     names = tuple(check_choice(c, "cases", CASES) for c in cases)
     if not names:
         raise InvalidArgument(f"`cases` must name at least one of {', '.join(CASES)}")

@@ -163,7 +163,7 @@ def diagnose(ref, args, kw, got: np.ndarray, tol: np.ndarray, gates=None) -> str
         r = np.where(np.isnan(r), np.inf, r)
         return float(np.max(r)) if r.size else 0.0
 
-    ref_ratio = float(np.max(np.abs(got - _correct(ref, args, kw, normalize, gates)) / scale))
+    ref_ratio = ratio(_correct(ref, args, kw, normalize, gates))
     best, best_r = None, math.inf
     for label, cand in cands.items():
         if cand.shape != got.shape or not np.isfinite(cand).all():

@@ -191,9 +191,19 @@ def read_output(run: Run, raw, expected: tuple) -> tuple[np.ndarray | None, str,
 
 
 def compare(name: str, shape: tuple, got, ref, tol, note: str = "") -> AttentionCase:
-    """Entrywise ``|got - ref| <= tol``: the case's verdict and its numbers."""
-    err = np.abs(got - ref)
-    with np.errstate(divide="ignore", invalid="ignore"):
+    """Entrywise ``|got - ref| <= tol``: the case's verdict and its numbers.
+
+    ``got`` and ``ref`` are finite, ``tol`` finite and positive where it
+    matters; their difference, or its ratio to ``tol``, can still exceed the
+    float range (a layer returning 1e308): it is then ``inf``, truthfully
+    larger than any finite tolerance, and the note says so.
+    """
+    with np.errstate(over="ignore"):
+        err = np.abs(got - ref)
+    if not np.isfinite(err).all():
+        beyond = "the difference from the reference exceeds the float64 range"
+        note = f"{beyond}; {note}" if note else beyond
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         ratio = np.where(err == 0, 0.0, err / tol)
         rel = np.where(np.abs(ref) > 0, tol / np.abs(ref), np.inf)
     where = tuple(int(i) for i in np.unravel_index(int(np.argmax(ratio)), ratio.shape))
