@@ -31,6 +31,8 @@ from kernelcheck.errors import InvalidArgument
 __all__ = [
     "Precision",
     "PRECISIONS",
+    "ieee_format",
+    "ieee_formats",
     "precision",
     "unit_roundoff",
     "eta",
@@ -72,8 +74,19 @@ class Precision:
     max: float
 
 
-def _ieee(name: str, p: int, emin: int, emax: int) -> Precision:
-    # p significand bits (hidden bit included), normal exponents emin..emax
+def ieee_format(name: str, p: int, emin: int, emax: int) -> Precision:
+    """The :class:`Precision` of a binary format with ``p`` significand bits
+    (the hidden bit included) and normal exponents ``emin .. emax``.
+
+    ``u = 2**-p``, the smallest subnormal ``2**(emin - p + 1)``, the smallest
+    normal ``2**emin`` and the largest finite ``(2 - 2**(1 - p)) 2**emax``
+    (IEEE 754-2019, sec. 3.3).
+
+    Examples
+    --------
+    >>> ieee_format("float32", 24, -126, 127).max == float(np.finfo(np.float32).max)
+    True
+    """
     return Precision(
         name=name,
         u=2.0**-p,
@@ -83,14 +96,29 @@ def _ieee(name: str, p: int, emin: int, emax: int) -> Precision:
     )
 
 
-#: The formats kernelcheck's error models know, by name (IEEE 754 binary64,
-#: binary32, binary16, and bfloat16: binary32's exponent with 8 significand bits).
-PRECISIONS: dict[str, Precision] = {
-    "float64": _ieee("float64", 53, -1022, 1023),
-    "float32": _ieee("float32", 24, -126, 127),
-    "float16": _ieee("float16", 11, -14, 15),
-    "bfloat16": _ieee("bfloat16", 8, -126, 127),
-}
+def ieee_formats() -> dict[str, Precision]:
+    """The formats kernelcheck's error models know, by name: IEEE 754 binary64,
+    binary32, binary16, and bfloat16 (binary32's exponent with 8 significand bits).
+
+    Called once at import to build :data:`PRECISIONS`; each call builds the
+    table anew from the formats' bit layouts.
+
+    Examples
+    --------
+    >>> ieee_formats()["bfloat16"].u == 2.0**-8
+    True
+    """
+    layouts = {
+        "float64": (53, -1022, 1023),
+        "float32": (24, -126, 127),
+        "float16": (11, -14, 15),
+        "bfloat16": (8, -126, 127),
+    }
+    return {name: ieee_format(name, *layout) for name, layout in layouts.items()}
+
+
+#: The formats kernelcheck's error models know, by name (see :func:`ieee_formats`).
+PRECISIONS: dict[str, Precision] = ieee_formats()
 
 
 def precision(dtype: Any = np.float64) -> Precision:

@@ -1,0 +1,153 @@
+"""The underflow term of the feature-product bound and the probabilistic model, against
+their stated formulas evaluated independently.
+
+* ``feature_product_bound`` (its docstring): ``gamma_(D + 2 ops) (1 + gamma_D) (|PX| |PY|^T)
+  + (D + ops (|PX| 1)_i + ops (|PY| 1)_j) eta (1 + gamma_(D+1))``.  Feature rows
+  with disjoint supports make the first term exactly zero, so the bound is the
+  underflow term alone: an integer multiple of the smallest subnormal (the
+  factor ``1 + gamma`` moves ``N eta`` by less than half a subnormal step).
+  Shapes (n, D), (m, D) with n, m, D all different and rows of different sums
+  and signs tell every axis and sign apart.
+* ``probabilistic_lambda`` and ``RoundingModel.gamma`` with ``lam`` (Higham and
+  Mary, SIAM J. Sci. Comput. 41(5), 2019, Theorem 2.4): evaluated in mpmath at 50
+  digits and compared with a relative tolerance of a few float64 ulps (the code
+  evaluates the same closed forms in float64: a handful of roundings).
+"""
+
+from __future__ import annotations
+
+import math
+
+import mpmath
+import numpy as np
+import pytest
+
+from kernelcheck._src.core.rounding import (
+    PRECISIONS,
+    RoundingModel,
+    feature_product_bound,
+    probabilistic_lambda,
+)
+
+#: A few roundings of float64 closed forms, relative.
+REL = 16 * 2.0**-53
+
+
+def disjoint_rows(dtype):
+    """PX (n=2, D=5) uses columns 0-1, PY (m=3, D=5) columns 2-4: PX @ PY.T is 0."""
+    PX = np.array([[1.0, -2.0, 0, 0, 0], [-3.0, 0.0, 0, 0, 0]], dtype=dtype)
+    PY = np.array([[0, 0, 4.0, 0, 0], [0, 0, -1.0, 1.0, -1.0], [0, 0, 0, 0, 0.0]], dtype=dtype)
+    return PX, PY
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("ops", [0, 1, 3])
+def test_the_underflow_term_alone(dtype, ops):
+    PX, PY = disjoint_rows(dtype)
+    D = 5
+    row_x = [3, 3]  # sums of |PX| by row
+    row_y = [4, 3, 0]
+    eta = float(np.finfo(dtype).smallest_subnormal)
+    expected = np.array([[(D + ops * (a + b)) * eta for b in row_y] for a in row_x])
+    got = feature_product_bound(PX, PY, ops)
+    assert got.shape == (2, 3)
+    assert got.dtype == dtype
+    assert np.array_equal(got, expected.astype(dtype))
+    # the same rows in the other order: the bound is transposed
+    assert np.array_equal(feature_product_bound(PY, PX, ops), got.T)
+
+
+def gamma_ref(k, u):
+    return mpmath.mpf(k) * u / (1 - mpmath.mpf(k) * u)
+
+
+@pytest.mark.parametrize("ops", [0, 2])
+def test_both_terms_on_overlapping_rows(ops):
+    """Float64 rows with small integer entries (so |PX| |PY|^T is exact), D = 4, n = 3,
+    m = 2: the bound against the docstring's formula in 50-digit arithmetic."""
+    PX = np.array([[1.0, -2.0, 0.0, 3.0], [0.0, 1.0, 1.0, -1.0], [2.0, 0.0, 0.0, 0.0]])
+    PY = np.array([[-1.0, 1.0, 2.0, 0.0], [0.0, 0.0, -5.0, 1.0]])
+    got = feature_product_bound(PX, PY, ops)
+    mpmath.mp.dps = 50
+    u = mpmath.mpf(2) ** -53
+    eta = mpmath.mpf(2) ** -1074
+    D = 4
+    factor = gamma_ref(D + 2 * ops, u) * (1 + gamma_ref(D, u))
+    for i in range(3):
+        for j in range(2):
+            absdot = sum(abs(PX[i, k]) * abs(PY[j, k]) for k in range(D))
+            sx, sy = np.abs(PX[i]).sum(), np.abs(PY[j]).sum()
+            under = (D + ops * (sx + sy)) * eta * (1 + gamma_ref(D + 1, u))
+            ref = factor * absdot + under
+            assert abs(got[i, j] - ref) <= REL * ref, (i, j)
+
+
+@pytest.mark.parametrize("terms", [0.5, 1, 2, 10, 1e6, 3.7e12])
+@pytest.mark.parametrize("failure", [0.5, 1e-3, 1e-9, 1e-30])
+def test_probabilistic_lambda_is_the_documented_formula(terms, failure):
+    """``lambda = 1.01 sqrt(2 log(2 terms / failure))``, ``terms`` at least 1; and the
+    union bound ``terms 2 exp(-lambda^2 (1 - u)^2 / 2)`` it was chosen for is at most
+    ``failure`` in every format kernelcheck knows (the 1% margin covers ``(1 - u)^2``
+    while ``u < 0.0099``), and not by more than the margin: at ``1.00 lambda / 1.01``
+    the bound is the failure probability itself."""
+    mpmath.mp.dps = 50
+    t = max(mpmath.mpf(terms), 1)
+    f = mpmath.mpf(failure)
+    core = mpmath.sqrt(2 * mpmath.log(2 * t / f))
+    lam = probabilistic_lambda(terms, failure)
+    assert abs(lam - mpmath.mpf("1.01") * core) <= REL * lam
+    for p in PRECISIONS.values():
+        u = mpmath.mpf(p.u)
+        assert t * 2 * mpmath.exp(-(mpmath.mpf(lam) ** 2) * (1 - u) ** 2 / 2) <= f
+    assert abs(t * 2 * mpmath.exp(-(core**2) / 2) - f) <= 1e-40 * f
+
+
+def test_probabilistic_lambda_counts_at_least_one_term():
+    assert probabilistic_lambda(0, 1e-6) == probabilistic_lambda(1, 1e-6)
+    assert probabilistic_lambda(1, 1e-6) < probabilistic_lambda(1.5, 1e-6)
+
+
+@pytest.mark.parametrize("acc", ["float64", "float32", "bfloat16"])
+@pytest.mark.parametrize("k", [0, 1, 7, 1000, 10**9])
+def test_the_probabilistic_factor_with_its_k_u2_term(acc, k):
+    """``exp(lam sqrt(k) u + k u^2 / (1 - u)) - 1`` in 50 digits.  In bfloat16 (u = 2**-8)
+    the ``k u^2`` term is a large part of the exponent (k u / (lam sqrt(k)) of it),
+    so a wrong ``k u^2 / (1 - u)`` changes the factor far beyond the tolerance."""
+    p = PRECISIONS[acc]
+    lam = 6.5
+    if k * p.u > 0.05:
+        pytest.skip("k u beyond the model's range")
+    got = RoundingModel(p, p, lam=lam, failure=1e-9).gamma(k)
+    mpmath.mp.dps = 50
+    u = mpmath.mpf(p.u)
+    ref = mpmath.expm1(lam * mpmath.sqrt(k) * u + k * u * u / (1 - u))
+    assert abs(got - ref) <= REL * ref
+    if k == 0:
+        assert got == 0.0
+
+
+def test_the_k_u2_term_is_visible_in_bfloat16():
+    """The test above can tell the k u^2 term: leaving it out changes the factor by
+    more than its tolerance (so the comparison is not vacuous)."""
+    p = PRECISIONS["bfloat16"]
+    lam, k = 6.5, 10
+    with_term = RoundingModel(p, p, lam=lam, failure=1e-9).gamma(k)
+    without = math.expm1(lam * math.sqrt(k) * p.u)
+    assert abs(with_term - without) > 1e3 * REL * with_term
+
+
+def test_the_probabilistic_factor_with_storage_roundings():
+    """``(1 + g_acc)(1 + gamma_s(storage)) - 1`` with float32 accumulation, float16 storage.
+
+    Formed in float64 around 1, so its absolute error is a few roundings of
+    numbers near 1 (``4 u_64``), not relative to the small result."""
+    acc, sto = PRECISIONS["float32"], PRECISIONS["float16"]
+    lam, k, s = 5.0, 300, 2
+    got = RoundingModel(acc, sto, storage_ops=s, lam=lam, failure=1e-6).gamma(k)
+    mpmath.mp.dps = 50
+    ua, us = mpmath.mpf(acc.u), mpmath.mpf(sto.u)
+    g = mpmath.expm1(lam * mpmath.sqrt(k) * ua + k * ua * ua / (1 - ua))
+    ref = (1 + g) * (1 + gamma_ref(s, us)) - 1
+    assert abs(got - ref) <= 4 * 2.0**-53 + REL * ref
+    # the storage roundings are visible: far above that tolerance
+    assert ref - g > 1e6 * 2.0**-53
