@@ -45,7 +45,7 @@ def main(rounds: int = 15) -> None:
         "causal right after floor": [],
         "causal 0.3 s after floor": [],
     }
-    print("load average at start: %.2f %.2f %.2f" % os.getloadavg())
+    print("load average at start: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
     for _ in range(rounds):
         causal()
         times["causal after causal"].append(timed(causal))
@@ -60,7 +60,7 @@ def main(rounds: int = 15) -> None:
             f"{name:26s} min {1e3 * min(v):6.1f} ms ({min(v) / fmin:.2f}x the floor's min)"
             f"  median {1e3 * float(np.median(v)):6.1f} ms"
         )
-    print("load average at end: %.2f %.2f %.2f" % os.getloadavg())
+    print("load average at end: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
 
 
 if __name__ == "__main__":
