@@ -4,8 +4,10 @@ their stated formulas evaluated independently.
 * ``feature_product_bound`` (its docstring): ``gamma_(D + 2 ops) (1 + gamma_D) (|PX| |PY|^T)
   + (D + ops (|PX| 1)_i + ops (|PY| 1)_j) eta (1 + gamma_(D+1))``.  Feature rows
   with disjoint supports make the first term exactly zero, so the bound is the
-  underflow term alone: an integer multiple of the smallest subnormal (the
-  factor ``1 + gamma`` moves ``N eta`` by less than half a subnormal step).
+  underflow term alone, rounded upward into the features' format: at least the
+  formula (evaluated in 50-digit arithmetic) and at most one subnormal step
+  above it (``N eta (1 + gamma)`` lies strictly between ``N eta`` and
+  ``(N + 1) eta``: it is ``(N + 1) eta``).
   Shapes (n, D), (m, D) with n, m, D all different and rows of different sums
   and signs tell every axis and sign apart.
 * ``probabilistic_lambda`` and ``RoundingModel.gamma`` with ``lam`` (Higham and
@@ -48,10 +50,17 @@ def test_the_underflow_term_alone(dtype, ops):
     row_x = [3, 3]  # sums of |PX| by row
     row_y = [4, 3, 0]
     eta = float(np.finfo(dtype).smallest_subnormal)
-    expected = np.array([[(D + ops * (a + b)) * eta for b in row_y] for a in row_x])
+    u = mpmath.mpf(float(np.finfo(dtype).eps)) / 2
+    mpmath.mp.dps = 50
     got = feature_product_bound(PX, PY, ops)
     assert got.shape == (2, 3)
     assert got.dtype == dtype
+    for i, a in enumerate(row_x):
+        for j, b in enumerate(row_y):
+            formula = (D + ops * (a + b)) * mpmath.mpf(eta) * (1 + gamma_ref(D + 1, u))
+            assert formula <= mpmath.mpf(float(got[i, j])) <= formula + eta, (i, j)
+    # the next multiple of eta above the formula, exactly
+    expected = np.array([[(D + ops * (a + b) + 1) * eta for b in row_y] for a in row_x])
     assert np.array_equal(got, expected.astype(dtype))
     # the same rows in the other order: the bound is transposed
     assert np.array_equal(feature_product_bound(PY, PX, ops), got.T)
@@ -64,7 +73,8 @@ def gamma_ref(k, u):
 @pytest.mark.parametrize("ops", [0, 2])
 def test_both_terms_on_overlapping_rows(ops):
     """Float64 rows with small integer entries (so |PX| |PY|^T is exact), D = 4, n = 3,
-    m = 2: the bound against the docstring's formula in 50-digit arithmetic."""
+    m = 2: the bound against the docstring's formula in 50-digit arithmetic, within a
+    few roundings of its first term and the upward rounding (one eta) of the second."""
     PX = np.array([[1.0, -2.0, 0.0, 3.0], [0.0, 1.0, 1.0, -1.0], [2.0, 0.0, 0.0, 0.0]])
     PY = np.array([[-1.0, 1.0, 2.0, 0.0], [0.0, 0.0, -5.0, 1.0]])
     got = feature_product_bound(PX, PY, ops)
@@ -79,7 +89,8 @@ def test_both_terms_on_overlapping_rows(ops):
             sx, sy = np.abs(PX[i]).sum(), np.abs(PY[j]).sum()
             under = (D + ops * (sx + sy)) * eta * (1 + gamma_ref(D + 1, u))
             ref = factor * absdot + under
-            assert abs(got[i, j] - ref) <= REL * ref, (i, j)
+            # a few roundings of the first term; the underflow term rounded up by at most eta
+            assert ref * (1 - REL) <= got[i, j] <= ref * (1 + REL) + eta, (i, j)
 
 
 @pytest.mark.parametrize("terms", [0.5, 1, 2, 10, 1e6, 3.7e12])

@@ -252,15 +252,20 @@ def feature_product_bound(PX: np.ndarray, PY: np.ndarray, ops: int) -> np.ndarra
     exact).  The row sums are themselves rounded (``gamma_(D+1)``).
     Without it a correct map whose features, products or Gram entries are
     subnormal is reported as wrong.
+
+    The term is formed in float64 and rounded *upward* into the features'
+    format (one step up after the cast): ``eta (1 + gamma_(D+1))`` lies
+    strictly between two multiples of ``eta``, so a cast to the nearest
+    would drop the factor, and the term would be below the formula above.
     """
     bound = matmul_error_bound(PX, PY.T, extra_ops=2 * int(ops))
     dtype = bound.dtype
     D = PX.shape[-1]
-    sx = np.abs(PX).sum(axis=-1)
-    sy = np.abs(PY).sum(axis=-1)
-    under = (D + int(ops) * (sx[:, None] + sy[None, :])) * (
-        eta(dtype) * (1.0 + gamma(D + 1, dtype))
-    )
+    sx = np.abs(PX).sum(axis=-1, dtype=np.float64)
+    sy = np.abs(PY).sum(axis=-1, dtype=np.float64)
+    under = (D + int(ops) * (sx[:, None] + sy[None, :])) * (1.0 + gamma(D + 1, dtype))
+    under *= eta(dtype)  # float64: eta of every format is a float64 number
+    under = np.nextafter(under.astype(dtype), np.asarray(np.inf, dtype=dtype))
     return bound + under
 
 
