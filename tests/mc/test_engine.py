@@ -10,6 +10,7 @@ result is defined as inf or NaN).
 from __future__ import annotations
 
 import math
+import multiprocessing
 import sys
 import warnings
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
@@ -162,7 +163,8 @@ def test_identical_results_on_any_executor(fn):
     ref = run_trials(fn, 5000, seed=7, shard_size=512)
     with ThreadPoolExecutor(2) as ex:
         thr = run_trials(fn, 5000, seed=7, shard_size=512, executor=ex)
-    with ProcessPoolExecutor(2) as ex:
+    # spawned, not forked: other tests of the run import JAX, whose threads a fork can deadlock
+    with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn")) as ex:
         proc = run_trials(fn, 5000, seed=7, shard_size=512, executor=ex)
     for other in (thr, proc):
         for name in ("mean", "m2", "m3", "m4"):
