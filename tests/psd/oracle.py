@@ -13,6 +13,8 @@ from fractions import Fraction
 
 import numpy as np
 
+from tests.psd.sylvester import rayleigh as exact_rayleigh  # v^T K v / v^T v in Fractions
+
 
 def exact_kind(S, shift: Fraction = Fraction(0)) -> str:
     """'pd', 'psd' or 'not_psd' of ``S + shift I``, ``S`` a square matrix of rationals.
@@ -41,19 +43,6 @@ def exact_kind(S, shift: Fraction = Fraction(0)) -> str:
 def reference_kind(K: np.ndarray) -> str:
     """'pd', 'psd' or 'not_psd' of a float matrix (:func:`exact_kind` of its exact values)."""
     return exact_kind(np.asarray(K, dtype=np.float64).tolist())
-
-
-def exact_rayleigh(K: np.ndarray, v) -> Fraction:
-    """v^T K v / v^T v with Fractions (v float or Python ints)."""
-    fv = [Fraction(int(x)) if isinstance(x, int) else Fraction(float(x)) for x in v]
-    n = len(fv)
-    num = sum(
-        fv[i] * Fraction(float(K[i, j])) * fv[j]
-        for i in range(n)
-        for j in range(n)
-        if fv[i] and fv[j]
-    )
-    return num / sum(x * x for x in fv)
 
 
 def assert_witness(K, r) -> None:

@@ -29,6 +29,7 @@ from kernelcheck._src.psd.cholesky import certified_cholesky
 from kernelcheck._src.psd.highprec import MPMATH_PRECISIONS, mp_certified_cholesky
 from kernelcheck._src.psd.tolerance import default_tolerance
 from kernelcheck.psd import Verdict, check_psd
+from tests.psd.sylvester import rayleigh
 
 U = Fraction(1, 2**53)
 ETA = Fraction(1, 2**1074)
@@ -44,13 +45,6 @@ def rump_shift(Tdiag: list[Fraction], u: Fraction = U, eta: Fraction = ETA) -> F
     n = len(Tdiag)
     s = sum((j + 3) * u * t for j, t in enumerate(Tdiag))  # j is 0-based here
     return s + 6 * n * (n + max(Tdiag)) * eta
-
-
-def rayleigh(K, v) -> Fraction:
-    vv = [Fraction(int(x)) if isinstance(x, (int, np.integer)) else F(x) for x in v]
-    n = len(vv)
-    q = sum(vv[i] * F(K[i, j]) * vv[j] for i in range(n) for j in range(n) if vv[i] and vv[j])
-    return q / sum(x * x for x in vv)
 
 
 def lambda_min_2x2(K) -> tuple[Fraction, Fraction]:

@@ -19,8 +19,10 @@ import numpy as np
 import pytest
 
 from kernelcheck._src.psd.exact import exact_decision, quadratic_form, to_int_matrix, vector_to_ints
-from kernelcheck.psd import PSDResult, Verdict, check_psd
+from kernelcheck.psd import Verdict, check_psd
 from tests.psd import sylvester
+from tests.psd.oracle import assert_witness
+from tests.psd.sylvester import rayleigh
 
 
 def det(M) -> Fraction:
@@ -89,37 +91,6 @@ def corpus():
 
 
 CORPUS = corpus()
-
-
-def F(x) -> Fraction:
-    return Fraction(float(x))
-
-
-def rayleigh(K, v) -> Fraction:
-    vv = [Fraction(int(x)) if isinstance(x, (int, np.integer)) else F(x) for x in v]
-    n = len(vv)
-    q = sum(vv[i] * F(K[i, j]) * vv[j] for i in range(n) for j in range(n) if vv[i] and vv[j])
-    return q / sum(x * x for x in vv)
-
-
-def exact_rayleigh(K: np.ndarray, v) -> Fraction:
-    """v^T K v / v^T v with Fractions (v float or Python ints)."""
-    fv = [Fraction(int(x)) if isinstance(x, int) else Fraction(float(x)) for x in v]
-    n = len(fv)
-    num = sum(
-        fv[i] * Fraction(float(K[i, j])) * fv[j]
-        for i in range(n)
-        for j in range(n)
-        if fv[i] and fv[j]
-    )
-    return num / sum(x * x for x in fv)
-
-
-def assert_witness(K, r: PSDResult):
-    assert r.verdict is Verdict.NOT_PSD and r.certified
-    q = exact_rayleigh(K, r.witness)
-    assert q < -Fraction(r.tol.value)
-    assert str(q.numerator) + "/" + str(q.denominator) == r.witness_value_exact
 
 
 # ---------------------------------------------------------------------------

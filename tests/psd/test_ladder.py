@@ -33,19 +33,13 @@ from kernelcheck._src.psd.tolerance import EIGH_P, default_tolerance, frobenius
 from kernelcheck.psd import Verdict, check_psd
 from tests.psd import sylvester
 from tests.psd.oracle import assert_witness, hilbert, reference_kind
+from tests.psd.sylvester import rayleigh
 
 NUM = r"(-?[0-9.]+(?:e[+-]?[0-9]+)?|nan|inf)"
 
 
 def F(x) -> Fraction:
     return Fraction(float(x))
-
-
-def rayleigh(K, v) -> Fraction:
-    vv = [Fraction(int(x)) if isinstance(x, (int, np.integer)) else F(x) for x in v]
-    n = len(vv)
-    q = sum(vv[i] * F(K[i, j]) * vv[j] for i in range(n) for j in range(n) if vv[i] and vv[j])
-    return q / sum(x * x for x in vv)
 
 
 def close3(printed: str, value: float) -> bool:
