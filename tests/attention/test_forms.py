@@ -13,6 +13,7 @@ cost model in ``test_cost.py``.
 from __future__ import annotations
 
 import math
+import os
 import re
 
 import numpy as np
@@ -271,24 +272,120 @@ def test_run_everywhere_runs_on_every_thread_and_raises_after_all_stopped():
     from concurrent.futures import ThreadPoolExecutor
 
     seen = []
+    arrived = threading.Barrier(3, timeout=30)
+
+    def meet():  # returns only once all three threads run it
+        arrived.wait()
+        seen.append(threading.get_ident())
+
     with ThreadPoolExecutor(max_workers=2) as pool:
-        _att._run_everywhere(lambda: seen.append(threading.get_ident()), _att._Workers(pool, 3))
-    assert len(seen) == 3 and threading.get_ident() in seen
+        _att._run_everywhere(meet, _att._Workers(pool, 3))
+    assert len(set(seen)) == 3 and threading.get_ident() in seen
     seen.clear()
     _att._run_everywhere(lambda: seen.append(1), _att._Workers(None, 1))
     assert seen == [1]
     done = []
+    started = threading.Event()
 
     def fail_on_workers():
         if threading.current_thread() is threading.main_thread():
+            started.wait(30)  # the worker has started: its failure must be waited for
             done.append("main")  # the caller's share finishes normally
             return
+        started.set()
         raise RuntimeError("worker failed")
 
     with ThreadPoolExecutor(max_workers=1) as pool:
         with pytest.raises(RuntimeError, match="worker failed"):
             _att._run_everywhere(fail_on_workers, _att._Workers(pool, 2))
     assert done == ["main"]
+
+
+def _blas_threads() -> int:
+    controller = _att._blas_controller()
+    return 1 if controller is None else max(lib.num_threads for lib in controller.lib_controllers)
+
+
+def test_a_call_does_not_wait_for_workers_another_call_holds(monkeypatch):
+    """The worker pool is shared and kept: a call whose worker task has not started
+    when its own share is done cancels it, so a worker held elsewhere (here: blocked
+    on an event) neither stalls the call nor changes its result; the same worker
+    threads serve the next call."""
+    import threading
+
+    monkeypatch.setattr(_att, "_PARALLEL_WORK", 1)
+    monkeypatch.setattr(_att, "CACHE_BYTES", 2000)
+    if _blas_threads() < 2:
+        pytest.skip("one BLAS thread: the causal forms run inline")
+    pq, pk = RNG.random((2, 300, 6)) + 0.05
+    V = RNG.normal(size=(300, 2))
+    inline = att.chunked(pq, pk, V, chunk_size=5)
+    pool = _att._shared_pool(1)
+    release = threading.Event()
+    held = [pool.submit(release.wait, 20) for _ in range(pool._max_workers)]
+    try:
+        out = att.chunked(pq, pk, V, chunk_size=5)  # would wait 20 s without the cancel
+        assert not release.is_set() and not any(f.done() for f in held)
+    finally:
+        release.set()
+    assert np.array_equal(out, inline)
+    workers = set()
+    real = _att._GroupJob.work
+
+    def spy(self):
+        workers.add(threading.current_thread().name)
+        return real(self)
+
+    monkeypatch.setattr(_att._GroupJob, "work", spy)
+    for _ in range(3):
+        att.chunked(pq, pk, V, chunk_size=5)
+    assert _att._shared_pool(1) is pool
+    assert len({w for w in workers if w.startswith("kernelcheck-chunks")}) <= pool._max_workers
+
+
+_FORK_CHILD = """
+import os, threading, numpy as np
+from kernelcheck import attention as att
+from kernelcheck._src.attention import blocking
+blocking._PARALLEL_WORK = 1
+blocking.CACHE_BYTES = 2000
+names = set()
+real = blocking._GroupJob.work
+def spy(self):
+    names.add(threading.current_thread().name)
+    return real(self)
+blocking._GroupJob.work = spy
+rng = np.random.default_rng(0)
+pq, pk = rng.random((2, 3000, 6)) + 0.05
+V = rng.normal(size=(3000, 2))
+att.chunked(pq, pk, V, chunk_size=5)  # the parent's pool is started
+pid = os.fork()
+if pid == 0:
+    names.clear()
+    for _ in range(20):
+        att.chunked(pq, pk, V, chunk_size=5)
+    os._exit(0 if any(n.startswith("kernelcheck-chunks") for n in names) else 3)
+_, status = os.waitpid(pid, 0)
+print(os.waitstatus_to_exitcode(status))
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
+def test_a_forked_child_gets_its_own_worker_threads():
+    """The parent's worker threads do not exist in a forked child: without a fresh
+    pool there, every worker task would stay queued (and be cancelled), leaving the
+    child on one thread.  Run in a fresh interpreter (forking this test process,
+    which has imported JAX, warns of deadlocks)."""
+    import subprocess
+    import sys
+
+    if _blas_threads() < 2:
+        pytest.skip("one BLAS thread: the causal forms run inline")
+    run = subprocess.run(
+        [sys.executable, "-c", _FORK_CHILD], capture_output=True, text=True, timeout=120
+    )
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "0", run.stderr
 
 
 def test_a_failing_group_stops_every_thread_without_hanging(monkeypatch):
