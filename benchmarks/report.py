@@ -243,6 +243,12 @@ GROUPS: dict[str, Group] = {
         (Target("parallel_bidirectional", at_most=1.15), Target("parallel_causal", at_most=1.5)),
         "floor: the two products `phi_q @ (phi_k^T @ V)` alone, no normaliser, no checks",
     ),
+    "causal-after-blas": Group(
+        "causal `parallel` after a threaded BLAS call and not (n = 8192, D = 256, d_v = 64)",
+        "causal_after_blas",
+        note="the extra columns: minima of causal `parallel` in each situation over the "
+        "floor's minimum, 15 rounds of benchmarks/causal_after_blas.py",
+    ),
     "chunked-vs-parallel": Group(
         "causal `chunked` against bidirectional `parallel` (same sizes)",
         "parallel_bidirectional_peer",
