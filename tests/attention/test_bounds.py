@@ -159,7 +159,7 @@ def test_bounds_cover_float32_runs():
 # ---------------------------------------------------------------------------
 
 
-def _quotient(absH, E, den, roundings=2):
+def _quotient(absH, E, den, roundings=1):
     """Docstring of _quotient_bound: (E_num + R E_den) / lo1 + r u R (1 + u), float64."""
     E_num, E_den = E[..., :-1], E[..., -1:]
     den = den[..., None]

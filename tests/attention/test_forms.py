@@ -963,41 +963,42 @@ def test_taylor_features_example():
     assert errs == sorted(errs, reverse=True)
 
 
+@pytest.mark.parametrize("cache_bytes", [600, 1 << 20])
+def test_bidirectional_blocks_divide_into_their_own_buffer(monkeypatch, cache_bytes):
+    """Bidirectional ``parallel`` divides each block of ``phi_q [phi_k^T V, z]`` over the
+    front of the product's own buffer (row i's quotients where rows < i were): with
+    blocks of one row, of a few rows and of all rows, over a batch, the output is
+    contiguous, the same bit for bit (the same products and the same divisions), and
+    within the a-priori bound of the quotients computed apart from it."""
+    pq = RNG.random((2, 3, 50, 7)) + 0.05
+    pk = RNG.random((2, 3, 50, 7)) + 0.05
+    V = RNG.normal(size=(2, 3, 50, 4))
+    whole = att.parallel(pq, pk, V)
+    monkeypatch.setattr(_att, "CACHE_BYTES", cache_bytes)  # 600: 15 rows of 5 columns a block
+    out = att.parallel(pq, pk, V)
+    monkeypatch.setattr(_att, "CACHE_BYTES", 1)  # one row a block
+    single = att.parallel(pq, pk, V)
+    assert out.shape == V.shape and out.flags.c_contiguous
+    assert np.array_equal(out, whole) and np.array_equal(single, whole)
+    ref = (pq @ (np.swapaxes(pk, -1, -2) @ V)) / (pq @ pk.sum(axis=-2)[..., None])
+    assert np.all(np.abs(out - ref) <= 2 * att.linear_error_bound(pq, pk, V))
+    pk9, V9 = pk[..., :9, :], V[..., :9, :]  # fewer keys than queries
+    few = att.parallel(pq, pk9, V9)
+    ref = (pq @ (np.swapaxes(pk9, -1, -2) @ V9)) / (pq @ pk9.sum(axis=-2)[..., None])
+    assert few.shape == (2, 3, 50, 4)
+    assert np.all(np.abs(few - ref) <= 2 * att.linear_error_bound(pq, pk9, V9))
+
+
 # ---------------------------------------------------------------------------
-# The division by the normalisers: reciprocals where they are normal numbers
+# The division by the normalisers: a true division wherever they are
 # ---------------------------------------------------------------------------
-
-
-def test_divide_rows_is_within_two_roundings_and_needs_both():
-    """Multiplying by the rounded reciprocal is two roundings: within (2u + u^2)|q| of the
-    exact quotient for every entry (the model's ``2 u R (1 + u)``), and beyond the one
-    rounding of a true division for some, so a model with ``u R`` would be wrong."""
-    from fractions import Fraction
-
-    from kernelcheck._src.attention.types import divide_rows
-
-    rng = _rng(31)
-    num = rng.normal(size=(400, 3))
-    den = rng.uniform(0.1, 10.0, size=400)
-    out = divide_rows(num, den)
-    worst = 0.0
-    for i in range(400):
-        for c in range(3):
-            exact = Fraction(num[i, c]) / Fraction(den[i])
-            rel = abs(Fraction(out[i, c]) - exact) / abs(exact)
-            worst = max(worst, float(rel))
-    assert worst <= 2 * U + U * U
-    assert worst > U  # one rounding would not cover it
-    # float32 divides (its model, shared with float32 layers, counts one rounding)
-    n32, d32 = num.astype(np.float32), den.astype(np.float32)
-    assert np.array_equal(divide_rows(n32, d32), n32 / d32[:, None])
 
 
 @pytest.mark.parametrize("sq, sk", [(1e-160, 1e-160), (1e154, 5e153)])
-def test_forms_divide_truly_where_a_reciprocal_is_not_normal(sq, sk):
+def test_forms_divide_normalisers_at_the_ends_of_the_range(sq, sk):
     """Normalisers below the smallest normal number (features ~1e-160: products ~1e-320)
     have no finite reciprocal, normalisers near the top of the range (~5e307) a subnormal
-    one: the forms divide instead, and the quotient is the weighted mean it must be."""
+    one: every form divides, and the quotient is the weighted mean it must be."""
     n = 3
     pq, pk = np.full((n, 1), sq), np.full((n, 1), sk)
     V = np.array([[0.25], [0.5], [1.0]])

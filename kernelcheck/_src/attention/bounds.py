@@ -48,7 +48,7 @@ from kernelcheck.errors import (
 _EXP_ULPS = 4
 
 
-def _quotient_bound(absH, E, den_hat, u, roundings=1):
+def _quotient_bound(absH, E, den_hat, u):
     """Bound on ``|fl(num)/fl(den) - num/den|`` for any form sharing the error model.
 
     ``absH = [|kappa| |V|, |kappa| 1]`` (absolute products), ``E`` the bound on
@@ -58,13 +58,9 @@ def _quotient_bound(absH, E, den_hat, u, roundings=1):
 
         den_exact >= den_hat - E_den =: lo1,  den_X >= den_hat - 2 E_den =: lo2,
         |num_X / den_X| <= (absnum + E_num) / lo2 =: R,
-        err_X <= (E_num + R E_den) / lo1 + r u R (1 + u).
+        err_X <= (E_num + R E_den) / lo1 + u R (1 + u).
 
-    The last term is the quotient's own rounding: ``r = 1`` for a division;
-    ``r = roundings = 2`` where the forms multiply by the rounded reciprocal
-    of the normaliser (``(1 + d1)(1 + d2)``, at most ``2 u + u^2`` relative;
-    the linear forms in float64, see
-    :func:`~kernelcheck._src.attention.types.divide_rows`).
+    The last term is the quotient's own rounding (every form divides).
 
     ``inf`` where ``lo2 <= 0``: the normaliser's sign is not certain there.
     """
@@ -75,7 +71,7 @@ def _quotient_bound(absH, E, den_hat, u, roundings=1):
         lo1 = den - E_den  # NaN from inf - inf fails lo2 > 0 below: bound inf
         lo2 = den - 2.0 * E_den
         R = (absnum + E_num) / lo2
-        bound = (E_num + R * E_den) / lo1 + roundings * u * R * (1.0 + u)
+        bound = (E_num + R * E_den) / lo1 + u * R * (1.0 + u)
     # inf where the sign is uncertain, and where an overflowed R meets E_den = 0
     # (inf * 0): no bound is ever NaN
     bound = np.where((lo2 > 0) & ~np.isnan(bound), bound, np.inf)
@@ -123,9 +119,8 @@ def linear_error_bound(
         |den_hat - den| <= gamma_k |phi_q| |phi_k|^T 1   =: E_den,
 
     and the quotient obeys the bound of :func:`_quotient_bound`:
-    ``(E_num + R E_den) / (den - E_den) + r u R (1 + u)``, ``R`` a bound on
-    ``|a_i|`` (the last term the quotient's rounding: ``r = 2`` in float64,
-    where the fast forms multiply by the normaliser's reciprocal, else 1).
+    ``(E_num + R E_den) / (den - E_den) + u R (1 + u)``, ``R`` a bound on
+    ``|a_i|`` (the last term the quotient's rounding: every form divides).
     Unnormalised (``normalize=False``, C19) the output is the numerator and
     its bound ``E_num``.  A handed-over ``initial_state`` ``(S0, z0)`` (taken
     as exact) adds ``phi_q_i . S0`` to the sums and ``|phi_q_i| |S0|`` to
@@ -239,9 +234,7 @@ def linear_family_bound(phi_q, phi_k, V, causal, dt, extra_ops, normalize, M0, l
         E = E + g64 * (1.0 + g64) * absH
     if not normalize:
         return E * (1.0 + gamma(4, np.float64))
-    # float64: the fast forms multiply by the normalisers' reciprocals (2 roundings)
-    roundings = 2 if dt == np.dtype(np.float64) else 1
-    coarse = _quotient_bound(absH * (1.0 + g64), E, H[..., -1], unit_roundoff(dt), roundings)
+    coarse = _quotient_bound(absH * (1.0 + g64), E, H[..., -1], unit_roundoff(dt))
     if not (isinstance(dt, RoundingModel) and dt.storage_ops):
         return coarse
     rho = None if log_gates is None else rho_dt

@@ -55,16 +55,16 @@ def linear_cost(n: int, d: int, D: int, d_v: int, chunk_size: int, causal: bool)
 
 
 def parallel_cost(n: int, d: int, D: int, d_v: int, chunk_size: int, causal: bool):
-    """Parallel: bidirectional ``4 n D d_v + 4 n D + n (d_v + 1)``; causal that of its blocks.
+    """Parallel: bidirectional ``4 n D d_v + 4 n D + n d_v``; causal that of its blocks.
 
     Causal ``parallel`` forms its sums in blocks of ``auto_chunk_size(D)``
     tokens (``chunk_size`` is not its option and is ignored).
     """
     if causal:
         return chunked_cost(n, d, D, d_v, auto_chunk_size(D), causal)
-    # the numerator's two products, the normalisers as two matrix-vector
-    # products (1^T phi_k, then phi_q z), the n reciprocals and n d_v products
-    return 4 * n * D * d_v + 4 * n * D + n * (d_v + 1), D * (d_v + 1)
+    # phi_k^T V and 1^T phi_k (inner dimension n), phi_q [phi_k^T V, z]
+    # (d_v + 1 columns, inner dimension D), then the n d_v divisions
+    return 4 * n * D * d_v + 4 * n * D + n * d_v, D * (d_v + 1)
 
 
 def chunked_cost(n: int, d: int, D: int, d_v: int, chunk_size: int, causal: bool):

@@ -17,6 +17,7 @@ import numpy as np
 from kernelcheck._src.attention.blocking import (
     ValueRows,
     auto_chunk_size,
+    bidirectional_normalized,
     bidirectional_products,
     causal_products,
 )
@@ -26,6 +27,7 @@ from kernelcheck._src.attention.types import (
     RawRows,
     State,
     finish,
+    finish_divided,
     finish_unnormalized,
 )
 from kernelcheck._src.core.validate import (
@@ -53,8 +55,9 @@ def parallel(
     """Linear attention from feature matrices, in parallel (claims C10, C14, C19).
 
     Bidirectional: ``A = phi(Q) (phi(K)^T V) / phi(Q) (phi(K)^T 1)`` (row-wise
-    division), computed as the two matrix products of the numerator and, for
-    the normalisers, two matrix-vector products.  Causal:
+    division), computed as ``M = [phi(K)^T V, phi(K)^T 1]`` (a matrix product
+    and a matrix-vector product) and one product ``phi(Q) M`` that gives the
+    numerators and the normalisers together.  Causal:
     ``a_i = phi(q_i)^T S_i / phi(q_i) . z_i`` with the prefix sums
     ``S_i = sum_{j <= i} phi(k_j) v_j^T``, ``z_i = sum_{j <= i} phi(k_j)``,
     formed block by block: within a block of ``B`` tokens as the masked
@@ -85,9 +88,9 @@ def parallel(
     Notes
     -----
     Operation count per sequence (C3): bidirectional
-    ``4 n D d_v + 4 n D + n (d_v + 1)`` (two products with inner dimensions
-    n and D, the two matrix-vector products of the normalisers, then their
-    reciprocals and the products with them); causal that of :func:`chunked` with its block size
+    ``4 n D d_v + 4 n D + n d_v`` (``phi(K)^T V`` and ``phi(K)^T 1`` with
+    inner dimension n, ``phi(Q) M`` with d_v + 1 columns and inner dimension
+    D, then the divisions); causal that of :func:`chunked` with its block size
     (``B = 32`` for ``D <= 1024``, else 64).  State: ``D (d_v + 1)``.  Error
     model: :func:`linear_error_bound`.
 
@@ -125,9 +128,10 @@ def linear_rows(phi_q, phi_k, V, normalize, action, form, *, chunk=None, M0=None
 
     The inputs come unchecked for NaN and Inf (``features_iv(finite=False)``):
     the result is checked (causal: each group of rows as it is finished;
-    bidirectional: the numerators and normalisers, then divided in place into
-    the numerators, which nobody else holds), and every non-finite
-    input entry provably reaches a checked row (see
+    bidirectional: each block of numerators and normalisers before it is
+    divided), and every non-finite input entry provably reaches a checked
+    row (see
+    :func:`~kernelcheck._src.attention.blocking.bidirectional_normalized`,
     :func:`~kernelcheck._src.attention.blocking.bidirectional_products` and
     :func:`~kernelcheck._src.attention.blocking.causal_products`), so a
     finite result proves finite inputs; otherwise the inputs are scanned and
@@ -138,10 +142,11 @@ def linear_rows(phi_q, phi_k, V, normalize, action, form, *, chunk=None, M0=None
     inputs = ((phi_q, "phi_q"), (phi_k, "phi_k"), (V, "V"))
     if chunk is None:
         with np.errstate(over="ignore", invalid="ignore"):
-            num, den = bidirectional_products(phi_q, phi_k, V, normalize)
-        if den is None:
-            return finish_unnormalized(num, form, inputs), None
-        return finish(num, den, action, form, inputs, inplace=True, reciprocal=True), None
+            if not normalize:
+                num = bidirectional_products(phi_q, phi_k, V)
+                return finish_unnormalized(num, form, inputs), None
+            out, den, finite = bidirectional_normalized(phi_q, phi_k, V)
+        return finish_divided(out, den, finite, action, form, inputs), None
     values = ValueRows(V, normalize)
     if normalize:
         sink: RawRows | NormalizedRows = NormalizedRows(batch, n, dv, V.dtype)

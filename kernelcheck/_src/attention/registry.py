@@ -261,9 +261,9 @@ def cost_model(
     * ``kernelized``: ``P (2 d + 1)`` for the Gram block (a dot product or a
       distance and one elementwise map) and ``2 P (d_v + 1) + n d_v`` for the
       products, with ``P`` the pairs formed as for softmax.  State ``n (d + d_v)``.
-    * ``parallel``: bidirectional ``4 n D d_v + 4 n D + n (d_v + 1)`` (C3:
-      the products of the numerator, two matrix-vector products for the
-      normalisers, their reciprocals and the products with them); causal
+    * ``parallel``: bidirectional ``4 n D d_v + 4 n D + n d_v`` (C3:
+      ``phi_k^T V`` and ``1^T phi_k``, then ``phi_q`` times both in one
+      product, then the divisions); causal
       that of ``chunked`` with its block size (32, or 64 for D > 1024).
     * ``recurrent``: ``4 n D (d_v + 1) + n d_v`` (causal only).
     * ``chunked``: chunks ``c_1..c_k``: ``sum 2 c^2 (D + d_v + 1)``
@@ -292,7 +292,7 @@ def cost_model(
     --------
     >>> from kernelcheck.attention import cost_model
     >>> n, d, D, dv = 1000, 64, 256, 64
-    >>> cost_model("parallel", n, d, D, dv).flops == 4 * n * D * dv + 4 * n * D + n * (dv + 1)
+    >>> cost_model("parallel", n, d, D, dv).flops == 4 * n * D * dv + 4 * n * D + n * dv
     True
     >>> short = cost_model("recurrent", 10, 64, 256, 64)
     >>> short.state_size == cost_model("recurrent", 10**6, 64, 256, 64).state_size

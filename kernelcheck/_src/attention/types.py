@@ -233,57 +233,24 @@ def finish(
     form: str,
     inputs=(),
     inplace=False,
-    reciprocal=False,
 ):
     """``num / den`` row by row, checked: non-finite values, then normalisers ``<= 0`` (C12).
 
-    ``inplace`` divides into ``num`` (the caller owns it and needs it no more);
-    ``reciprocal`` multiplies by the normalisers' reciprocals where they are
-    normal numbers (:func:`divide_rows`; the fast forms), else divides.
+    ``inplace`` divides into ``num`` (the caller owns it and needs it no more).
     """
     if not (all_finite(num) and all_finite(den)):
         raise _overflow(form, "a numerator or normaliser is not finite", num.dtype, inputs)
     bad = den <= 0
     with np.errstate(divide="ignore", invalid="ignore") if bad.any() else nullcontext():
-        target = num if inplace else None
-        if reciprocal:
-            out = divide_rows(num, den, target)
-        else:
-            out = np.divide(num, den[..., None], out=target)
+        out = np.divide(num, den[..., None], out=num if inplace else None)
     return normalized_result(out, den, bad, action, form)
 
 
-def divide_rows(num: np.ndarray, den: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-    """``num / den[..., None]``: the row's numerators times the reciprocal of its normaliser.
-
-    A division is about 16 times the cost of a multiplication on current
-    CPUs (it was 0.5 ms of ``parallel`` at n = 8192, d_v = 64, as much as the
-    finiteness check and the normaliser together); the n reciprocals
-    ``r_i = fl(1 / den_i)`` and then ``n d_v`` multiplications cost a
-    memory pass.  In float64 (float32 divides: its error model is also that
-    of layers verified in float32, whose division rounds once) each output
-    is then ``num / den (1 + d1)(1 + d2)``, two roundings instead of one,
-    which the error model counts
-    (:func:`~kernelcheck._src.attention.bounds.linear_error_bound`:
-    ``2 u R (1 + u)``).  Used on whole outputs (bidirectional ``parallel``:
-    for blocks of a few hundred rows the two reductions below cost more than
-    the reciprocals save).  Only when every ``den_i`` lies in
-    ``[tiny, 1 / (4 tiny)]`` (``tiny`` the smallest normal number of the
-    dtype), where ``1 / den_i`` is a finite normal number (a subnormal or
-    zero normaliser may have no finite reciprocal, a normaliser above
-    ``1 / tiny`` has a subnormal one with fewer significant bits); otherwise
-    (a zero, negative, subnormal or huge normaliser, e.g. a bad one
-    reported) a true
-    division, so a zero normaliser still gives ``inf`` or ``nan`` exactly as
-    ``num / 0`` (tests/attention/test_forms.py puts normalisers below and
-    above the range).
-    """
-    if den.dtype != np.float64:  # float32 models one rounding (a layer's own division)
-        return np.divide(num, den[..., None], out=out)
-    tiny = float(np.finfo(den.dtype).tiny)
-    if den.size and den.min() >= tiny and den.max() <= 0.25 / tiny:
-        return np.multiply(num, (1.0 / den)[..., None], out=out)
-    return np.divide(num, den[..., None], out=out)
+def finish_divided(out, den, finite: bool, action: str, form: str, inputs=()):
+    """An output already divided, judged (C12); ``finite``: its numerators and normalisers were."""
+    if not finite:
+        raise _overflow(form, "a numerator or normaliser is not finite", out.dtype, inputs)
+    return normalized_result(out, den, None, action, form)
 
 
 def normalized_result(out: np.ndarray, den: np.ndarray, bad, action: str, form: str):
@@ -372,9 +339,9 @@ class NormalizedRows:
         if self.finite and not all_finite(h):
             self.finite = False
         self.den[..., r0:r1] = h[..., -1]
-        # a zero normaliser divides by 0 here: it is judged (raise or report) afterwards
-        # a true division: for a block of a few hundred rows the reductions that
-        # decide whether reciprocals may be used cost more than they save
+        # a zero normaliser divides by 0 here: it is judged (raise or report) afterwards;
+        # a true division (one rounding, the error model's): a product with the
+        # reciprocal measured no faster on blocks of a few hundred rows
         with np.errstate(divide="ignore", invalid="ignore"):
             np.divide(h[..., :-1], h[..., -1:], out=self.out[..., r0:r1, :])
 
