@@ -139,7 +139,7 @@ def certified_cholesky(K: np.ndarray, shift: float = 0.0) -> Cholesky:
     diag = np.diagonal(K).copy()
     with np.errstate(over="ignore"):
         target = diag + shift
-    if np.any(diag < -shift) or np.any(target <= 0):
+    if np.any(target <= 0):  # fl(a + b) <= 0 iff a + b <= 0: the exact K_jj + shift
         return Cholesky(False, int(np.argmin(target)) + 1, None, np.ones(n), math.inf, K)
     if not np.isfinite(target).all():  # K_jj + shift beyond the float64 range
         return _no_certificate(K, int(np.argmax(~np.isfinite(target))) + 1)

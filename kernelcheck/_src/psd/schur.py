@@ -323,9 +323,9 @@ def exact_decision_flint(M: np.ndarray) -> ExactWitness:
     levels: list[tuple[list[int], list[int], Any, int]] = []
     rank = 0
     while True:
-        k = F.nrows()
+        k = F.nrows()  # >= 1: n >= 1, and an empty complement returns "pd" below
         if F.is_zero():
-            return ExactWitness("psd" if k else "pd", positives=range(rank), zeros=range(k))
+            return ExactWitness("psd", positives=range(rank), zeros=range(k))
         m, R = _approx_int(F)
         if _certify_near(m, R):
             return ExactWitness("pd", positives=range(n))
