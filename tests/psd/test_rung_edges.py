@@ -168,7 +168,7 @@ def test_the_ball_rung_resolves_a_schur_complement_at_its_precision():
     assert exact_kind(T.tolist()) == "pd"
     assert check_psd(T, tol=0, method="cholesky").verdict is Verdict.INCONCLUSIVE
     out = ball_decision(T / 2.0, 0.0, 128)  # decides T/2 + (T/2)^T = T (halving is exact)
-    assert out.kind == "pd" and out.blocks == 1
+    assert out.kind == "pd"
 
 
 def test_flint_exact_rung_decides_a_block_that_becomes_zero():
@@ -228,3 +228,40 @@ def test_the_lower_bound_of_the_cholesky_of_k_plus_tol_widens_by_the_symmetric_p
     assert r.symmetrized and r.verdict is Verdict.POSITIVE_SEMIDEFINITE and r.certified
     assert r.lower_bound <= -t * (1.0 - 8 * U64)
     assert exact_kind(S, shift=-Fraction(r.lower_bound)) in ("pd", "psd")
+
+
+def test_the_ball_rung_goes_on_through_levels_whose_complement_is_still_undecided():
+    """Two Fibonacci Grams ``2^200`` apart, weakly coupled: each level's Schur complement
+    is as ill-conditioned as the first (Rump's certificate fails again), its radii far
+    below ``2^(-prec/2)`` but its midpoints far outside them: not a singular complement,
+    so the rung must eliminate again (four levels) and prove the matrix PD."""
+    pytest.importorskip("flint")
+    F = _fibonacci_gram()
+    T = np.zeros((4, 4))
+    T[:2, :2] = F
+    T[2:, 2:] = F * 2.0**-200
+    T[0, 3] = T[3, 0] = 2.0**-300
+    assert exact_kind(T.tolist()) == "pd"
+    r = check_psd(T, tol=0, method="ball")
+    assert r.verdict is Verdict.POSITIVE_DEFINITE and r.method == "ball"
+    assert "128-bit" in r.reason  # decided at the first precision: the radii were small
+
+
+@pytest.mark.parametrize("scale", [2.0**1000, 2.0**-1073])
+def test_the_ball_rung_decides_matrices_at_the_ends_of_the_float_range(scale):
+    """Midpoints are converted to floats relative to the largest entry of each level:
+    ``[[3, 1], [1, 3]]`` times ``2^1000`` or times the smallest subnormal (every entry a
+    multiple of ``eta``), and matrices spanning the whole range (the largest entry
+    a power of two, zeros, radii that are zero), are proven PD."""
+    pytest.importorskip("flint")
+    K = np.array([[3.0, 1.0], [1.0, 3.0]]) * scale
+    r = check_psd(K, tol=0, method="ball")
+    assert exact_kind(K.tolist()) == "pd" and r.verdict is Verdict.POSITIVE_DEFINITE
+    for W in (
+        np.diag([2.0**1000, 3 * ETA]),
+        np.array([[2.0**1000, 3 * 2.0**-100], [3 * 2.0**-100, 3 * ETA]]),
+        np.diag([ETA, ETA]),  # unscaled, Rump's shift and the radius eta swamp it
+    ):
+        assert exact_kind(W.tolist()) == "pd"
+        r = check_psd(W, tol=0, method="ball")
+        assert r.verdict is Verdict.POSITIVE_DEFINITE

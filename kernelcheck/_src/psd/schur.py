@@ -146,16 +146,20 @@ class BallOutcome(NamedTuple):
 
     kind: str  # "pd", "candidate" (a vector to check exactly), "singular", "unknown"
     vector: Any  # the candidate: a list of Fractions, or None
-    blocks: int  # blocks eliminated
-    reason: str
 
 
-def _mid_rad(fl, B) -> tuple[Any, np.ndarray, np.ndarray, int]:
-    """``B 2^-e`` (exact) with float midpoints ``m`` and radii ``R >= |B 2^-e - m|`` entrywise.
+#: The radii hide the answer at this precision.
+_UNKNOWN = BallOutcome("unknown", None)
 
-    ``e`` puts the largest midpoint near 1, so no entry of a deep Schur
-    complement is lost to underflow when it becomes a float; converting a
-    midpoint costs at most ``u`` of it, plus ``eta`` where it underflows.
+
+def _mid_rad(B) -> tuple[np.ndarray, np.ndarray, int]:
+    """Float midpoints ``m`` and radii ``R >= |B 2^-e - m|`` entrywise, and the exponent ``e``.
+
+    ``e`` puts the largest midpoint or radius near 1, so no entry of a deep
+    Schur complement is lost to underflow when it becomes a float; converting
+    a midpoint costs at most ``u`` of it, plus ``eta`` where it underflows.
+    ``B`` itself is not scaled: every decision on ``m`` and ``R`` is
+    invariant under a power-of-two scaling, and so is ``T_PP^{-1} T_PQ``.
     """
     k = B.nrows()
     ent = B.entries()
@@ -164,14 +168,12 @@ def _mid_rad(fl, B) -> tuple[Any, np.ndarray, np.ndarray, int]:
     tops = [int(a).bit_length() + int(b) for a, b in mids if a != 0]
     tops += [int(a).bit_length() + int(b) for a, b in rads if a != 0]
     e = max(tops) if tops else 0
-    if e:
-        B = B * fl.arb(2) ** (-e)  # exact: a power of two
     m = np.array([math.ldexp(float(int(a)), int(b) - e) for a, b in mids]).reshape(k, k)
     rad = np.array([math.ldexp(float(int(a)), int(b) - e) for a, b in rads]).reshape(k, k)
     R = rad * (1.0 + 4 * _U) + 2.0 * _U * np.abs(m) + _ETA
     m = 0.5 * (m + m.T)  # the balls are symmetric up to rounding; the radii cover it
     R = np.maximum(R, R.T) + _U * np.abs(m)
-    return B, m, R, e
+    return m, R, e
 
 
 def ball_decision(A: np.ndarray, shift2: float, prec: int) -> BallOutcome:
@@ -202,35 +204,31 @@ def _ball_levels(fl, A, shift2, prec) -> BallOutcome:
         for i in range(n):
             B[i, i] = B[i, i] + fl.arb(shift2)
     log_scale = math.log2(float(np.max(np.abs(A))) * 2.0 + abs(shift2) or 1.0)
-    shifted = 0  # the current block is the Schur complement times 2^-shifted
     index = list(range(n))  # positions of the current block in T
     levels: list[tuple[list[int], list[int], Any]] = []
     while True:
-        B, m, R, e = _mid_rad(fl, B)
-        shifted += e
+        m, R, e = _mid_rad(B)  # the current Schur complement is B = 2^e (m +- R)
         if _certify_near(m, R):
-            return BallOutcome("pd", None, len(levels), "")
+            return BallOutcome("pd", None)
         w = _negative_direction(m, R)
         if w is not None:
-            return BallOutcome("candidate", _lift(fl, levels, index, w, n), len(levels), "")
+            return BallOutcome("candidate", _lift(fl, levels, index, w, n))
         top = float(np.max(R))
-        tiny = top == 0 or math.log2(top) + shifted <= log_scale - prec / 2
+        tiny = math.log2(top) + e <= log_scale - prec / 2  # top >= eta > 0
         if float(np.max(np.abs(m) - R)) <= 0 and tiny:
-            return BallOutcome(
-                "singular", None, len(levels), "a Schur complement is within its radii of zero"
-            )
+            return BallOutcome("singular", None)  # a Schur complement within its radii of 0
         P = _pivot_block(m, R)
         if P is None:
-            return BallOutcome("unknown", None, len(levels), "no pivot is resolved by the radii")
+            return _UNKNOWN  # no pivot is resolved by the radii
         Q = [i for i in range(m.shape[0]) if i not in set(P)]
         if not Q:
-            return BallOutcome("pd", None, len(levels), "")
+            return BallOutcome("pd", None)
         Bpp = _sub(fl, B, P, P)
         Bpq = _sub(fl, B, P, Q)
         try:
             Y = Bpp.solve(Bpq)
         except ZeroDivisionError:
-            return BallOutcome("unknown", None, len(levels), "a pivot block is not resolved")
+            return _UNKNOWN  # a pivot block is not resolved
         B = _sub(fl, B, Q, Q) - Bpq.transpose() * Y
         levels.append(([index[i] for i in P], [index[i] for i in Q], Y))
         index = [index[i] for i in Q]
@@ -283,7 +281,12 @@ def _approx_int(F) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _zero_diagonal_witness(F, k: int) -> list[int] | None:
-    """A witness of a block whose diagonal is <= 0 (negative entry, or zero with a non-zero row)."""
+    """A witness of a non-zero block whose diagonal is <= 0.
+
+    A negative diagonal entry ``F_ii`` gives ``e_i``; otherwise the diagonal is
+    zero and a non-zero ``b = F_ij`` gives ``v = e_j - sign(b) e_i`` with
+    ``v^T F v = -2 |b| < 0``.
+    """
     diag = [int(F[i, i]) for i in range(k)]
     i = min(range(k), key=lambda a: diag[a])
     v = [0] * k
@@ -294,10 +297,8 @@ def _zero_diagonal_witness(F, k: int) -> list[int] | None:
         for j in range(k):
             b = int(F[i, j])
             if i != j and b != 0:
-                c = abs(diag[j])
-                t = c // (2 * abs(b)) + 1
-                v[i] = -t if b > 0 else t
-                v[j] = 1  # v^T F v = 2 v_i b + F_jj < 0
+                v[i] = -1 if b > 0 else 1
+                v[j] = 1
                 return v
     return None
 
