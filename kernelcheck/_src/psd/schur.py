@@ -98,9 +98,9 @@ def _pivot_block(m: np.ndarray, R: np.ndarray) -> list[int] | None:
     certificate holds.  None when not even the largest diagonal entry is
     proven positive.
     """
-    n = m.shape[0]
-    c, piv, rank, info = lapack.dpstrf(np.array(m, order="F"), tol=-1, lower=1)
-    del info
+    # LAPACK's defaults: tolerance n u max(diag) and the upper factor, whose diagonal
+    # holds the square roots of the pivots in their order (m is symmetric: no copy order)
+    c, piv, rank, _ = lapack.dpstrf(m)
     piv = np.asarray(piv) - 1
     if rank < 1:
         k = 1
@@ -117,7 +117,6 @@ def _pivot_block(m: np.ndarray, R: np.ndarray) -> list[int] | None:
     i = int(np.argmax(np.diagonal(m) - np.diagonal(R)))
     if m[i, i] - R[i, i] * (1.0 + 4 * _U) - _ETA > 0:
         return [i]
-    del n
     return None
 
 
