@@ -83,10 +83,9 @@ def flint() -> Any:
 
 def _certify_near(m: np.ndarray, R: np.ndarray) -> bool:
     """Every symmetric ``T`` with ``|T - m| <= R`` entrywise is PD (Rump on ``m - ||R||_F I``)."""
-    r = frobenius(R) if R.size else 0.0
-    r = float(np.nextafter(r * (1.0 + 2.0 * (R.shape[0] + 2) * _U), math.inf))
-    if not math.isfinite(r):
-        return False
+    # an infinite r cannot occur (R is finite and dnrm2 does not overflow), and would
+    # make every target K_jj - r negative: no certificate
+    r = float(np.nextafter(frobenius(R) * (1.0 + 2.0 * (R.shape[0] + 2) * _U), math.inf))
     return certified_cholesky(m, -r).ok
 
 
@@ -268,7 +267,7 @@ def _approx_int(F) -> tuple[np.ndarray, np.ndarray]:
     """Float ``m`` and radii ``R`` with ``|F 2^-s - m| <= R`` (one common shift ``s``)."""
     k = F.nrows()
     vals = [int(x) for x in F.entries()]
-    big = max((abs(v).bit_length() for v in vals), default=0)
+    big = max(abs(v).bit_length() for v in vals)  # k >= 1
     s = max(big - 500, 0)
     if s:
         m = np.array([float(v >> s) for v in vals]).reshape(k, k)
@@ -279,7 +278,7 @@ def _approx_int(F) -> tuple[np.ndarray, np.ndarray]:
     return m, R
 
 
-def _zero_diagonal_witness(F, k: int) -> list[int] | None:
+def _zero_diagonal_witness(F, k: int) -> list[int]:
     """A witness of a non-zero block whose diagonal is <= 0.
 
     A negative diagonal entry ``F_ii`` gives ``e_i``; otherwise the diagonal is
@@ -292,14 +291,11 @@ def _zero_diagonal_witness(F, k: int) -> list[int] | None:
     if diag[i] < 0:
         v[i] = 1
         return v
-    for i in range(k):
-        for j in range(k):
-            b = int(F[i, j])
-            if i != j and b != 0:
-                v[i] = -1 if b > 0 else 1
-                v[j] = 1
-                return v
-    return None
+    # the diagonal is zero and F is not: its first non-zero entry is off the diagonal
+    i, j = next((i, j) for i in range(k) for j in range(k) if int(F[i, j]) != 0)
+    v[i] = -1 if int(F[i, j]) > 0 else 1
+    v[j] = 1
+    return v
 
 
 def exact_decision_flint(M: np.ndarray) -> ExactWitness:
@@ -331,9 +327,7 @@ def exact_decision_flint(M: np.ndarray) -> ExactWitness:
             return ExactWitness("pd", positives=range(n))
         diag_max = max(int(F[i, i]) for i in range(k))
         if diag_max <= 0:
-            w = _zero_diagonal_witness(F, k)
-            if w is None:  # pragma: no cover - a non-zero symmetric matrix has a non-zero entry
-                raise AssertionError("no witness in a non-zero block with a zero diagonal")
+            w = _zero_diagonal_witness(F, k)  # F is not zero (tested above)
             return ExactWitness("not_psd", vector=_lift_int(levels, index, w, n))
         P = _pivot_block(m, R)
         if P is None:  # the float guide resolves nothing: one exact positive pivot
