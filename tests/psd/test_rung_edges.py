@@ -265,3 +265,13 @@ def test_the_ball_rung_decides_matrices_at_the_ends_of_the_float_range(scale):
         assert exact_kind(W.tolist()) == "pd"
         r = check_psd(W, tol=0, method="ball")
         assert r.verdict is Verdict.POSITIVE_DEFINITE
+
+
+def test_the_ball_rung_takes_a_negative_diagonal_entry_as_its_witness():
+    """Forced to the ball rung (the ladder's diagonal rung would see it first): a diagonal
+    entry below minus its radius anywhere on the diagonal is a witness at once."""
+    pytest.importorskip("flint")
+    K = np.array([[2.0, 0.5, 0.0], [0.5, 3.0, 0.0], [0.0, 0.0, -1e-3]])
+    r = check_psd(K, tol=0, method="ball")
+    assert_witness(K, r)
+    assert r.method == "ball"
