@@ -1,12 +1,13 @@
 """FLINT's exact block elimination (``schur.exact_decision_flint``, claim C5) against fractions.
 
 ``check_psd`` uses FLINT's exact rung from n = 9 (below it, the Python
-elimination of :mod:`kernelcheck._src.psd.exact`), so every matrix here is
-9 x 9 or larger.  The corpus reaches each branch of the block elimination:
-a positive definite matrix, singular Grams whose Schur complement becomes the
-zero matrix, a negative or zero diagonal that appears only after a block is
-eliminated (the witness is then lifted through the blocks), and blocks of
-several sizes.  The reference is exact elimination in fractions
+elimination of :mod:`kernelcheck._src.psd.exact`), so the matrices here are
+9 x 9 or larger (one 2 x 2 is decided by the rung directly).  The corpus
+reaches each branch of the block elimination: a positive definite matrix,
+singular Grams whose Schur complement becomes the zero matrix (in one block
+or in two, 2^40 apart), a negative or zero diagonal that appears only after a
+block is eliminated (the witness is then lifted through the blocks), and
+blocks of several sizes.  The reference is exact elimination in fractions
 (:func:`tests.psd.oracle.exact_kind`) and an exact rank; every witness is
 checked as an integer quadratic form.
 """
@@ -62,6 +63,10 @@ def _corpus() -> dict[str, np.ndarray]:
     out["coupled-zero-row"] = H
     A = rng.integers(-4, 5, size=(9, 9))
     out["indefinite"] = A + A.T
+    c1 = np.array([2**20, 3 * 2**20, 0, 2**21, 0, 0, 2**20, 0, 0], dtype=np.int64)
+    c2 = np.array([0, 1, 2, 0, -1, 3, 1, 1, 0], dtype=np.int64)
+    out["graded-rank-2"] = np.outer(c1, c1) + np.outer(c2, c2)  # pivots 2^40 apart: two blocks
+    out["small-indefinite"] = np.array([[1, 2], [2, 1]], dtype=np.int64)  # diagonal max 1
     D = np.diag(np.arange(1, 10, dtype=np.int64) ** 6)  # pivots over 54 bits: several blocks
     D[0, 8] = D[8, 0] = 1
     out["graded"] = D

@@ -138,6 +138,7 @@ def test_flint_exact_rung_on_entries_beyond_500_bits_pivots_on_the_exact_diagona
     pytest.importorskip("flint")
     K = np.eye(9)
     K[0, 1] = K[1, 0] = 2.0**600
+    K[8, 8] = 0.0  # the last index is not a pivot
     assert exact_kind(K.tolist()) == "not_psd"
     r = check_psd(K, tol=0, method="exact")
     assert r.method == "exact"

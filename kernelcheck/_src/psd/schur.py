@@ -146,6 +146,8 @@ class BallOutcome(NamedTuple):
     vector: Any  # the candidate: a list of Fractions, or None
 
 
+#: Every Schur complement proven PD.
+_PD = BallOutcome("pd", None)
 #: The radii hide the answer at this precision.
 _UNKNOWN = BallOutcome("unknown", None)
 
@@ -207,7 +209,7 @@ def _ball_levels(fl, A, shift2, prec) -> BallOutcome:
     while True:
         m, R, e = _mid_rad(B)  # the current Schur complement is B = 2^e (m +- R)
         if _certify_near(m, R):
-            return BallOutcome("pd", None)
+            return _PD
         w = _negative_direction(m, R)
         if w is not None:
             return BallOutcome("candidate", _lift(fl, levels, index, w, n))
@@ -219,8 +221,8 @@ def _ball_levels(fl, A, shift2, prec) -> BallOutcome:
         if P is None:
             return _UNKNOWN  # no pivot is resolved by the radii
         Q = [i for i in range(m.shape[0]) if i not in set(P)]
-        if not Q:
-            return BallOutcome("pd", None)
+        if not Q:  # P proven PD is the whole block
+            return _PD
         Bpp = _sub(fl, B, P, P)
         Bpq = _sub(fl, B, P, Q)
         try:
@@ -238,13 +240,11 @@ def _sub(fl, B, I, J):
 
 def _to_fraction(x) -> Fraction:
     man, exp = x.mid().man_exp()
-    man, exp = int(man), int(exp)
-    return Fraction(man * 2**exp) if exp >= 0 else Fraction(man, 2**-exp)
+    return int(man) * Fraction(2) ** int(exp)
 
 
 def _lift(fl, levels, index, w: np.ndarray, n: int) -> list[Fraction]:
     """``v = [-Y w; w]`` through every level, with the midpoints of ``Y`` taken exactly."""
-    v = [Fraction(0)] * n
     cur = {index[a]: Fraction(float(x)) for a, x in enumerate(w)}
     for P, Q, Y in reversed(levels):
         rows, cols = range(Y.nrows()), range(Y.ncols())
@@ -253,9 +253,7 @@ def _lift(fl, levels, index, w: np.ndarray, n: int) -> list[Fraction]:
         vp = mid * wq
         for a, p in enumerate(P):
             cur[p] = -_to_fraction(vp[a, 0])
-    for i, x in cur.items():
-        v[i] = x
-    return v
+    return [cur[i] for i in range(n)]  # every index is in the last block or in a P
 
 
 # ---------------------------------------------------------------------------
@@ -324,7 +322,7 @@ def exact_decision_flint(M: np.ndarray) -> ExactWitness:
             return ExactWitness("psd", positives=range(rank), zeros=range(k))
         m, R = _approx_int(F)
         if _certify_near(m, R):
-            return ExactWitness("pd", positives=range(n))
+            return _exact_pd(n)
         diag_max = max(int(F[i, i]) for i in range(k))
         if diag_max <= 0:
             w = _zero_diagonal_witness(F, k)  # F is not zero (tested above)
@@ -334,8 +332,8 @@ def exact_decision_flint(M: np.ndarray) -> ExactWitness:
             P = [max(range(k), key=lambda a: int(F[a, a]))]
         Q = [i for i in range(k) if i not in set(P)]
         rank += len(P)
-        if not Q:
-            return ExactWitness("pd", positives=range(n))
+        if not Q:  # P proven PD is the whole block
+            return _exact_pd(n)
         Fpp = _isub(fl, F, P, P)
         Fpq = _isub(fl, F, P, Q)
         Y = Fpp.solve(Fpq)
@@ -345,6 +343,10 @@ def exact_decision_flint(M: np.ndarray) -> ExactWitness:
         F = d * _isub(fl, F, Q, Q) - Fpq.transpose() * N
         levels.append(([index[i] for i in P], [index[i] for i in Q], N, int(d)))
         index = [index[i] for i in Q]
+
+
+def _exact_pd(n: int) -> ExactWitness:
+    return ExactWitness("pd", positives=range(n))
 
 
 def _isub(fl, F, I, J):
