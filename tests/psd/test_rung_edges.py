@@ -276,3 +276,53 @@ def test_the_ball_rung_takes_a_negative_diagonal_entry_as_its_witness():
     r = check_psd(K, tol=0, method="ball")
     assert_witness(K, r)
     assert r.method == "ball"
+
+
+def _guaranteed_max(w, m, R) -> Fraction:
+    """The largest ``w^T T w`` over every symmetric ``T`` with ``|T - m| <= R`` (exact)."""
+    f = [Fraction(float(x)) for x in w]
+    k = len(f)
+    return sum(
+        f[i] * f[j] * Fraction(float(m[i, j])) + abs(f[i] * f[j]) * Fraction(float(R[i, j]))
+        for i in range(k)
+        for j in range(k)
+    )
+
+
+def test_the_float_guide_pivots_on_the_leading_pivots_within_the_ratio():
+    """``_pivot_block``'s rule (its docstring): the first pivots of ``dpstrf``, largest
+    remaining diagonal first, within ``PIVOT_RATIO = 2^-26`` of the first (inclusive),
+    halved until the certificate of the block holds.  On a diagonal ``m`` the pivots are
+    the diagonal entries in decreasing order, so the expected set is read off by hand."""
+    from kernelcheck._src.psd.schur import PIVOT_RATIO, _pivot_block
+
+    assert PIVOT_RATIO == 2.0**-26
+    dg = np.array([2.0**-27, 1.0, 2.0**-26, 0.5, 2.0**-20, 2.0**-40])
+    m = np.diag(dg)
+    R = np.full(m.shape, 2.0**-80)
+    assert _pivot_block(m, R) == [1, 2, 3, 4]  # 1, 0.5, 2^-20 and 2^-26 (the boundary)
+    assert _pivot_block(np.diag([1.0, 2.0**-30]), np.full((2, 2), 2.0**-80)) == [0]
+    # radii that hide the last pivots: the block of 8 fails, its first half is proven
+    m = np.eye(8)
+    R = np.full((8, 8), 2.0**-80)
+    R[4:, :] = R[:, 4:] = 2.0
+    assert _pivot_block(m, R) == [0, 1, 2, 3]
+    # nothing resolved: no pivot
+    assert _pivot_block(np.eye(2), np.full((2, 2), 2.0)) is None
+
+
+def test_the_ball_rungs_negative_direction_holds_for_every_matrix_within_the_radii():
+    """``_negative_direction``: a ``w`` with ``w^T T w < 0`` for every ``T`` within ``R`` of
+    ``m`` (checked exactly on its extreme), or None where the radii allow a PSD ``T``."""
+    from kernelcheck._src.psd.schur import _negative_direction
+
+    tiny = np.full((2, 2), 2.0**-80)
+    for m in (np.array([[1.0, 2.0], [2.0, 1.0]]), np.array([[1.0, 0.0], [0.0, -0.5]])):
+        w = _negative_direction(m, tiny)
+        assert w is not None and _guaranteed_max(w, m, tiny) < 0
+    # a diagonal entry at minus its radius: T_00 = 0 is allowed, no direction is certain
+    m = np.array([[-ETA, 0.0], [0.0, 1.0]])
+    R = np.array([[ETA, 0.0], [0.0, ETA]])
+    w = _negative_direction(m, R)
+    assert w is None or _guaranteed_max(w, m, R) < 0
+    assert _negative_direction(np.eye(2), tiny) is None
