@@ -326,3 +326,33 @@ def test_the_ball_rungs_negative_direction_holds_for_every_matrix_within_the_rad
     w = _negative_direction(m, R)
     assert w is None or _guaranteed_max(w, m, R) < 0
     assert _negative_direction(np.eye(2), tiny) is None
+
+
+def test_ball_midpoints_and_radii_as_floats_contain_every_ball():
+    """``_mid_rad(B)``: ``|B_ij 2^-e - m_ij| <= R_ij`` for every point of every ball,
+    i.e. ``|mid 2^-e - m| + rad 2^-e <= R``, checked in fractions: a ball of midpoint 0
+    with a radius, a midpoint that underflows once scaled (``2^-1100`` next to 1), an
+    inexact ball (``1/3`` at 128 bits)."""
+    fl = pytest.importorskip("flint")
+    from kernelcheck._src.psd.schur import _mid_rad
+
+    old = fl.ctx.prec
+    fl.ctx.prec = 128
+    try:
+        z = fl.arb(0, 2.0**-10)
+        third = fl.arb(1) / 3
+        tiny = fl.arb(2) ** -1100
+        B = fl.arb_mat([[fl.arb(1), z, tiny], [z, fl.arb(3), third], [tiny, third, fl.arb(0.75)]])
+        m, R, e = _mid_rad(B)
+        for i in range(3):
+            for j in range(3):
+                x = B[i, j]
+                mid = Fraction(int(x.mid().man_exp()[0])) * Fraction(2) ** int(x.mid().man_exp()[1])
+                rad = Fraction(int(x.rad().man_exp()[0])) * Fraction(2) ** int(x.rad().man_exp()[1])
+                scale = Fraction(2) ** -e
+                assert abs(mid * scale - Fraction(float(m[i, j]))) + rad * scale <= Fraction(
+                    float(R[i, j])
+                )
+        assert np.array_equal(m, m.T) and np.array_equal(R, R.T)
+    finally:
+        fl.ctx.prec = old
