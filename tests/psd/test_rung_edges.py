@@ -356,3 +356,20 @@ def test_ball_midpoints_and_radii_as_floats_contain_every_ball():
         assert np.array_equal(m, m.T) and np.array_equal(R, R.T)
     finally:
         fl.ctx.prec = old
+
+
+def test_no_certificate_beyond_the_float_range_says_so_in_every_field():
+    """``K_jj + shift`` beyond the float range, or Rump's shift ``c`` beyond it: the
+    result is no certificate (``ok`` False), no factor, ``c = inf`` (the shift the
+    criterion needs is not a float), the matrix tested, and a scaling of ``n`` powers of
+    two (``d_i = 2^k``, ones where none was formed)."""
+    from kernelcheck._src.psd.cholesky import certified_cholesky
+
+    big = float(np.finfo(np.float64).max)
+    A = np.array([[big, big], [big, big / 2]])
+    for shift in (0.0, 2.0**1020):
+        ch = certified_cholesky(A, shift)
+        assert ch.ok is False and ch.R is None and ch.c == math.inf and ch.K is A
+        assert ch.d.shape == (2,)
+        assert all(math.frexp(float(x))[0] == 0.5 for x in ch.d)  # powers of two
+        assert 1 <= ch.info <= 2

@@ -63,10 +63,8 @@ def van_der_sluis_scaling(diag: np.ndarray, K: np.ndarray) -> np.ndarray:
     (``frexp``), so a matrix ``D A D`` with ``D`` spanning hundreds of
     binades is still scaled back to ``A``.
     """
-    n = diag.shape[0]
-    if n == 1 or not np.all(diag > 0):
-        return np.ones(n)
-    if diag.max() / math.sqrt(n) <= diag.min():  # divided: diag.min() * sqrt(n) may overflow
+    n = diag.shape[0]  # diag > 0: certified_cholesky refuses K_jj + shift <= 0 first
+    if diag.max() / math.sqrt(n) <= diag.min():  # (n = 1 too) divided: min * sqrt(n) may overflow
         return np.ones(n)
     e = -np.ceil(0.5 * np.log2(diag))
     if np.abs(e).max() > 500:
@@ -191,19 +189,16 @@ def witness_from_failed_cholesky(K: np.ndarray, ch: Cholesky):
     arithmetic); it is only a candidate -- the caller checks it exactly.
     """
     k = ch.info
-    if ch.R is None or k < 1:
+    if ch.R is None or k < 2:  # k = 1: e_1 has v^T K v = K_11 > -shift, no witness
         return None
-    n = K.shape[0]
-    v = np.zeros(n)
+    v = np.zeros(K.shape[0])
     v[k - 1] = 1.0
-    if k > 1:
-        R11 = ch.R[: k - 1, : k - 1]
-        b = ch.K[: k - 1, k - 1] * ch.d[: k - 1] * ch.d[k - 1]  # column k of B, exactly
-        y, _ = lapack.dtrtrs(R11, b, lower=0, trans=1)
-        x, _ = lapack.dtrtrs(R11, y, lower=0, trans=0)
-        v[: k - 1] = -x
-    v *= ch.d
-    return v if np.isfinite(v).all() else None
+    R11 = ch.R[: k - 1, : k - 1]
+    b = ch.K[: k - 1, k - 1] * ch.d[: k - 1] * ch.d[k - 1]  # column k of B, exactly
+    y, _ = lapack.dtrtrs(R11, b, trans=1)  # LAPACK's default: the upper triangle
+    x, _ = lapack.dtrtrs(R11, y)
+    v[: k - 1] = -x
+    return v * ch.d  # possibly not finite: the exact check refuses such a vector
 
 
 def cholesky_estimate(K: np.ndarray, ch: Cholesky, steps: int = 1) -> float:
@@ -219,13 +214,12 @@ def cholesky_estimate(K: np.ndarray, ch: Cholesky, steps: int = 1) -> float:
         return float(K[0, 0])
     x = np.random.default_rng(0).standard_normal(n)
     for _ in range(steps):
-        y, _ = lapack.dtrtrs(ch.R, x, lower=0, trans=1)
-        x, _ = lapack.dtrtrs(ch.R, y, lower=0, trans=0)
+        y, _ = lapack.dtrtrs(ch.R, x, trans=1)  # LAPACK's default: the upper triangle
+        x, _ = lapack.dtrtrs(ch.R, y)
         top = float(np.max(np.abs(x)))
         if not math.isfinite(top) or top == 0:
             return math.nan
-        x = x / top  # into [-1, 1] first: the norm of B^-1 x may exceed the float range
-        x = x / np.linalg.norm(x)
+        x = x / top  # into [-1, 1]: the Rayleigh quotient is scale-free, B^-1 x may overflow
     u = ch.d * x
     return float(u @ _symv(K, u) / (u @ u))
 
