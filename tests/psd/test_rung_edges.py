@@ -366,10 +366,14 @@ def test_no_certificate_beyond_the_float_range_says_so_in_every_field():
     from kernelcheck._src.psd.cholesky import certified_cholesky
 
     big = float(np.finfo(np.float64).max)
-    A = np.array([[big, big], [big, big / 2]])
-    for shift in (0.0, 2.0**1020):
+    A = np.array([[big / 2, big / 2], [big / 2, big]])
+    for shift in (0.0, 2.0**1020, -big):
         ch = certified_cholesky(A, shift)
         assert ch.ok is False and ch.R is None and ch.c == math.inf and ch.K is A
         assert ch.d.shape == (2,)
         assert all(math.frexp(float(x))[0] == 0.5 for x in ch.d)  # powers of two
-        assert 1 <= ch.info <= 2
+        exact = [Fraction(float(A[j, j])) + Fraction(shift) for j in range(2)]
+        if shift > 0:  # the first target beyond the float range
+            assert ch.info == 1 + next(j for j in range(2) if exact[j] > Fraction(big))
+        elif shift < 0:  # the smallest target, <= 0
+            assert ch.info == 1 + min(range(2), key=lambda j: exact[j]) and exact[0] <= 0

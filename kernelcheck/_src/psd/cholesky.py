@@ -116,7 +116,7 @@ def rump_shift(T_diag: np.ndarray, u: float = _U, underflow: float = _ETA) -> fl
     return float(np.nextafter(c, math.inf))
 
 
-def certified_cholesky(K: np.ndarray, shift: float = 0.0) -> Cholesky:
+def certified_cholesky(K: np.ndarray, shift: float) -> Cholesky:
     """Try to prove ``K + shift I`` positive definite with one float Cholesky.
 
     Rump's criterion (BIT 46:433-452, 2006; INTLAB ``isspd``): let ``T``
@@ -138,7 +138,7 @@ def certified_cholesky(K: np.ndarray, shift: float = 0.0) -> Cholesky:
     with np.errstate(over="ignore"):
         target = diag + shift
     if np.any(target <= 0):  # fl(a + b) <= 0 iff a + b <= 0: the exact K_jj + shift
-        return Cholesky(False, int(np.argmin(target)) + 1, None, np.ones(n), math.inf, K)
+        return _no_certificate(K, int(np.argmin(target)) + 1)
     if not np.isfinite(target).all():  # K_jj + shift beyond the float64 range
         return _no_certificate(K, int(np.argmax(~np.isfinite(target))) + 1)
     d = van_der_sluis_scaling(target, K)
@@ -175,7 +175,8 @@ def certified_cholesky(K: np.ndarray, shift: float = 0.0) -> Cholesky:
 
 
 def _no_certificate(K: np.ndarray, pivot: int, d: np.ndarray | None = None) -> Cholesky:
-    """A Cholesky that did not run (beyond the float64 range), failed at ``pivot``, no factor."""
+    """A Cholesky that did not run (a target ``K_jj + shift <= 0``, or beyond the float64
+    range), failed at ``pivot``, no factor, ``c = inf`` (no float shift certifies it)."""
     n = K.shape[0]
     return Cholesky(False, pivot, None, np.ones(n) if d is None else d, math.inf, K)
 
