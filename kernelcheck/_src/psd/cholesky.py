@@ -142,20 +142,17 @@ def certified_cholesky(K: np.ndarray, shift: float) -> Cholesky:
     if not np.isfinite(target).all():  # K_jj + shift beyond the float64 range
         return _no_certificate(K, int(np.argmax(~np.isfinite(target))) + 1)
     d = van_der_sluis_scaling(target, K)
-    scaled = not np.all(d == 1.0)
-    if scaled:
-        B = K * d[:, None]
-        B *= d[None, :]
-    else:
-        B = K.copy()
-    d2 = d * d
-    s = shift * d2  # exact: d2 is a power of two and no underflow (checked)
-    with np.errstate(over="ignore"):
-        c = rump_shift(np.diagonal(B) + s)
+    B = K * d[:, None]  # a new array (exact: powers of two, no underflow; checked)
+    B *= d[None, :]
+    s = shift * (d * d)  # exact: d^2 is a power of two and no underflow (checked)
+    # B_jj + s = d_j^2 (K_jj + shift) is within range: d_j^2 (K_jj + shift) ~ 1 when
+    # scaled, the finite target itself when not
+    c = rump_shift(np.diagonal(B) + s)
     if not math.isfinite(c):
         # Rump's criterion needs a float c and a Cholesky that neither overflows nor
-        # meets a NaN: near 1.8e308 there is none, whatever dpotrf reports
-        return _no_certificate(K, 1, d)
+        # meets a NaN: near 1.8e308 there is none, whatever dpotrf reports (d = 1 there:
+        # a scaled diagonal is near 1, and so is c)
+        return _no_certificate(K, 1)
     a = np.diagonal(B).copy()
     x = (a + s) - c
     margin = 4.0 * _U * (np.abs(a) + np.abs(s) + c)
@@ -174,11 +171,10 @@ def certified_cholesky(K: np.ndarray, shift: float) -> Cholesky:
     return Cholesky(info == 0, int(info), R, d, c, K)
 
 
-def _no_certificate(K: np.ndarray, pivot: int, d: np.ndarray | None = None) -> Cholesky:
+def _no_certificate(K: np.ndarray, pivot: int) -> Cholesky:
     """A Cholesky that did not run (a target ``K_jj + shift <= 0``, or beyond the float64
     range), failed at ``pivot``, no factor, ``c = inf`` (no float shift certifies it)."""
-    n = K.shape[0]
-    return Cholesky(False, pivot, None, np.ones(n) if d is None else d, math.inf, K)
+    return Cholesky(False, pivot, None, np.ones(K.shape[0]), math.inf, K)
 
 
 def witness_from_failed_cholesky(K: np.ndarray, ch: Cholesky):
