@@ -158,10 +158,10 @@ def certified_cholesky(K: np.ndarray, shift: float) -> Cholesky:
     margin = 4.0 * _U * (np.abs(a) + np.abs(s) + c)
     Bd = np.nextafter(x - margin, -math.inf)
     np.fill_diagonal(B, Bd)
-    # B is C-contiguous and symmetric: B.T is the same matrix in Fortran order
-    R, info = lapack.dpotrf(B.T, lower=0, clean=0, overwrite_a=1)
-    if info < 0:  # pragma: no cover - argument error inside LAPACK
-        raise RuntimeError(f"dpotrf argument {-info} invalid")
+    # B is C-contiguous and symmetric: B.T is the same matrix in Fortran order, factored
+    # in place (the upper factor, LAPACK's default; info < 0, an argument error that
+    # cannot occur here, would be no certificate like any failure)
+    R, info = lapack.dpotrf(B.T, overwrite_a=1)
     if info == 0 and not np.isfinite(R).all():
         # an overflow inside the factorisation: some dpotrf (OpenBLAS's) take a NaN
         # pivot for a positive one, so "ran to completion" is checked, not assumed
