@@ -49,7 +49,6 @@ def test_an_overflow_inside_dpotrf_is_a_failed_pivot_at_the_first_non_positive_m
     assert first_bad == 3  # the matrix: positive leading 2 x 2 block, indefinite whole
     ch = certified_cholesky(K, 0.0)
     assert not ch.ok and ch.R is None
-    assert math.isfinite(ch.c)  # the shift was a number: dpotrf ran
     assert ch.info == first_bad
     r = check_psd(K, tol=0)
     assert_witness(K, r)

@@ -167,13 +167,13 @@ def certified_cholesky(K: np.ndarray, shift: float) -> Cholesky:
         # pivot for a positive one, so "ran to completion" is checked, not assumed
         pivots = np.diagonal(R)
         bad = ~(np.isfinite(pivots) & (pivots > 0))
-        return Cholesky(False, int(np.argmax(bad)) + 1 if bad.any() else n, None, d, c, K)
+        return _no_certificate(K, int(np.argmax(bad)) + 1 if bad.any() else n)
     return Cholesky(info == 0, int(info), R, d, c, K)
 
 
 def _no_certificate(K: np.ndarray, pivot: int) -> Cholesky:
-    """A Cholesky that did not run (a target ``K_jj + shift <= 0``, or beyond the float64
-    range), failed at ``pivot``, no factor, ``c = inf`` (no float shift certifies it)."""
+    """No certificate: a target ``K_jj + shift <= 0``, a matrix beyond the float64 range
+    or a factorisation that overflowed; failed at ``pivot``, no factor, ``c = inf``."""
     return Cholesky(False, pivot, None, np.ones(K.shape[0]), math.inf, K)
 
 
