@@ -308,6 +308,11 @@ def test_the_float_guide_pivots_on_the_leading_pivots_within_the_ratio():
     assert _pivot_block(m, R) == [0, 1, 2, 3]
     # nothing resolved: no pivot
     assert _pivot_block(np.eye(2), np.full((2, 2), 2.0)) is None
+    # the first pivot's ball reaches 0, another one's does not: that one
+    m = np.diag([1.0, 0.5])
+    for r11, expected in ((0.3, [1]), (0.5, None), (0.5 * (1 - 2.0**-51), None)):
+        # 0.5 - 0.3 > 0; 0.5 - 0.5 (1 + 4u) < 0; 0.5 - r11 (1 + 4u) rounds to 0 (eta decides)
+        assert _pivot_block(m, np.array([[2.0, 0.0], [0.0, r11]])) == expected
 
 
 def test_the_ball_rungs_negative_direction_holds_for_every_matrix_within_the_radii():
@@ -316,7 +321,11 @@ def test_the_ball_rungs_negative_direction_holds_for_every_matrix_within_the_rad
     from kernelcheck._src.psd.schur import _negative_direction
 
     tiny = np.full((2, 2), 2.0**-80)
-    for m in (np.array([[1.0, 2.0], [2.0, 1.0]]), np.array([[1.0, 0.0], [0.0, -0.5]])):
+    for m in (
+        np.array([[1.0, 2.0], [2.0, 1.0]]),
+        np.array([[1.0, 0.0], [0.0, -0.5]]),
+        np.array([[1.0, 0.0], [0.0, -1e-16]]),  # below the eigenvalue test's margin 8u
+    ):
         w = _negative_direction(m, tiny)
         assert w is not None and _guaranteed_max(w, m, tiny) < 0
     # a diagonal entry at minus its radius: T_00 = 0 is allowed, no direction is certain

@@ -94,8 +94,10 @@ def _pivot_block(m: np.ndarray, R: np.ndarray) -> list[int] | None:
 
     The first pivots of LAPACK's ``dpstrf`` (largest remaining diagonal
     first) within :data:`PIVOT_RATIO` of the first; halved until the
-    certificate holds.  None when not even the largest diagonal entry is
-    proven positive.
+    certificate holds.  When not even the first pivot is proven, the
+    diagonal entry whose ball lies furthest above 0 (largest ``m_ii - R_ii``),
+    if that ball is above 0 (``m_ii - R_ii (1 + 4u) - eta > 0``, the rounding
+    of the product and of the difference covered); else None.
     """
     # LAPACK's defaults: tolerance n u max(diag) and the upper factor, whose diagonal
     # holds the square roots of the pivots in their order (m is symmetric: no copy order)
@@ -279,20 +281,17 @@ def _approx_int(F) -> tuple[np.ndarray, np.ndarray]:
 def _zero_diagonal_witness(F, k: int) -> list[int]:
     """A witness of a non-zero block whose diagonal is <= 0.
 
-    A negative diagonal entry ``F_ii`` gives ``e_i``; otherwise the diagonal is
-    zero and a non-zero ``b = F_ij`` gives ``v = e_j - sign(b) e_i`` with
-    ``v^T F v = -2 |b| < 0``.
+    With ``F_ij`` its first non-zero entry (row by row): ``e_i`` when ``i = j``
+    (``F_ii < 0``), else ``v = e_j - sign(F_ij) e_i``, where ``F_ii = 0`` and
+    ``v^T F v = -2 |F_ij| + F_jj < 0``.
     """
-    diag = [int(F[i, i]) for i in range(k)]
-    i = min(range(k), key=lambda a: diag[a])
-    v = [0] * k
-    if diag[i] < 0:
-        v[i] = 1
-        return v
-    # the diagonal is zero and F is not: its first non-zero entry is off the diagonal
+    # the first non-zero entry F_ij in row-major order has j >= i (F_ji would come
+    # first) and, for j > i, F_ii = 0 (it comes before F_ij)
     i, j = next((i, j) for i in range(k) for j in range(k) if int(F[i, j]) != 0)
-    v[i] = -1 if int(F[i, j]) > 0 else 1
+    v = [0] * k
     v[j] = 1
+    if i != j:
+        v[i] = -1 if int(F[i, j]) > 0 else 1
     return v
 
 
@@ -338,8 +337,7 @@ def exact_decision_flint(M: np.ndarray) -> ExactWitness:
         Fpq = _isub(fl, F, P, Q)
         Y = Fpp.solve(Fpq)
         N, d = Y.numer_denom()
-        if d < 0:  # pragma: no cover - FLINT's denominators are positive
-            N, d = -N, -d
+        assert d > 0  # FLINT's common denominator (an lcm) is positive
         F = d * _isub(fl, F, Q, Q) - Fpq.transpose() * N
         levels.append(([index[i] for i in P], [index[i] for i in Q], N, int(d)))
         index = [index[i] for i in Q]
