@@ -133,7 +133,6 @@ def certified_cholesky(K: np.ndarray, shift: float) -> Cholesky:
     bound ``gamma_k`` does), assuming the BLAS uses no fast (Strassen-type)
     matrix multiplication.
     """
-    n = K.shape[0]
     diag = np.diagonal(K).copy()
     with np.errstate(over="ignore"):
         target = diag + shift
@@ -165,9 +164,10 @@ def certified_cholesky(K: np.ndarray, shift: float) -> Cholesky:
     if info == 0 and not np.isfinite(R).all():
         # an overflow inside the factorisation: some dpotrf (OpenBLAS's) take a NaN
         # pivot for a positive one, so "ran to completion" is checked, not assumed
-        pivots = np.diagonal(R)
-        bad = ~(np.isfinite(pivots) & (pivots > 0))
-        return _no_certificate(K, int(np.argmax(bad)) + 1 if bad.any() else n)
+        # a pivot is sqrt(B_jj - sum R_ij^2) <= sqrt(B_jj): finite and positive, or NaN,
+        # and a non-finite R_ij makes the pivot of its column -inf or NaN: one is bad
+        bad = ~(np.diagonal(R) > 0)
+        return _no_certificate(K, int(np.argmax(bad)) + 1)
     return Cholesky(info == 0, int(info), R, d, c, K)
 
 
