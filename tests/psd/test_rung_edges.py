@@ -112,7 +112,7 @@ def test_the_ball_rung_finds_a_witness_of_an_indefinite_matrix():
     pytest.importorskip("flint")
     K = np.array([[1.0, 2.0, 0.0], [2.0, 1.0, 0.0], [0.0, 0.0, 3.0]])
     r = check_psd(K, method="ball")
-    assert r.method == "ball"
+    assert r.method == "ball" and "ball arithmetic" in r.reason
     assert_witness(K, r)
 
 
@@ -385,3 +385,29 @@ def test_no_certificate_beyond_the_float_range_says_so_in_every_field():
             assert ch.info == 1 + next(j for j in range(2) if exact[j] > Fraction(big))
         elif shift < 0:  # the smallest target, <= 0
             assert ch.info == 1 + min(range(2), key=lambda j: exact[j]) and exact[0] <= 0
+
+
+def test_the_exact_rung_keeps_its_size_limit_for_wide_integers():
+    """Without ``max_exact_n``, a float Gram whose integer form is wide (random float
+    entries: far more than 64 bits) keeps ``EXACT_MAX_N`` (64), not FLINT's small-integer
+    limit: at n = 65 the forced exact rung declines and says which limit applied."""
+    from kernelcheck._src.psd.exact import EXACT_MAX_N
+
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((EXACT_MAX_N + 1, 2))
+    r = check_psd(X @ X.T, tol=0, method="exact")
+    assert r.verdict is Verdict.INCONCLUSIVE
+    assert f"max_exact_n = {EXACT_MAX_N}" in r.reason
+
+
+def test_proven_bounds_of_psd_verdicts_bracket_the_exact_lambda_min():
+    """The zero matrix (exact rung) and a rank-one Gram with entries below 1 (low-rank
+    rung): ``lambda_min = 0`` exactly, which every proven lower bound must not exceed."""
+    r = check_psd(np.zeros((3, 3)), method="exact")
+    assert r.verdict is Verdict.POSITIVE_SEMIDEFINITE and r.lower_bound <= 0.0 <= r.upper_bound
+    b = np.array([0.125, 0.25, 0.375])
+    K = np.outer(b, b)  # exact products: rank one exactly
+    assert exact_kind(K.tolist()) == "psd"
+    r = check_psd(K, tol=1e-3, method="lowrank")
+    assert r.verdict is Verdict.POSITIVE_SEMIDEFINITE and r.certified and r.method == "lowrank"
+    assert -1e-3 <= r.lower_bound <= 0.0
