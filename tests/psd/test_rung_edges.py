@@ -258,6 +258,7 @@ def test_the_ball_rung_decides_matrices_at_the_ends_of_the_float_range(scale):
     r = check_psd(K, tol=0, method="ball")
     assert exact_kind(K.tolist()) == "pd" and r.verdict is Verdict.POSITIVE_DEFINITE
     for W in (
+        _fibonacci_gram() * 2.0**-950,  # a second level of radii near 2^-1026
         np.diag([2.0**1000, 3 * ETA]),
         np.array([[2.0**1000, 3 * 2.0**-100], [3 * 2.0**-100, 3 * ETA]]),
         np.diag([ETA, ETA]),  # unscaled, Rump's shift and the radius eta swamp it
