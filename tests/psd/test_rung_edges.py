@@ -412,3 +412,18 @@ def test_proven_bounds_of_psd_verdicts_bracket_the_exact_lambda_min():
     r = check_psd(K, tol=1e-3, method="lowrank")
     assert r.verdict is Verdict.POSITIVE_SEMIDEFINITE and r.certified and r.method == "lowrank"
     assert -1e-3 <= r.lower_bound <= 0.0
+
+
+def test_mercer_features_of_the_symmetric_part_when_asked():
+    """``symmetrize=True`` reaches the input check of ``mercer_features`` too: an input
+    asymmetric beyond rounding gives features of ``(K + K^T) / 2``, refused without it."""
+    from kernelcheck.errors import InvalidArgument
+    from kernelcheck.psd import mercer_features
+
+    K = np.array([[2.0, 1.0], [0.0, 2.0]])
+    with pytest.raises(InvalidArgument, match="symmetri"):
+        mercer_features(K)
+    Phi = mercer_features(K, symmetrize=True).phi
+    S = np.array([[2.0, 0.5], [0.5, 2.0]])
+    # the eigensolver's documented backward error p(n) u ||S||_F, p(n) = 64 (n + 2)
+    assert np.max(np.abs(Phi @ Phi.T - S)) <= 64 * (2 + 2) * U64 * float(np.linalg.norm(S))
