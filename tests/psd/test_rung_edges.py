@@ -427,3 +427,41 @@ def test_mercer_features_of_the_symmetric_part_when_asked():
     S = np.array([[2.0, 0.5], [0.5, 2.0]])
     # the eigensolver's documented backward error p(n) u ||S||_F, p(n) = 64 (n + 2)
     assert np.max(np.abs(Phi @ Phi.T - S)) <= 64 * (2 + 2) * U64 * float(np.linalg.norm(S))
+
+
+@pytest.mark.parametrize("t", [0.0, 0.0125, 0.25])
+def test_the_exact_rung_decides_the_exact_symmetric_part(t):
+    """``symmetrize=True`` with the exact rung: the integer form is ``2 (S + t I)`` of
+    ``S = (K + K^T) / 2``, decided against elimination in fractions (``lambda_min(S)``
+    is about -0.0156: ``t = 0.0125`` is just short of it, ``0.25`` well past it)."""
+    K = np.array([[1.0, 3.0, 0.0], [-1.0, 1.0, 0.5], [0.0, 0.0, 2.0]])
+    S = [[Fraction(K[i, j]) / 2 + Fraction(K[j, i]) / 2 for j in range(3)] for i in range(3)]
+    r = check_psd(K, tol=t, method="exact", symmetrize=True)
+    assert r.symmetrized and r.method == "exact" and r.certified
+    kind = exact_kind(S)
+    if kind == "not_psd" and exact_kind(S, shift=Fraction(t)) == "not_psd":
+        assert r.verdict is Verdict.NOT_PSD
+        v = [Fraction(float(x)) for x in r.witness]
+        q = sum(v[i] * S[i][j] * v[j] for i in range(3) for j in range(3))
+        assert q < -Fraction(t) * sum(x * x for x in v)
+    else:
+        assert r.is_psd
+
+
+def test_the_ball_rung_limit_and_its_inconclusive_reason():
+    """n = BALL_MAX_N is decided (the identity, at once); n = BALL_MAX_N + 1 is declined
+    before any work; a singular PSD matrix is not decided by balls at any precision."""
+    pytest.importorskip("flint")
+    from kernelcheck._src.psd.ladder import BALL_MAX_N
+    from kernelcheck._src.psd.schur import BALL_PRECISIONS
+
+    assert check_psd(np.eye(BALL_MAX_N), tol=0, method="ball").verdict is (
+        Verdict.POSITIVE_DEFINITE
+    )
+    r = check_psd(np.eye(BALL_MAX_N + 1), tol=0, method="ball")
+    assert r.verdict is Verdict.INCONCLUSIVE and str(BALL_MAX_N) in r.reason
+    K = np.ones((2, 2))
+    assert exact_kind(K.tolist()) == "psd"
+    r = check_psd(K, tol=0, method="ball")
+    assert r.verdict is Verdict.INCONCLUSIVE and not r.certified
+    assert f"{BALL_PRECISIONS[-1]} bits" in r.reason
