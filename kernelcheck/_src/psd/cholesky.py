@@ -63,10 +63,8 @@ def van_der_sluis_scaling(diag: np.ndarray, K: np.ndarray) -> np.ndarray:
     (``frexp``), so a matrix ``D A D`` with ``D`` spanning hundreds of
     binades is still scaled back to ``A``.
     """
-    n = diag.shape[0]
-    if n == 1 or not np.all(diag > 0):
-        return np.ones(n)
-    if diag.max() / math.sqrt(n) <= diag.min():  # divided: diag.min() * sqrt(n) may overflow
+    n = diag.shape[0]  # diag > 0: certified_cholesky refuses K_jj + shift <= 0 first
+    if diag.max() / math.sqrt(n) <= diag.min():  # (n = 1 too) divided: min * sqrt(n) may overflow
         return np.ones(n)
     e = -np.ceil(0.5 * np.log2(diag))
     if np.abs(e).max() > 500:
@@ -118,7 +116,7 @@ def rump_shift(T_diag: np.ndarray, u: float = _U, underflow: float = _ETA) -> fl
     return float(np.nextafter(c, math.inf))
 
 
-def certified_cholesky(K: np.ndarray, shift: float = 0.0) -> Cholesky:
+def certified_cholesky(K: np.ndarray, shift: float) -> Cholesky:
     """Try to prove ``K + shift I`` positive definite with one float Cholesky.
 
     Rump's criterion (BIT 46:433-452, 2006; INTLAB ``isspd``): let ``T``
@@ -135,51 +133,48 @@ def certified_cholesky(K: np.ndarray, shift: float = 0.0) -> Cholesky:
     bound ``gamma_k`` does), assuming the BLAS uses no fast (Strassen-type)
     matrix multiplication.
     """
-    n = K.shape[0]
     diag = np.diagonal(K).copy()
     with np.errstate(over="ignore"):
         target = diag + shift
-    if np.any(diag < -shift) or np.any(target <= 0):
-        return Cholesky(False, int(np.argmin(target)) + 1, None, np.ones(n), math.inf, K)
+    if np.any(target <= 0):  # fl(a + b) <= 0 iff a + b <= 0: the exact K_jj + shift
+        return _no_certificate(K, int(np.argmin(target)) + 1)
     if not np.isfinite(target).all():  # K_jj + shift beyond the float64 range
         return _no_certificate(K, int(np.argmax(~np.isfinite(target))) + 1)
     d = van_der_sluis_scaling(target, K)
-    scaled = not np.all(d == 1.0)
-    if scaled:
-        B = K * d[:, None]
-        B *= d[None, :]
-    else:
-        B = K.copy()
-    d2 = d * d
-    s = shift * d2  # exact: d2 is a power of two and no underflow (checked)
-    with np.errstate(over="ignore"):
-        c = rump_shift(np.diagonal(B) + s)
+    B = K * d[:, None]  # a new array (exact: powers of two, no underflow; checked)
+    B *= d[None, :]
+    s = shift * (d * d)  # exact: d^2 is a power of two and no underflow (checked)
+    # B_jj + s = d_j^2 (K_jj + shift) is within range: d_j^2 (K_jj + shift) ~ 1 when
+    # scaled, the finite target itself when not
+    c = rump_shift(np.diagonal(B) + s)
     if not math.isfinite(c):
         # Rump's criterion needs a float c and a Cholesky that neither overflows nor
-        # meets a NaN: near 1.8e308 there is none, whatever dpotrf reports
-        return _no_certificate(K, 1, d)
+        # meets a NaN: near 1.8e308 there is none, whatever dpotrf reports (d = 1 there:
+        # a scaled diagonal is near 1, and so is c)
+        return _no_certificate(K, 1)
     a = np.diagonal(B).copy()
     x = (a + s) - c
     margin = 4.0 * _U * (np.abs(a) + np.abs(s) + c)
     Bd = np.nextafter(x - margin, -math.inf)
     np.fill_diagonal(B, Bd)
-    # B is C-contiguous and symmetric: B.T is the same matrix in Fortran order
-    R, info = lapack.dpotrf(B.T, lower=0, clean=0, overwrite_a=1)
-    if info < 0:  # pragma: no cover - argument error inside LAPACK
-        raise RuntimeError(f"dpotrf argument {-info} invalid")
+    # B is C-contiguous and symmetric: B.T is the same matrix in Fortran order, factored
+    # in place (the upper factor, LAPACK's default; info < 0, an argument error that
+    # cannot occur here, would be no certificate like any failure)
+    R, info = lapack.dpotrf(B.T, overwrite_a=1)
     if info == 0 and not np.isfinite(R).all():
         # an overflow inside the factorisation: some dpotrf (OpenBLAS's) take a NaN
         # pivot for a positive one, so "ran to completion" is checked, not assumed
-        pivots = np.diagonal(R)
-        bad = ~(np.isfinite(pivots) & (pivots > 0))
-        return Cholesky(False, int(np.argmax(bad)) + 1 if bad.any() else n, None, d, c, K)
+        # a pivot is sqrt(B_jj - sum R_ij^2) <= sqrt(B_jj): finite and positive, or NaN,
+        # and a non-finite R_ij makes the pivot of its column -inf or NaN: one is bad
+        bad = ~(np.diagonal(R) > 0)
+        return _no_certificate(K, int(np.argmax(bad)) + 1)
     return Cholesky(info == 0, int(info), R, d, c, K)
 
 
-def _no_certificate(K: np.ndarray, pivot: int, d: np.ndarray | None = None) -> Cholesky:
-    """A Cholesky that did not run (beyond the float64 range), failed at ``pivot``, no factor."""
-    n = K.shape[0]
-    return Cholesky(False, pivot, None, np.ones(n) if d is None else d, math.inf, K)
+def _no_certificate(K: np.ndarray, pivot: int) -> Cholesky:
+    """No certificate: a target ``K_jj + shift <= 0``, a matrix beyond the float64 range
+    or a factorisation that overflowed; failed at ``pivot``, no factor, ``c = inf``."""
+    return Cholesky(False, pivot, None, np.ones(K.shape[0]), math.inf, K)
 
 
 def witness_from_failed_cholesky(K: np.ndarray, ch: Cholesky):
@@ -191,19 +186,16 @@ def witness_from_failed_cholesky(K: np.ndarray, ch: Cholesky):
     arithmetic); it is only a candidate -- the caller checks it exactly.
     """
     k = ch.info
-    if ch.R is None or k < 1:
+    if ch.R is None or k < 2:  # k = 1: e_1 has v^T K v = K_11 > -shift, no witness
         return None
-    n = K.shape[0]
-    v = np.zeros(n)
+    v = np.zeros(K.shape[0])
     v[k - 1] = 1.0
-    if k > 1:
-        R11 = ch.R[: k - 1, : k - 1]
-        b = ch.K[: k - 1, k - 1] * ch.d[: k - 1] * ch.d[k - 1]  # column k of B, exactly
-        y, _ = lapack.dtrtrs(R11, b, lower=0, trans=1)
-        x, _ = lapack.dtrtrs(R11, y, lower=0, trans=0)
-        v[: k - 1] = -x
-    v *= ch.d
-    return v if np.isfinite(v).all() else None
+    R11 = ch.R[: k - 1, : k - 1]
+    b = ch.K[: k - 1, k - 1] * ch.d[: k - 1] * ch.d[k - 1]  # column k of B, exactly
+    y, _ = lapack.dtrtrs(R11, b, trans=1)  # LAPACK's default: the upper triangle
+    x, _ = lapack.dtrtrs(R11, y)
+    v[: k - 1] = -x
+    return v * ch.d  # possibly not finite: the exact check refuses such a vector
 
 
 def cholesky_estimate(K: np.ndarray, ch: Cholesky, steps: int = 1) -> float:
@@ -219,13 +211,12 @@ def cholesky_estimate(K: np.ndarray, ch: Cholesky, steps: int = 1) -> float:
         return float(K[0, 0])
     x = np.random.default_rng(0).standard_normal(n)
     for _ in range(steps):
-        y, _ = lapack.dtrtrs(ch.R, x, lower=0, trans=1)
-        x, _ = lapack.dtrtrs(ch.R, y, lower=0, trans=0)
+        y, _ = lapack.dtrtrs(ch.R, x, trans=1)  # LAPACK's default: the upper triangle
+        x, _ = lapack.dtrtrs(ch.R, y)
         top = float(np.max(np.abs(x)))
         if not math.isfinite(top) or top == 0:
             return math.nan
-        x = x / top  # into [-1, 1] first: the norm of B^-1 x may exceed the float range
-        x = x / np.linalg.norm(x)
+        x = x / top  # into [-1, 1]: the Rayleigh quotient is scale-free, B^-1 x may overflow
     u = ch.d * x
     return float(u @ _symv(K, u) / (u @ u))
 

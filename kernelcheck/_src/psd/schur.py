@@ -83,10 +83,9 @@ def flint() -> Any:
 
 def _certify_near(m: np.ndarray, R: np.ndarray) -> bool:
     """Every symmetric ``T`` with ``|T - m| <= R`` entrywise is PD (Rump on ``m - ||R||_F I``)."""
-    r = frobenius(R) if R.size else 0.0
-    r = float(np.nextafter(r * (1.0 + 2.0 * (R.shape[0] + 2) * _U), math.inf))
-    if not math.isfinite(r):
-        return False
+    # an infinite r cannot occur (R is finite and dnrm2 does not overflow), and would
+    # make every target K_jj - r negative: no certificate
+    r = float(np.nextafter(frobenius(R) * (1.0 + 2.0 * (R.shape[0] + 2) * _U), math.inf))
     return certified_cholesky(m, -r).ok
 
 
@@ -95,12 +94,14 @@ def _pivot_block(m: np.ndarray, R: np.ndarray) -> list[int] | None:
 
     The first pivots of LAPACK's ``dpstrf`` (largest remaining diagonal
     first) within :data:`PIVOT_RATIO` of the first; halved until the
-    certificate holds.  None when not even the largest diagonal entry is
-    proven positive.
+    certificate holds.  When not even the first pivot is proven, the
+    diagonal entry whose ball lies furthest above 0 (largest ``m_ii - R_ii``),
+    if that ball is above 0 (``m_ii - R_ii (1 + 4u) - eta > 0``, the rounding
+    of the product and of the difference covered); else None.
     """
-    n = m.shape[0]
-    c, piv, rank, info = lapack.dpstrf(np.array(m, order="F"), tol=-1, lower=1)
-    del info
+    # LAPACK's defaults: tolerance n u max(diag) and the upper factor, whose diagonal
+    # holds the square roots of the pivots in their order (m is symmetric: no copy order)
+    c, piv, rank, _ = lapack.dpstrf(m)
     piv = np.asarray(piv) - 1
     if rank < 1:
         k = 1
@@ -117,7 +118,6 @@ def _pivot_block(m: np.ndarray, R: np.ndarray) -> list[int] | None:
     i = int(np.argmax(np.diagonal(m) - np.diagonal(R)))
     if m[i, i] - R[i, i] * (1.0 + 4 * _U) - _ETA > 0:
         return [i]
-    del n
     return None
 
 
@@ -146,16 +146,22 @@ class BallOutcome(NamedTuple):
 
     kind: str  # "pd", "candidate" (a vector to check exactly), "singular", "unknown"
     vector: Any  # the candidate: a list of Fractions, or None
-    blocks: int  # blocks eliminated
-    reason: str
 
 
-def _mid_rad(fl, B) -> tuple[Any, np.ndarray, np.ndarray, int]:
-    """``B 2^-e`` (exact) with float midpoints ``m`` and radii ``R >= |B 2^-e - m|`` entrywise.
+#: Every Schur complement proven PD.
+_PD = BallOutcome("pd", None)
+#: The radii hide the answer at this precision.
+_UNKNOWN = BallOutcome("unknown", None)
 
-    ``e`` puts the largest midpoint near 1, so no entry of a deep Schur
-    complement is lost to underflow when it becomes a float; converting a
-    midpoint costs at most ``u`` of it, plus ``eta`` where it underflows.
+
+def _mid_rad(B) -> tuple[np.ndarray, np.ndarray, int]:
+    """Float midpoints ``m`` and radii ``R >= |B 2^-e - m|`` entrywise, and the exponent ``e``.
+
+    ``e`` puts the largest midpoint or radius near 1, so no entry of a deep
+    Schur complement is lost to underflow when it becomes a float; converting
+    a midpoint costs at most ``u`` of it, plus ``eta`` where it underflows.
+    ``B`` itself is not scaled: every decision on ``m`` and ``R`` is
+    invariant under a power-of-two scaling, and so is ``T_PP^{-1} T_PQ``.
     """
     k = B.nrows()
     ent = B.entries()
@@ -164,14 +170,12 @@ def _mid_rad(fl, B) -> tuple[Any, np.ndarray, np.ndarray, int]:
     tops = [int(a).bit_length() + int(b) for a, b in mids if a != 0]
     tops += [int(a).bit_length() + int(b) for a, b in rads if a != 0]
     e = max(tops) if tops else 0
-    if e:
-        B = B * fl.arb(2) ** (-e)  # exact: a power of two
     m = np.array([math.ldexp(float(int(a)), int(b) - e) for a, b in mids]).reshape(k, k)
     rad = np.array([math.ldexp(float(int(a)), int(b) - e) for a, b in rads]).reshape(k, k)
     R = rad * (1.0 + 4 * _U) + 2.0 * _U * np.abs(m) + _ETA
     m = 0.5 * (m + m.T)  # the balls are symmetric up to rounding; the radii cover it
     R = np.maximum(R, R.T) + _U * np.abs(m)
-    return B, m, R, e
+    return m, R, e
 
 
 def ball_decision(A: np.ndarray, shift2: float, prec: int) -> BallOutcome:
@@ -202,35 +206,31 @@ def _ball_levels(fl, A, shift2, prec) -> BallOutcome:
         for i in range(n):
             B[i, i] = B[i, i] + fl.arb(shift2)
     log_scale = math.log2(float(np.max(np.abs(A))) * 2.0 + abs(shift2) or 1.0)
-    shifted = 0  # the current block is the Schur complement times 2^-shifted
     index = list(range(n))  # positions of the current block in T
     levels: list[tuple[list[int], list[int], Any]] = []
     while True:
-        B, m, R, e = _mid_rad(fl, B)
-        shifted += e
+        m, R, e = _mid_rad(B)  # the current Schur complement is B = 2^e (m +- R)
         if _certify_near(m, R):
-            return BallOutcome("pd", None, len(levels), "")
+            return _PD
         w = _negative_direction(m, R)
         if w is not None:
-            return BallOutcome("candidate", _lift(fl, levels, index, w, n), len(levels), "")
+            return BallOutcome("candidate", _lift(fl, levels, index, w, n))
         top = float(np.max(R))
-        tiny = top == 0 or math.log2(top) + shifted <= log_scale - prec / 2
+        tiny = math.log2(top) + e <= log_scale - prec / 2  # top >= eta > 0
         if float(np.max(np.abs(m) - R)) <= 0 and tiny:
-            return BallOutcome(
-                "singular", None, len(levels), "a Schur complement is within its radii of zero"
-            )
+            return BallOutcome("singular", None)  # a Schur complement within its radii of 0
         P = _pivot_block(m, R)
         if P is None:
-            return BallOutcome("unknown", None, len(levels), "no pivot is resolved by the radii")
+            return _UNKNOWN  # no pivot is resolved by the radii
         Q = [i for i in range(m.shape[0]) if i not in set(P)]
-        if not Q:
-            return BallOutcome("pd", None, len(levels), "")
+        if not Q:  # P proven PD is the whole block
+            return _PD
         Bpp = _sub(fl, B, P, P)
         Bpq = _sub(fl, B, P, Q)
         try:
             Y = Bpp.solve(Bpq)
         except ZeroDivisionError:
-            return BallOutcome("unknown", None, len(levels), "a pivot block is not resolved")
+            return _UNKNOWN  # a pivot block is not resolved
         B = _sub(fl, B, Q, Q) - Bpq.transpose() * Y
         levels.append(([index[i] for i in P], [index[i] for i in Q], Y))
         index = [index[i] for i in Q]
@@ -242,13 +242,11 @@ def _sub(fl, B, I, J):
 
 def _to_fraction(x) -> Fraction:
     man, exp = x.mid().man_exp()
-    man, exp = int(man), int(exp)
-    return Fraction(man * 2**exp) if exp >= 0 else Fraction(man, 2**-exp)
+    return int(man) * Fraction(2) ** int(exp)
 
 
 def _lift(fl, levels, index, w: np.ndarray, n: int) -> list[Fraction]:
     """``v = [-Y w; w]`` through every level, with the midpoints of ``Y`` taken exactly."""
-    v = [Fraction(0)] * n
     cur = {index[a]: Fraction(float(x)) for a, x in enumerate(w)}
     for P, Q, Y in reversed(levels):
         rows, cols = range(Y.nrows()), range(Y.ncols())
@@ -257,9 +255,7 @@ def _lift(fl, levels, index, w: np.ndarray, n: int) -> list[Fraction]:
         vp = mid * wq
         for a, p in enumerate(P):
             cur[p] = -_to_fraction(vp[a, 0])
-    for i, x in cur.items():
-        v[i] = x
-    return v
+    return [cur[i] for i in range(n)]  # every index is in the last block or in a P
 
 
 # ---------------------------------------------------------------------------
@@ -271,7 +267,7 @@ def _approx_int(F) -> tuple[np.ndarray, np.ndarray]:
     """Float ``m`` and radii ``R`` with ``|F 2^-s - m| <= R`` (one common shift ``s``)."""
     k = F.nrows()
     vals = [int(x) for x in F.entries()]
-    big = max((abs(v).bit_length() for v in vals), default=0)
+    big = max(abs(v).bit_length() for v in vals)  # k >= 1
     s = max(big - 500, 0)
     if s:
         m = np.array([float(v >> s) for v in vals]).reshape(k, k)
@@ -282,24 +278,21 @@ def _approx_int(F) -> tuple[np.ndarray, np.ndarray]:
     return m, R
 
 
-def _zero_diagonal_witness(F, k: int) -> list[int] | None:
-    """A witness of a block whose diagonal is <= 0 (negative entry, or zero with a non-zero row)."""
-    diag = [int(F[i, i]) for i in range(k)]
-    i = min(range(k), key=lambda a: diag[a])
+def _zero_diagonal_witness(F, k: int) -> list[int]:
+    """A witness of a non-zero block whose diagonal is <= 0.
+
+    With ``F_ij`` its first non-zero entry (row by row): ``e_i`` when ``i = j``
+    (``F_ii < 0``), else ``v = e_j - sign(F_ij) e_i``, where ``F_ii = 0`` and
+    ``v^T F v = -2 |F_ij| + F_jj < 0``.
+    """
+    # the first non-zero entry F_ij in row-major order has j >= i (F_ji would come
+    # first) and, for j > i, F_ii = 0 (it comes before F_ij)
+    i, j = next((i, j) for i in range(k) for j in range(k) if int(F[i, j]) != 0)
     v = [0] * k
-    if diag[i] < 0:
-        v[i] = 1
-        return v
-    for i in range(k):
-        for j in range(k):
-            b = int(F[i, j])
-            if i != j and b != 0:
-                c = abs(diag[j])
-                t = c // (2 * abs(b)) + 1
-                v[i] = -t if b > 0 else t
-                v[j] = 1  # v^T F v = 2 v_i b + F_jj < 0
-                return v
-    return None
+    v[j] = 1
+    if i != j:
+        v[i] = -1 if int(F[i, j]) > 0 else 1
+    return v
 
 
 def exact_decision_flint(M: np.ndarray) -> ExactWitness:
@@ -323,34 +316,35 @@ def exact_decision_flint(M: np.ndarray) -> ExactWitness:
     levels: list[tuple[list[int], list[int], Any, int]] = []
     rank = 0
     while True:
-        k = F.nrows()
+        k = F.nrows()  # >= 1: n >= 1, and an empty complement returns "pd" below
         if F.is_zero():
-            return ExactWitness("psd" if k else "pd", positives=range(rank), zeros=range(k))
+            return ExactWitness("psd", positives=range(rank), zeros=range(k))
         m, R = _approx_int(F)
         if _certify_near(m, R):
-            return ExactWitness("pd", positives=range(n))
+            return _exact_pd(n)
         diag_max = max(int(F[i, i]) for i in range(k))
         if diag_max <= 0:
-            w = _zero_diagonal_witness(F, k)
-            if w is None:  # pragma: no cover - a non-zero symmetric matrix has a non-zero entry
-                raise AssertionError("no witness in a non-zero block with a zero diagonal")
+            w = _zero_diagonal_witness(F, k)  # F is not zero (tested above)
             return ExactWitness("not_psd", vector=_lift_int(levels, index, w, n))
         P = _pivot_block(m, R)
         if P is None:  # the float guide resolves nothing: one exact positive pivot
             P = [max(range(k), key=lambda a: int(F[a, a]))]
         Q = [i for i in range(k) if i not in set(P)]
         rank += len(P)
-        if not Q:
-            return ExactWitness("pd", positives=range(n))
+        if not Q:  # P proven PD is the whole block
+            return _exact_pd(n)
         Fpp = _isub(fl, F, P, P)
         Fpq = _isub(fl, F, P, Q)
         Y = Fpp.solve(Fpq)
         N, d = Y.numer_denom()
-        if d < 0:  # pragma: no cover - FLINT's denominators are positive
-            N, d = -N, -d
+        assert d > 0  # FLINT's common denominator (an lcm) is positive
         F = d * _isub(fl, F, Q, Q) - Fpq.transpose() * N
         levels.append(([index[i] for i in P], [index[i] for i in Q], N, int(d)))
         index = [index[i] for i in Q]
+
+
+def _exact_pd(n: int) -> ExactWitness:
+    return ExactWitness("pd", positives=range(n))
 
 
 def _isub(fl, F, I, J):
