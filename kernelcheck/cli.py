@@ -1029,8 +1029,36 @@ def _reader_gone() -> int:
     return EXIT_INTERRUPTED
 
 
+def _import_numpy_deferring_ctrl_c() -> None:
+    """Import NumPy with Ctrl-C held until it is in, then raise it as KeyboardInterrupt.
+
+    A SIGINT while NumPy's compiled core initialises comes out as an
+    ``ImportError`` with the interrupt lost: the core imports ``datetime``
+    from C, and CPython's ``PyCapsule_Import`` replaces the KeyboardInterrupt
+    raised there with "could not import module datetime".  So the import
+    runs with the signal recorded instead of raised (a fraction of a second),
+    and a recorded Ctrl-C is raised once NumPy is in, where the command's
+    handler turns it into one line and exit 130.  Only in the main thread
+    (the only one that may set a signal handler), and only before NumPy is
+    imported.
+    """
+    if "numpy" in sys.modules or threading.current_thread() is not threading.main_thread():
+        return
+    import signal
+
+    caught: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
+    try:
+        import numpy  # noqa: F401
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if caught:
+        raise KeyboardInterrupt
+
+
 def _run_command(args: argparse.Namespace, prog: str) -> int:
     try:
+        _import_numpy_deferring_ctrl_c()
         return int(args.func(args))
     except (UsageError, InvalidArgument) as exc:
         if isinstance(exc.__cause__, BrokenPipeError):  # the CLI's own progress printer's

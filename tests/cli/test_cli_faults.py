@@ -83,6 +83,42 @@ STARTUP_CHILD = (
 )
 
 
+#: The child delivers SIGINT to itself exactly while NumPy's compiled core imports
+#: ``datetime`` (a finder on sys.meta_path sees that import), the moment at which the
+#: interrupt used to come out as an ImportError with a traceback.
+SIGINT_IN_NUMPY_CHILD = (
+    "import os, signal, sys\n"
+    "assert 'numpy' not in sys.modules and 'datetime' not in sys.modules\n"
+    "class Trap:\n"
+    "    def find_spec(self, name, path=None, target=None):\n"
+    "        if name == 'datetime' and 'numpy' in sys.modules:\n"
+    "            sys.meta_path.remove(self)\n"
+    "            os.kill(os.getpid(), signal.SIGINT)\n"
+    "        return None\n"
+    "sys.meta_path.insert(0, Trap())\n"
+    "sys.argv = ['kernelcheck', 'psd', 'm.csv']\n"
+    "from kernelcheck.__main__ import run\n"
+    "raise SystemExit(run())\n"
+)
+
+
+def test_ctrl_c_inside_numpys_compiled_import_exits_130_with_one_line(tmp_path):
+    """SIGINT exactly inside NumPy's C initialisation (its import of datetime): the
+    command exits 130 with one line, not a traceback of the ImportError it becomes."""
+    (tmp_path / "m.csv").write_text("1,0\n0,1\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    run = subprocess.run(
+        [sys.executable, "-c", SIGINT_IN_NUMPY_CHILD],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 130, run.stderr
+    assert "Traceback" not in run.stderr and len(run.stderr.strip().splitlines()) == 1
+
+
 def test_ctrl_c_while_importing_prints_one_line_and_exits_130():
     """SIGINT at several moments of start-up: exit 130, one line, no traceback."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
