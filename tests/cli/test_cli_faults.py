@@ -73,13 +73,23 @@ def test_an_expression_starting_with_a_minus_is_an_expression(capsys):
     assert "(-1.0) * Linear()" in capsys.readouterr().out
 
 
-#: The child imports the script's entry point (the lazy package and ``__main__``, a few
-#: milliseconds: the part before any ``try`` can run), announces it, then runs it: the
-#: imports inside ``run`` are what a Ctrl-C in the first second or two interrupts.
+#: The child runs the script's entry point and announces itself from inside it: the
+#: first import inside ``run``'s ``try`` (``kernelcheck.cli``) writes "ready", so a
+#: signal sent on "ready" never lands in the child's own lines before ``run`` (out of
+#: kernelcheck's reach).  The command (the quick essay, about 2 s) outlasts every delay,
+#: so no signal lands after ``run`` has returned either.
 STARTUP_CHILD = (
-    "import sys; sys.argv = ['kernelcheck', 'essay', '--quick', '--claims', 'C1']; "
-    "from kernelcheck.__main__ import run; sys.stderr.write('ready\\n'); sys.stderr.flush(); "
-    "raise SystemExit(run())"
+    "import builtins, sys\n"
+    "sys.argv = ['kernelcheck', 'essay', '--quick']\n"
+    "real_import = builtins.__import__\n"
+    "def announce(name, *args, **kwargs):\n"
+    "    if name == 'kernelcheck.cli':\n"
+    "        builtins.__import__ = real_import\n"
+    "        sys.stderr.write('ready\\n'); sys.stderr.flush()\n"
+    "    return real_import(name, *args, **kwargs)\n"
+    "from kernelcheck.__main__ import run\n"
+    "builtins.__import__ = announce\n"
+    "raise SystemExit(run())\n"
 )
 
 
