@@ -1,0 +1,345 @@
+"""Branches of the rung order of ``check_psd`` that the verdict tests pass by (claim C5).
+
+The forced eigenvalue method to its end (the certified Cholesky of ``K`` or of
+``K + tol I`` behind the estimate, and the uncertified estimate when neither
+certificate exists: a matrix whose Rump shift is beyond the float range), the
+2 x 2 minor witness on every sign pattern of its block (its fallback vectors
+``(-b, a)``, ``(c, -b)`` and ``(-sign(b) (|c| / |b| + 1), 1)`` are exact
+witnesses whenever the block is indefinite, so at ``tol = 0`` the witness
+exists exactly when Sylvester's 2 x 2 criterion fails), the exact rung's two
+decisions (``K``, then ``K + tol I``) with the proven bounds each sets, and
+the reasons of the ladder's size limits.  Every verdict is checked against
+exact arithmetic (:mod:`tests.psd.oracle`, :mod:`tests.psd.sylvester`), every
+estimate against the eigenvalue error model the rung documents
+(``gamma_{p(n)} ||K||_F + (n + 2)^2 eta``, :mod:`~kernelcheck._src.psd.tolerance`),
+every reason against the result's own fields.  Matrices are at most 4 x 4: the
+file runs in well under a second.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from kernelcheck._src.core.rounding import Tolerance
+from kernelcheck._src.psd.inputs import check_psd_iv
+from kernelcheck._src.psd.ladder import _Ladder, _unit_scale
+from kernelcheck._src.psd.tolerance import eigh_error
+from kernelcheck.psd import Verdict, check_psd
+from tests.psd.oracle import assert_witness, exact_kind
+from tests.psd.sylvester import rayleigh
+
+BIG = float(np.finfo(np.float64).max)
+ETA = math.ldexp(1.0, -1074)
+NUM = r"(-?[0-9.]+(?:e[+-]?[0-9]+)?|nan|inf)"
+
+
+def _eigh_model(K) -> float:
+    """The eigh rung's documented error bound on ``lambda_min`` of a symmetric float ``K``."""
+    n = K.shape[0]
+    return eigh_error(K) + (n + 2) ** 2 * ETA
+
+
+# ---------------------------------------------------------------------------
+# method="eigh" to its end
+# ---------------------------------------------------------------------------
+
+
+def test_forced_eigh_reports_an_uncertified_estimate_when_no_certificate_exists():
+    """``[[b/2, b/4], [b/4, b/2]]`` with ``b`` the largest float has eigenvalues
+    ``3b/4`` and ``b/4`` exactly (binary entries): the estimate is far above
+    ``-tol`` by its error bound, but Rump's shift of either Cholesky is beyond the
+    float range, so no certificate exists and the verdict is the estimate, not
+    certified, with no proven lower bound."""
+    K = np.array([[BIG / 2, BIG / 4], [BIG / 4, BIG / 2]])
+    assert exact_kind(K.tolist()) == "pd"
+    r = check_psd(K, method="eigh")
+    assert r.verdict is Verdict.POSITIVE_SEMIDEFINITE and r.is_psd
+    assert not r.certified and r.method == "eigh"
+    assert r.rungs == ("eigh", "cholesky", "cholesky+tol")
+    assert "estimate only" in r.reason
+    assert r.lower_bound == -math.inf and r.witness is None
+    lam = Fraction(BIG) / 4
+    err = _eigh_model(K)
+    assert err <= r.min_eigenvalue_error <= 2 * err
+    assert abs(Fraction(r.min_eigenvalue) - lam) <= Fraction(r.min_eigenvalue_error)
+    assert r.min_eigenvalue - r.min_eigenvalue_error >= -r.tol.value
+    # the same matrix with method="cholesky" has no certificate: INCONCLUSIVE
+    assert check_psd(K, method="cholesky").verdict is Verdict.INCONCLUSIVE
+
+
+def test_forced_eigh_without_a_bounded_estimate_is_inconclusive_with_its_numbers():
+    """``||K||_F`` overflows for ``[[b/2, b/2], [b/2, b]]``: the error bound is
+    infinite, nothing separates, and the reason quotes the estimate and its bound."""
+    K = np.array([[BIG / 2, BIG / 2], [BIG / 2, BIG]])
+    r = check_psd(K, method="eigh")
+    assert r.verdict is Verdict.INCONCLUSIVE and not r.certified and not r.is_psd
+    assert r.rungs == ("eigh",) and r.min_eigenvalue_error == math.inf
+    m = re.search(rf"lambda_min ~ {NUM} \+- {NUM} does not separate", r.reason)
+    assert m is not None
+    assert float(m.group(1)) == pytest.approx(r.min_eigenvalue, rel=1e-2)
+    assert m.group(2) == "inf"
+
+
+def test_forced_eigh_hands_a_positive_estimate_to_the_certified_cholesky():
+    """``[[3, 1], [1, 3]]`` (eigenvalues 2 and 4): the estimate is above 0 by its
+    bound, the Cholesky of ``K`` certifies PD; its estimate ``(0, est]`` holds 2."""
+    K = np.array([[3.0, 1.0], [1.0, 3.0]])
+    r = check_psd(K, method="eigh")
+    assert r.verdict is Verdict.POSITIVE_DEFINITE and r.certified
+    assert r.method == "cholesky" and r.rungs == ("eigh", "cholesky")
+    assert r.lower_bound == 0.0
+    assert 0 < 2.0 <= r.min_eigenvalue + r.min_eigenvalue_error
+
+
+@pytest.mark.parametrize("t", [2.0**-20, 2.0**-10])
+def test_forced_eigh_hands_an_estimate_within_tol_to_the_cholesky_of_k_plus_tol(t):
+    """The singular ``[[1, 1], [1, 1]]`` (eigenvalues 0 and 2): the estimate is within
+    its bound of 0, so no PD certificate is tried; ``K + tol I`` is certified."""
+    K = np.ones((2, 2))
+    assert exact_kind(K.tolist()) == "psd"
+    r = check_psd(K, tol=t, method="eigh")
+    assert r.verdict is Verdict.POSITIVE_SEMIDEFINITE and r.certified
+    assert r.method == "cholesky" and r.rungs == ("eigh", "cholesky+tol")
+    assert -t <= r.lower_bound <= 0.0
+    assert abs(r.min_eigenvalue) <= r.min_eigenvalue_error
+    assert _eigh_model(K) <= r.min_eigenvalue_error <= 2 * _eigh_model(K)
+
+
+def test_forced_eigh_at_tol_zero_on_a_singular_matrix_is_inconclusive():
+    """tol = 0 on the singular ``[[1, 1], [1, 1]]``: an estimate cannot answer the exact
+    question and no Cholesky certificate exists (lambda_min = 0 exactly)."""
+    r = check_psd(np.ones((2, 2)), tol=0, method="eigh")
+    assert r.verdict is Verdict.INCONCLUSIVE and not r.certified
+    assert "cholesky+tol" not in r.rungs and r.rungs[0] == "eigh"
+
+
+@pytest.mark.parametrize("b", [2.0, 3.0, 0.5 + 2.0**-30])
+def test_the_eigh_rung_witness_is_the_eigenvector_and_its_estimate_within_the_model(b):
+    """``[[1, b], [b, 1]]`` has ``lambda_min = 1 - b`` exactly; for ``b > 1`` its
+    eigenvector is an exact witness, for ``b < 1`` the matrix is PD."""
+    K = np.array([[1.0, b], [b, 1.0]])
+    r = check_psd(K, tol=0, method="eigh")
+    lam = 1 - Fraction(b)
+    assert abs(Fraction(r.min_eigenvalue) - lam) <= Fraction(r.min_eigenvalue_error) or (
+        r.method == "cholesky"
+    )
+    if b > 1:
+        assert_witness(K, r)
+        assert r.method == "eigh" and r.rungs == ("eigh",)
+        assert r.upper_bound >= float(lam) and r.min_eigenvalue_error <= 2 * _eigh_model(K)
+        assert r.min_eigenvalue_error >= _eigh_model(K)
+    else:
+        assert r.verdict is Verdict.POSITIVE_DEFINITE
+
+
+def test_the_eigh_rung_on_the_symmetric_part_reports_lambda_min_of_the_symmetric_part():
+    """``symmetrize=True``: the float rungs work on ``H = 2 S``; the reported estimate
+    is ``lambda_min(S)`` (here ``S = [[1, 2], [2, 1]]``, ``lambda_min = -1``)."""
+    K = np.array([[1.0, 3.0], [1.0, 1.0]])
+    r = check_psd(K, tol=0, method="eigh", symmetrize=True)
+    S = np.array([[1.0, 2.0], [2.0, 1.0]])
+    assert r.symmetrized and r.method == "eigh"
+    assert_witness(S, r)
+    assert abs(r.min_eigenvalue + 1.0) <= r.min_eigenvalue_error
+    assert r.min_eigenvalue_error <= 4 * _eigh_model(S)
+
+
+# ---------------------------------------------------------------------------
+# the 2 x 2 minor witness
+# ---------------------------------------------------------------------------
+
+
+#: Blocks whose computed eigenvector does not verify (its small component underflows
+#: or rounds the quadratic form to >= 0): the fallbacks ``(-b, a)`` (a > 0) and
+#: ``(c, -b)`` (a = 0 < c) must give the witness.
+FALLBACK_BLOCKS = [
+    (2.0**-1004, float.fromhex("0x1.e8d203ed4e7a5p-519"), float.fromhex("0x1.6499b605150cap-58")),
+    (
+        float.fromhex("0x0.0000004000000p-1022"),
+        float.fromhex("0x1.51cb5efdab706p-525"),
+        float.fromhex("0x1.d5f2f6214b962p-47"),
+    ),
+    (0.0, float.fromhex("0x1.665a858b1d10ep-594"), float.fromhex("0x1.63038810681d8p-32")),
+    (0.0, float.fromhex("0x1.12601062e5d38p-660"), float.fromhex("0x1.e8e61767dda17p-29")),
+]
+
+
+def _blocks():
+    """2 x 2 blocks ``[[a, b], [b, c]]`` of every sign pattern, some a rounding away
+    from singular (where the computed eigenvector may not verify)."""
+    out = []
+    for a, b, c in [
+        (1.0, 2.0 + 2.0**-51, 4.0),  # ac - b^2 = -2^-49 - 2^-102
+        (4.0, 2.0 + 2.0**-51, 1.0),
+        (1.0, 1.0 + 2.0**-52, 1.0),
+        (3.0, -(2.0**30 + 1.0), 2.0**60 / 3.0),
+        (2.0**-30, 1.0, 2.0**30 - 2.0**-22),
+        (0.0, 1.0, 5.0),  # a = 0 < c
+        (0.0, -3.0, 2.0**-40),
+        (-1.0, 0.5, -2.0),  # both diagonal entries negative
+        (-(2.0**-60), 2.0**-61, -(2.0**-59)),
+        (-1.0, 0.0, -1.0),  # b = 0
+        (0.0, 2.0**-1000, 0.0),
+        (-3.0, 1e-300, 0.0),
+        (2.0, 1.0, 1.0),  # PD: no witness
+        (1.0, 1.0, 1.0),  # singular PSD: no witness
+        (0.0, 0.0, 7.0),
+        (0.0, 0.0, 0.0),
+        *FALLBACK_BLOCKS,
+    ]:
+        out.append((a, b, c))
+    return out
+
+
+@pytest.mark.parametrize(("a", "b", "c"), _blocks())
+def test_the_minor_witness_exists_exactly_when_the_block_is_not_psd(a, b, c):
+    """At ``tol = 0`` the minor witness is found iff the block ``[[a, b], [b, c]]``
+    (embedded at indices 0 and 2 of a 3 x 3 matrix) is not PSD in exact
+    arithmetic; it is supported on the block and verified in fractions."""
+    K = np.array([[a, 0.0, b], [0.0, 1.0, 0.0], [b, 0.0, c]])
+    lad = _Ladder(check_psd_iv(K, Tolerance(0.0, "test")))
+    w = lad.minor_witness(0, 2)
+    block = [[a, b], [b, c]]
+    if exact_kind(block) == "not_psd":
+        assert w is not None
+        v = np.asarray(w.vector, dtype=float)
+        assert v[1] == 0 and (v[0] != 0 or v[2] != 0)
+        q = rayleigh(K, w.vector)
+        assert q < 0 and q == w.value
+    else:
+        assert w is None
+
+
+@pytest.mark.parametrize(("a", "b", "c"), FALLBACK_BLOCKS)
+def test_the_minor_witness_falls_back_to_an_exact_vector_when_the_eigenvector_fails(a, b, c):
+    """``a (ac - b^2)`` and ``c (ac - b^2)`` are the exact values of ``(-b, a)`` and
+    ``(c, -b)`` (times ``v^T v``): negative whenever the block is indefinite."""
+    K = np.array([[a, b], [b, c]])
+    assert exact_kind(K.tolist()) == "not_psd"
+    _, vecs = np.linalg.eigh(K)
+    assert not rayleigh(K, vecs[:, 0]) < 0  # the first candidate fails here
+    lad = _Ladder(check_psd_iv(K, Tolerance(0.0, "test")))
+    w = lad.minor_witness(0, 1)
+    assert w is not None and rayleigh(K, w.vector) < 0
+    r = check_psd(K, tol=0)
+    assert_witness(K, r)
+
+
+@pytest.mark.parametrize(("a", "b", "c"), [(1.0, 3.0, 1.0), (2.0, -5.0, 1.0), (0.0, 1.0, 0.0)])
+def test_the_minor_witness_prefers_the_eigenvector_of_the_block(a, b, c):
+    """When the block's eigenvector of its smallest eigenvalue verifies (a clearly
+    indefinite block), it is the witness: parallel to ``eigh`` of the block."""
+    K = np.array([[a, b], [b, c]])
+    lad = _Ladder(check_psd_iv(K, Tolerance(0.0, "test")))
+    w = lad.minor_witness(0, 1)
+    _, vecs = np.linalg.eigh(K)
+    v = np.asarray(w.vector, dtype=float)
+    e = vecs[:, 0]
+    assert rayleigh(K, e) < 0
+    assert abs(v[0] * e[1] - v[1] * e[0]) <= 4 * 2.0**-52 * float(np.linalg.norm(v))
+
+
+def test_the_minor_rung_on_entries_whose_squares_overflow():
+    """Entries near ``2^1000``: ``K_ij^2`` overflows unless the block is scaled by a
+    power of two (exact); the most violated minor still gives an exact witness."""
+    s = 2.0**1000
+    K = np.array([[s, 0.0, 0.0], [0.0, s, 3 * s], [0.0, 3 * s, s]])
+    lad = _Ladder(check_psd_iv(K, Tolerance(0.0, "test")))
+    r = lad.minors()
+    assert r is not None and r.method == "minor" and "(1, 2)" in r.reason
+    assert_witness(K, r)
+    w = lad.minor_witness(1, 2)
+    assert w is not None and rayleigh(K, w.vector) < 0
+
+
+@pytest.mark.parametrize("e", [-1074, -10, 0, 499, 500, 700, 1023])
+def test_unit_scale_is_one_below_two_to_500_and_puts_the_maximum_in_half_one(e):
+    """``_unit_scale``: 1 for ``max |K| < 2^500``, else the power of two with
+    ``max |K| * scale`` in ``[0.5, 1)``; for both signs and the empty matrix."""
+    for x in (math.ldexp(1.0, e), math.ldexp(1.5, e) if e < 1023 else BIG):
+        for sign in (1.0, -1.0):
+            K = np.array([[0.25, sign * x], [sign * x, 0.0]])
+            s = _unit_scale(K)
+            assert math.frexp(s)[0] == 0.5  # a power of two
+            top = max(abs(x), 0.25)
+            if top < 2.0**500:
+                assert s == 1.0
+            else:
+                assert 0.5 <= top * s < 1.0
+    assert _unit_scale(np.zeros((0, 0))) == 1.0
+
+
+# ---------------------------------------------------------------------------
+# the exact rung and its bounds
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("t", [0.0, 0.5, 0.7, 1.0, 1.5])
+def test_the_exact_rung_decides_k_then_k_plus_tol_with_its_bounds(t):
+    """``[[1, 2], [2, 1]]`` (``lambda_min = -1`` exactly): NOT_PSD with a witness below
+    ``-tol`` for ``tol < 1``, PSD within ``tol`` (``K + tol I`` PSD, singular at
+    ``tol = 1``) with the proven lower bound ``-tol`` otherwise."""
+    K = np.array([[1.0, 2.0], [2.0, 1.0]])
+    r = check_psd(K, tol=t, method="exact")
+    assert r.certified and r.method == "exact" and r.rungs == ("exact",)
+    kind = exact_kind(K.tolist(), shift=Fraction(t))
+    if kind == "not_psd":
+        assert_witness(K, r)
+        assert r.upper_bound >= -1.0 and r.lower_bound == -math.inf
+    else:
+        assert r.verdict is Verdict.POSITIVE_SEMIDEFINITE
+        assert r.lower_bound == -t <= -1.0 and "K + tol I" in r.reason
+
+
+@pytest.mark.parametrize("t", [0.0, 0.25])
+def test_the_exact_rung_on_psd_pd_and_zero_matrices_sets_proven_bounds(t):
+    """Singular PSD (``lambda_min = 0``: both bounds 0), PD (lower bound 0) and the
+    zero matrix (both bounds 0), each against elimination in fractions."""
+    sing = np.ones((3, 3))
+    r = check_psd(sing, tol=t, method="exact")
+    assert exact_kind(sing.tolist()) == "psd"
+    assert r.verdict is Verdict.POSITIVE_SEMIDEFINITE and r.certified
+    assert r.lower_bound == 0.0 == r.upper_bound and "2 zero pivot(s)" in r.reason
+    pd = np.array([[2.0, 1.0, 0.0], [1.0, 2.0, 1.0], [0.0, 1.0, 2.0]])
+    assert exact_kind(pd.tolist()) == "pd"
+    r = check_psd(pd, tol=t, method="exact")
+    assert r.verdict is Verdict.POSITIVE_DEFINITE and r.certified and r.lower_bound == 0.0
+    r = check_psd(np.zeros((2, 2)), tol=t, method="exact")
+    assert r.verdict is Verdict.POSITIVE_SEMIDEFINITE and r.certified
+    assert r.lower_bound == 0.0 == r.upper_bound and "zero matrix" in r.reason
+
+
+def test_forced_exact_beyond_max_exact_n_is_declined_before_any_work():
+    r = check_psd(np.ones((3, 3)), tol=0, method="exact", max_exact_n=2)
+    assert r.verdict is Verdict.INCONCLUSIVE and r.rungs == () and r.method == "none"
+    assert "n = 3 exceeds max_exact_n = 2" in r.reason
+    r = check_psd(np.ones((3, 3)), tol=0, method="exact", max_exact_n=3)
+    assert r.verdict is Verdict.POSITIVE_SEMIDEFINITE and r.certified
+
+
+def test_auto_inconclusive_names_the_exact_limit_and_the_estimate():
+    """The singular ``ones(3, 3)`` at ``tol = 0`` with exact arithmetic capped at
+    ``n = 2``: no float rung can prove ``lambda_min = 0`` (the eigenvector's exact
+    value ``(sum v)^2`` is never negative, a Cholesky certificate never exists), so
+    the ladder ends INCONCLUSIVE; its reason quotes the estimate, its error and the
+    limit, and the rungs tried are listed in order."""
+    K = np.ones((3, 3))
+    r = check_psd(K, tol=0, max_exact_n=2)
+    assert r.verdict is Verdict.INCONCLUSIVE and not r.certified
+    assert "exact" not in r.rungs
+    assert r.rungs[:4] == ("diagonal", "cholesky", "minor", "eigh")
+    assert r.method == r.rungs[-1]
+    m = re.search(rf"lambda_min ~ {NUM} \+- {NUM} is within rounding of -tol \((.*)\)", r.reason)
+    assert m is not None
+    assert float(m.group(1)) == pytest.approx(r.min_eigenvalue, rel=1e-2, abs=1e-300)
+    assert float(m.group(2)) == pytest.approx(r.min_eigenvalue_error, rel=1e-2)
+    assert m.group(3) == "n = 3 > max_exact_n = 2"
+    assert abs(r.min_eigenvalue) <= r.min_eigenvalue_error
+    # with the limit lifted the same ladder decides it exactly
+    r = check_psd(K, tol=0, max_exact_n=3)
+    assert r.verdict is Verdict.POSITIVE_SEMIDEFINITE and r.method == "exact"
