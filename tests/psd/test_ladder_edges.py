@@ -343,3 +343,106 @@ def test_auto_inconclusive_names_the_exact_limit_and_the_estimate():
     # with the limit lifted the same ladder decides it exactly
     r = check_psd(K, tol=0, max_exact_n=3)
     assert r.verdict is Verdict.POSITIVE_SEMIDEFINITE and r.method == "exact"
+
+
+def test_forced_mpmath_beyond_its_limit_is_declined_before_any_work():
+    from kernelcheck._src.psd.highprec import MPMATH_MAX_N
+
+    n = MPMATH_MAX_N + 1
+    r = check_psd(np.ones((n, n)), tol=0, method="mpmath")
+    assert r.verdict is Verdict.INCONCLUSIVE and r.rungs == () and r.method == "none"
+    assert f"n = {n} exceeds the mpmath limit {MPMATH_MAX_N}" in r.reason
+
+
+def test_auto_inconclusive_beyond_the_mpmath_limit_names_both_limits():
+    """``ones(n, n)`` with ``n = MPMATH_MAX_N + 1`` at tol = 0, exact arithmetic capped:
+    mpmath is not run, the ball rung cannot decide a singular matrix, and the reason
+    lists each limit that stopped a rung."""
+    from kernelcheck._src.psd.highprec import MPMATH_MAX_N
+
+    n = MPMATH_MAX_N + 1
+    r = check_psd(np.ones((n, n)), tol=0, max_exact_n=2)
+    assert r.verdict is Verdict.INCONCLUSIVE and "mpmath" not in r.rungs
+    assert f"n = {n} > max_exact_n = 2; n > {MPMATH_MAX_N} for mpmath)" in r.reason
+
+
+# ---------------------------------------------------------------------------
+# forced rungs that cannot decide, and tolerances below the float range
+# ---------------------------------------------------------------------------
+
+
+def test_forced_lowrank_at_tol_zero_or_on_an_indefinite_matrix_is_inconclusive():
+    """The low-rank certificate needs ``tol > 0`` (at 0 it is not tried, even on the
+    zero matrix); on ``[[1, 2], [2, 1]]`` (``lambda_min = -1``) no factor is within tol."""
+    r = check_psd(np.zeros((2, 2)), tol=0, method="lowrank")
+    assert r.verdict is Verdict.INCONCLUSIVE and r.rungs == () and not r.certified
+    assert isinstance(r.reason, str) and r.reason
+    K = np.array([[1.0, 2.0], [2.0, 1.0]])
+    r = check_psd(K, tol=1e-3, method="lowrank")
+    assert r.verdict is Verdict.INCONCLUSIVE and r.rungs == ("lowrank",) and r.method == "lowrank"
+    assert isinstance(r.reason, str) and r.reason
+
+
+def test_a_tolerance_that_rounds_to_zero_on_the_scaled_matrix_tries_no_shifted_cholesky():
+    """``S = 2^1021 [[1, 1], [1, 1]]`` (singular) given as an asymmetric matrix with
+    ``max |A| = 2^1022``: the float rungs work on ``H = S / 2`` (``sigma = 1/2``), where
+    ``tol = eta`` (the smallest subnormal) rounds down to 0: there is no ``K + tol I``
+    to certify, and the singular ``K`` has no certificate."""
+    s = 2.0**1021
+    K = np.array([[s, 2 * s], [0.0, s]])
+    S = [[Fraction(s), Fraction(s)], [Fraction(s), Fraction(s)]]
+    assert exact_kind(S) == "psd"
+    r = check_psd(K, tol=ETA, method="cholesky", symmetrize=True)
+    assert r.verdict is Verdict.INCONCLUSIVE and r.rungs == ("cholesky",)
+    assert r.symmetrized and not r.certified
+    r = check_psd(K, tol=ETA, symmetrize=True)
+    assert r.verdict is Verdict.POSITIVE_SEMIDEFINITE and r.certified and r.method == "exact"
+    assert r.lower_bound == 0.0 == r.upper_bound
+
+
+def test_the_eigenvalue_estimate_verdict_says_it_is_not_certified():
+    lad = _Ladder(check_psd_iv(np.eye(2), Tolerance(1e-3, "test")))
+    lad.lam, lad.lam_err = 0.5, 1e-6
+    r = lad.eigh_estimate()
+    assert r.verdict is Verdict.POSITIVE_SEMIDEFINITE and r.certified is False
+    assert "not certified" in r.reason and r.method == "eigh"
+
+
+def test_the_ball_rung_with_a_tolerance_is_certified_and_says_what_it_proved():
+    """The singular ``ones(2, 2)`` with ``tol = 1/8``: ``K + tol I`` is proven PD in
+    balls, so PSD within tol, certified, with the proven lower bound ``-tol``."""
+    pytest.importorskip("flint")
+    from kernelcheck._src.psd.schur import BALL_PRECISIONS
+
+    K = np.ones((2, 2))
+    assert exact_kind(K.tolist(), shift=Fraction(1, 8)) == "pd"
+    r = check_psd(K, tol=0.125, method="ball")
+    assert r.verdict is Verdict.POSITIVE_SEMIDEFINITE and r.certified is True
+    assert r.lower_bound == -0.125 and r.rungs == ("ball",)
+    m = re.match(r"([0-9]+)-bit ball arithmetic: K \+ tol I proven PD", r.reason)
+    assert m is not None and int(m.group(1)) in BALL_PRECISIONS
+
+
+def test_without_flint_the_ladder_says_so_and_decides_exactly_in_python(monkeypatch):
+    """With FLINT absent (its probe returning None, as on an install without
+    python-flint) the ball rung is skipped with the reason in the result, the exact
+    rung keeps its Python limit and uses Python integers at any n."""
+    import kernelcheck._src.psd.ladder as ladder
+    from kernelcheck._src.psd.exact import EXACT_MAX_N
+    from kernelcheck._src.psd.schur import FLINT_MISSING
+
+    monkeypatch.setattr(ladder, "flint", lambda: None)
+    K = np.ones((3, 3))
+    r = check_psd(K, tol=0, method="ball")
+    assert r.verdict is Verdict.INCONCLUSIVE and r.reason == f"ball: {FLINT_MISSING}"
+    assert r.rungs == ()
+    r = check_psd(K, tol=0, max_exact_n=2)
+    assert r.verdict is Verdict.INCONCLUSIVE and f"ball: {FLINT_MISSING}" in r.reason
+    assert "ball" not in r.rungs
+    n = 10  # above the size where FLINT's elimination would be used
+    G = np.ones((n, n))
+    assert exact_kind(G.tolist()) == "psd"
+    r = check_psd(G, tol=0, method="exact")
+    assert r.verdict is Verdict.POSITIVE_SEMIDEFINITE and r.certified
+    r = check_psd(np.ones((EXACT_MAX_N + 1,) * 2), tol=0, method="exact")
+    assert r.verdict is Verdict.INCONCLUSIVE and f"max_exact_n = {EXACT_MAX_N}" in r.reason
