@@ -164,6 +164,9 @@ FALLBACK_BLOCKS = [
         float.fromhex("0x1.51cb5efdab706p-525"),
         float.fromhex("0x1.d5f2f6214b962p-47"),
     ),
+    # 0 < a <= 1, c = 0: of the fallbacks only (-b, a) is a witness
+    (float.fromhex("0x1.07d8c07ef00d5p-1"), float.fromhex("0x1.492a477ca1570p-1015"), 0.0),
+    (float.fromhex("0x1.72e4f6a431a60p-5"), float.fromhex("0x0.00000431ed8a9p-1022"), 0.0),
     (0.0, float.fromhex("0x1.665a858b1d10ep-594"), float.fromhex("0x1.63038810681d8p-32")),
     (0.0, float.fromhex("0x1.12601062e5d38p-660"), float.fromhex("0x1.e8e61767dda17p-29")),
 ]
