@@ -31,7 +31,7 @@ from kernelcheck._src.psd.ladder import _Ladder, _unit_scale
 from kernelcheck._src.psd.tolerance import eigh_error
 from kernelcheck.psd import Verdict, check_psd
 from tests.psd.oracle import assert_witness, exact_kind
-from tests.psd.sylvester import rayleigh
+from tests.psd.sylvester import det, rayleigh
 
 BIG = float(np.finfo(np.float64).max)
 ETA = math.ldexp(1.0, -1074)
@@ -449,3 +449,51 @@ def test_without_flint_the_ladder_says_so_and_decides_exactly_in_python(monkeypa
     assert r.verdict is Verdict.POSITIVE_SEMIDEFINITE and r.certified
     r = check_psd(np.ones((EXACT_MAX_N + 1,) * 2), tol=0, method="exact")
     assert r.verdict is Verdict.INCONCLUSIVE and f"max_exact_n = {EXACT_MAX_N}" in r.reason
+
+
+def _failed_pivot(K, t):
+    lad = _Ladder(check_psd_iv(K, Tolerance(t, "test")))
+    assert lad.cholesky() is None
+    return lad.failed_pivot
+
+
+@pytest.mark.parametrize(
+    ("K", "first_bad"),
+    [
+        (np.diag([0.0, 1.0, 1.0, 1.0]), 1),  # the first pivot is 0
+        (np.outer([1.0, 2.0, 3.0, 4.0], [1.0, 2.0, 3.0, 4.0]), 2),  # rank 1: k = n / 2
+        (np.array([[1.0, 0, 1, 1], [0, 1, 1, 2], [1, 1, 2, 3], [1, 2, 3, 5]]), 3),  # rank 2
+    ],
+)
+def test_the_low_rank_certificate_comes_first_when_the_cholesky_fails_by_pivot_n_over_2(
+    K, first_bad
+):
+    """A rank-``r`` PSD ``K`` (exact integer entries) has positive leading minors up to
+    ``r`` and a zero one at ``r + 1``: the certified Cholesky fails at that pivot
+    (Sylvester).  With ``tol > 0`` the ladder tries the low-rank certificate first
+    iff that pivot is at most ``min(n / 2, max_rank(n))``, else ``K + tol I`` first;
+    either certifies ``lambda_min = 0 >= -tol`` with a proven bound in ``[-tol, 0]``."""
+    from kernelcheck._src.psd.lowrank import max_rank
+
+    t = 1e-3
+    assert exact_kind(K.tolist()) == "psd"
+    minors = [det([[Fraction(float(x)) for x in row[:r]] for row in K[:r]]) for r in range(1, 5)]
+    assert next(i + 1 for i, m in enumerate(minors) if m <= 0) == first_bad
+    assert _failed_pivot(K, t) == first_bad
+    r = check_psd(K, tol=t)
+    assert r.is_psd and r.certified and -t <= r.lower_bound <= 0.0
+    after = r.rungs[r.rungs.index("minor") + 1]
+    if first_bad <= min(4 // 2, max_rank(4)):
+        assert after == "lowrank"
+    else:
+        assert after == "cholesky+tol"
+
+
+def test_the_mpmath_certificate_of_k_plus_tol_bounds_lambda_min_below():
+    """The singular ``ones(2, 2)`` (``lambda_min = 0``) with ``tol = 1/8``: mpmath's
+    Cholesky of ``K`` fails, that of ``K + tol I`` succeeds; its proven lower bound is in
+    ``[-tol, 0]``."""
+    K = np.ones((2, 2))
+    r = check_psd(K, tol=0.125, method="mpmath")
+    assert r.verdict is Verdict.POSITIVE_SEMIDEFINITE and r.certified and r.method == "mpmath"
+    assert -0.125 <= r.lower_bound <= 0.0 and "K + tol I" in r.reason
