@@ -497,3 +497,24 @@ def test_the_mpmath_certificate_of_k_plus_tol_bounds_lambda_min_below():
     r = check_psd(K, tol=0.125, method="mpmath")
     assert r.verdict is Verdict.POSITIVE_SEMIDEFINITE and r.certified and r.method == "mpmath"
     assert -0.125 <= r.lower_bound <= 0.0 and "K + tol I" in r.reason
+
+
+def test_the_eigh_error_of_an_inexact_symmetric_part_includes_its_remainder():
+    """``K_01 + K_10 = 4 + 2^-52`` is not a float: the float rungs see ``H = 2 S - L``
+    with ``||L||_F <= lo``, so the eigenvalue error of ``lambda_min(S)`` is the model's
+    on ``H`` plus ``lo``, divided by ``sigma = 2`` (documented in ``_Ladder``); the
+    witness is checked on ``S`` exactly (``lambda_min(S) = -1 - 2^-53``)."""
+    K = np.array([[1.0, 3.0], [1.0 + 2.0**-52, 1.0]])
+    args = check_psd_iv(K, Tolerance(0.0, "test"), "eigh", True)
+    assert args.lo_norm > 0 and args.sigma == 2.0
+    r = check_psd(K, tol=0, method="eigh", symmetrize=True)
+    assert r.method == "eigh" and r.verdict is Verdict.NOT_PSD
+    S = [[Fraction(K[i, j]) / 2 + Fraction(K[j, i]) / 2 for j in range(2)] for i in range(2)]
+    v = [Fraction(float(x)) for x in r.witness]
+    q = sum(v[i] * S[i][j] * v[j] for i in range(2) for j in range(2))
+    assert q < 0 and q / sum(x * x for x in v) == Fraction(r.witness_value_exact)
+    model = (_eigh_model(args.H) + args.lo_norm) / args.sigma
+    assert model <= r.min_eigenvalue_error <= 2 * model
+    assert abs(Fraction(r.min_eigenvalue) - (-1 - Fraction(2) ** -53)) <= Fraction(
+        r.min_eigenvalue_error
+    )
