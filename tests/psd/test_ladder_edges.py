@@ -258,6 +258,12 @@ def test_the_minor_rung_on_entries_whose_squares_overflow():
     assert_witness(K, r)
     w = lad.minor_witness(1, 2)
     assert w is not None and rayleigh(K, w.vector) < 0
+    # with tol = s / 4 the shifted minor (s + t)^2 - 9 s^2 is still negative
+    t = s / 4
+    lad = _Ladder(check_psd_iv(K, Tolerance(t, "test")))
+    r = lad.minors()
+    assert r is not None and r.method == "minor" and r.tol.value == t
+    assert_witness(K, r)
 
 
 @pytest.mark.parametrize("e", [-1074, -10, 0, 499, 500, 700, 1023])
@@ -401,6 +407,21 @@ def test_a_tolerance_that_rounds_to_zero_on_the_scaled_matrix_tries_no_shifted_c
     r = check_psd(K, tol=ETA, symmetrize=True)
     assert r.verdict is Verdict.POSITIVE_SEMIDEFINITE and r.certified and r.method == "exact"
     assert r.lower_bound == 0.0 == r.upper_bound
+
+
+@pytest.mark.parametrize("scale", [ETA, 2.0**-1070, 1.0])
+def test_the_eigh_rung_error_is_its_model_rounded_up_and_no_more(scale):
+    """``scale [[1, 3], [3, 1]]`` (``lambda_min = -2 scale``), down to the subnormals
+    where the underflow term ``(n + 2)^2 eta`` dominates: the reported error is the
+    model's, rounded up by a few units in the last place (a looser bound would leave
+    verdicts inconclusive for no reason)."""
+    K = scale * np.array([[1.0, 3.0], [3.0, 1.0]])
+    r = check_psd(K, tol=0, method="eigh")
+    assert_witness(K, r)
+    model = _eigh_model(K)
+    # each upward rounding adds at most a few ulps: relative, or eta among the subnormals
+    assert model <= r.min_eigenvalue_error <= model * (1 + 2.0**-48) + 2 * ETA
+    assert abs(Fraction(r.min_eigenvalue) + 2 * Fraction(scale)) <= Fraction(r.min_eigenvalue_error)
 
 
 def test_the_eigenvalue_estimate_verdict_says_it_is_not_certified():
