@@ -59,7 +59,7 @@ def test_forced_eigh_reports_an_uncertified_estimate_when_no_certificate_exists(
     assert exact_kind(K.tolist()) == "pd"
     r = check_psd(K, method="eigh")
     assert r.verdict is Verdict.POSITIVE_SEMIDEFINITE and r.is_psd
-    assert not r.certified and r.method == "eigh"
+    assert r.certified is False and r.method == "eigh"
     assert r.rungs == ("eigh", "cholesky", "cholesky+tol")
     assert "estimate only" in r.reason
     assert r.lower_bound == -math.inf and r.witness is None
