@@ -349,9 +349,11 @@ def test_auto_inconclusive_names_the_exact_limit_and_the_estimate():
     assert float(m.group(2)) == pytest.approx(r.min_eigenvalue_error, rel=1e-2)
     assert m.group(3) == "n = 3 > max_exact_n = 2"
     assert abs(r.min_eigenvalue) <= r.min_eigenvalue_error
-    # with the limit lifted the same ladder decides it exactly
+    # with the limit lifted the same ladder decides it exactly, before the ball and
+    # mpmath rungs (docs/psd.md: at tol = 0 the exact rung settles the question outright)
     r = check_psd(K, tol=0, max_exact_n=3)
     assert r.verdict is Verdict.POSITIVE_SEMIDEFINITE and r.method == "exact"
+    assert r.rungs == ("diagonal", "cholesky", "minor", "eigh", "exact")
 
 
 def test_forced_mpmath_beyond_its_limit_is_declined_before_any_work():
