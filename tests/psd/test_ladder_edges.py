@@ -394,11 +394,12 @@ def test_forced_lowrank_at_tol_zero_or_on_an_indefinite_matrix_is_inconclusive()
     assert isinstance(r.reason, str) and r.reason
 
 
-def test_a_tolerance_that_rounds_to_zero_on_the_scaled_matrix_tries_no_shifted_cholesky():
+def test_a_tolerance_that_rounds_away_on_the_scaled_matrix_tries_no_shifted_cholesky():
     """``S = 2^1021 [[1, 1], [1, 1]]`` (singular) given as an asymmetric matrix with
     ``max |A| = 2^1022``: the float rungs work on ``H = S / 2`` (``sigma = 1/2``), where
-    ``tol = eta`` (the smallest subnormal) rounds down to 0: there is no ``K + tol I``
-    to certify, and the singular ``K`` has no certificate."""
+    ``sigma tol`` with ``tol = eta`` (the smallest subnormal) rounds down to no positive
+    number: there is no ``K + tol I`` to certify, and the singular ``K`` has no
+    certificate."""
     s = 2.0**1021
     K = np.array([[s, 2 * s], [0.0, s]])
     S = [[Fraction(s), Fraction(s)], [Fraction(s), Fraction(s)]]
@@ -541,3 +542,14 @@ def test_the_eigh_error_of_an_inexact_symmetric_part_includes_its_remainder():
     assert abs(Fraction(r.min_eigenvalue) - (-1 - Fraction(2) ** -53)) <= Fraction(
         r.min_eigenvalue_error
     )
+
+
+def test_a_symmetrised_result_keeps_the_rungs_reason_and_adds_the_note():
+    """``symmetrize=True``: the reason is the deciding rung's sentence followed by the
+    note on the symmetric part -- both, the rung's first (here the Cholesky of the PD
+    ``S = [[2, 1], [1, 2]]``, whose reason quotes Rump's shift)."""
+    K = np.array([[2.0, 2.0], [0.0, 2.0]])
+    r = check_psd(K, symmetrize=True)
+    assert r.verdict is Verdict.POSITIVE_DEFINITE and r.symmetrized and r.method == "cholesky"
+    rung, _, note = r.reason.partition("; ")
+    assert "Rump's shift" in rung and "symmetri" in note
