@@ -12,8 +12,9 @@ the reasons of the ladder's size limits.  Every verdict is checked against
 exact arithmetic (:mod:`tests.psd.oracle`, :mod:`tests.psd.sylvester`), every
 estimate against the eigenvalue error model the rung documents
 (``gamma_{p(n)} ||K||_F + (n + 2)^2 eta``, :mod:`~kernelcheck._src.psd.tolerance`),
-every reason against the result's own fields.  Matrices are at most 4 x 4: the
-file runs in well under a second.
+every reason against the result's own fields.  Matrices are at most 4 x 4 but for
+the size limits (``MPMATH_MAX_N + 1`` and ``EXACT_MAX_N + 1`` ones-matrices, decided or
+declined without exact or high-precision work): the file runs in about a second.
 """
 
 from __future__ import annotations
