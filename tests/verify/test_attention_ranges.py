@@ -45,42 +45,36 @@ def _inputs(n=1200, d=4):
     return Q, K, V
 
 
-def test_a_float32_state_is_judged_beyond_float16s_range():
+def _float16_case(state_dtype, inputs, **options):
+    """The one case of a float16 verification of the causal linear layer on ``inputs``."""
     report = verify.attention(
-        _causal_linear(np.float32), feature_map=elu1, causal=True, dtype="float16",
-        inputs=_inputs(), check_causality=False,
+        _causal_linear(state_dtype), feature_map=elu1, causal=True, dtype="float16",
+        inputs=inputs, check_causality=False, **options,
     )  # fmt: skip
     (case,) = report.cases
-    assert case.passed is True, report.details()
+    return case
+
+
+def test_a_float32_state_is_judged_beyond_float16s_range():
+    case = _float16_case(np.float32, _inputs())
+    assert case.passed is True, case.note
 
 
 def test_a_declared_16_bit_accumulation_skips_the_case_as_a_test_of_the_format():
-    report = verify.attention(
-        _causal_linear(np.float32), feature_map=elu1, causal=True, dtype="float16",
-        accumulate="float16", inputs=_inputs(), check_causality=False,
-    )  # fmt: skip
-    (case,) = report.cases
+    case = _float16_case(np.float32, _inputs(), accumulate="float16")
     assert case.passed is None
     assert "the values the layer accumulates reach" in case.note
     assert "float16's largest number" in case.note
 
 
 def test_an_undeclared_float16_state_overflows_and_fails():
-    report = verify.attention(
-        _causal_linear(np.float16), feature_map=elu1, causal=True, dtype="float16",
-        inputs=_inputs(), check_causality=False,
-    )  # fmt: skip
-    (case,) = report.cases
+    case = _float16_case(np.float16, _inputs())
     assert case.passed is False
 
 
 def test_stored_values_beyond_the_storage_format_skip_the_case():
     Q, K, V = _inputs(n=16)
-    report = verify.attention(
-        _causal_linear(np.float32), feature_map=elu1, causal=True, dtype="float16",
-        inputs=(Q, K, 2000.0 * V), check_causality=False,
-    )  # fmt: skip
-    (case,) = report.cases
+    case = _float16_case(np.float32, (Q, K, 2000.0 * V))
     assert case.passed is None
     assert "the values the layer stores reach" in case.note
 
