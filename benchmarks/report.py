@@ -296,6 +296,12 @@ GROUPS: dict[str, Group] = {
         ),
         "each a whole subprocess",
     ),
+    "essay": Group(
+        "`kernelcheck essay` against `python -c pass`",
+        "essay[python (floor)]",
+        (Target("essay[--quick]", seconds=3.0), Target("essay[default]", seconds=20.0)),
+        "each a whole subprocess with `--json`, every claim verified in every round",
+    ),
     "verify-attention (softmax grad)": Group(
         "`verify.attention` of a softmax layer with gradients, against its GEMM floor "
         "(n = 4096, d = d_v = 64)",
