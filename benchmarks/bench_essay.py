@@ -1,4 +1,4 @@
-"""The essay's wall time: ``kernelcheck essay --quick`` and ``kernelcheck essay``, whole subprocesses.
+"""The essay's wall time: ``kernelcheck essay --quick`` and ``kernelcheck essay``.
 
 Each benchmark times a fresh interpreter running the command with ``--json``
 (the report on standard output, no files written), side by side with the
