@@ -22,6 +22,7 @@ import pytest
 import kernelcheck
 from kernelcheck import attention as att
 from kernelcheck._src.attention import blocking as _att
+from kernelcheck._src.attention import decays as _dec
 from kernelcheck._src.core.rounding import gamma, unit_roundoff
 from kernelcheck.errors import BadNormalizer, InvalidArgument, NumericalFailure
 from kernelcheck.kernels import Exponential, Linear, Polynomial, exp
@@ -152,19 +153,28 @@ def test_chunked_groups_carry_state(monkeypatch):
     """With a tiny cache budget every chunk is its own group: the reused buffers
     ([V, 1] rows, the group's states, scores and products, the normalised rows) are
     refilled block after block, and the result is the same bit for bit (the group
-    boundaries change no sum)."""
+    boundaries change no sum).  Gated, the chunk-local way is the same bit for bit
+    too; the group-scaled way measures its decays from each group's first token, so
+    other groups give other roundings, each within the error bound."""
     rng = _rng(10)
     pq, pk = rng.random((2, 23, 4))
     V = rng.normal(size=(23, 2))
+    g = np.linspace(0.5, 1, 23)
     ref = att.chunked(pq, pk, V, chunk_size=4)
     bidi = att.parallel(pq, pk, V)
-    gated = att.gated_chunked(pq, pk, V, np.linspace(0.5, 1, 23), chunk_size=4, normalize=True)
+    gated = att.gated_chunked(pq, pk, V, g, chunk_size=4, normalize=True)
+    with monkeypatch.context() as m:
+        m.setattr(_dec.GroupScales, "of", classmethod(lambda cls, *args: None))
+        local = att.gated_chunked(pq, pk, V, g, chunk_size=4, normalize=True)
+        m.setattr(_att, "CACHE_BYTES", 1)
+        assert np.array_equal(att.gated_chunked(pq, pk, V, g, chunk_size=4, normalize=True), local)
     monkeypatch.setattr(_att, "CACHE_BYTES", 1)
     small = att.chunked(pq, pk, V, chunk_size=4)
     assert np.array_equal(small, ref)
-    assert np.array_equal(
-        att.gated_chunked(pq, pk, V, np.linspace(0.5, 1, 23), chunk_size=4, normalize=True), gated
-    )
+    exact = att.gated_recurrent(pq, pk, V, g, normalize=True)
+    gbound = 2 * att.gated_error_bound(pq, pk, V, g, normalize=True)
+    for out in (gated, att.gated_chunked(pq, pk, V, g, chunk_size=4, normalize=True), local):
+        assert np.all(np.abs(out - exact) <= gbound)
     assert np.array_equal(att.parallel(pq, pk, V), bidi)  # whole products: no blocks
     prefix = att.parallel(pq, pk, V, causal=True)  # blocks of its own size
     tol = 2 * att.linear_error_bound(pq, pk, V, causal=True)
@@ -1018,24 +1028,114 @@ def test_forms_divide_normalisers_at_the_ends_of_the_range(sq, sk):
 # ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("gate", [0.5, 1e-30])
+@pytest.mark.parametrize("gate", [0.5, 4.5e-5, 1e-30])
 def test_gated_chunked_mask_both_ways_within_the_bound(gate, monkeypatch):
-    """Chunks decaying by e^-22 (gates 0.5) form the mask as exp(lc_i) exp(-lc_j);
+    """Groups decaying by e^-50 (gates 0.5) are scaled once per group; chunks decaying by
+    e^-330 in groups of e^-700 (gates 4.5e-5) form the mask as exp(lc_i) exp(-lc_j);
     chunks decaying by e^-2200 (gates 1e-30: the factors would underflow and overflow,
-    0 * inf) exponentiate the differences.  Both stay within the bound of the recurrence,
+    0 * inf) exponentiate the differences.  All stay within the bound of the recurrence,
     and forcing the differences everywhere changes the result only within it."""
-    from kernelcheck._src.attention.blocking import _Decays, factor_range
+    from kernelcheck._src.attention.decays import Decays, GroupScales, factor_range
 
     rng = _rng(41)
     n = 70
     pq, pk = rng.random((2, n, 4)) + 0.05
     V = rng.normal(size=(n, 3))
     g = np.full(n, gate) * rng.uniform(0.9, 1.0, n)
-    dec = _Decays(np.log(g), 32)
+    plan = [(0, 2, 32), (64, 1, 6)]  # the plan of n = 70 in chunks of 32 (one group here)
+    assert _att.group_chunks(1, 32, 4, 4, True, 2) >= 2
+    scaled = GroupScales.of(np.log(g), plan, np.dtype(np.float64)) is not None
+    assert scaled == (gate == 0.5)
+    dec = Decays(np.log(g), 32)
     assert (dec.full.growth is None) == (32 * -np.log(gate) > factor_range(np.float64))
     out = att.gated_chunked(pq, pk, V, g, chunk_size=32)
     ref = att.gated_recurrent(pq, pk, V, g)
     bound = 2 * att.gated_error_bound(pq, pk, V, g)
     assert np.all(np.abs(out - ref) <= bound)
-    monkeypatch.setattr(_att, "factor_range", lambda dtype: -1.0)  # never the product
+    monkeypatch.setattr(_dec, "factor_range", lambda dtype: -1.0)  # never the product
     assert np.all(np.abs(att.gated_chunked(pq, pk, V, g, chunk_size=32) - ref) <= bound)
+
+
+# ---------------------------------------------------------------------------
+# Masked scores never reach a row; the gated form's group-scaled way and its fallback
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("form", ["chunked", "parallel", "gated_chunked", "gated_parallel"])
+@pytest.mark.parametrize("normalize", [False, True])
+def test_a_score_overflowing_above_the_diagonal_changes_no_row(form, normalize):
+    """``a_0 . b_1 = 1e400`` overflows, but row 0 sees only key 0 (score 1) and row 1
+    sees ``a_1 . b_0 = 1e-400`` (0) and ``a_1 . b_1 = 1``: the rows are 1 and 2, as the
+    recurrence computes them.  A masked score multiplied by 0 was NaN (inf * 0) and
+    failed valid input with an overflow error."""
+    a = np.array([[1e200], [1e-200]])
+    b = np.array([[1e-200], [1e200]])
+    V = np.array([[1.0], [2.0]])
+    g = np.array([0.9, 0.9])
+    run = {
+        "chunked": lambda: att.chunked(a, b, V, normalize=normalize),
+        "parallel": lambda: att.parallel(a, b, V, causal=True, normalize=normalize),
+        "gated_chunked": lambda: att.gated_chunked(a, b, V, g, normalize=normalize),
+        "gated_parallel": lambda: att.gated_parallel(a, b, V, g, normalize=normalize),
+    }[form]
+    # each row is a handful of roundings: a product and a sum per score, the decays'
+    # 10 u (two exp and two products), a quotient; within gamma_16 relative, where
+    # the forms' a-priori bounds here are far looser (they count the whole chunk)
+    rtol = gamma(16, np.float64)
+    if "gated" in form:
+        ref = att.gated_recurrent(a, b, V, g, normalize=normalize)
+    else:
+        ref = att.recurrent(a, b, V, normalize=normalize)
+    for out in (ref, run()):
+        assert np.all(np.abs(out - [[1.0], [2.0]]) <= rtol * np.array([[1.0], [2.0]]))
+
+
+def _scaled_results(monkeypatch) -> list:
+    """Record what each group's group-scaled way returned (False: computed again)."""
+    seen: list = []
+    real = _att._GroupJob.scaled
+
+    def spy(self, *args):
+        ok = real(self, *args)
+        seen.append(ok)
+        return ok
+
+    monkeypatch.setattr(_att._GroupJob, "scaled", spy)
+    return seen
+
+
+def _gated_case(seed: int, qscale: float, kscale: float, n: int = 200):
+    rng = _rng(seed)
+    pq = qscale * (rng.random((n, 4)) + 0.5)
+    pk = kscale * (rng.random((n, 4)) + 0.5)
+    V = rng.normal(size=(n, 3))
+    g = rng.uniform(0.5, 0.6, n)  # groups decaying by e^-40 and more: growth up to e^40
+    return pq, pk, V, g
+
+
+@pytest.mark.parametrize(
+    "qscale, kscale, falls_back",
+    [
+        (1.0, 1.0, False),  # the usual case: every group scaled
+        (1e-300, 1e250, True),  # a_i exp(LC_i) underflows: its error would grow by e^40
+        (1e-10, 1e300, True),  # b_j exp(-LC_j) overflows: the scaled state is not finite
+    ],
+)
+def test_gated_chunked_scaled_groups_and_their_fallback_within_the_bound(
+    qscale, kscale, falls_back, monkeypatch
+):
+    """Every group is scaled unless a scaled query underflows or the scaled state
+    overflows; those groups are computed again the chunk-local way.  Either way the
+    result is within the error bound of the recurrence, normalised or not (the rows
+    are about 1e-50 and 1e292 in the two extreme cases: each is a valid input)."""
+    pq, pk, V, g = _gated_case(77, qscale, kscale)
+    seen = _scaled_results(monkeypatch)
+    for normalize in (False, True):
+        seen.clear()
+        out = att.gated_chunked(pq, pk, V, g, chunk_size=8, normalize=normalize)
+        ways = list(seen)  # the bound below runs the products too
+        ref = att.gated_recurrent(pq, pk, V, g, normalize=normalize)
+        bound = 2 * att.gated_error_bound(pq, pk, V, g, normalize=normalize)
+        # scaled despite the underflow, the rows were 1e20 bounds off (normalisers 0)
+        assert np.all(np.isfinite(out)) and np.all(np.abs(out - ref) <= bound)
+        assert ways and (False in ways) == falls_back and (True in ways) != falls_back

@@ -14,16 +14,15 @@ stays bounded, whatever n is.
 from __future__ import annotations
 
 import itertools
-import math
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from typing import NamedTuple
 
 import numpy as np
 
-from kernelcheck._src.attention.types import RawRows
+from kernelcheck._src.attention.decays import Decays, GroupScales, decay_mask
+from kernelcheck._src.attention.types import RawRows, all_finite
 
 # Intermediates are processed in blocks of at most this many entries
 # (32 MiB of float64), so memory stays bounded for long sequences.
@@ -249,6 +248,24 @@ def causal_products(
     formed: a product of thousands of gates below 1 underflows, a difference
     of log sums does not.
 
+    In float64, when no group of chunks decays by more than ``e^-range``
+    (:func:`~kernelcheck._src.attention.decays.factor_range`, 531: over a
+    group of a few hundred tokens, gates above about 0.2 on average), the
+    gates are applied once per group instead
+    (:class:`~kernelcheck._src.attention.decays.GroupScales`): with ``LC_i``
+    the cumulative log gate from the group's first token to i, the rows ``a_i exp(LC_i)`` and
+    ``b_j exp(-LC_j)`` go through the plain products, whose state is then a
+    plain running sum, decayed once by ``exp(LC_last)`` when the group ends:
+    ``(a_i e^{LC_i}) . (b_j e^{-LC_j}) = (a_i . b_j) d_ij`` with two ``exp``
+    and two products, the ``10 u`` of the decays in the float64 error model
+    (:func:`~kernelcheck._src.attention.bounds.gated_error_bound`), and the
+    extra work is two scalings of the rows and one of the state per group,
+    not the mask, the scaled keys and a decayed running sum per chunk.  Only
+    ``b_j e^{-LC_j}`` can exceed its unscaled value (by up to
+    ``e^{range}``): a group whose scaled state is not finite, or whose scaled
+    queries underflowed, is computed again the chunk-local way
+    (:meth:`_GroupJob.scaled`).
+
     ``S0`` (shape (..., D, m)) is the state before the first token (zero by
     default: a state handed over from an earlier call, C19).  The rows of H
     go to ``sink`` group by group (``sink.target`` / ``sink.take``, see
@@ -269,8 +286,11 @@ def causal_products(
     running sum and read-out of the other, with one hand-over per group
     instead of a join of all threads twice per group.  Each chunk's products
     are the same calls and its state the same sum in the same order whatever
-    the groups and the threads, so the result does not depend on either
-    (tests/attention/test_forms.py compares them bit for bit).
+    the threads, and, ungated or chunk-local, whatever the groups, so the
+    result does not depend on them (tests/attention/test_forms.py compares
+    them bit for bit); scaled once per group, the decays are measured from
+    each group's first token, so the groups (not the threads) set the
+    roundings, each within the error bound.
 
     Non-finite inputs: a_i reaches row i; b_j and w_j reach row j through
     the diagonal score ``(a_j . b_j) w_j`` (and every later row through the
@@ -289,8 +309,12 @@ def causal_products(
     if S0 is not None:
         S[...] = S0
     chain = _StateChain(S, len(plan))
-    decays = None if log_gates is None else _Decays(log_gates, C)
-    job = _GroupJob(A, B, values, sink, decays, plan, chain, G, C)
+    scales = decays = None
+    if log_gates is not None:
+        scales = GroupScales.of(log_gates, plan, np.result_type(A, B, values.V))
+        if scales is None:
+            decays = Decays(log_gates, C)
+    job = _GroupJob(A, B, values, sink, decays, plan, chain, G, C, log_gates, scales)
     big = n * (C + D) * m * nb >= _PARALLEL_WORK
     with _chunk_workers(big) as workers:
         _run_everywhere(job.work, workers)
@@ -326,6 +350,7 @@ class _ChunkBuffers:
         self.scores = np.empty(batch + (group, C, C), dtype=dtype)
         self.tmp = np.empty(batch + (group, C, m), dtype=dtype)
         self.keys = np.empty(batch + (group, C, D), dtype=dtype) if gated else None
+        self.queries = np.empty(batch + (group, C, D), dtype=dtype) if gated else None
         self.mask = np.empty(batch + (group, C, C), dtype=dtype) if gated else None
         self.state = np.empty(batch + (D, m), dtype=dtype) if gated else None
 
@@ -383,17 +408,21 @@ class _Aborted(Exception):
 class _GroupJob:
     """The groups of one :func:`causal_products` call, taken in order by any number of threads."""
 
-    def __init__(self, A, B, values, sink, decays, plan, chain, G, C):
+    def __init__(self, A, B, values, sink, decays, plan, chain, G, C, log_gates=None, scales=None):
         self.A, self.B, self.values, self.sink = A, B, values, sink
         self.decays, self.plan, self.chain = decays, plan, chain
         self.G, self.C = G, C
-        self.keep = np.tril(np.ones((C, C), dtype=A.dtype))
+        self.log_gates, self.scales = log_gates, scales
+        # the scores of later keys (j > i) are set to 0, not multiplied by 0: a
+        # score there may overflow (a_i . b_j for a key the row never sees) and
+        # inf * 0 would be NaN in a row whose true value is finite
+        self.future = np.triu(np.ones((C, C), dtype=bool), 1)
         self.next = itertools.count()  # next(count) is atomic under the GIL
 
     def work(self) -> None:
         A = self.A
         batch, D, m = A.shape[:-2], A.shape[-1], self.values.m
-        gated = self.decays is not None
+        gated = self.log_gates is not None
         bufs = _ChunkBuffers(batch, self.G, self.C, D, m, A.dtype, gated)
         try:
             while not self.chain.failed:
@@ -417,13 +446,24 @@ class _GroupJob:
         w = self.values(r0, r1).reshape(batch + (k, c, m))
         h_rows = self.sink.target(r0, r1)
         h = h_rows.reshape(batch + (k, c, m))
+        if self.scales is None:
+            dec = None if self.decays is None else self.decays.chunks(r0, k, c)
+            self.products(g, bufs, a, b, w, h, dec)
+        elif not self.scaled(g, bufs, a, b, w, h, self.scales.group(r0, r1, k, c)):
+            # the scaled state overflowed: this group the chunk-local way
+            dec = Decays(self.log_gates[..., r0:r1], c).chunks(0, k, c)
+            self.products(g, bufs, a, b, w, h, dec)
+        self.sink.take(r0, r1, h_rows)
+
+    def products(self, g, bufs, a, b, w, h, dec) -> None:
+        """The group's rows into h and its state published, plain or decayed chunk by chunk."""
+        k, c = a.shape[-3], a.shape[-2]
         s, dS = bufs.scores[..., :k, :c, :c], bufs.dS[..., :k, :, :]
         tmp = bufs.tmp[..., :k, :c, :]
         np.matmul(a, swap(b), out=s)  # (..., k, c, c): every chunk's scores at once
-        s *= self.keep[:c, :c]
-        dec = None if self.decays is None else self.decays.chunks(r0, k, c)
+        np.copyto(s, 0.0, where=self.future[:c, :c])
         if dec is not None:
-            s *= _decay_mask(dec, bufs.mask[..., :k, :c, :c])
+            s *= decay_mask(dec, bufs.mask[..., :k, :c, :c])
             # keys weighted once by their decay to the chunk's last token: the
             # state increment is then one product
             np.multiply(b, dec.to_end[..., None], out=bufs.keys[..., :k, :c, :])
@@ -451,108 +491,58 @@ class _GroupJob:
         if dec is not None:
             tmp *= dec.from_start[..., None]
         h += tmp
-        self.sink.take(r0, r1, h_rows)
 
+    def scaled(self, g, bufs, a, b, w, h, scale) -> bool:
+        """The gated group as the plain one on scaled rows (see :func:`causal_products`).
 
-class _ChunkDecays(NamedTuple):
-    """The decays of a group of k chunks of c tokens (views into :class:`_Decays`)."""
+        ``scale`` is the group's ``(exp(LC), exp(-LC), exp(LC_last))``.  The
+        state after the group is ``exp(LC_last)`` times the plain running
+        sum's.  False is returned, before anything is published, when
 
-    lc: np.ndarray  # (..., k, c): cumulative log gates within each chunk
-    from_start: np.ndarray  # (..., k, c): exp(lc_i), the decay from the chunk's start to i
-    to_end: np.ndarray  # (..., k, c): exp(lc_last - lc_j), from j to the chunk's end
-    whole: np.ndarray  # (..., k): exp(lc_last), the gates' product over each chunk
-    growth: np.ndarray | None  # (..., k, c): exp(-lc_j), or None beyond FACTOR_RANGE
+        * a scaled query ``a_i exp(LC_i)`` underflowed (the floating-point
+          underflow flag of that one product): its absolute error would be
+          multiplied by the growth ``exp(-LC_j)`` of the keys, beyond the
+          error model's ``eta`` per product; scaled by decays alone, as the
+          chunk-local way does, an underflow stays within it;
+        * the state after the group is not finite: a scaled key or state
+          overflowed (only those exceed their unscaled values, and an
+          overflow anywhere in the state reaches its last sum), or an input
+          was not finite, which the chunk-local way then carries to the
+          checked rows as always.
 
-
-class _Decays:
-    """The chunk-local log sums of the gates and the decays from them, for all chunks at once.
-
-    Formed once per call in a few vectorised passes over the n gates (one
-    ``cumsum`` and three ``exp``), instead of a handful of small calls per
-    group; 4 n numbers, like the normalisers of a normalised form.  Every
-    exponent is <= 0 (``lc`` is non-increasing within a chunk, log gates
-    being <= 0), so no decay overflows.
-    """
-
-    def __init__(self, log_gates: np.ndarray, C: int):
-        n = log_gates.shape[-1]
-        nfull, rem = divmod(n, C)
-        self.C, self.nfull = C, nfull
-        self.full = self._forms(log_gates[..., : nfull * C], nfull, C) if nfull else None
-        self.rest = self._forms(log_gates[..., nfull * C :], 1, rem) if rem else None
-
-    @staticmethod
-    def _forms(log_gates: np.ndarray, k: int, c: int) -> _ChunkDecays:
-        lc = np.cumsum(log_gates.reshape(log_gates.shape[:-1] + (k, c)), axis=-1)
-        last = lc[..., -1:]
-        growth = None  # float32 keeps exp of the differences (its model counts 6 u)
-        if lc.dtype == np.float64 and lc.size and lc.min() >= -factor_range(lc.dtype):
-            growth = np.exp(-lc)
-        return _ChunkDecays(lc, np.exp(lc), np.exp(last - lc), np.exp(last[..., 0]), growth)
-
-    def chunks(self, r0: int, k: int, c: int) -> _ChunkDecays:
-        """The decays of the k chunks from token r0 (the shorter last chunk: c < C)."""
-        if c < self.C and self.rest is not None:
-            return self.rest
-        assert self.full is not None
-        t0 = r0 // self.C
-        lc, start, end, whole, growth = self.full
-        rows = (Ellipsis, slice(t0, t0 + k), slice(None))
-        grow = None if growth is None else growth[rows]
-        return _ChunkDecays(lc[rows], start[rows], end[rows], whole[..., t0 : t0 + k], grow)
-
-
-def factor_range(dtype) -> float:
-    """The largest chunk-local log decay ``|lc|`` for which the mask is formed as a product.
-
-    ``exp(lc_i - lc_j) = exp(lc_i) exp(-lc_j)``: both factors are normal
-    numbers (so accurate to the 4 ulp of ``exp``) while ``|lc| <= 0.75
-    |log tiny|`` (531 in float64, 65 in float32), and the products above the
-    diagonal, at most ``exp(|lc|)``, stay finite.
-    """
-    return -0.75 * math.log(float(np.finfo(dtype).tiny))
-
-
-def _decay_mask(dec: _ChunkDecays, out: np.ndarray) -> np.ndarray:
-    """``exp(lc_i - lc_j)`` for ``j <= i`` (anything finite above the diagonal), a stack of chunks.
-
-    ``dec.lc`` (shape (..., k, c)) is each chunk's cumulative sum of log
-    gates; ``out`` a buffer of shape (..., k, c, c); the caller has zeroed
-    the scores above the diagonal.  Within :func:`factor_range` the mask is
-    the outer product ``exp(lc_i) exp(-lc_j)`` of the 2c decays formed once
-    per call (one pass; the ``exp`` of all c^2 differences was 60% of the
-    gated form's extra cost at n = 16384, D = d_v = 64): two ``exp`` of 4 ulp
-    and one product, a relative error within the ``10 u`` of the float64
-    error model (:func:`~kernelcheck._src.attention.bounds.gated_error_bound`;
-    float32 keeps the differences, within its ``6 u``), entries for
-    ``j <= i`` in ``[exp(-range), 1 + 9u]``.  Beyond it (chunks decaying
-    by more than ``exp(-531)``, gates below about ``1e-7`` each), the factors
-    would underflow and overflow (``0 * inf``): the differences are
-    exponentiated instead, with ``-inf`` above the diagonal and clamped to
-    at most 0 (``lc`` is non-increasing, log gates being <= 0, so they are
-    already), in [0, 1].  tests/attention/test_forms.py runs both.
-    """
-    if dec.growth is not None:
-        return np.multiply(dec.from_start[..., :, None], dec.growth[..., None, :], out=out)
-    lc = dec.lc
-    c = lc.shape[-1]
-    np.subtract(lc[..., :, None], lc[..., None, :], out=out)
-    np.minimum(out, _upper_minus_inf(c, out.dtype), out=out)
-    np.exp(out, out=out)
-    return out
-
-
-def _upper_minus_inf(c: int, dtype) -> np.ndarray:
-    """A c x c matrix: 0 on and below the diagonal, ``-inf`` above (cached per size)."""
-    key = (c, np.dtype(dtype))
-    mask = _MASKS.get(key)
-    if mask is None:
-        mask = np.where(np.tri(c, dtype=bool), 0.0, -np.inf).astype(dtype)
-        _MASKS[key] = mask
-    return mask
-
-
-_MASKS: dict = {}
+        Otherwise no product overflowed that the chunk-local way would not
+        overflow: for ``j <= i`` each scaled term ``a_ip exp(LC_i) b_jp
+        exp(-LC_j)`` is the decayed one, and the scores of later keys are set
+        to 0 whatever they are.
+        """
+        up, down, last = scale
+        k, c = a.shape[-3], a.shape[-2]
+        try:
+            with np.errstate(under="raise"):
+                a = np.multiply(a, up[..., None], out=bufs.queries[..., :k, :c, :])
+        except FloatingPointError:
+            return False
+        b = np.multiply(b, down[..., None], out=bufs.keys[..., :k, :c, :])
+        s, dS = bufs.scores[..., :k, :c, :c], bufs.dS[..., :k, :, :]
+        tmp = bufs.tmp[..., :k, :c, :]
+        np.matmul(a, swap(b), out=s)
+        np.copyto(s, 0.0, where=self.future[:c, :c])
+        np.matmul(s, w, out=h)
+        np.matmul(swap(b), w, out=dS)
+        prev = self.chain.wait(g)
+        np.matmul(a[..., 0, :, :], prev, out=tmp[..., 0, :, :])
+        dS[..., 0, :, :] += prev
+        for t in range(1, k):
+            dS[..., t, :, :] += dS[..., t - 1, :, :]
+        after = bufs.state
+        np.multiply(dS[..., k - 1, :, :], last[..., None, None], out=after)
+        if not all_finite(after):
+            return False
+        self.chain.publish(g, after)
+        if k > 1:
+            np.matmul(a[..., 1:, :, :], dS[..., : k - 1, :, :], out=tmp[..., 1:, :, :])
+        h += tmp
+        return True
 
 
 # Below this many multiply-adds (about 2**24) the chunked form runs inline.

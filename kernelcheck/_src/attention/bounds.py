@@ -187,11 +187,13 @@ def linear_family_bound(phi_q, phi_k, V, causal, dt, extra_ops, normalize, M0, l
     ``gamma_n |L_i|`` (all terms have one sign), the difference of two to
     ``2 gamma_n |L_i|`` (``|L_j| <= |L_i|`` for ``j <= i``), and ``exp`` adds
     4 ulp (``c = 6``).  In float64 the chunked form's mask is the product
-    ``exp(lc_i) exp(-lc_j)`` of two such decays, 9 ulp: ``c = 10`` for
-    ``dtype`` float64 and for the float64 share of every bound (a layer in a
-    coarser precision keeps ``c = 6``: the product is only formed in
-    float64).  The decays themselves are at most ``1 + 9 u``, so no term
-    grows beyond ``rho``.
+    ``exp(lc_i) exp(-lc_j)`` of two such decays, 9 ulp, and its rows scaled
+    once per group of chunks, ``a_i exp(LC_i)`` and ``b_j exp(-LC_j)``, give
+    their product the decay from two ``exp`` and two roundings, 10 ulp:
+    ``c = 10`` for ``dtype`` float64 and for the float64 share of every bound
+    (a layer in a coarser precision keeps ``c = 6``: the products are only
+    formed in float64).  The decays themselves are at most ``1 + 10 u``, so
+    no term grows beyond ``rho``.
     """
     n, D = phi_k.shape[-2], phi_q.shape[-1]  # n: the number of keys summed over
     W = (with_ones(V) if normalize else V).astype(np.float64)
@@ -316,7 +318,8 @@ def gated_error_bound(
       (``log`` to a few ulp, partial sums of one sign to ``gamma_n |L_i|``,
       the difference of two to twice that since ``|L_j| <= |L_i|``, ``exp`` to
       4 ulp: ``c = 6``; in float64 ``c = 10``, the chunked form's mask being
-      a product of two such decays, 9 ulp); it grows with the total decay
+      a product of two such decays, 9 ulp, and its rows scaled once per group
+      of chunks by ``exp(LC_i)`` and ``exp(-LC_j)``, 10 ulp); it grows with the total decay
       ``|L_i|`` and stays below ``1e-11`` relative in float64 for
       ``|L_i| <= 1e4``, n <= 1e5.
 

@@ -111,6 +111,13 @@ def gated_chunked_cost(n: int, d: int, D: int, d_v: int, chunk_size: int, causal
     """Gated chunked: :func:`chunked_cost` plus ``4 c^2`` per chunk (its decay mask),
     ``n (D + d_v + 3)`` (key and query decays, log sums) and ``D (d_v + 1)`` per chunk
     (the state's decay).  State ``D (d_v + 1)``.
+
+    That is the chunk-local way (float32, or groups of chunks decaying beyond
+    :func:`~kernelcheck._src.attention.decays.factor_range`); the float64
+    default scales the rows once per group of chunks instead (``2 n D`` products,
+    ``3 n`` for the log sums and their ``exp``) and decays and checks the state
+    once per group (``2 D (d_v + 1)``), fewer operations: the count is an upper
+    bound of both.
     """
     flops, state = chunked_cost(n, d, D, d_v, chunk_size, causal)
     c = min(chunk_size, n)

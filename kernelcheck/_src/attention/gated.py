@@ -284,7 +284,12 @@ def gated_parallel(
             expo[..., future] = -np.inf  # masked: weight exactly 0
             np.minimum(expo, 0.0, out=expo)  # rounding can push L_i - L_i' above 0
             np.exp(expo, out=expo)
-            scores *= expo  # a NaN score stays NaN where masked (NaN * 0): it still reaches H
+            # the scores of later keys are set to 0, not multiplied by 0: one may
+            # overflow (a key the row never sees) and inf * 0 would be NaN in a row
+            # whose value is finite; a non-finite input still reaches H through the
+            # diagonal, whose decay is 1
+            np.copyto(scores, 0.0, where=future)
+            scores *= expo
             H[..., i0:i1, :] = scores @ W[..., :i1, :]
     inputs = ((phi_q, "phi_q"), (phi_k, "phi_k"), (V, "V"))
     return finish_matrix(H, normalize, action, "gated_parallel", inputs)
@@ -307,8 +312,13 @@ def gated_chunked(
     Within a chunk starting at token t0, ``lc_i = sum_{l=t0..i} log g_l``:
     the chunk's own weights decay by ``exp(lc_i - lc_j)``, the state before
     the chunk by ``exp(lc_i)``, and the state after it is
-    ``exp(lc_last) S + sum_j exp(lc_last - lc_j) phi(k_j) [v_j, 1]^T``
-    (see :func:`~kernelcheck._src.attention.blocking.causal_products`).
+    ``exp(lc_last) S + sum_j exp(lc_last - lc_j) phi(k_j) [v_j, 1]^T``.
+    In float64, unless a group of chunks decays beyond about ``e^-531``, the
+    same weights come from rows scaled once per group:
+    ``phi(q_i) exp(LC_i) . phi(k_j) exp(-LC_j)`` with ``LC`` the log sums from
+    the group's first token, through the plain products, the state decayed
+    once per group (see
+    :func:`~kernelcheck._src.attention.blocking.causal_products`).
 
     Parameters
     ----------
@@ -331,7 +341,8 @@ def gated_chunked(
     Operation count: that of :func:`~kernelcheck.attention.chunked` plus
     ``4 C^2`` per chunk for its decay mask, ``n (D + d_v + 3)`` for the key
     and query decays and the log sums, and ``D (d_v + 1)`` per chunk for the
-    state's decay.
+    state's decay; scaled once per group, ``2 n D + 3 n`` and
+    ``2 D (d_v + 1)`` per group instead.
 
     Examples
     --------
