@@ -158,6 +158,7 @@ class _Ladder:
         self.low = -math.inf
         self.high = math.inf
         self.skipped: list[str] = []
+        self.ball_stop = ""  # why the ball rung stopped undecided
         self.failed_pivot = 0  # where the Cholesky of K failed (0: not run or succeeded)
         self._e: int | None = None
         self._e_done = False
@@ -387,6 +388,7 @@ class _Ladder:
         self.rungs.append("ball")
         shift2 = 2.0 * self.t
         if not math.isfinite(shift2):
+            self.ball_stop = f"2 tol = {shift2} is not finite"
             return None
         for prec in BALL_PRECISIONS:
             out = ball_decision(self.A, shift2, prec)
@@ -409,8 +411,13 @@ class _Ladder:
                 w = self.check(np.array(out.vector, dtype=object))
                 if w is not None:
                     return self.not_psd("ball", w, f"{prec}-bit ball arithmetic found a witness")
-            if out.kind == "singular":
-                break  # a question for exact arithmetic
+            if out.kind == "singular":  # a question for exact arithmetic
+                self.ball_stop = (
+                    f"a Schur complement is singular within its {prec}-bit balls: exact "
+                    'arithmetic decides it (method="exact" or "auto")'
+                )
+                return None
+        self.ball_stop = f"not decided at {prec} bits"
         return None
 
     def exact_limit(self) -> int:
@@ -723,8 +730,7 @@ def _forced_ball(lad: _Ladder) -> PSDResult:
     r = lad.ball()
     if r is not None:
         return r
-    why = lad.skipped[-1] if lad.skipped else f"not decided at {BALL_PRECISIONS[-1]} bits"
-    return lad.inconclusive(why)
+    return lad.inconclusive(lad.skipped[-1] if lad.skipped else lad.ball_stop)
 
 
 #: The rung a forced ``method=`` runs.
