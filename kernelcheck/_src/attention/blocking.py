@@ -325,8 +325,9 @@ def group_chunks(nb: int, C: int, D: int, m: int, gated: bool, nfull: int) -> in
     """Chunks per group of :func:`causal_products`: as many as fit :data:`CACHE_BYTES`.
 
     A chunk's working set is its state increment (``D m``), scores
-    (``C^2``), products (``2 C m``) and, gated, its scaled keys and decay
-    mask (``C D + C^2``), per batch entry.  Measured at n = 8192, D = 256,
+    (``C^2``), products (``2 C m``) and, gated, its scaled keys and either
+    its decay mask (``C D + C^2``, chunk-local) or its scaled queries
+    (``2 C D``, scaled once per group), per batch entry.  Measured at n = 8192, D = 256,
     d_v = 64 (C = 32, one thread, CPU time, interleaved with the GEMM floor):
     groups of 1 MiB and 2 MiB (6 and 12 chunks; the cores' L2 caches are
     2 MiB) are within noise of each other; one chunk a group (the Python
@@ -334,7 +335,7 @@ def group_chunks(nb: int, C: int, D: int, m: int, gated: bool, nfull: int) -> in
     groups 1.05-1.15x, all chunks in one group (the states of the whole
     sequence, out of cache) 1.4-1.6x.
     """
-    per_chunk = 8 * nb * (D * m + C * (C + 2 * m) + (C * (C + D) if gated else 0))
+    per_chunk = 8 * nb * (D * m + C * (C + 2 * m) + (C * (D + max(C, D)) if gated else 0))
     return max(1, min(nfull or 1, CACHE_BYTES // per_chunk))
 
 
