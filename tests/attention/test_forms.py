@@ -1139,3 +1139,23 @@ def test_gated_chunked_scaled_groups_and_their_fallback_within_the_bound(
         # scaled despite the underflow, the rows were 1e20 bounds off (normalisers 0)
         assert np.all(np.isfinite(out)) and np.all(np.abs(out - ref) <= bound)
         assert ways and (False in ways) == falls_back and (True in ways) != falls_back
+
+
+def test_group_scales_are_each_groups_own_cumulative_log_gates():
+    """The factors restart at every group of the plan (equal groups first, then a
+    shorter one and the last partial chunk), batched; None in float32 and beyond the
+    range, where the chunk-local way is used."""
+    from kernelcheck._src.attention.decays import GroupScales, factor_range
+
+    plan = [(0, 3, 4), (12, 3, 4), (24, 2, 4), (32, 1, 3)]  # n = 35 in chunks of 4
+    lg = -_rng(5).uniform(0.0, 1.0, (2, 35))
+    sc = GroupScales.of(lg, plan, np.dtype(np.float64))
+    for r0, k, c in plan:
+        lc = np.cumsum(lg[..., r0 : r0 + k * c], axis=-1)
+        up, down, last = sc.group(r0, r0 + k * c, k, c)
+        assert np.array_equal(up, np.exp(lc).reshape(2, k, c))
+        assert np.array_equal(down, np.exp(-lc).reshape(2, k, c))
+        assert np.array_equal(last, np.exp(lc[..., -1]))
+    assert GroupScales.of(lg, plan, np.dtype(np.float32)) is None
+    deep = lg * (factor_range(np.float64) / 5.0)  # a group of 12 tokens beyond the range
+    assert GroupScales.of(deep, plan, np.dtype(np.float64)) is None

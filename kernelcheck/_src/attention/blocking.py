@@ -451,7 +451,8 @@ class _GroupJob:
             dec = None if self.decays is None else self.decays.chunks(r0, k, c)
             self.products(g, bufs, a, b, w, h, dec)
         elif not self.scaled(g, bufs, a, b, w, h, self.scales.group(r0, r1, k, c)):
-            # the scaled state overflowed: this group the chunk-local way
+            # a scaled query underflowed or the scaled state overflowed: this
+            # group the chunk-local way
             dec = Decays(self.log_gates[..., r0:r1], c).chunks(0, k, c)
             self.products(g, bufs, a, b, w, h, dec)
         self.sink.take(r0, r1, h_rows)

@@ -36,20 +36,16 @@ class GroupScales:
         """The scales for ``plan``'s groups, or None: not float64, or beyond the range."""
         if log_gates.dtype != np.float64 or dtype != np.float64:
             return None  # float32 keeps the chunk-local differences (its model counts 6 u)
-        lc = np.empty_like(log_gates)
-        (r0, k, c), first_len = plan[0], plan[0][1] * plan[0][2]
+        lc = np.empty(log_gates.shape, dtype=np.float64)
+        first_len = plan[0][1] * plan[0][2]
         same = 0  # the leading groups of equal length: one cumsum for all of them
         while same < len(plan) and plan[same][1] * plan[same][2] == first_len:
             same += 1
-        head = same * first_len
-        shape = log_gates.shape[:-1]
-        np.cumsum(
-            log_gates[..., :head].reshape(shape + (same, first_len)),
-            axis=-1,
-            out=lc[..., :head].reshape(shape + (same, first_len)),
-        )
+        head, shape = same * first_len, log_gates.shape[:-1]
+        sums = np.cumsum(log_gates[..., :head].reshape(shape + (same, first_len)), axis=-1)
+        lc[..., :head] = sums.reshape(shape + (head,))
         for r0, k, c in plan[same:]:
-            np.cumsum(log_gates[..., r0 : r0 + k * c], axis=-1, out=lc[..., r0 : r0 + k * c])
+            lc[..., r0 : r0 + k * c] = np.cumsum(log_gates[..., r0 : r0 + k * c], axis=-1)
         if lc.size and lc.min() < -factor_range(lc.dtype):
             return None
         return cls(lc)
