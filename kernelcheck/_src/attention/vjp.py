@@ -111,7 +111,9 @@ def _softmax_terms(Q64, K64, V64, P, G):
     """``dV, dP - c, dS`` of the softmax VJP (``c = rowsum(P o dP)``); ``dP`` is reused."""
     dV = _swap(P) @ G
     D = G @ _swap(V64)
-    D -= np.sum(P * D, axis=-1, keepdims=True)
+    # c = rowsum(P o dP) in one pass, without forming P o dP first (24 against 83 ms
+    # at n = 4096, one thread): a sum of n rounded products either way, within gamma_n
+    D -= np.einsum("...ij,...ij->...i", P, D)[..., None]
     return dV, D, P * D
 
 
