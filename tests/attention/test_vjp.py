@@ -1,4 +1,4 @@
-"""The VJP module's blocked causal mask equals the plain triangular mask at every size."""
+"""The VJP module: its blocked causal mask, and the terms its softmax bound shares."""
 
 from __future__ import annotations
 
@@ -37,3 +37,39 @@ def test_a_causal_softmax_vjp_past_one_mask_block_matches_the_unblocked_formula(
     plain = (dS @ K / np.sqrt(3), dS.T @ Q / np.sqrt(3), P.T @ G)
     for a, b, t in zip(got, plain, tol, strict=True):
         assert (np.abs(a - b) <= 2 * t).all()
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_the_softmax_bound_s_two_dS_terms_are_one_array(causal):
+    """The bound keeps ``P |dP - c|`` once and uses it for ``|dS|`` too: the two are
+    equal entry for entry (P >= 0; a rounded product's magnitude is that of the product
+    of the magnitudes), so sharing it changes no bound.  Then the bound, evaluated with
+    both as separate arrays the way the formula reads, agrees to its own rounding."""
+    rng = np.random.default_rng(4)
+    n, d = 70, 5
+    Q, K, V, G = (rng.standard_normal((n, d)) for _ in range(4))
+    parts = vjp._SoftmaxBounds(Q, K, V, G, causal, 1 / np.sqrt(d))
+    assert np.array_equal(parts.A1, np.abs(parts.dS))
+    # the formula with |dS| as its own term: E_dS |K| + gamma_n |dS| |K|, rows of dQ
+    b = parts.bound(np.dtype(np.float32))
+    u, g_n = vjp.unit_roundoff(np.float32), vjp.gamma(n, np.float32)
+    aS, aK, P = np.abs(parts.dS), parts.aK, parts.P
+    absK = aK.max(axis=-2, keepdims=True)
+    r = parts.scale * np.sum(parts.aQ * absK, axis=-1, keepdims=True)
+    theta = vjp.gamma(d + 2, np.float32) * r + 2.0 * u * r + (vjp._EXP_ULPS + 1) * u
+    e, g1 = np.expm1(2.0 * theta), vjp.gamma(n + 1, np.float32)
+    rho = e + g1 + e * g1
+    g = vjp.gamma(n + d + 2, np.float32)
+    Ec = (rho + g * (1.0 + rho)) * parts.GPV
+    EdS = rho * parts.A1 + (1.0 + rho) * (g * parts.B1 + Ec * P) + u * aS
+    EdQ = parts.scale * (g_n * aS @ aK + EdS @ aK) * (1.0 + u)
+    f64 = 1.0 + vjp.gamma(n + d + 8)
+    under = (3 * n + 8) * vjp.eta(np.float32) * (1.0 + parts.top[0]) * (1.0 + parts.top[1])
+    aQ = parts.aQ
+    EdSQ = (
+        parts.A1.T @ (rho * aQ) + parts.B1.T @ ((g * (1.0 + rho)) * aQ)
+        + P.T @ ((1.0 + rho) * Ec * aQ) + u * aS.T @ aQ
+    )  # fmt: skip
+    EdK = parts.scale * (g_n * aS.T @ aQ + EdSQ) * (1.0 + u)
+    np.testing.assert_allclose(b.dA, EdQ * f64 + under, rtol=1e-13)
+    np.testing.assert_allclose(b.dB, EdK * f64 + under, rtol=1e-13)

@@ -228,17 +228,19 @@ class _SoftmaxBounds:
         self.G, self.scale = G, scale
         self.dV, D, self.dS = _softmax_terms(self.Q64, self.K64, self.V64, self.P, G)
         P, aG, aV = self.P, np.abs(G), np.abs(self.V64)
-        self.aG, self.aQ, self.aK, self.aS = aG, np.abs(self.Q64), np.abs(self.K64), np.abs(self.dS)
+        self.aG, self.aQ, self.aK = aG, np.abs(self.Q64), np.abs(self.K64)
         np.abs(D, out=D)
         D *= P
-        self.A1 = D  # P |dP - c|
+        # P |dP - c| is also |dS| = |P o (dP - c)|, entry for entry (P >= 0, and a
+        # rounded product's magnitude does not depend on the signs): one n x n
+        # array and its products with |K| and |Q| serve both terms of the bound
+        self.A1 = D
         B1 = aG @ _swap(aV)
         B1 *= P
         self.B1 = B1  # P (|G| |V|^T)
         self.GPV = np.sum(aG * (P @ aV), axis=-1, keepdims=True)  # |G| . (P |V|)
         aK = self.aK
-        self.A1K, self.B1K, self.PK, self.SK = (M @ aK for M in (self.A1, B1, P, self.aS))
-        self.SQ = _swap(self.aS) @ self.aQ
+        self.A1K, self.B1K, self.PK = (M @ aK for M in (self.A1, B1, P))
         self.top = (float(aG.max(initial=0.0)), float(aV.max()))
 
     def vjp(self) -> VJP:
@@ -259,16 +261,18 @@ class _SoftmaxBounds:
         alpha = rho + g * (1.0 + rho)
         EdV = _swap(P) @ (alpha * self.aG)
         Ec = alpha * self.GPV
-        # E_dS = rho A1 + (1 + rho)(g B1 + Ec P) + u |dS|, times |K| (rows) or |Q| (columns)
-        EdSK = rho * self.A1K + (1.0 + rho) * (g * self.B1K + Ec * self.PK) + u * self.SK
+        # E_dS = rho A1 + (1 + rho)(g B1 + Ec P) + u |dS|, times |K| (rows) or |Q|
+        # (columns); with the products' own gamma_n |dS|, and |dS| = A1:
+        # E_dS + gamma_n |dS| = (rho + u + gamma_n) A1 + (1 + rho)(g B1 + Ec P)
+        w = rho + u + gamma(n, dt)
+        EdSK = w * self.A1K + (1.0 + rho) * (g * self.B1K + Ec * self.PK)
         EdSQ = (
-            _swap(self.A1) @ (rho * aQ)
+            _swap(self.A1) @ (w * aQ)
             + _swap(self.B1) @ ((g * (1.0 + rho)) * aQ)
             + _swap(P) @ ((1.0 + rho) * Ec * aQ)
-            + u * self.SQ
         )
-        EdQ = scale * (gamma(n, dt) * self.SK + EdSK) * (1.0 + u)
-        EdK = scale * (gamma(n, dt) * self.SQ + EdSQ) * (1.0 + u)
+        EdQ = scale * EdSK * (1.0 + u)
+        EdK = scale * EdSQ * (1.0 + u)
         f64 = 1.0 + gamma(n + d + 8)
         under = (3 * n + 8) * eta(dt) * (1.0 + self.top[0]) * (1.0 + self.top[1])
         return VJP(EdQ * f64 + under, EdK * f64 + under, EdV * f64 + under)
