@@ -1121,14 +1121,22 @@ def _gated_case(seed: int, qscale: float, kscale: float, n: int = 200):
         (1e-10, 1e300, True),  # b_j exp(-LC_j) overflows: the scaled state is not finite
     ],
 )
+@pytest.mark.parametrize("threads", [False, True])
 def test_gated_chunked_scaled_groups_and_their_fallback_within_the_bound(
-    qscale, kscale, falls_back, monkeypatch
+    qscale, kscale, falls_back, threads, monkeypatch
 ):
     """Every group is scaled unless a scaled query underflows or the scaled state
     overflows; those groups are computed again the chunk-local way.  Either way the
     result is within the error bound of the recurrence, normalised or not (the rows
-    are about 1e-50 and 1e292 in the two extreme cases: each is a valid input)."""
-    pq, pk, V, g = _gated_case(77, qscale, kscale)
+    are about 1e-50 and 1e292 in the two extreme cases: each is a valid input), and
+    on worker threads (many small groups) it is the inline result bit for bit."""
+    pq, pk, V, g = _gated_case(77, qscale, kscale, n=192)
+    if threads:  # groups of 6 chunks of 8 tokens (1760 or 1920 bytes a chunk), 4 groups:
+        # each still decays by about e^-27, enough for the extreme cases to fall back
+        monkeypatch.setattr(_att, "CACHE_BYTES", 11520)
+        inline = {nz: att.gated_chunked(pq, pk, V, g, chunk_size=8, normalize=nz)
+                  for nz in (False, True)}  # fmt: skip
+        monkeypatch.setattr(_att, "_PARALLEL_WORK", 1)
     seen = _scaled_results(monkeypatch)
     for normalize in (False, True):
         seen.clear()
@@ -1139,6 +1147,8 @@ def test_gated_chunked_scaled_groups_and_their_fallback_within_the_bound(
         # scaled despite the underflow, the rows were 1e20 bounds off (normalisers 0)
         assert np.all(np.isfinite(out)) and np.all(np.abs(out - ref) <= bound)
         assert ways and (False in ways) == falls_back and (True in ways) != falls_back
+        if threads:
+            assert len(ways) > 2 and np.array_equal(out, inline[normalize])
 
 
 def test_group_scales_are_each_groups_own_cumulative_log_gates():
