@@ -146,6 +146,36 @@ def test_cost_model_chunked_counts_chunks():
     assert one.to_dict()["flops"] == one.flops
 
 
+@pytest.mark.parametrize("n, D, dv, C", [(256, 256, 64, 32), (256, 4096, 1, 64), (7, 3, 2, 4)])
+def test_cost_model_gated_chunked_counts_the_larger_of_its_two_ways(n, D, dv, C):
+    """Over chunked's count: the chunk-local way's mask, decays and state decays, or the
+    group-scaled way's scaled rows, log sums and per-group state work, whichever is
+    more: with d_v = 1 and D = 4096 the scaled rows (2 n D) are.  The groups are those
+    the form runs (a spy counts them)."""
+    from kernelcheck._src.attention.blocking import _GroupJob
+
+    plain = att.cost_model("chunked", n, 1, D, dv, chunk_size=C).flops
+    gated = att.cost_model("gated_chunked", n, 1, D, dv, chunk_size=C).flops
+    sizes = _chunks(n, C)
+    groups = []
+    real = _GroupJob.scaled
+
+    def spy(self, g, *args):
+        groups.append(g)
+        return real(self, g, *args)
+
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(_GroupJob, "scaled", spy)
+        rng = np.random.default_rng(0)
+        pq, pk = rng.random((2, n, D))
+        att.gated_chunked(pq, pk, rng.random((n, dv)), np.full(n, 0.99), chunk_size=C,
+                          normalize=True)  # fmt: skip
+    local = sum(4 * c * c for c in sizes) + n * (D + dv + 3) + len(sizes) * D * (dv + 1)
+    scaled = 2 * n * D + 3 * n + len(set(groups)) * 2 * D * (dv + 1)
+    assert gated - plain == max(local, scaled)
+    assert (scaled > local) == (dv == 1)
+
+
 # ---------------------------------------------------------------------------
 # Bad input
 # ---------------------------------------------------------------------------

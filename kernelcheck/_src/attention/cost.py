@@ -11,7 +11,7 @@ closed-form arithmetic in the sizes: no loop over n.
 
 from __future__ import annotations
 
-from kernelcheck._src.attention.blocking import auto_chunk_size, formed_pairs
+from kernelcheck._src.attention.blocking import auto_chunk_size, formed_pairs, group_chunks
 
 __all__ = [
     "softmax_cost",
@@ -108,20 +108,25 @@ def gated_recurrent_cost(n: int, d: int, D: int, d_v: int, chunk_size: int, caus
 
 
 def gated_chunked_cost(n: int, d: int, D: int, d_v: int, chunk_size: int, causal: bool):
-    """Gated chunked: :func:`chunked_cost` plus ``4 c^2`` per chunk (its decay mask),
-    ``n (D + d_v + 3)`` (key and query decays, log sums) and ``D (d_v + 1)`` per chunk
-    (the state's decay).  State ``D (d_v + 1)``.
+    """Gated chunked: :func:`chunked_cost` plus the larger of its two ways' extra work.
 
-    That is the chunk-local way (float32, or groups of chunks decaying beyond
-    :func:`~kernelcheck._src.attention.decays.factor_range`); the float64
-    default scales the rows once per group of chunks instead (``2 n D`` products,
-    ``3 n`` for the log sums and their ``exp``) and decays and checks the state
-    once per group (``2 D (d_v + 1)``), fewer operations: the count is an upper
-    bound of both.
+    Chunk-local (float32, or groups of chunks decaying beyond
+    :func:`~kernelcheck._src.attention.decays.factor_range`): ``4 c^2`` per
+    chunk (its decay mask), ``n (D + d_v + 3)`` (key and query decays, log
+    sums) and ``D (d_v + 1)`` per chunk (the state's decay).  Scaled once per
+    group of chunks (the float64 default): ``2 n D`` (the scaled rows),
+    ``3 n`` (the log sums and their two ``exp``) and ``2 D (d_v + 1)`` per
+    group (the state's decay and check; the groups of
+    :func:`~kernelcheck._src.attention.blocking.group_chunks`).  The larger
+    bounds either; the scaled way is the smaller unless d_v is far below C.
+    State ``D (d_v + 1)``.
     """
     flops, state = chunked_cost(n, d, D, d_v, chunk_size, causal)
     c = min(chunk_size, n)
     full, rem = divmod(n, c)
     chunks = full + (1 if rem else 0)
-    extra = 4 * (full * c * c + rem * rem) + n * (D + d_v + 3) + chunks * D * (d_v + 1)
-    return flops + extra, state
+    local = 4 * (full * c * c + rem * rem) + n * (D + d_v + 3) + chunks * D * (d_v + 1)
+    G = group_chunks(1, c, D, d_v + 1, True, full)
+    groups = -(-full // G) + (1 if rem else 0)
+    scaled = 2 * n * D + 3 * n + groups * 2 * D * (d_v + 1)
+    return flops + max(local, scaled), state

@@ -342,7 +342,7 @@ def gated_chunked(
     ``4 C^2`` per chunk for its decay mask, ``n (D + d_v + 3)`` for the key
     and query decays and the log sums, and ``D (d_v + 1)`` per chunk for the
     state's decay; scaled once per group, ``2 n D + 3 n`` and
-    ``2 D (d_v + 1)`` per group instead.
+    ``2 D (d_v + 1)`` per group instead.  The cost model counts the larger.
 
     Examples
     --------
