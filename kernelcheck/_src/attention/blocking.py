@@ -463,8 +463,13 @@ class _GroupJob:
             self.products(g, bufs, a, b, w, h, dec)
         self.sink.take(r0, r1, h_rows)
 
-    def products(self, g, bufs, a, b, w, h, dec) -> None:
-        """The group's rows into h and its state published, plain or decayed chunk by chunk."""
+    def products(self, g, bufs, a, b, w, h, dec=None, last=None) -> bool:
+        """The group's rows into h and its state published, plain or decayed chunk by chunk.
+
+        ``last`` (the group-scaled way, rows already scaled by :meth:`scaled`):
+        the state published is ``last`` times the plain one, and when that is
+        not finite nothing is published and False is returned.
+        """
         k, c = a.shape[-3], a.shape[-2]
         s, dS = bufs.scores[..., :k, :c, :c], bufs.dS[..., :k, :, :]
         tmp = bufs.tmp[..., :k, :c, :]
@@ -493,12 +498,18 @@ class _GroupJob:
             for t in range(1, k):
                 np.multiply(dS[..., t - 1, :, :], dec.whole[..., t, None, None], out=decayed)
                 dS[..., t, :, :] += decayed
-        self.chain.publish(g, dS[..., k - 1, :, :])
+        after = dS[..., k - 1, :, :]
+        if last is not None:
+            after = np.multiply(after, last[..., None, None], out=bufs.state)
+            if not all_finite(after):
+                return False
+        self.chain.publish(g, after)
         if k > 1:
             np.matmul(a[..., 1:, :, :], dS[..., : k - 1, :, :], out=tmp[..., 1:, :, :])
         if dec is not None:
             tmp *= dec.from_start[..., None]
         h += tmp
+        return True
 
     def scaled(self, g, bufs, a, b, w, h, scale) -> bool:
         """The gated group as the plain one on scaled rows (see :func:`causal_products`).
@@ -531,26 +542,7 @@ class _GroupJob:
         except FloatingPointError:
             return False
         b = np.multiply(b, down[..., None], out=bufs.keys[..., :k, :c, :])
-        s, dS = bufs.scores[..., :k, :c, :c], bufs.dS[..., :k, :, :]
-        tmp = bufs.tmp[..., :k, :c, :]
-        np.matmul(a, swap(b), out=s)
-        np.copyto(s, 0.0, where=self.future[:c, :c])
-        np.matmul(s, w, out=h)
-        np.matmul(swap(b), w, out=dS)
-        prev = self.chain.wait(g)
-        np.matmul(a[..., 0, :, :], prev, out=tmp[..., 0, :, :])
-        dS[..., 0, :, :] += prev
-        for t in range(1, k):
-            dS[..., t, :, :] += dS[..., t - 1, :, :]
-        after = bufs.state
-        np.multiply(dS[..., k - 1, :, :], last[..., None, None], out=after)
-        if not all_finite(after):
-            return False
-        self.chain.publish(g, after)
-        if k > 1:
-            np.matmul(a[..., 1:, :, :], dS[..., : k - 1, :, :], out=tmp[..., 1:, :, :])
-        h += tmp
-        return True
+        return self.products(g, bufs, a, b, w, h, last=last)
 
 
 # Below this many multiply-adds (about 2**24) the chunked form runs inline.
