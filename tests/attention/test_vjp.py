@@ -39,38 +39,152 @@ def test_a_causal_softmax_vjp_past_one_mask_block_matches_the_unblocked_formula(
         assert (np.abs(a - b) <= 2 * t).all()
 
 
+def _softmax_terms(Q, K, V, G, causal, scale):
+    """The softmax VJP's float64 quantities over whole n x m arrays, as the formulas read."""
+    S = scale * (Q @ np.swapaxes(K, -1, -2))
+    if causal:
+        S = np.where(np.tril(np.ones(S.shape[-2:], dtype=bool)), S, -np.inf)
+    P = np.exp(S - S.max(axis=-1, keepdims=True))
+    P /= P.sum(axis=-1, keepdims=True)
+    dP = G @ np.swapaxes(V, -1, -2)
+    dS = P * (dP - np.sum(P * dP, axis=-1, keepdims=True))
+    return P, dP, dS
+
+
+def _docstring_bound(Q, K, V, G, causal, dt):
+    """softmax_vjp_error_bound's docstring formula, term by term, with |dS| its own term."""
+    n, d, dv = K.shape[-2], Q.shape[-1], V.shape[-1]
+    scale = 1 / np.sqrt(d)
+    P, dP, dS = _softmax_terms(Q, K, V, G, causal, scale)
+    T = lambda X: np.swapaxes(X, -1, -2)  # noqa: E731
+    aQ, aK, aG, aV, aS = (np.abs(X) for X in (Q, K, G, V, dS))
+    u, g_n = vjp.unit_roundoff(dt), vjp.gamma(n, dt)
+    c = np.sum(P * dP, axis=-1, keepdims=True)
+    r = scale * np.sum(aQ * aK.max(axis=-2, keepdims=True), axis=-1, keepdims=True)
+    theta = vjp.gamma(d + 2, dt) * r + 2.0 * u * r + (vjp._EXP_ULPS + 1) * u
+    e, g1 = np.expm1(2.0 * theta), vjp.gamma(n + 1, dt)
+    rho = e + g1 + e * g1
+    g = vjp.gamma(n + dv + 2, dt)
+    EdV = T(P) @ ((rho + g * (1.0 + rho)) * aG)
+    EdP = g * (aG @ T(aV))
+    Ec = (rho + g * (1.0 + rho)) * np.sum(aG * (P @ aV), axis=-1, keepdims=True)
+    EdS = rho * P * np.abs(dP - c) + P * (EdP + Ec) * (1.0 + rho) + u * aS
+    EdQ = scale * (g_n * aS @ aK + EdS @ aK) * (1.0 + u)
+    EdK = scale * (g_n * T(aS) @ aQ + T(EdS) @ aQ) * (1.0 + u)
+    f64 = 1.0 + vjp.gamma(n + d + 8)
+    under = (3 * n + 8) * vjp.eta(dt) * (1.0 + aG.max()) * (1.0 + aV.max())
+    return (EdQ * f64 + under, EdK * f64 + under, EdV * f64 + under), (dS, P)
+
+
+#: Block sizes of the softmax VJP's pass: one block, several, one row a block.
+BLOCKS = [1 << 18, 64, 1]
+
+
+@pytest.mark.parametrize("blocks", BLOCKS)
 @pytest.mark.parametrize("causal", [False, True])
-def test_the_softmax_bound_s_two_dS_terms_are_one_array(causal):
-    """The bound keeps ``P |dP - c|`` once and uses it for ``|dS|`` too: the two are
-    equal entry for entry (P >= 0; a rounded product's magnitude is that of the product
-    of the magnitudes), so sharing it changes no bound.  Then the bound, evaluated with
-    both as separate arrays the way the formula reads, agrees within the rounding of its
-    own evaluation, which its factor 1 + gamma_(n + d + 8) covers, twice (two evaluations)."""
+def test_the_blocked_softmax_bound_is_the_docstring_formula(monkeypatch, causal, blocks):
+    """The pass keeps ``P |dP - c|`` once and uses it for ``|dS|`` too (the two are equal
+    entry for entry: P >= 0, and a rounded product's magnitude is that of the product
+    of the magnitudes), merges the per-row factors of the three ``E_dS`` terms into
+    one matrix, and sums over rows block by block, skipping the keys a causal block
+    does not see.  None of this changes the bound: against the formula term by term
+    over whole arrays it agrees within the rounding of its own evaluation, which its
+    factor ``1 + gamma_(n + d + 8)`` covers, twice (two evaluations)."""
+    monkeypatch.setattr(vjp, "_VJP_BLOCK_ELEMENTS", blocks)
     rng = np.random.default_rng(4)
     n, d = 70, 5
+    Q, K, V, G = (rng.standard_normal((2, n, d)) for _ in range(4))
+    for dt in (np.dtype(np.float32), np.dtype(np.float64)):
+        want, _ = _docstring_bound(Q, K, V, G, causal, dt)
+        got = vjp.softmax_vjp_error_bound(Q, K, V, G, causal=causal, dtype=dt)
+        for a, b in zip(got, want, strict=True):
+            np.testing.assert_allclose(a, b, rtol=2 * vjp.gamma(n + d + 8))
+
+
+@pytest.mark.parametrize("blocks", BLOCKS)
+@pytest.mark.parametrize("causal", [False, True])
+def test_the_blocked_softmax_vjp_is_the_formula(monkeypatch, causal, blocks):
+    """Both are float64 evaluations of the same VJP, each within the float64 bound of the
+    exact gradient, so within twice the bound of each other; and the bounds of two
+    precisions from one pass are those of separate calls."""
+    monkeypatch.setattr(vjp, "_VJP_BLOCK_ELEMENTS", blocks)
+    rng = np.random.default_rng(5)
+    n, d = 40, 3
+    Q, K, V, G = (rng.standard_normal((3, n, d)) for _ in range(4))
+    _, (dS, P) = _docstring_bound(Q, K, V, G, causal, np.dtype(np.float64))
+    scale = 1 / np.sqrt(d)
+    plain = (scale * dS @ K, scale * np.swapaxes(dS, -1, -2) @ Q, np.swapaxes(P, -1, -2) @ G)
+    got, (b32, b64) = vjp.softmax_vjp_with_bounds(
+        Q, K, V, G, causal=causal, dtypes=("float32", "float64")
+    )
+    for a, b, t in zip(got, plain, b64, strict=True):
+        assert (np.abs(a - b) <= 2 * t).all()
+    for dt, both in (("float32", b32), ("float64", b64)):
+        alone = vjp.softmax_vjp_error_bound(Q, K, V, G, causal=causal, dtype=dt)
+        for a, b in zip(both, alone, strict=True):
+            np.testing.assert_array_equal(a, b)
+
+
+def _float32_vjp(Q, K, V, G, causal):
+    """A float32 backward pass, step by step as a layer computes it."""
+    Q, K, V, G = (X.astype(np.float32) for X in (Q, K, V, G))
+    S = (Q @ K.T) * np.float32(1 / np.sqrt(Q.shape[-1]))
+    if causal:
+        S[np.triu_indices(S.shape[0], 1)] = -np.inf
+    P = np.exp(S - S.max(axis=1, keepdims=True))
+    P /= P.sum(axis=1, keepdims=True)
+    dP = G @ V.T
+    dS = P * (dP - np.sum(P * dP, axis=1, keepdims=True))
+    s = np.float32(1 / np.sqrt(Q.shape[-1]))
+    return (dS @ K) * s, (dS.T @ Q) * s, P.T @ G
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("spread", [1.0, 6.0])
+def test_the_softmax_vjp_bound_covers_a_float32_backward_pass(causal, spread):
+    """The bound in float32 holds for a float32 backward pass, against the gradient in
+    extended precision (``np.longdouble``, 64-bit significand on x86: its own error is
+    about 2^-11 of float64's and 2^-40 of float32's, far inside the margin), and the
+    float64 bound holds for the float64 reference; ``spread`` scales the queries so the
+    logits reach +-20 and the weights are peaked."""
+    rng = np.random.default_rng(7)
+    n, d = 96, 8
+    Q = spread * rng.standard_normal((n, d))
+    K, V, G = (rng.standard_normal((n, d)) for _ in range(3))
+    L = [X.astype(np.longdouble) for X in (Q, K, V, G)]
+    S = (L[0] @ L[1].T) / np.sqrt(np.longdouble(d))
+    if causal:
+        S[np.triu_indices(n, 1)] = -np.inf
+    P = np.exp(S - S.max(axis=1, keepdims=True))
+    P /= P.sum(axis=1, keepdims=True)
+    dP = L[3] @ L[2].T
+    dS = P * (dP - np.sum(P * dP, axis=1, keepdims=True))
+    s = 1 / np.sqrt(np.longdouble(d))
+    exact = ((dS @ L[1]) * s, (dS.T @ L[0]) * s, P.T @ L[3])
+    f64, (b32, b64) = vjp.softmax_vjp_with_bounds(
+        Q, K, V, G, causal=causal, dtypes=("float32", "float64")
+    )
+    for got, bound in ((_float32_vjp(Q, K, V, G, causal), b32), (f64, b64)):
+        for a, x, t in zip(got, exact, bound, strict=True):
+            assert (np.abs(a.astype(np.longdouble) - x) <= t).all()
+
+
+def test_the_softmax_vjp_keeps_a_few_blocks_not_n_by_n_arrays():
+    """Peak allocation of softmax_vjp_with_bounds at n = 2048, d = 16: at most its six
+    blocks of ``_VJP_BLOCK_ELEMENTS`` entries (weights, ``dP - c``, ``dS``,
+    ``P (|G| |V|^T)`` and two of scratch), the absolute values of the four inputs and
+    the six results (n x d each), and 1 MiB for NumPy's temporaries of one block's
+    rows; a single n x n float64 array is 32 MiB."""
+    import tracemalloc
+
+    rng = np.random.default_rng(0)
+    n, d = 2048, 16
     Q, K, V, G = (rng.standard_normal((n, d)) for _ in range(4))
-    parts = vjp._SoftmaxBounds(Q, K, V, G, causal, 1 / np.sqrt(d))
-    assert np.array_equal(parts.A1, np.abs(parts.dS))
-    # the formula with |dS| as its own term: E_dS |K| + gamma_n |dS| |K|, rows of dQ
-    b = parts.bound(np.dtype(np.float32))
-    u, g_n = vjp.unit_roundoff(np.float32), vjp.gamma(n, np.float32)
-    aS, aK, P = np.abs(parts.dS), parts.aK, parts.P
-    absK = aK.max(axis=-2, keepdims=True)
-    r = parts.scale * np.sum(parts.aQ * absK, axis=-1, keepdims=True)
-    theta = vjp.gamma(d + 2, np.float32) * r + 2.0 * u * r + (vjp._EXP_ULPS + 1) * u
-    e, g1 = np.expm1(2.0 * theta), vjp.gamma(n + 1, np.float32)
-    rho = e + g1 + e * g1
-    g = vjp.gamma(n + d + 2, np.float32)
-    Ec = (rho + g * (1.0 + rho)) * parts.GPV
-    EdS = rho * parts.A1 + (1.0 + rho) * (g * parts.B1 + Ec * P) + u * aS
-    EdQ = parts.scale * (g_n * aS @ aK + EdS @ aK) * (1.0 + u)
-    f64 = 1.0 + vjp.gamma(n + d + 8)
-    under = (3 * n + 8) * vjp.eta(np.float32) * (1.0 + parts.top[0]) * (1.0 + parts.top[1])
-    aQ = parts.aQ
-    EdSQ = (
-        parts.A1.T @ (rho * aQ) + parts.B1.T @ ((g * (1.0 + rho)) * aQ)
-        + P.T @ ((1.0 + rho) * Ec * aQ) + u * aS.T @ aQ
-    )  # fmt: skip
-    EdK = parts.scale * (g_n * aS.T @ aQ + EdSQ) * (1.0 + u)
-    np.testing.assert_allclose(b.dA, EdQ * f64 + under, rtol=2 * vjp.gamma(n + d + 8))
-    np.testing.assert_allclose(b.dB, EdK * f64 + under, rtol=2 * vjp.gamma(n + d + 8))
+    tracemalloc.start()
+    try:
+        vjp.softmax_vjp_with_bounds(Q, K, V, G, causal=True, dtypes=("float32",))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    allowed = 8 * (6 * vjp._VJP_BLOCK_ELEMENTS + 10 * n * d) + (1 << 20)
+    assert peak <= allowed, (peak, allowed)

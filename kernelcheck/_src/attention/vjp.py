@@ -14,8 +14,9 @@ sees):
   ``dphi_q = dW phi_k``, ``dphi_k = dW^T phi_q``; unnormalised
   ``dW_ij = g_i . v_j`` and ``dV = W^T G``.
 
-The references form the n x n weight matrix in float64 (memory ``n^2`` per
-batch entry, refused up front beyond the size limit); they are the
+The references form the n x n weight matrix in float64 (the linear ones
+whole, memory ``n^2`` per batch entry, refused up front beyond the size
+limit; the softmax one a block of query rows at a time); they are the
 reference backward passes of ``verify.attention(..., grad=True)``.  Error
 bounds (Higham's standard model, ``gamma_k = k u / (1 - k u)``; inputs taken
 as exact): every entry of a VJP is a sum of products of at most three
@@ -88,33 +89,24 @@ def _mask_future(S: np.ndarray, value: float) -> None:
             S[..., i0:i1, i0:c1][..., tri[: i1 - i0, : c1 - i0]] = value
 
 
-def _softmax_parts(Q, K, V, causal, scale):
-    n, m = Q.shape[-2], K.shape[-2]
-    check_size(int(np.prod(Q.shape[:-2], dtype=np.int64)) * n * m, "the softmax VJP's weights")
-    Q64, K64, V64 = (np.asarray(X, dtype=np.float64) for X in (Q, K, V))
-    P = Q64 @ _swap(K64)  # the logits, turned into the weights in place
-    P *= scale
-    if causal:
-        _mask_future(P, -np.inf)
-    mx = P.max(axis=-1, keepdims=True)
-    if not np.isfinite(mx).all():
-        raise NumericalFailure(
-            "softmax VJP: logits beyond the float64 range; scale the inputs down"
-        )
-    P -= mx
-    np.exp(P, out=P)
-    P /= P.sum(axis=-1, keepdims=True)
-    return Q64, K64, V64, P
+#: Entries of one query block's ``rows x m`` arrays in the softmax VJP (2 MiB
+#: of float64).  A block's six such arrays (weights, ``dP - c``, ``dS``,
+#: ``P (|G| |V|^T)``, two of scratch) are reused from block to block, in place
+#: of four ``n x m`` arrays formed afresh (at n = 4096, 537 MB, each page
+#: faulted in on first touch).  ``softmax_vjp_with_bounds`` at n = 4096,
+#: d = d_v = 64, one float32 bound plus float64's (interleaved, 4 rounds, load
+#: below 1): causal 0.96-1.02 s before, 0.44-0.52 s with blocks of 2^18
+#: entries (a causal block skips the keys after its last row); bidirectional
+#: 1.08-1.28 s before, 0.80-0.82 s.  Blocks of 2^17 to 2^20 entries were within
+#: 10% of each other, 2^16 1.4x slower (products of 16 rows).
+_VJP_BLOCK_ELEMENTS = 1 << 18
 
 
-def _softmax_terms(Q64, K64, V64, P, G):
-    """``dV, dP - c, dS`` of the softmax VJP (``c = rowsum(P o dP)``); ``dP`` is reused."""
-    dV = _swap(P) @ G
-    D = G @ _swap(V64)
-    # c = rowsum(P o dP) in one pass, without forming P o dP first (24 against 83 ms
-    # at n = 4096, one thread): a sum of n rounded products either way, within gamma_n
-    D -= np.einsum("...ij,...ij->...i", P, D)[..., None]
-    return dV, D, P * D
+def _vjp_block_rows(nb: int, n: int, m: int) -> int:
+    """Query rows per block of :class:`_SoftmaxPass` for ``nb`` batch entries of n x m weights."""
+    rows = max(1, min(n, _VJP_BLOCK_ELEMENTS // max(1, nb * m)))
+    check_size(6 * nb * rows * m, "the softmax VJP's blocks of weights")
+    return rows
 
 
 def softmax_vjp(Q: Any, K: Any, V: Any, G: Any, *, causal: bool = False, scale=None) -> VJP:
@@ -134,9 +126,7 @@ def softmax_vjp(Q: Any, K: Any, V: Any, G: Any, *, causal: bool = False, scale=N
     """
     Q, K, V, causal, scale = softmax_iv(Q, K, V, causal, scale)
     G = _cotangent(G, Q.shape[:-1] + V.shape[-1:])
-    Q64, K64, V64, P = _softmax_parts(Q, K, V, causal, scale)
-    dV, _, dS = _softmax_terms(Q64, K64, V64, P, G)
-    return VJP(scale * (dS @ K64), scale * (_swap(dS) @ Q64), dV)
+    return _SoftmaxPass(Q, K, V, G, causal, scale, ()).vjp
 
 
 def softmax_vjp_error_bound(
@@ -157,14 +147,15 @@ def softmax_vjp_error_bound(
     float64 error absorbed by a factor ``1 + gamma_(n + d + 8)`` in float64),
     plus ``(3 n + 8) eta`` per term for gradual underflow.  The products with
     ``|K|`` and ``|Q|`` are distributed over the terms of ``E_dS`` (the same
-    sums of non-negative terms, in another order), so no ``n x n`` matrix
+    sums of non-negative terms, in another order), so no ``n x n`` term
     depends on ``dtype``: :func:`softmax_vjp_with_bounds` shares them between
-    precisions.
+    precisions.  They are formed a block of query rows at a time, never for
+    all n rows at once (memory: a few ``rows x n`` blocks of about 2 MiB).
     """
     Q, K, V, causal, scale = softmax_iv(Q, K, V, causal, scale)
     dt = dtype_iv(dtype, V.dtype)
     G = _cotangent(G, Q.shape[:-1] + V.shape[-1:])
-    return _SoftmaxBounds(Q, K, V, G, causal, scale).bound(dt)
+    return _SoftmaxPass(Q, K, V, G, causal, scale, (dt,), vjp=False).bounds[0]
 
 
 def softmax_vjp_with_bounds(
@@ -172,9 +163,9 @@ def softmax_vjp_with_bounds(
 ):
     """:func:`softmax_vjp` and :func:`softmax_vjp_error_bound` for each of ``dtypes``, at once.
 
-    The weights and the ``n x n`` terms of the bound are formed once; the
-    results equal the separate calls' up to the float64 rounding of the
-    bound, which its ``1 + gamma_(n + d + 8)`` factor covers.
+    The weights and the ``n x n`` terms of the bound are formed once (a
+    block of query rows at a time) and serve every precision; the results
+    equal the separate calls' bit for bit.
 
     With ``plus_float64=True`` each bound also covers the float64
     reference's own error (what a comparison with the reference needs):
@@ -184,12 +175,14 @@ def softmax_vjp_with_bounds(
     Q, K, V, causal, scale = softmax_iv(Q, K, V, causal, scale)
     dts = [dtype_iv(dt, V.dtype) for dt in dtypes]
     G = _cotangent(G, Q.shape[:-1] + V.shape[-1:])
-    parts = _SoftmaxBounds(Q, K, V, G, causal, scale)
+    parts = _SoftmaxPass(Q, K, V, G, causal, scale, dts)
     if not plus_float64:
-        return parts.vjp(), tuple(parts.bound(dt) for dt in dts)
+        return parts.vjp, parts.bounds
     n, d, dv = K.shape[-2], Q.shape[-1], V.shape[-1]
     ks = (d + 2, n, n + 1, n + dv + 2)
-    return parts.vjp(), tuple(_scaled(parts.bound(dt), 1.0 + float64_share(dt, ks)) for dt in dts)
+    return parts.vjp, tuple(
+        _scaled(b, 1.0 + float64_share(dt, ks)) for dt, b in zip(dts, parts.bounds, strict=True)
+    )
 
 
 def float64_share(dt, ks) -> float:
@@ -220,62 +213,144 @@ def _scaled(b: VJP, f: float) -> VJP:
     return VJP(*(x * f for x in b))
 
 
-class _SoftmaxBounds:
-    """The precision-independent terms of the softmax VJP and its bound."""
+class _SoftmaxPass:
+    """The softmax VJP and its bounds for each of ``dts``, one block of query rows at a time.
 
-    def __init__(self, Q, K, V, G, causal, scale):
-        self.Q64, self.K64, self.V64, self.P = _softmax_parts(Q, K, V, causal, scale)
-        self.G, self.scale = G, scale
-        self.dV, D, self.dS = _softmax_terms(self.Q64, self.K64, self.V64, self.P, G)
-        P, aG, aV = self.P, np.abs(G), np.abs(self.V64)
-        self.aG, self.aQ, self.aK = aG, np.abs(self.Q64), np.abs(self.K64)
-        np.abs(D, out=D)
-        D *= P
-        # P |dP - c| is also |dS| = |P o (dP - c)|, entry for entry (P >= 0, and a
-        # rounded product's magnitude does not depend on the signs): one n x n
-        # array and its products with |K| and |Q| serve both terms of the bound
-        self.A1 = D
-        B1 = aG @ _swap(aV)
-        B1 *= P
-        self.B1 = B1  # P (|G| |V|^T)
-        self.GPV = np.sum(aG * (P @ aV), axis=-1, keepdims=True)  # |G| . (P |V|)
-        aK = self.aK
-        self.A1K, self.B1K, self.PK = (M @ aK for M in (self.A1, B1, P))
-        self.top = (float(aG.max(initial=0.0)), float(aV.max()))
+    A block of rows ``[r0, r1)`` forms its weights ``P`` and the terms of
+    the bound that are ``rows x m`` (``P |dP - c|``, ``P (|G| |V|^T)``), and
+    adds its share to every sum over rows (``dV = P^T G``, ``dK``, the
+    bound's ``E_dV`` and ``E_dS^T |Q|``); the rows' own results (``dQ``,
+    ``E_dQ``) are complete when the block is.  Causal, a block sees only the
+    keys ``j < r1``: the weights of later keys are exactly 0 and every term
+    they enter is 0, so the block skips them.  Every entry is the same
+    sum of the same rounded products as over whole ``n x m`` arrays, in
+    another order: the float64 models (``gamma_n`` per sum, the bound's own
+    ``1 + gamma_(n + d + 8)``) hold for any order of summation.
+    """
 
-    def vjp(self) -> VJP:
-        s = self.scale
-        return VJP(s * (self.dS @ self.K64), s * (_swap(self.dS) @ self.Q64), self.dV)
+    def __init__(self, Q, K, V, G, causal, scale, dts, vjp=True):
+        batch, n, m = Q.shape[:-2], Q.shape[-2], K.shape[-2]
+        d, dv = Q.shape[-1], V.shape[-1]
+        rows = _vjp_block_rows(int(np.prod(batch, dtype=np.int64)), n, m)
+        Q64, K64, V64 = (np.asarray(X, dtype=np.float64) for X in (Q, K, V))
+        aQ, aK, aG, aV = (np.abs(X) for X in (Q64, K64, G, V64))
+        dQ = np.empty(batch + (n, d))
+        dK, dV = np.zeros(batch + (m, d)), np.zeros(batch + (m, dv))
+        models = [_SoftmaxModel(dt, m, d, dv, scale, aQ, aK) for dt in dts]
+        self._blocks(rows, causal, scale, (Q64, K64, V64, G), (aG, aV), (dQ, dK, dV), models, vjp)
+        dQ *= scale
+        dK *= scale
+        self.vjp = VJP(dQ, dK, dV) if vjp else None
+        top = (float(aG.max(initial=0.0)), float(aV.max()))
+        self.bounds = tuple(model.result(top) for model in models)
 
-    def bound(self, dt) -> VJP:
-        Q64, P, aQ, aK = self.Q64, self.P, self.aQ, self.aK
-        n, d, dv = self.K64.shape[-2], Q64.shape[-1], self.V64.shape[-1]
-        u, scale = unit_roundoff(dt), self.scale
+    @staticmethod
+    def _blocks(rows, causal, scale, inputs, mags, out, models, vjp) -> None:
+        """Every block of query rows, into ``out`` and ``models`` (its arrays freed on return)."""
+        (Q64, K64, V64, G), (aG, aV), (dQ, dK, dV) = inputs, mags, out
+        batch, n, m = Q64.shape[:-2], Q64.shape[-2], K64.shape[-2]
+        # the block's arrays, reused from block to block: P, dP - c, dS, then the
+        # bound's B1 and two of scratch
+        bufs = [np.empty(batch + (rows, m)) for _ in range(6 if models else 3)]
+        for r0 in range(0, n, rows):
+            r1 = min(n, r0 + rows)
+            c1 = min(m, r1) if causal else m  # keys the block's rows see
+            P, D, dS, *rest = (b[..., : r1 - r0, :c1] for b in bufs)
+            q, g = Q64[..., r0:r1, :], G[..., r0:r1, :]
+            k, v = K64[..., :c1, :], V64[..., :c1, :]
+            np.matmul(q, _swap(k), out=P)  # the logits, turned into the weights in place
+            P *= scale
+            if causal and r0 < c1:
+                _mask_future(P[..., r0:c1], -np.inf)  # key j > i: j - r0 > i - r0
+            mx = P.max(axis=-1, keepdims=True)
+            if not np.isfinite(mx).all():
+                raise NumericalFailure(
+                    "softmax VJP: logits beyond the float64 range; scale the inputs down"
+                )
+            P -= mx
+            np.exp(P, out=P)
+            P /= P.sum(axis=-1, keepdims=True)
+            dV[..., :c1, :] += _swap(P) @ g
+            np.matmul(g, _swap(v), out=D)
+            # c = rowsum(P o dP) in one pass, without forming P o dP first (24 against
+            # 83 ms at n = 4096, one thread): a sum of n rounded products either way
+            D -= np.einsum("...ij,...ij->...i", P, D)[..., None]
+            np.multiply(P, D, out=dS)
+            if vjp:
+                dQ[..., r0:r1, :] = dS @ k
+                dK[..., :c1, :] += _swap(dS) @ q
+            if models:
+                B1, *scratch = rest
+                np.abs(D, out=D)
+                # P |dP - c| is also |dS| = |P o (dP - c)|, entry for entry (P >= 0, and
+                # a rounded product's magnitude does not depend on the signs): one
+                # array and its products with |K| and |Q| serve both terms of the bound
+                D *= P
+                np.matmul(aG[..., r0:r1, :], _swap(aV[..., :c1, :]), out=B1)
+                B1 *= P  # P (|G| |V|^T)
+                GPV = np.sum(aG[..., r0:r1, :] * (P @ aV[..., :c1, :]), axis=-1, keepdims=True)
+                for model in models:
+                    model.add(r0, r1, c1, P, D, B1, GPV, aG, scratch)
+
+
+class _SoftmaxModel:
+    """The bound of :func:`softmax_vjp_error_bound` in one precision, summed block by block.
+
+    Per row ``i`` it depends on the precision through ``rho_i`` and
+    ``alpha_i = rho_i + g (1 + rho_i)`` (``r_i = scale |q_i| . max_j |k_j|``
+    bounds the row's logits); with ``|dS| = P |dP - c| = A1`` the terms are
+
+        M = w A1 + (1 + rho) (g B1 + E_c P)   (each factor per row),
+        E_dQ = scale (M |K|) (1 + u),  E_dK = scale (M^T |Q|) (1 + u),  E_dV = P^T (alpha |G|),
+
+    ``w = rho + u + gamma_n`` (the products' own ``gamma_n |dS|`` merged in),
+    ``B1 = P (|G| |V|^T)``, ``E_c = alpha |G| . (P |V|)``: the docstring
+    formula of :func:`softmax_vjp_error_bound` with its sums over keys and
+    rows in another order (each a sum of non-negative terms).
+    """
+
+    def __init__(self, dt, n, d, dv, scale, aQ, aK):
+        # n: the keys (the length of every sum over them)
+        self.u, self.scale, self.n, self.d = unit_roundoff(dt), scale, n, d
+        self.dt, self.aQ, self.aK = dt, aQ, aK
         absK = aK.max(axis=-2, keepdims=True)
         r = scale * np.sum(aQ * absK, axis=-1, keepdims=True)
+        u = self.u
         theta = gamma(d + 2, dt) * r + 2.0 * u * r + (_EXP_ULPS + 1) * u
         # (1 + e)(1 + g1) - 1 without the cancellation of forming 1 + e first
         e, g1 = np.expm1(2.0 * theta), gamma(n + 1, dt)
-        rho = e + g1 + e * g1
-        g = gamma(n + dv + 2, dt)
-        alpha = rho + g * (1.0 + rho)
-        EdV = _swap(P) @ (alpha * self.aG)
-        Ec = alpha * self.GPV
+        self.rho = e + g1 + e * g1
+        self.g = gamma(n + dv + 2, dt)
+        self.alpha = self.rho + self.g * (1.0 + self.rho)
+        self.w = self.rho + u + gamma(n, dt)
+        self.EdQ = np.empty(aQ.shape)
+        self.EdSQ = np.zeros(aK.shape)
+        self.EdV = np.zeros(aK.shape[:-1] + (dv,))
+
+    def add(self, r0, r1, c1, P, A1, B1, GPV, aG, scratch) -> None:
+        """Add the rows ``[r0, r1)`` (keys ``[0, c1)``); ``scratch``: two arrays of their shape."""
+        rho, alpha, w = (x[..., r0:r1, :] for x in (self.rho, self.alpha, self.w))
+        k, q = self.aK[..., :c1, :], self.aQ[..., r0:r1, :]
+        self.EdV[..., :c1, :] += _swap(P) @ (alpha * aG[..., r0:r1, :])
+        Ec = alpha * GPV
         # E_dS = rho A1 + (1 + rho)(g B1 + Ec P) + u |dS|, times |K| (rows) or |Q|
         # (columns); with the products' own gamma_n |dS|, and |dS| = A1:
-        # E_dS + gamma_n |dS| = (rho + u + gamma_n) A1 + (1 + rho)(g B1 + Ec P)
-        w = rho + u + gamma(n, dt)
-        EdSK = w * self.A1K + (1.0 + rho) * (g * self.B1K + Ec * self.PK)
-        EdSQ = (
-            _swap(self.A1) @ (w * aQ)
-            + _swap(self.B1) @ ((g * (1.0 + rho)) * aQ)
-            + _swap(P) @ ((1.0 + rho) * Ec * aQ)
-        )
-        EdQ = scale * EdSK * (1.0 + u)
-        EdK = scale * EdSQ * (1.0 + u)
+        # E_dS + gamma_n |dS| = w A1 + (1 + rho)(g B1 + Ec P) =: M, whose factors
+        # are per row, so E_dQ is M |K| and E_dK is M^T |Q|: two products, not six
+        M, T = scratch
+        np.multiply(A1, w, out=M)
+        M += np.multiply(B1, self.g * (1.0 + rho), out=T)
+        M += np.multiply(P, (1.0 + rho) * Ec, out=T)
+        self.EdQ[..., r0:r1, :] = M @ k
+        self.EdSQ[..., :c1, :] += _swap(M) @ q
+
+    def result(self, top) -> VJP:
+        u, dt, n, d = self.u, self.dt, self.n, self.d
+        EdQ = self.scale * self.EdQ * (1.0 + u)
+        EdK = self.scale * self.EdSQ * (1.0 + u)
         f64 = 1.0 + gamma(n + d + 8)
-        under = (3 * n + 8) * eta(dt) * (1.0 + self.top[0]) * (1.0 + self.top[1])
-        return VJP(EdQ * f64 + under, EdK * f64 + under, EdV * f64 + under)
+        under = (3 * n + 8) * eta(dt) * (1.0 + top[0]) * (1.0 + top[1])
+        return VJP(EdQ * f64 + under, EdK * f64 + under, self.EdV * f64 + under)
 
 
 def _linear_parts(phi_q, phi_k, V, causal, normalize):
