@@ -152,6 +152,21 @@ def test_overflow_of_finite_inputs_is_still_a_numerical_failure():
         att.softmax(np.full((N, D), 1e200), np.full((N, D), 1e200), V)
 
 
+@pytest.mark.parametrize("causal", [False, True])
+def test_a_normaliser_overflowing_under_finite_numerators_is_a_numerical_failure(causal):
+    """phi = 1e160 and v = 1e-300: each score is 1e320 (beyond float64), the numerators
+    1e20.  A form that divided finite numerators by an infinite normaliser would return
+    0 where the answer is 1e-300; every form must refuse the overflow instead."""
+    phi = np.full((3, 1), 1e160)
+    V = np.full((3, 1), 1e-300)
+    calls = [lambda: att.parallel(phi, phi, V, causal=causal)]
+    if causal:
+        calls += [lambda: att.chunked(phi, phi, V), lambda: att.recurrent(phi, phi, V)]
+    for call in calls:
+        with pytest.raises(NumericalFailure, match="overflowed"):
+            call()
+
+
 def test_all_finite_falls_back_to_the_entries_when_the_sum_overflows():
     """The one-sum fast path must not refuse finite arrays whose sum overflows."""
     big = np.full(4, 1.5e308)
