@@ -188,3 +188,99 @@ def test_the_softmax_vjp_keeps_a_few_blocks_not_n_by_n_arrays():
         tracemalloc.stop()
     allowed = 8 * (6 * vjp._VJP_BLOCK_ELEMENTS + 10 * n * d) + (1 << 20)
     assert peak <= allowed, (peak, allowed)
+
+
+def _linear_docstring(pq, pk, V, G, causal, normalize, dt, extra):
+    """linear_vjp and linear_vjp_error_bound's docstring formulas over whole n x m arrays."""
+    n, D, dv = pk.shape[-2], pq.shape[-1], V.shape[-1]
+    T = lambda X: np.swapaxes(X, -1, -2)  # noqa: E731
+    keep = np.tril(np.ones((pq.shape[-2], n), dtype=bool)) if causal else True
+    W = np.where(keep, pq @ T(pk), 0.0)
+    g = vjp.gamma(n + dv + D + 2 + extra, dt)
+    gw = vjp.gamma(D + extra, dt)
+    if normalize:
+        den = W.sum(axis=-1, keepdims=True)
+        a = (W @ V) / den
+        dW = np.where(keep, (G @ T(V) - np.sum(G * a, axis=-1, keepdims=True)) / den, 0.0)
+        dV = T(W) @ (G / den)
+        rho_a = vjp.gamma(2 * n + 2 * D + 4 + extra, dt)
+        rho_a = 2.0 * rho_a / (1.0 - rho_a)
+        mag = (np.abs(G) @ T(np.abs(V)) + np.abs(np.sum(G * a, axis=-1, keepdims=True))) / den
+        EdW = ((1 + g) * (1 + 2 * rho_a) - 1) * np.where(keep, mag, 0.0)
+        EdV = ((1 + g) * (1 + gw) * (1 + rho_a) - 1) * (T(np.abs(W)) @ (np.abs(G) / den))
+    else:
+        dW = np.where(keep, G @ T(V), 0.0)
+        dV = T(W) @ G
+        EdW = g * np.where(keep, np.abs(G) @ T(np.abs(V)), 0.0)
+        EdV = ((1 + g) * (1 + gw) - 1) * (T(np.abs(W)) @ np.abs(G))
+    Edq = g * np.abs(dW) @ np.abs(pk) + EdW @ np.abs(pk)
+    Edk = g * T(np.abs(dW)) @ np.abs(pq) + T(EdW) @ np.abs(pq)
+    f64 = 1.0 + vjp.gamma(3 * n + D + 8)
+    top = max(np.abs(X).max() for X in (pq, pk, V, G))
+    under = (3 * n + 8) * vjp.eta(dt) * (1.0 + top) ** 3
+    bound = (Edq * f64 + under, Edk * f64 + under, EdV * f64 + under)
+    return (dW @ pk, T(dW) @ pq, dV), bound
+
+
+@pytest.mark.parametrize("blocks", BLOCKS)
+@pytest.mark.parametrize("normalize", [True, False])
+@pytest.mark.parametrize("causal", [False, True])
+def test_the_blocked_linear_vjp_and_bound_are_the_docstring_formulas(
+    monkeypatch, causal, normalize, blocks
+):
+    """The linear pass forms its weights a block of query rows at a time and skips the
+    keys a causal block does not see: its VJP is within twice the float64 bound of the
+    formula's over whole arrays (two float64 evaluations of one gradient), and its bound
+    in two models within twice its own evaluation factor ``1 + gamma_(3n + D + 8)``."""
+    monkeypatch.setattr(vjp, "_VJP_BLOCK_ELEMENTS", blocks)
+    rng = np.random.default_rng(8)
+    n, D = 60, 4
+    pq, pk = (0.1 + rng.random((2, n, D)) for _ in range(2))
+    V, G = (rng.standard_normal((2, n, 3)) for _ in range(2))
+    models = (("float32", 2), ("float64", 0))
+    got, bounds = vjp.linear_vjp_with_bounds(
+        pq, pk, V, G, causal=causal, normalize=normalize, models=models
+    )
+    for (dt, extra), b in zip(models, bounds, strict=True):
+        plain, want = _linear_docstring(pq, pk, V, G, causal, normalize, np.dtype(dt), extra)
+        for x, y in zip(b, want, strict=True):
+            np.testing.assert_allclose(x, y, rtol=2 * vjp.gamma(3 * n + D + 8))
+    for x, y, t in zip(got, plain, bounds[1], strict=True):
+        assert (np.abs(x - y) <= 2 * t).all()
+    alone = vjp.linear_vjp(pq, pk, V, G, causal=causal, normalize=normalize)
+    for x, y in zip(alone, got, strict=True):
+        np.testing.assert_array_equal(x, y)
+
+
+@pytest.mark.parametrize("blocks", BLOCKS)
+def test_a_bad_normaliser_in_any_block_refuses_the_linear_vjp(monkeypatch, blocks):
+    """Row 40's features are zero, so its normaliser is 0: whichever block holds it, the
+    VJP is refused, never returned with a division by zero in it."""
+    monkeypatch.setattr(vjp, "_VJP_BLOCK_ELEMENTS", blocks)
+    rng = np.random.default_rng(9)
+    pq, pk = 0.1 + rng.random((60, 4)), 0.1 + rng.random((60, 4))
+    pq[40] = 0.0
+    V, G = rng.standard_normal((2, 60, 3))
+    with pytest.raises(vjp.NumericalFailure, match="normaliser is <= 0"):
+        vjp.linear_vjp(pq, pk, V, G, causal=True)
+
+
+def test_the_linear_vjp_keeps_a_few_blocks_not_n_by_n_arrays():
+    """Peak allocation of linear_vjp_with_bounds at n = 2048, D = 16, d_v = 16: at most
+    its three blocks of ``_VJP_BLOCK_ELEMENTS`` entries (``W``, ``dW``, ``mag``), the
+    absolute values of the four inputs and eleven n x D results, and 1 MiB for NumPy's
+    temporaries of one block's rows; a single n x n float64 array is 32 MiB."""
+    import tracemalloc
+
+    rng = np.random.default_rng(0)
+    n, D = 2048, 16
+    pq, pk = (0.1 + rng.random((n, D)) for _ in range(2))
+    V, G = (rng.standard_normal((n, D)) for _ in range(2))
+    tracemalloc.start()
+    try:
+        vjp.linear_vjp_with_bounds(pq, pk, V, G, causal=True, models=(("float32", 2),))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    allowed = 8 * (3 * vjp._VJP_BLOCK_ELEMENTS + 15 * n * D) + (1 << 20)
+    assert peak <= allowed, (peak, allowed)

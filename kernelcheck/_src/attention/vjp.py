@@ -353,21 +353,6 @@ class _SoftmaxModel:
         return VJP(EdQ * f64 + under, EdK * f64 + under, self.EdV * f64 + under)
 
 
-def _linear_parts(phi_q, phi_k, V, causal, normalize):
-    n, m = phi_q.shape[-2], phi_k.shape[-2]
-    check_size(int(np.prod(phi_q.shape[:-2], dtype=np.int64)) * n * m, "the linear VJP's weights")
-    pq, pk, V64 = (np.asarray(X, dtype=np.float64) for X in (phi_q, phi_k, V))
-    W = pq @ _swap(pk)
-    if causal:
-        _mask_future(W, 0.0)
-    if not normalize:
-        return pq, pk, V64, W, None, None
-    den = W.sum(axis=-1, keepdims=True)
-    if not (den > 0).all():
-        raise NumericalFailure("linear VJP: a normaliser is <= 0 (claim C12); no gradient there")
-    return pq, pk, V64, W, den, (W @ V64) / den
-
-
 def linear_vjp(
     phi_q: Any, phi_k: Any, V: Any, G: Any, *, causal: bool = False, normalize: bool = True
 ) -> VJP:
@@ -391,20 +376,7 @@ def linear_vjp(
     phi_q, phi_k, V, causal, _ = features_iv(phi_q, phi_k, V, causal, "raise")
     normalize = as_bool(normalize, "normalize")
     G = _cotangent(G, phi_q.shape[:-1] + V.shape[-1:])
-    pq, pk, V64, W, den, a = _linear_parts(phi_q, phi_k, V, causal, normalize)
-    dW, dV = _linear_dW(V64, W, den, a, G, causal)
-    return VJP(dW @ pk, _swap(dW) @ pq, dV)
-
-
-def _linear_dW(V64, W, den, a, G, causal):
-    """``dW`` (masked) and ``dV`` of the linear VJP; ``den is None`` when unnormalised."""
-    Gn = G if den is None else G / den
-    dW = Gn @ _swap(V64)
-    if den is not None:
-        dW -= np.sum(Gn * a, axis=-1, keepdims=True)
-    if causal:
-        _mask_future(dW, 0.0)
-    return dW, _swap(W) @ Gn
+    return _LinearPass(phi_q, phi_k, V, G, causal, normalize, bounds=False).vjp
 
 
 def linear_vjp_error_bound(
@@ -437,7 +409,7 @@ def linear_vjp_error_bound(
     normalize = as_bool(normalize, "normalize")
     dt = dtype_iv(dtype, V.dtype)
     G = _cotangent(G, phi_q.shape[:-1] + V.shape[-1:])
-    return _LinearBounds(phi_q, phi_k, V, G, causal, normalize).bound(dt, extra_ops)
+    return _LinearPass(phi_q, phi_k, V, G, causal, normalize).bound(dt, extra_ops)
 
 
 def linear_vjp_with_bounds(
@@ -446,42 +418,93 @@ def linear_vjp_with_bounds(
     """:func:`linear_vjp` and :func:`linear_vjp_error_bound` for each ``(dtype, extra_ops)``.
 
     Every precision-dependent factor of the bound is a scalar, so the
-    ``n x n`` terms are formed once and scaled per model.
+    ``n x n`` terms are formed once (a block of query rows at a time) and
+    scaled per model.
     """
     phi_q, phi_k, V, causal, _ = features_iv(phi_q, phi_k, V, causal, "raise")
     normalize = as_bool(normalize, "normalize")
     dts = [(dtype_iv(dt, V.dtype), int(extra)) for dt, extra in models]
     G = _cotangent(G, phi_q.shape[:-1] + V.shape[-1:])
-    parts = _LinearBounds(phi_q, phi_k, V, G, causal, normalize)
-    return parts.vjp(), tuple(parts.bound(dt, extra) for dt, extra in dts)
+    parts = _LinearPass(phi_q, phi_k, V, G, causal, normalize)
+    return parts.vjp, tuple(parts.bound(dt, extra) for dt, extra in dts)
 
 
-class _LinearBounds:
-    """The precision-independent terms of the linear VJP and its bound."""
+class _LinearPass:
+    """The linear VJP and the precision-independent terms of its bound, by blocks of query rows.
 
-    def __init__(self, phi_q, phi_k, V, G, causal, normalize):
-        pq, pk, V64, W, den, a = _linear_parts(phi_q, phi_k, V, causal, normalize)
+    Each block of rows ``[r0, r1)`` forms its ``rows x m`` weights ``W``,
+    ``dW`` and (for the bound) ``mag``, in arrays reused from block to
+    block; it completes its rows' ``dphi_q`` terms and adds its share to
+    every sum over rows (``dV``, ``dphi_k``, ``|W|^T |G| / den``,
+    ``|dW|^T |phi_q|``, ``mag^T |phi_q|``).  Causal, a block sees only the
+    keys ``j < r1``: every term of a later key is exactly 0.  The sums are
+    those over whole ``n x m`` arrays in another order (the float64 factor
+    ``1 + gamma_(3n + D + 8)`` holds for any order).
+    """
+
+    def __init__(self, phi_q, phi_k, V, G, causal, normalize, bounds=True):
+        batch, n, m = phi_q.shape[:-2], phi_q.shape[-2], phi_k.shape[-2]
+        D, dv = phi_q.shape[-1], V.shape[-1]
+        nb = int(np.prod(batch, dtype=np.int64))
+        rows = max(1, min(n, _VJP_BLOCK_ELEMENTS // max(1, nb * m)))
+        check_size(3 * nb * rows * m, "the linear VJP's blocks of weights")
+        pq, pk, V64 = (np.asarray(X, dtype=np.float64) for X in (phi_q, phi_k, V))
         self.pq, self.pk, self.normalize = pq, pk, normalize
-        aG, aV = np.abs(G), np.abs(V64)
-        aq, ak = np.abs(pq), np.abs(pk)
-        dW, self.dV = _linear_dW(V64, W, den, a, G, causal)
-        mag = aG @ _swap(aV)
-        if normalize:
-            mag += np.abs(np.sum(G * a, axis=-1, keepdims=True))
-            mag /= den
-            self.WG = _swap(np.abs(W)) @ (aG / den)
-        else:
-            self.WG = _swap(np.abs(W)) @ aG
-        if causal:
-            _mask_future(mag, 0.0)
-        self.dW = dW
-        adW = np.abs(dW)
-        self.dWk, self.dWq = adW @ ak, _swap(adW) @ aq
-        self.magk, self.magq = mag @ ak, _swap(mag) @ aq
+        aG, aV, aq, ak = (np.abs(X) for X in (G, V64, pq, pk))
+        dq, dk = np.empty(batch + (n, D)), np.zeros(batch + (m, D))
+        self.dV = np.zeros(batch + (m, dv))
+        if bounds:
+            self.dWk, self.magk = np.empty(batch + (n, D)), np.empty(batch + (n, D))
+            self.dWq, self.magq = np.zeros(batch + (m, D)), np.zeros(batch + (m, D))
+            self.WG = np.zeros(batch + (m, dv))
+        bufs = [np.empty(batch + (rows, m)) for _ in range(3 if bounds else 2)]
+        for r0 in range(0, n, rows):
+            r1 = min(n, r0 + rows)
+            c1 = min(m, r1) if causal else m  # keys the block's rows see
+            W, dW, *rest = (b[..., : r1 - r0, :c1] for b in bufs)
+            q, g = pq[..., r0:r1, :], G[..., r0:r1, :]
+            k, v = pk[..., :c1, :], V64[..., :c1, :]
+            np.matmul(q, _swap(k), out=W)
+            if causal and r0 < c1:
+                _mask_future(W[..., r0:c1], 0.0)  # key j > i: j - r0 > i - r0
+            if normalize:
+                den = W.sum(axis=-1, keepdims=True)
+                if not (den > 0).all():
+                    raise NumericalFailure(
+                        "linear VJP: a normaliser is <= 0 (claim C12); no gradient there"
+                    )
+                a = (W @ v) / den
+                Gn = g / den
+            else:
+                Gn = g
+            np.matmul(Gn, _swap(v), out=dW)
+            if normalize:
+                dW -= np.sum(Gn * a, axis=-1, keepdims=True)
+            if causal and r0 < c1:
+                _mask_future(dW[..., r0:c1], 0.0)
+            self.dV[..., :c1, :] += _swap(W) @ Gn
+            dq[..., r0:r1, :] = dW @ k
+            dk[..., :c1, :] += _swap(dW) @ q
+            if not bounds:
+                continue
+            (mag,) = rest
+            np.matmul(aG[..., r0:r1, :], _swap(aV[..., :c1, :]), out=mag)
+            np.abs(W, out=W)
+            if normalize:
+                mag += np.abs(np.sum(g * a, axis=-1, keepdims=True))
+                mag /= den
+                self.WG[..., :c1, :] += _swap(W) @ (aG[..., r0:r1, :] / den)
+            else:
+                self.WG[..., :c1, :] += _swap(W) @ aG[..., r0:r1, :]
+            if causal and r0 < c1:
+                _mask_future(mag[..., r0:c1], 0.0)
+            np.abs(dW, out=dW)
+            kk, qq = ak[..., :c1, :], aq[..., r0:r1, :]
+            self.dWk[..., r0:r1, :], self.magk[..., r0:r1, :] = dW @ kk, mag @ kk
+            self.dWq[..., :c1, :] += _swap(dW) @ qq
+            self.magq[..., :c1, :] += _swap(mag) @ qq
+        self.vjp = VJP(dq, dk, self.dV)
         self.top = float(max(aq.max(), ak.max(), aV.max(), aG.max(initial=0.0)))
-
-    def vjp(self) -> VJP:
-        return VJP(self.dW @ self.pk, _swap(self.dW) @ self.pq, self.dV)
 
     def bound(self, dt, extra_ops: int = 0) -> VJP:
         n, D = self.pk.shape[-2], self.pq.shape[-1]
