@@ -102,10 +102,11 @@ def _mask_future(S: np.ndarray, value: float) -> None:
 _VJP_BLOCK_ELEMENTS = 1 << 18
 
 
-def _vjp_block_rows(nb: int, n: int, m: int) -> int:
-    """Query rows per block of :class:`_SoftmaxPass` for ``nb`` batch entries of n x m weights."""
+def _vjp_block_rows(batch: tuple, n: int, m: int, arrays: int, form: str) -> int:
+    """Query rows per block of a VJP pass keeping ``arrays`` blocks of its n x m weights."""
+    nb = int(np.prod(batch, dtype=np.int64))
     rows = max(1, min(n, _VJP_BLOCK_ELEMENTS // max(1, nb * m)))
-    check_size(6 * nb * rows * m, "the softmax VJP's blocks of weights")
+    check_size(arrays * nb * rows * m, f"the {form} VJP's blocks of weights")
     return rows
 
 
@@ -231,7 +232,7 @@ class _SoftmaxPass:
     def __init__(self, Q, K, V, G, causal, scale, dts, vjp=True):
         batch, n, m = Q.shape[:-2], Q.shape[-2], K.shape[-2]
         d, dv = Q.shape[-1], V.shape[-1]
-        rows = _vjp_block_rows(int(np.prod(batch, dtype=np.int64)), n, m)
+        rows = _vjp_block_rows(batch, n, m, 6 if dts else 3, "softmax")
         Q64, K64, V64 = (np.asarray(X, dtype=np.float64) for X in (Q, K, V))
         aQ, aK, aG, aV = (np.abs(X) for X in (Q64, K64, G, V64))
         dQ = np.empty(batch + (n, d))
@@ -445,9 +446,7 @@ class _LinearPass:
     def __init__(self, phi_q, phi_k, V, G, causal, normalize, bounds=True):
         batch, n, m = phi_q.shape[:-2], phi_q.shape[-2], phi_k.shape[-2]
         D, dv = phi_q.shape[-1], V.shape[-1]
-        nb = int(np.prod(batch, dtype=np.int64))
-        rows = max(1, min(n, _VJP_BLOCK_ELEMENTS // max(1, nb * m)))
-        check_size(3 * nb * rows * m, "the linear VJP's blocks of weights")
+        rows = _vjp_block_rows(batch, n, m, 3 if bounds else 2, "linear")
         pq, pk, V64 = (np.asarray(X, dtype=np.float64) for X in (phi_q, phi_k, V))
         self.pq, self.pk, self.normalize = pq, pk, normalize
         aG, aV, aq, ak = (np.abs(X) for X in (G, V64, pq, pk))
