@@ -14,9 +14,9 @@ sees):
   ``dphi_q = dW phi_k``, ``dphi_k = dW^T phi_q``; unnormalised
   ``dW_ij = g_i . v_j`` and ``dV = W^T G``.
 
-The references form the n x n weight matrix in float64 (the linear ones
-whole, memory ``n^2`` per batch entry, refused up front beyond the size
-limit; the softmax one a block of query rows at a time); they are the
+The references form the n x n weight matrix in float64 a block of query
+rows at a time (memory: a few blocks of about 2 MiB whatever n, the blocks
+refused up front beyond the size limit); they are the
 reference backward passes of ``verify.attention(..., grad=True)``.  Error
 bounds (Higham's standard model, ``gamma_k = k u / (1 - k u)``; inputs taken
 as exact): every entry of a VJP is a sum of products of at most three
