@@ -84,7 +84,11 @@ def cluster():
     distributed = pytest.importorskip("distributed")
     with (
         distributed.LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+            n_workers=2,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=None,
+            scheduler_kwargs={"dashboard_address": ":0"},  # no fixed port 8787
         ) as lc,
         distributed.Client(lc) as observer,
     ):
@@ -216,6 +220,29 @@ def test_local_cluster_path_gives_the_single_process_report():
         assert set(env.values()) == {None}
     assert suggested_shards(ex) is None  # closed: no client behind it any more
     assert suggested_shards(None) is None
+
+
+def test_a_local_cluster_takes_any_free_port_for_its_http_server():
+    """The scheduler's HTTP server starts even without a dashboard, on port 8787 unless
+    told otherwise; with 8787 taken (here by a listening socket) a fixed port would cost
+    a "Port 8787 is already in use" warning, and the executor's cluster must not."""
+    import socket
+    import warnings
+
+    pytest.importorskip("distributed")
+    holder = socket.socket()
+    try:
+        holder.bind(("", 8787))
+        holder.listen()
+    except OSError:  # something else holds 8787 already: the situation under test
+        pass
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("error", message="Port 8787 is already in use")
+            with dask_executor(workers=1) as ex:
+                assert ex.submit(abs, -3).result() == 3
+    finally:
+        holder.close()
 
 
 BAD_CALLS = [

@@ -189,6 +189,10 @@ def dask_executor(
                     threads_per_worker=threads_per_worker,
                     processes=True,
                     dashboard_address=None,
+                    # no dashboard; its HTTP server (health routes) still starts, on
+                    # 8787 unless told: any free port, so that a second cluster (or
+                    # another program on 8787) costs no "Port 8787 is already in use"
+                    scheduler_kwargs={"dashboard_address": ":0"},
                 )
             client = distributed.Client(cluster, timeout=timeout)
         else:
