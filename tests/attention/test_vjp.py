@@ -76,8 +76,22 @@ def _docstring_bound(Q, K, V, G, causal, dt):
     return (EdQ * f64 + under, EdK * f64 + under, EdV * f64 + under), (dS, P)
 
 
-#: Block sizes of the softmax VJP's pass: one block, several, one row a block.
-BLOCKS = [1 << 18, 64, 1]
+#: Blocks of the VJP passes, (entries, fewest rows): the defaults (one block at these
+#: sizes), 8 or 9 rows a block (the last one partial), one row a block.
+BLOCKS = [(1 << 18, 64), (1120, 1), (1, 1)]
+
+
+def _set_blocks(monkeypatch, blocks):
+    monkeypatch.setattr(vjp, "_VJP_BLOCK_ELEMENTS", blocks[0])
+    monkeypatch.setattr(vjp, "_VJP_MIN_ROWS", blocks[1])
+
+
+def test_a_block_has_2_18_entries_over_the_batch_and_at_least_64_rows():
+    rows = vjp._vjp_block_rows
+    assert rows((), 2048, 2048, 6, "softmax") == 128
+    assert rows((), 8192, 8192, 6, "softmax") == 64
+    assert rows((32,), 512, 512, 6, "softmax") == 64  # not 16: BLAS speed
+    assert rows((2, 3), 40, 50, 3, "linear") == 40  # n itself when smaller
 
 
 @pytest.mark.parametrize("blocks", BLOCKS)
@@ -90,7 +104,7 @@ def test_the_blocked_softmax_bound_is_the_docstring_formula(monkeypatch, causal,
     does not see.  None of this changes the bound: against the formula term by term
     over whole arrays it agrees within the rounding of its own evaluation, which its
     factor ``1 + gamma_(n + d + 8)`` covers, twice (two evaluations)."""
-    monkeypatch.setattr(vjp, "_VJP_BLOCK_ELEMENTS", blocks)
+    _set_blocks(monkeypatch, blocks)
     rng = np.random.default_rng(4)
     n, d = 70, 5
     Q, K, V, G = (rng.standard_normal((2, n, d)) for _ in range(4))
@@ -107,7 +121,7 @@ def test_the_blocked_softmax_vjp_is_the_formula(monkeypatch, causal, blocks):
     """Both are float64 evaluations of the same VJP, each within the float64 bound of the
     exact gradient, so within twice the bound of each other; and the bounds of two
     precisions from one pass are those of separate calls."""
-    monkeypatch.setattr(vjp, "_VJP_BLOCK_ELEMENTS", blocks)
+    _set_blocks(monkeypatch, blocks)
     rng = np.random.default_rng(5)
     n, d = 40, 3
     Q, K, V, G = (rng.standard_normal((3, n, d)) for _ in range(4))
@@ -232,7 +246,7 @@ def test_the_blocked_linear_vjp_and_bound_are_the_docstring_formulas(
     keys a causal block does not see: its VJP is within twice the float64 bound of the
     formula's over whole arrays (two float64 evaluations of one gradient), and its bound
     in two models within twice its own evaluation factor ``1 + gamma_(3n + D + 8)``."""
-    monkeypatch.setattr(vjp, "_VJP_BLOCK_ELEMENTS", blocks)
+    _set_blocks(monkeypatch, blocks)
     rng = np.random.default_rng(8)
     n, D = 60, 4
     pq, pk = (0.1 + rng.random((2, n, D)) for _ in range(2))
@@ -256,7 +270,7 @@ def test_the_blocked_linear_vjp_and_bound_are_the_docstring_formulas(
 def test_a_bad_normaliser_in_any_block_refuses_the_linear_vjp(monkeypatch, blocks):
     """Row 40's features are zero, so its normaliser is 0: whichever block holds it, the
     VJP is refused, never returned with a division by zero in it."""
-    monkeypatch.setattr(vjp, "_VJP_BLOCK_ELEMENTS", blocks)
+    _set_blocks(monkeypatch, blocks)
     rng = np.random.default_rng(9)
     pq, pk = 0.1 + rng.random((60, 4)), 0.1 + rng.random((60, 4))
     pq[40] = 0.0
