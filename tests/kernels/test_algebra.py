@@ -168,6 +168,33 @@ def test_int_power_value_and_count(m):
     assert ops == expected_ops
 
 
+def _whole_array_power(G, m):
+    """Binary exponentiation over whole arrays, as the rounding count reads."""
+    result, base = None, G
+    while True:
+        if m & 1:
+            result = base.copy() if result is None else result * base
+        m >>= 1
+        if not m:
+            return result
+        base = base * base
+
+
+@pytest.mark.parametrize("owned", [False, True])
+@pytest.mark.parametrize("m", [1, 2, 3, 6, 7, 13])
+def test_int_power_by_blocks_is_the_whole_array_power_bit_for_bit(monkeypatch, m, owned):
+    """Each block runs the same products in the same order, whatever the block size
+    (7 entries here: blocks end mid-row and the last one is partial), the input's
+    layout (a transposed view) or ownership; an input not handed over is untouched."""
+    monkeypatch.setattr(_monomials, "POWER_BLOCK", 7)
+    for G in (RNG.normal(size=(5, 9)), RNG.normal(size=(9, 5)).T, RNG.normal(size=(2, 3, 4))):
+        want = _whole_array_power(G, m)
+        before = G.copy()
+        got, _ = _monomials.int_power(G.copy() if owned else G, m, owned=owned)
+        assert np.array_equal(got, want)
+        assert np.array_equal(G, before)
+
+
 def test_polynomial_is_power_of_linear_plus_constant():
     for degree, c in ((0, 0.0), (1, 0.0), (3, 0.0), (2, 1.5), (4, 0.25)):
         k = Polynomial(degree, c=c)
