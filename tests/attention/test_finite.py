@@ -25,7 +25,7 @@ import pytest
 
 from kernelcheck import attention as att
 from kernelcheck._src.attention import blocking
-from kernelcheck._src.attention.types import all_finite
+from kernelcheck._src.core.validate import all_finite
 from kernelcheck.errors import InvalidArgument, NumericalFailure
 
 N, D, DV = 7, 3, 2

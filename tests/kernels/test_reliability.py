@@ -675,6 +675,14 @@ def test_large_norms_overflow_cleanly_or_answer(k, Z):
     assert np.isfinite(k.error_bound(Z)).all()
 
 
+def test_a_finite_gram_whose_sum_overflows_is_returned_not_refused():
+    """The result check sums the Gram matrix first (a finite sum proves every entry
+    finite); four entries of 1e308 sum to Inf, and the entries, all finite, decide."""
+    Z = np.full((2, 1), 1e154)
+    G = Linear()(Z)
+    assert np.array_equal(G, np.full((2, 2), 1e308))
+
+
 def test_gaussian_and_laplacian_underflow_to_exact_zero_far_apart(distance_kernel):
     Z = np.array([[1e10], [-1e10]])
     k = distance_kernel

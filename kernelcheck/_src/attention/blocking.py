@@ -22,7 +22,8 @@ from contextlib import contextmanager
 import numpy as np
 
 from kernelcheck._src.attention.decays import Decays, GroupScales, decay_mask
-from kernelcheck._src.attention.types import RawRows, all_finite
+from kernelcheck._src.attention.types import RawRows
+from kernelcheck._src.core.validate import all_finite
 
 # Intermediates are processed in blocks of at most this many entries
 # (32 MiB of float64), so memory stays bounded for long sequences.

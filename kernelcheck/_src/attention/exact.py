@@ -14,8 +14,9 @@ from kernelcheck._src.attention.blocking import (
     with_ones,
 )
 from kernelcheck._src.attention.inputs import kernelized_iv, softmax_iv
-from kernelcheck._src.attention.types import all_finite, finish
+from kernelcheck._src.attention.types import finish
 from kernelcheck._src.core.validate import (
+    all_finite,
     call_user,
     describe,
 )

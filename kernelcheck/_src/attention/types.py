@@ -15,7 +15,7 @@ from typing import NamedTuple
 import numpy as np
 
 from kernelcheck._src.core.results import ResultMixin
-from kernelcheck._src.core.validate import check_finite
+from kernelcheck._src.core.validate import all_finite, check_finite
 from kernelcheck.errors import BadNormalizer, NumericalFailure
 
 # ---------------------------------------------------------------------------
@@ -179,21 +179,6 @@ class AttentionCost(ResultMixin):
 # puts a NaN, +Inf and -Inf at every position of every input of every form.
 
 _OVERFLOW = "scale the features or inputs down"
-
-
-def all_finite(a: np.ndarray) -> bool:
-    """True when every entry of ``a`` is finite: one sum, and the entries only if it is not.
-
-    NaN and Inf propagate through a sum, so a finite sum proves every entry
-    finite with no boolean temporary; a sum that is not finite (a bad entry,
-    or the sum itself overflowing) is decided entry by entry.
-    """
-    if not a.size:
-        return True
-    with np.errstate(all="ignore"):
-        if np.isfinite(np.add.reduce(a, axis=None)):
-            return True
-    return bool(np.isfinite(a).all())
 
 
 def name_culprit(inputs) -> None:

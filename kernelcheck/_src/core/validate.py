@@ -232,20 +232,24 @@ def as_array(
     return arr
 
 
-def check_finite(arr: np.ndarray, name: str) -> None:
-    """Raise :class:`InvalidArgument` if ``arr`` holds a NaN or an infinity.
+def all_finite(a: np.ndarray) -> bool:
+    """True when every entry of ``a`` is finite: one sum, and the entries only if it is not.
 
-    Fast path: NaN and Inf propagate through a sum, so a finite sum proves
-    every entry finite (one pass, no boolean temporary); only when the sum is
-    not finite (a bad entry, or an overflow of the sum itself) are the entries
-    inspected one by one.
+    NaN and Inf propagate through a sum, so a finite sum proves every entry
+    finite with no boolean temporary (one pass); a sum that is not finite (a
+    bad entry, or the sum itself overflowing) is decided entry by entry.
     """
-    if not arr.size:
-        return
+    if not a.size:
+        return True
     with np.errstate(all="ignore"):
-        if np.isfinite(np.add.reduce(arr, axis=None)):
-            return
-    if not np.isfinite(arr).all():
+        if np.isfinite(np.add.reduce(a, axis=None)):
+            return True
+    return bool(np.isfinite(a).all())
+
+
+def check_finite(arr: np.ndarray, name: str) -> None:
+    """Raise :class:`InvalidArgument` if ``arr`` holds a NaN or an Inf (see :func:`all_finite`)."""
+    if not all_finite(arr):
         bad = np.argwhere(~np.isfinite(arr))
         first = tuple(int(i) for i in bad[0])
         raise InvalidArgument(

@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from kernelcheck._src.core.validate import (
+    all_finite,
     as_int,
     as_points,
     check_choice,
@@ -280,7 +281,7 @@ class Kernel(abc.ABC):
             child._check_dim(d)
 
     def _check_result(self, G: np.ndarray) -> None:
-        if not np.isfinite(G).all():
+        if not all_finite(G):
             bad = np.argwhere(~np.isfinite(G))[0]
             raise NumericalFailure(
                 f"{self!r} overflows {G.dtype} at entry {tuple(int(i) for i in bad)} "
