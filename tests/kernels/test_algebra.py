@@ -283,6 +283,33 @@ def test_laplacian_error_bound_formula():
     assert Laplacian(ell)(Z)[0, -1] == 1.0
 
 
+@pytest.mark.parametrize("block", [1, 7, 1 << 17])
+def test_squared_distances_by_blocks_of_rows_are_the_same_bit_for_bit(monkeypatch, block):
+    """The distances and their bounds are finished a block of rows at a time (one row,
+    blocks ending mid-way, one block); every entry gets the same operations in the same
+    order, so the results are those of one block, bit for bit, with repeated and
+    nearly repeated points (recomputed from their differences) among them."""
+    Z = np.vstack([X, X[:2], X[:1] + 1e-9, Y])
+    whole = _leaves._DistanceKernel._sqdist_err(Z, Z[3:])
+    monkeypatch.setattr(_leaves, "_GRAM_BLOCK", block)
+    got = _leaves._DistanceKernel._sqdist_err(Z, Z[3:])
+    for a, b in zip(got, whole, strict=True):
+        assert np.array_equal(a, b)
+    assert np.array_equal(_leaves._DistanceKernel._sqdist(Z, Z[3:]), whole[0])
+
+
+@pytest.mark.parametrize("ell", [1.0, 0.3, 1e-160])
+def test_the_gaussian_gram_is_exp_of_the_documented_exponent_bit_for_bit(ell):
+    """``exp(-((d2 / l) / l) / 2)``: the Gram folds the sign into the factor 1/2 and skips
+    dividing by a lengthscale of 1, both exact; a tiny lengthscale overflows the
+    exponent to inf and the kernel to exactly 0."""
+    Z = np.vstack([X, X[:1]])
+    d2 = _leaves._DistanceKernel._sqdist(Z, Z)
+    with np.errstate(over="ignore"):
+        want = np.exp(-(d2 / ell / ell * 0.5))
+    assert np.array_equal(Gaussian(ell)(Z), want)
+
+
 def test_sqdist_is_clipped_at_zero():
     Z = np.array([[1e8, 1.0], [1e8, 1.0 + 2**-20]])
     d2 = _leaves._DistanceKernel._sqdist(Z, Z)

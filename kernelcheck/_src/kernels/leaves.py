@@ -285,11 +285,17 @@ class _DistanceKernel(Kernel):
         )
 
     @staticmethod
-    def _sqdist(X, Y):
-        return _DistanceKernel._sqdist_err(X, Y, with_err=False)[0]
+    def _sqdist(X, Y, finish=None):
+        return _DistanceKernel._sqdist_err(X, Y, with_err=False, finish=finish)[0]
 
     @staticmethod
-    def _sqdist_err(X, Y, with_err=True):
+    def _sqdist_err(X, Y, with_err=True, finish=None):
+        """Squared distances (and their error bounds): see the distance rule.
+
+        ``finish`` (without ``with_err``) is applied in place to each block
+        of rows once its distances are final, while it is cached: an
+        elementwise map from squared distances to the kernel's values.
+        """
         d = X.shape[1]
         top = max(float(np.max(np.abs(X))), float(np.max(np.abs(Y))))
         g = gamma(d + 3, X.dtype)
@@ -297,22 +303,41 @@ class _DistanceKernel(Kernel):
             every = np.ones((X.shape[0], Y.shape[0]), dtype=bool)
             d2 = _pairwise_sqdist(X, Y, every).reshape(every.shape)
             err = gamma(d + 2, X.dtype) * d2 + 3 * d * eta(X.dtype) if with_err else None
+            if finish is not None:
+                finish(d2)
             return d2, err
         nx = np.einsum("ij,ij->i", X, X)
         ny = np.einsum("ij,ij->i", Y, Y)
-        d2 = nx[:, None] + ny[None, :] - 2.0 * (X @ Y.T)
-        np.maximum(d2, 0.0, out=d2)
-        scale = nx[:, None] + ny[None, :]
-        doubtful = d2 <= 2 * g * scale
-        if doubtful.any():
-            d2[doubtful] = _pairwise_sqdist(X, Y, doubtful)
-        if not with_err:
-            return d2, None
-        absxy = np.abs(X) @ np.abs(Y).T
-        err = (g * (1 + gamma(d, X.dtype))) * (scale + 2.0 * absxy)
-        err += 3 * d * eta(X.dtype)
-        if doubtful.any():  # the recomputed entries carry their own, smaller error
-            err[doubtful] = gamma(d + 2, X.dtype) * d2[doubtful] + 3 * d * eta(X.dtype)
+        # the n x m results are the products' own arrays, finished a block of rows
+        # at a time while cached (each entry the same operations, in the same
+        # order, as over whole arrays; only the two GEMMs are n x m)
+        d2 = X @ Y.T
+        err = np.abs(X) @ np.abs(Y).T if with_err else None
+        m = Y.shape[0]
+        rows = max(1, _GRAM_BLOCK // max(1, m))
+        scale = np.empty((min(rows, X.shape[0]), m), dtype=d2.dtype)
+        c_err = g * (1 + gamma(d, X.dtype))
+        for r0 in range(0, X.shape[0], rows):
+            blk = slice(r0, r0 + rows)
+            D2, S = d2[blk], scale[: d2[blk].shape[0]]
+            np.add(nx[blk, None], ny[None, :], out=S)  # ||x||^2 + ||y||^2
+            D2 *= 2.0  # exact
+            np.subtract(S, D2, out=D2)
+            np.maximum(D2, 0.0, out=D2)
+            if with_err:
+                Eb = err[blk]
+                Eb *= 2.0  # exact
+                Eb += S
+                Eb *= c_err
+                Eb += 3 * d * eta(X.dtype)
+            S *= 2 * g
+            doubtful = D2 <= S
+            if doubtful.any():
+                D2[doubtful] = _pairwise_sqdist(X[blk], Y, doubtful)
+                if with_err:  # the recomputed entries carry their own, smaller error
+                    Eb[doubtful] = gamma(d + 2, X.dtype) * D2[doubtful] + 3 * d * eta(X.dtype)
+            if finish is not None:
+                finish(D2)
         return d2, err
 
     @staticmethod
@@ -328,6 +353,9 @@ class _DistanceKernel(Kernel):
         )
 
 
+#: Entries of a block of rows of a distance kernel's Gram (1 MiB of float64), see
+#: :meth:`_DistanceKernel._sqdist_err`.
+_GRAM_BLOCK = 1 << 17
 #: Differences formed per block by :func:`_pairwise_sqdist` (about 64 MiB of float64).
 _DIFF_BLOCK = 1 << 23
 
@@ -368,12 +396,26 @@ class Gaussian(_DistanceKernel):
 
     __slots__ = ()
 
-    def _exponent(self, d2):
-        return d2 / self.lengthscale / self.lengthscale * 0.5
+    def _exponent(self, d2, out=None):
+        # ((d2 / l) / l) * 0.5, each step in place after the first
+        t = np.divide(d2, self.lengthscale, out=out)
+        t /= self.lengthscale
+        t *= 0.5
+        return t
 
     def _gram(self, X, Y):
-        t = self._exponent(self._sqdist(X, Y))
-        return np.exp(np.negative(t, out=t), out=t)
+        ell = self.lengthscale
+
+        def finish(t):
+            # exp(-((d2 / l) / l) * 0.5) in place, bit for bit: a division by 1 is
+            # exact and (-0.5) x is -(0.5 x) exactly
+            if ell != 1.0:
+                t /= ell
+                t /= ell
+            t *= -0.5
+            np.exp(t, out=t)
+
+        return self._sqdist(X, Y, finish)
 
     def _gram_err(self, X, Y):
         d2, e = self._sqdist_err(X, Y)
