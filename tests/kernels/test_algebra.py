@@ -302,12 +302,14 @@ def test_squared_distances_by_blocks_of_rows_are_the_same_bit_for_bit(monkeypatc
 def test_the_gaussian_gram_is_exp_of_the_documented_exponent_bit_for_bit(ell):
     """``exp(-((d2 / l) / l) / 2)``: the Gram folds the sign into the factor 1/2 and skips
     dividing by a lengthscale of 1, both exact; a tiny lengthscale overflows the
-    exponent to inf and the kernel to exactly 0."""
+    exponent to inf and the kernel to exactly 0.  The Laplacian's, ``exp(-sqrt(d2) / l)``,
+    is applied to each block of rows as well."""
     Z = np.vstack([X, X[:1]])
     d2 = _leaves._DistanceKernel._sqdist(Z, Z)
     with np.errstate(over="ignore"):
         want = np.exp(-(d2 / ell / ell * 0.5))
     assert np.array_equal(Gaussian(ell)(Z), want)
+    assert np.array_equal(Laplacian(ell)(Z), np.exp(-(np.sqrt(d2) / ell)))
 
 
 def test_sqdist_is_clipped_at_zero():

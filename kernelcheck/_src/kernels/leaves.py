@@ -446,9 +446,14 @@ class Laplacian(_DistanceKernel):
     __slots__ = ()
 
     def _gram(self, X, Y):
-        r = np.sqrt(self._sqdist(X, Y))
-        r /= self.lengthscale
-        return np.exp(np.negative(r, out=r), out=r)
+        ell = self.lengthscale
+
+        def finish(t):  # exp(-sqrt(d2) / l) in place, each block while cached
+            np.sqrt(t, out=t)
+            t /= ell
+            np.exp(np.negative(t, out=t), out=t)
+
+        return self._sqdist(X, Y, finish)
 
     def _gram_err(self, X, Y):
         d2, e = self._sqdist_err(X, Y)
