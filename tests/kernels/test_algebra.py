@@ -312,6 +312,25 @@ def test_the_gaussian_gram_is_exp_of_the_documented_exponent_bit_for_bit(ell):
     assert np.array_equal(Laplacian(ell)(Z), np.exp(-(np.sqrt(d2) / ell)))
 
 
+@pytest.mark.parametrize("block", [7, 1 << 17])
+@pytest.mark.parametrize("ell", [1.0, 0.3])
+def test_the_gaussian_bound_by_blocks_is_the_whole_array_formula_bit_for_bit(
+    monkeypatch, ell, block
+):
+    """The bound is finished a block of rows at a time in the distances' own arrays:
+    bit for bit the docstring's formula over whole arrays, in its order of operations."""
+    monkeypatch.setattr(_leaves, "_GRAM_BLOCK", block)
+    Z = np.vstack([X, X[:1], X[:1] + 1e-9])
+    d2, e = _leaves._DistanceKernel._sqdist_err(Z, Z)
+    t = lambda a: a / ell / ell * 0.5  # noqa: E731
+    G = np.exp(-t(d2))
+    E = np.exp(-t(np.maximum(d2 - e, 0.0))) * t(e) * (1 + 4 * U)
+    E = np.fmin(E + 4 * U * G + 2 * ETA, np.maximum(G, 1.0 - G))
+    k = Gaussian(ell)
+    assert np.array_equal(k(Z), G)
+    assert np.array_equal(k.error_bound(Z), E)
+
+
 def test_sqdist_is_clipped_at_zero():
     Z = np.array([[1e8, 1.0], [1e8, 1.0 + 2**-20]])
     d2 = _leaves._DistanceKernel._sqdist(Z, Z)

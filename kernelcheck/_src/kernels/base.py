@@ -232,7 +232,7 @@ class Kernel(abc.ABC):
         with np.errstate(over="ignore", invalid="ignore"):
             G, E = self._gram_err(Xa, Ya)
         self._check_result(G)
-        if not np.isfinite(E).all():  # a bound of inf is no bound: no verdict may use it
+        if not all_finite(E):  # a bound of inf is no bound: no verdict may use it
             bad = tuple(int(i) for i in np.argwhere(~np.isfinite(E))[0])
             raise NumericalFailure(
                 f"the rounding-error bound of {self!r} overflows {E.dtype} at entry {bad} "

@@ -292,9 +292,10 @@ class _DistanceKernel(Kernel):
     def _sqdist_err(X, Y, with_err=True, finish=None):
         """Squared distances (and their error bounds): see the distance rule.
 
-        ``finish`` (without ``with_err``) is applied in place to each block
-        of rows once its distances are final, while it is cached: an
-        elementwise map from squared distances to the kernel's values.
+        ``finish`` is applied in place to each block of rows once its
+        distances (and, with ``with_err``, their bounds: ``finish(d2, err)``)
+        are final, while it is cached: an elementwise map from squared
+        distances to the kernel's values (and their bounds).
         """
         d = X.shape[1]
         top = max(float(np.max(np.abs(X))), float(np.max(np.abs(Y))))
@@ -304,7 +305,7 @@ class _DistanceKernel(Kernel):
             d2 = _pairwise_sqdist(X, Y, every).reshape(every.shape)
             err = gamma(d + 2, X.dtype) * d2 + 3 * d * eta(X.dtype) if with_err else None
             if finish is not None:
-                finish(d2)
+                finish(d2, err) if with_err else finish(d2)
             return d2, err
         nx = np.einsum("ij,ij->i", X, X)
         ny = np.einsum("ij,ij->i", Y, Y)
@@ -337,7 +338,7 @@ class _DistanceKernel(Kernel):
                 if with_err:  # the recomputed entries carry their own, smaller error
                     Eb[doubtful] = gamma(d + 2, X.dtype) * D2[doubtful] + 3 * d * eta(X.dtype)
             if finish is not None:
-                finish(D2)
+                finish(D2, Eb) if with_err else finish(D2)
         return d2, err
 
     @staticmethod
@@ -375,10 +376,11 @@ def _pairwise_sqdist(X: np.ndarray, Y: np.ndarray, mask: np.ndarray) -> np.ndarr
     return out
 
 
-def _cap(G: np.ndarray, E: np.ndarray) -> np.ndarray:
+def _cap(G: np.ndarray, E: np.ndarray, out=None, scratch=None) -> np.ndarray:
     """A distance kernel's bound capped by ``max(G, 1 - G)``: exact and computed values lie
     in [0, 1], so they differ by at most that; NaN (``0 * inf`` in the formula) gives the cap."""
-    return np.fmin(E, np.maximum(G, 1.0 - G))
+    room = np.subtract(1.0, G, out=scratch)
+    return np.fmin(E, np.maximum(G, room, out=room), out=out)
 
 
 class Gaussian(_DistanceKernel):
@@ -418,12 +420,28 @@ class Gaussian(_DistanceKernel):
         return self._sqdist(X, Y, finish)
 
     def _gram_err(self, X, Y):
-        d2, e = self._sqdist_err(X, Y)
-        G = np.exp(-self._exponent(d2))
-        lo = np.maximum(d2 - e, 0.0)
-        u = unit_roundoff(X.dtype)
-        E = np.exp(-self._exponent(lo)) * self._exponent(e) * (1 + 4 * u)
-        return G, _cap(G, E + 4 * u * G + 2 * eta(G.dtype))
+        u, tiny = unit_roundoff(X.dtype), 2 * eta(X.dtype)
+        scratch: list = []
+
+        def finish(d2, e):
+            # G = exp(-t(d2)) into d2 and the capped bound
+            # exp(-t((d2 - e)_+)) t(e) (1 + 4u) + 4u G + 2 eta into e, block by block
+            if not scratch:
+                scratch.extend(np.empty(d2.shape, dtype=d2.dtype) for _ in range(2))
+            A, B = (x[: d2.shape[0], : d2.shape[1]] for x in scratch)
+            np.subtract(d2, e, out=A)
+            np.maximum(A, 0.0, out=A)
+            self._exponent(A, out=A)
+            np.exp(np.negative(A, out=A), out=A)
+            A *= self._exponent(e, out=e)
+            A *= 1 + 4 * u
+            self._exponent(d2, out=d2)
+            np.exp(np.negative(d2, out=d2), out=d2)
+            A += np.multiply(d2, 4 * u, out=B)
+            A += tiny
+            _cap(d2, A, out=e, scratch=B)
+
+        return self._sqdist_err(X, Y, finish=finish)
 
     def _mp(self, X, Y):
         import mpmath
