@@ -195,6 +195,23 @@ def test_int_power_by_blocks_is_the_whole_array_power_bit_for_bit(monkeypatch, m
         assert np.array_equal(G, before)
 
 
+def test_a_sum_s_bound_is_its_formula_bit_for_bit_with_a_constant_side_as_a_scalar():
+    """``E1 + E2 + (u |G|)(1 + 2u)``: a constant side adds its value as a scalar and its
+    error, exactly 0, changes nothing; the bound of the power node above it reads its
+    children's arrays and writes only its own."""
+    c = 1.5
+    G1, E1 = Linear()(X, Y), Linear().error_bound(X, Y)
+    G = G1 + c
+    want = E1 + 0.0 + U * np.abs(G) * (1 + 2 * U)
+    for k in (Linear() + Constant(c), Constant(c) + Linear()):
+        assert np.array_equal(k(X, Y), G)
+        assert np.array_equal(k.error_bound(X, Y), want)
+    two = Linear() + Gaussian(0.7)
+    G2, E2 = Gaussian(0.7)(X, Y), Gaussian(0.7).error_bound(X, Y)
+    want2 = E1 + E2 + U * np.abs(G1 + G2) * (1 + 2 * U)
+    assert np.array_equal(two.error_bound(X, Y), want2)
+
+
 def test_polynomial_is_power_of_linear_plus_constant():
     for degree, c in ((0, 0.0), (1, 0.0), (3, 0.0), (2, 1.5), (4, 0.25)):
         k = Polynomial(degree, c=c)

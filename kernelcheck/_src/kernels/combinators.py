@@ -100,10 +100,23 @@ class Sum(_Binary, role="sum"):
         return G
 
     def _gram_err(self, X, Y):
-        G1, E1 = self.left._gram_err(X, Y)
-        G2, E2 = self.right._gram_err(X, Y)
-        G = G1 + G2
-        return G, E1 + E2 + unit_roundoff(G.dtype) * np.abs(G) * (1 + 2 * unit_roundoff(G.dtype))
+        # E1 + E2 + (u |G|)(1 + 2u), in that order, in arrays of this node's own; a
+        # constant side is added as a scalar and its error is exactly 0 (E1 + 0 = E1)
+        c, other = self.right._as_constant(), self.left
+        if c is None:
+            c, other = self.left._as_constant(), self.right
+        if c is not None:
+            G1, E = other._gram_err(X, Y)
+            G = G1 + c
+        else:
+            G1, E1 = self.left._gram_err(X, Y)
+            G2, E2 = self.right._gram_err(X, Y)
+            G, E = G1 + G2, E1 + E2
+        u = unit_roundoff(G.dtype)
+        term = np.abs(G)
+        term *= u
+        term *= 1 + 2 * u
+        return G, np.add(E, term, out=term)
 
     def _mp(self, X, Y):
         A, B = self.left._mp(X, Y), self.right._mp(X, Y)
@@ -274,12 +287,20 @@ class Power(Kernel, role="power"):
         G, ops = int_power(G1, self.m)
         if self.m == 0:
             return G, np.zeros_like(G)
-        prop = self.m * int_power(np.abs(G1) + E1, self.m - 1)[0] * E1
-        return G, (
-            prop * (1 + gamma(ops + 3, G.dtype))
-            + gamma(ops + 1, G.dtype) * np.abs(G)
-            + (ops + 1) * eta(G.dtype)
-        )
+        # m (|G1| + E1)^(m-1) E1 (1 + gamma_(p+3)) + gamma_(p+1) |G| + (p + 1) eta, in
+        # that order of operations, in two arrays of this node's own (in place: the
+        # children's arrays are only read)
+        prop = np.abs(G1)
+        prop += E1
+        prop = int_power(prop, self.m - 1, owned=True)[0]
+        prop *= self.m
+        prop *= E1
+        prop *= 1 + gamma(ops + 3, G.dtype)
+        term = np.abs(G)
+        term *= gamma(ops + 1, G.dtype)
+        prop += term
+        prop += (ops + 1) * eta(G.dtype)
+        return G, prop
 
     def _mp(self, X, Y):
         return [[v**self.m for v in row] for row in self.kernel._mp(X, Y)]

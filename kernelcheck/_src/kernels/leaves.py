@@ -52,7 +52,10 @@ class Linear(Kernel):
     def _gram_err(self, X, Y):
         d = X.shape[1]
         g = gamma(d, X.dtype)
-        return X @ Y.T, (g * (1 + g)) * (np.abs(X) @ np.abs(Y).T) + d * eta(X.dtype)
+        E = np.abs(X) @ np.abs(Y).T
+        E *= g * (1 + g)  # (g (1 + g)) |X| |Y|^T + d eta, in place
+        E += d * eta(X.dtype)
+        return X @ Y.T, E
 
     def _mp(self, X, Y):
         import mpmath
