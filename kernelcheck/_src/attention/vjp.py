@@ -116,6 +116,17 @@ def _vjp_block_rows(batch: tuple, n: int, m: int, arrays: int, form: str) -> int
     return rows
 
 
+def _row_blocks(n: int, m: int, rows: int, causal: bool):
+    """``(r0, r1, c1)`` for each block of query rows ``[r0, r1)``: keys ``[0, c1)`` it sees.
+
+    Causal, row i sees keys ``j <= i``, so a block's last row sees ``r1``
+    keys; every weight of a later key is exactly 0 and is not formed.
+    """
+    for r0 in range(0, n, rows):
+        r1 = min(n, r0 + rows)
+        yield r0, r1, (min(m, r1) if causal else m)
+
+
 def softmax_vjp(Q: Any, K: Any, V: Any, G: Any, *, causal: bool = False, scale=None) -> VJP:
     """The VJP of :func:`~kernelcheck.attention.softmax` along ``G``: ``(dQ, dK, dV)`` (C1).
 
@@ -259,9 +270,7 @@ class _SoftmaxPass:
         # the block's arrays, reused from block to block: P, dP - c, dS, then the
         # bound's B1 and two of scratch
         bufs = [np.empty(batch + (rows, m)) for _ in range(6 if models else 3)]
-        for r0 in range(0, n, rows):
-            r1 = min(n, r0 + rows)
-            c1 = min(m, r1) if causal else m  # keys the block's rows see
+        for r0, r1, c1 in _row_blocks(n, m, rows, causal):
             P, D, dS, *rest = (b[..., : r1 - r0, :c1] for b in bufs)
             q, g = Q64[..., r0:r1, :], G[..., r0:r1, :]
             k, v = K64[..., :c1, :], V64[..., :c1, :]
@@ -463,9 +472,7 @@ class _LinearPass:
             self.dWq, self.magq = np.zeros(batch + (m, D)), np.zeros(batch + (m, D))
             self.WG = np.zeros(batch + (m, dv))
         bufs = [np.empty(batch + (rows, m)) for _ in range(3 if bounds else 2)]
-        for r0 in range(0, n, rows):
-            r1 = min(n, r0 + rows)
-            c1 = min(m, r1) if causal else m  # keys the block's rows see
+        for r0, r1, c1 in _row_blocks(n, m, rows, causal):
             W, dW, *rest = (b[..., : r1 - r0, :c1] for b in bufs)
             q, g = pq[..., r0:r1, :], G[..., r0:r1, :]
             k, v = pk[..., :c1, :], V64[..., :c1, :]

@@ -83,16 +83,22 @@ class Sum(_Binary, role="sum"):
     _prec = 0
     _symbol = "+"
 
-    def _gram(self, X, Y):
-        # a constant side is added as a scalar, without forming its block
+    def _constant_side(self):
+        """``(c, other)`` when one side is the constant kernel ``c``, else ``(None, None)``.
+
+        A constant side is added as a scalar, without forming its block; its
+        error is exactly 0, so the other side's bound is the sum's ``E1 + E2``.
+        """
         c = self.right._as_constant()
         if c is not None:
-            G = self.left._gram(X, Y)
-            G += c
-            return G
+            return c, self.left
         c = self.left._as_constant()
+        return (c, self.right) if c is not None else (None, None)
+
+    def _gram(self, X, Y):
+        c, other = self._constant_side()
         if c is not None:
-            G = self.right._gram(X, Y)
+            G = other._gram(X, Y)
             G += c
             return G
         G = self.left._gram(X, Y)
@@ -100,11 +106,8 @@ class Sum(_Binary, role="sum"):
         return G
 
     def _gram_err(self, X, Y):
-        # E1 + E2 + (u |G|)(1 + 2u), in that order, in arrays of this node's own; a
-        # constant side is added as a scalar and its error is exactly 0 (E1 + 0 = E1)
-        c, other = self.right._as_constant(), self.left
-        if c is None:
-            c, other = self.left._as_constant(), self.right
+        # E1 + E2 + (u |G|)(1 + 2u), in that order, in arrays of this node's own
+        c, other = self._constant_side()
         if c is not None:
             G1, E = other._gram_err(X, Y)
             G = G1 + c

@@ -401,24 +401,21 @@ class Gaussian(_DistanceKernel):
 
     __slots__ = ()
 
-    def _exponent(self, d2, out=None):
-        # ((d2 / l) / l) * 0.5, each step in place after the first
-        t = np.divide(d2, self.lengthscale, out=out)
-        t /= self.lengthscale
-        t *= 0.5
-        return t
+    def _exponent(self, d2, out, sign=1.0):
+        """``sign ((d2 / l) / l) * 0.5`` into ``out`` (which may be ``d2``).
+
+        Bit for bit that expression: a division by a lengthscale of 1 is exact
+        and skipped, and ``(-0.5) x`` is ``-(0.5 x)`` exactly.
+        """
+        ell = self.lengthscale
+        if ell != 1.0:
+            d2 = np.divide(d2, ell, out=out)
+            d2 /= ell
+        return np.multiply(d2, 0.5 * sign, out=out)
 
     def _gram(self, X, Y):
-        ell = self.lengthscale
-
-        def finish(t):
-            # exp(-((d2 / l) / l) * 0.5) in place, bit for bit: a division by 1 is
-            # exact and (-0.5) x is -(0.5 x) exactly
-            if ell != 1.0:
-                t /= ell
-                t /= ell
-            t *= -0.5
-            np.exp(t, out=t)
+        def finish(t):  # exp(-t(d2)) in place, each block while cached
+            np.exp(self._exponent(t, t, -1.0), out=t)
 
         return self._sqdist(X, Y, finish)
 
@@ -434,12 +431,10 @@ class Gaussian(_DistanceKernel):
             A, B = (x[: d2.shape[0], : d2.shape[1]] for x in scratch)
             np.subtract(d2, e, out=A)
             np.maximum(A, 0.0, out=A)
-            self._exponent(A, out=A)
-            np.exp(np.negative(A, out=A), out=A)
-            A *= self._exponent(e, out=e)
+            np.exp(self._exponent(A, A, -1.0), out=A)
+            A *= self._exponent(e, e)
             A *= 1 + 4 * u
-            self._exponent(d2, out=d2)
-            np.exp(np.negative(d2, out=d2), out=d2)
+            np.exp(self._exponent(d2, d2, -1.0), out=d2)
             A += np.multiply(d2, 4 * u, out=B)
             A += tiny
             _cap(d2, A, out=e, scratch=B)
