@@ -283,6 +283,15 @@ def test_gaussian_error_bound_formula():
     assert _close(Gaussian(ell).error_bound(X, Y), expected)
 
 
+def test_far_points_leave_the_two_eta_of_the_gaussian_bound():
+    """Points 40 apart (exponent 800): the kernel underflows to exactly 0, the first term
+    of the bound, ``exp(-t(d2 - e_d2)) t(e_d2)``, with it, and ``4u k`` is 0, so what is
+    left is the ``2 eta`` of the docstring's model (the exponentials' underflow), exactly."""
+    x, y = np.zeros((1, 2)), np.array([[40.0, 0.0]])
+    assert Gaussian()(x, y)[0, 0] == 0.0
+    assert Gaussian().error_bound(x, y)[0, 0] == 2 * ETA
+
+
 def test_laplacian_error_bound_formula():
     ell = 1.7
     Z = np.vstack([X, X[:1]])  # a repeated point: distance exactly 0
@@ -298,6 +307,28 @@ def test_laplacian_error_bound_formula():
     # at distance 0 the bound uses sqrt(e): finite, and covers the computed 1
     assert np.isfinite(Laplacian(ell).error_bound(Z)).all()
     assert Laplacian(ell)(Z)[0, -1] == 1.0
+
+
+def test_a_distance_its_gemm_bound_cannot_vouch_for_is_recomputed_from_the_differences():
+    """The threshold of the distance rule, ``d2 <= 2 gamma_(d+3) S`` (``S = |x|^2 + |y|^2``):
+    ``x = e1``, ``y = e1 + 2^-25 (e2 + e3)`` has ``d2 = 2^-49`` between ``gamma S`` and
+    ``2 gamma S``, computed exactly by the GEMM form, whose bound ``e_d2`` (2.7e-15) still
+    exceeds it (``2 |x| . |y|`` is ``S`` here), so the GEMM form cannot vouch for one
+    digit: the entry comes from the differences, with their bound ``gamma_(d+2) d2 +
+    3 d eta``.  A threshold of ``gamma S`` would keep the GEMM's bound, and the
+    Gaussian's bound there would be 2.5 times as large."""
+    x, y = np.array([[1.0, 0.0, 0.0]]), np.array([[1.0, 2.0**-25, 2.0**-25]])
+    d, d2, S = 3, 2.0**-49, 2.0 + 2.0**-49
+    assert gamma(d + 3) * S < d2 <= 2 * gamma(d + 3) * S
+    e_gemm = gamma(d + 3) * (1 + gamma(d)) * (S + 2.0) + 3 * d * ETA
+    assert e_gemm > d2
+    got, err = _leaves._DistanceKernel._sqdist_err(x, y)
+    assert got[0, 0] == d2
+    assert err[0, 0] == gamma(d + 2) * d2 + 3 * d * ETA
+    t = 0.5 * d2  # the Gaussian's exponent at lengthscale 1
+    bound = Gaussian().error_bound(x, y)[0, 0]
+    assert bound == pytest.approx(0.5 * err[0, 0] * (1 + 4 * U) + 4 * U * math.exp(-t) + 2 * ETA)
+    assert bound < 0.5 * e_gemm
 
 
 @pytest.mark.parametrize("block", [1, 7, 1 << 17])
