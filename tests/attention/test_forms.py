@@ -974,21 +974,25 @@ def test_taylor_features_example():
 
 
 @pytest.mark.parametrize("cache_bytes", [600, 1 << 20])
-def test_bidirectional_blocks_divide_into_their_own_buffer(monkeypatch, cache_bytes):
-    """Bidirectional ``parallel`` divides each block of ``phi_q [phi_k^T V, z]`` over the
-    front of the product's own buffer (row i's quotients where rows < i were): with
-    blocks of one row, of a few rows and of all rows, over a batch, the output is
-    contiguous, the same bit for bit (the same products and the same divisions), and
-    within the a-priori bound of the quotients computed apart from it."""
+def test_bidirectional_blocks_divide_in_the_transposed_product(monkeypatch, cache_bytes):
+    """Bidirectional ``parallel`` computes ``[V^T phi_k; z^T] phi_q^T`` (numerators over
+    their normaliser, a token a column) and divides each block of its columns in place:
+    with blocks of one column, of a few columns and of all of them, over a batch, the
+    output is the transposed view of that product (its matrices' columns contiguous, the
+    normalisers of ``on_bad_normalizer='report'`` in the same buffer), the same bit for
+    bit (the same products and the same divisions), and within the a-priori bound of the
+    quotients computed apart from it."""
     pq = RNG.random((2, 3, 50, 7)) + 0.05
     pk = RNG.random((2, 3, 50, 7)) + 0.05
     V = RNG.normal(size=(2, 3, 50, 4))
     whole = att.parallel(pq, pk, V)
-    monkeypatch.setattr(_att, "CACHE_BYTES", cache_bytes)  # 600: 15 rows of 5 columns a block
+    monkeypatch.setattr(_att, "CACHE_BYTES", cache_bytes)  # 600: 3 columns of 6 x 5 rows a block
     out = att.parallel(pq, pk, V)
-    monkeypatch.setattr(_att, "CACHE_BYTES", 1)  # one row a block
+    monkeypatch.setattr(_att, "CACHE_BYTES", 1)  # one column a block
     single = att.parallel(pq, pk, V)
-    assert out.shape == V.shape and out.flags.c_contiguous
+    report = att.parallel(pq, pk, V, on_bad_normalizer="report")
+    assert out.shape == V.shape and np.swapaxes(out, -1, -2).strides[-1] == out.itemsize
+    assert np.may_share_memory(report.out, report.normalizer)
     assert np.array_equal(out, whole) and np.array_equal(single, whole)
     ref = (pq @ (np.swapaxes(pk, -1, -2) @ V)) / (pq @ pk.sum(axis=-2)[..., None])
     assert np.all(np.abs(out - ref) <= 2 * att.linear_error_bound(pq, pk, V))

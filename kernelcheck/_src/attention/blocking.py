@@ -151,52 +151,65 @@ CACHE_BYTES = 1 << 21
 def bidirectional_products(A: np.ndarray, B: np.ndarray, V: np.ndarray) -> np.ndarray:
     """``A (B^T V)``, the unnormalised bidirectional output (C19): the floor's two GEMMs.
 
+    Computed transposed, ``(V^T B) A^T`` (shape (..., d_v, n)), and returned
+    as its transposed view: see :func:`bidirectional_normalized` for why.
+
     Non-finite inputs: an entry of A reaches its row; an entry of B at (j, p)
-    reaches row p of ``B^T V`` (``NaN * 0``, ``Inf * 0`` and ``Inf - Inf``
-    are NaN), hence every row; an entry of V at (j, c) reaches column c of
-    ``B^T V``, hence column c of every row.  Summation: n terms, then D.
+    reaches column p of ``V^T B`` (``NaN * 0``, ``Inf * 0`` and ``Inf - Inf``
+    are NaN), hence every row; an entry of V at (j, c) reaches row c of
+    ``V^T B``, hence column c of every row.  Summation: n terms, then D.
     """
-    return A @ (swap(B) @ V)
+    return swap((swap(V) @ B) @ swap(A))
 
 
 def bidirectional_normalized(A: np.ndarray, B: np.ndarray, V: np.ndarray):
     """``A (B^T V)`` over ``den = A (B^T 1)``, row by row: ``(out, den, finite)`` (C10, C14).
 
-    The floor's two GEMMs, ``M = B^T V`` and ``E = A M`` (the output's own
-    array), and two matrix-vector products for the normalisers, ``z = 1^T B``
-    and ``den = A z``.  Taking ``z`` as one more column of the second GEMM
-    instead (``A [M, z]``, d_v + 1 = 65 columns) cost more than the GEMV
-    does: at n = 8192, D = 256, d_v = 64, interleaved with the floor (60
-    rounds, twice, load below 1) 1.33-1.36x the floor against 1.26-1.28x
-    this way.  The rows are then checked and divided in place block by
-    block while cached.  ``finite`` is False when a numerator or normaliser
-    is not finite.
+    The floor's two GEMMs, transposed: ``T = [V^T B; z^T]`` with
+    ``z = B^T 1`` (a GEMV) as its last row, then ``E^T = T A^T``, shape
+    (..., d_v + 1, n): the numerators of token i in column i, its normaliser
+    below them in the last row, from one product.  The columns are checked
+    and divided in place block by block while cached, and ``out`` is the
+    transposed view of the numerators' rows (each matrix Fortran-ordered;
+    ``np.ascontiguousarray`` makes a C-ordered copy), ``den`` a view of the
+    last row.  Why transposed: for a C-ordered (n, d_v) result OpenBLAS runs
+    the product as a d_v-row matrix times an n-column one and splits its 64
+    rows between threads, at 0.52x the floor's time for the second GEMM
+    alone against 0.40x transposed (n = 8192, D = 256, d_v = 64, interleaved,
+    40 rounds, load below 1); the whole form took 1.25-1.28x the floor in the
+    old layout (the normalisers as two GEMVs and the output C-ordered), 1.0x
+    transposed, and 1.08-1.14x transposed with the division writing a
+    C-ordered copy (``benchmarks/bench_attention.py``, group
+    ``parallel-vs-gemm``, measures it against the floor).  ``finite`` is
+    False when a numerator or normaliser is not finite.
 
-    Non-finite inputs: an entry of A reaches its row of E (each entry
-    ``a_i . M_c`` is a sum with a non-finite term: ``NaN``, ``Inf * 0`` and
-    ``Inf - Inf`` are NaN); an entry of B at (j, p) reaches row p of M,
-    hence every row of E; an entry of V at (j, c) reaches column c of
-    ``B^T V``, hence column c of every row.  A normaliser can overflow while
-    its numerators do not (tiny values), so ``den`` is checked as well: a
-    finite quotient of an infinite normaliser would be a wrong 0.
-    Summation: each entry of M or z is a sum of n terms, each of E or den
-    one of D terms: at most ``n + D + 1`` roundings per term; the division
-    rounds once.
+    Non-finite inputs: an entry of A reaches its column of ``E^T`` (each
+    entry ``T_c . a_i`` is a sum with a non-finite term: ``NaN``, ``Inf * 0``
+    and ``Inf - Inf`` are NaN); an entry of B at (j, p) reaches column p of
+    T, hence every column of ``E^T``; an entry of V at (j, c) reaches row c
+    of T, hence row c of every column.  A normaliser can overflow while its
+    numerators do not (tiny values), so ``den`` is checked as well: a finite
+    quotient of an infinite normaliser would be a wrong 0.  Summation: each
+    entry of T is a sum of n terms, each of ``E^T`` one of D terms: at most
+    ``n + D + 1`` roundings per term; the division rounds once.
     """
-    m = V.shape[-1]
-    z = np.ones(B.shape[-2], dtype=B.dtype) @ B  # the keys may be more or fewer
-    E = A @ (swap(B) @ V)
-    den = A @ z[..., None]  # (..., n, 1): divides its rows' numerators
-    rows, dens = E.reshape(-1, m), den.reshape(-1, 1)
-    step = max(1, CACHE_BYTES // (E.itemsize * m))
+    m, n = V.shape[-1], A.shape[-2]
+    num = swap(V) @ B  # (..., m, D)
+    z = np.ones(B.shape[-2], dtype=B.dtype) @ B  # (..., D); the keys may be more or fewer
+    T = np.empty(np.broadcast_shapes(num.shape[:-2], z.shape[:-1]) + (m + 1, A.shape[-1]), num.dtype)
+    T[..., :m, :] = num
+    T[..., m, :] = z
+    Et = T @ swap(A)  # (..., m + 1, n): numerators over their normaliser, token by column
+    cols = Et.reshape(-1, m + 1, n)
+    step = max(1, CACHE_BYTES // (Et.itemsize * cols.shape[0] * (m + 1)))
     finite = True
     with np.errstate(divide="ignore", invalid="ignore"):
-        for r0 in range(0, rows.shape[0], step):
-            block, d = rows[r0 : r0 + step], dens[r0 : r0 + step]
-            if finite and not np.isfinite(np.add.reduce(block, axis=None) + np.add.reduce(d)):
-                finite = bool(np.isfinite(block).all() and np.isfinite(d).all())
-            np.divide(block, d, out=block)
-    return E, den[..., 0], finite
+        for r0 in range(0, n, step):
+            block = cols[..., r0 : r0 + step]
+            if finite and not np.isfinite(np.add.reduce(block, axis=None)):
+                finite = bool(np.isfinite(block).all())
+            np.divide(block[:, :m], block[:, m:], out=block[:, :m])
+    return swap(Et[..., :m, :]), Et[..., m, :], finite
 
 
 def chunked_products(

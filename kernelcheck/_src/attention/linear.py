@@ -55,9 +55,11 @@ def parallel(
     """Linear attention from feature matrices, in parallel (claims C10, C14, C19).
 
     Bidirectional: ``A = phi(Q) (phi(K)^T V) / phi(Q) (phi(K)^T 1)`` (row-wise
-    division), computed as ``M = [phi(K)^T V, phi(K)^T 1]`` (a matrix product
-    and a matrix-vector product) and one product ``phi(Q) M`` that gives the
-    numerators and the normalisers together.  Causal:
+    division), computed transposed as ``M = [V^T phi(K); 1^T phi(K)]`` (a
+    matrix product and a matrix-vector product) and one product
+    ``M phi(Q)^T`` that gives the numerators and the normalisers together,
+    a token a column; the output is its transposed view (see Returns).
+    Causal:
     ``a_i = phi(q_i)^T S_i / phi(q_i) . z_i`` with the prefix sums
     ``S_i = sum_{j <= i} phi(k_j) v_j^T``, ``z_i = sum_{j <= i} phi(k_j)``,
     formed block by block: within a block of ``B`` tokens as the masked
@@ -84,6 +86,11 @@ def parallel(
     Returns
     -------
     numpy.ndarray of shape (..., n, d_v), or :class:`AttentionOutput`
+        Bidirectional, the transposed view of the ``(..., d_v + 1, n)``
+        product (each matrix Fortran-ordered, its normalisers in the
+        row after it): OpenBLAS runs that product faster than a
+        C-ordered one (``np.ascontiguousarray`` copies it to C order).
+        Causal, a C-ordered array.
 
     Notes
     -----
