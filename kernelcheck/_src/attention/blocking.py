@@ -196,7 +196,8 @@ def bidirectional_normalized(A: np.ndarray, B: np.ndarray, V: np.ndarray):
     m, n = V.shape[-1], A.shape[-2]
     num = swap(V) @ B  # (..., m, D)
     z = np.ones(B.shape[-2], dtype=B.dtype) @ B  # (..., D); the keys may be more or fewer
-    T = np.empty(np.broadcast_shapes(num.shape[:-2], z.shape[:-1]) + (m + 1, A.shape[-1]), num.dtype)
+    batch = np.broadcast_shapes(num.shape[:-2], z.shape[:-1])
+    T = np.empty(batch + (m + 1, A.shape[-1]), num.dtype)
     T[..., :m, :] = num
     T[..., m, :] = z
     Et = T @ swap(A)  # (..., m + 1, n): numerators over their normaliser, token by column
