@@ -366,9 +366,11 @@ def test_the_gaussian_bound_by_blocks_is_the_whole_array_formula_bit_for_bit(
     monkeypatch, ell, block
 ):
     """The bound is finished a block of rows at a time in the distances' own arrays:
-    bit for bit the docstring's formula over whole arrays, in its order of operations."""
+    bit for bit the docstring's formula over whole arrays, in its order of operations.
+    Two far-out points at distance sqrt(3) (norms about 1e6) make the first term, the
+    distances' own error, dominate the bound, so its factor ``1 + 4u`` shows in it."""
     monkeypatch.setattr(_leaves, "_GRAM_BLOCK", block)
-    Z = np.vstack([X, X[:1], X[:1] + 1e-9])
+    Z = np.vstack([X, X[:1], X[:1] + 1e-9, 1e6 * X[:1], 1e6 * X[:1] + 1.0])
     d2, e = _leaves._DistanceKernel._sqdist_err(Z, Z)
     t = lambda a: a / ell / ell * 0.5  # noqa: E731
     G = np.exp(-t(d2))
