@@ -176,10 +176,10 @@ def bidirectional_normalized(A: np.ndarray, B: np.ndarray, V: np.ndarray):
     the product as a d_v-row matrix times an n-column one and splits its 64
     rows between threads, at 0.52x the floor's time for the second GEMM
     alone against 0.40x transposed (n = 8192, D = 256, d_v = 64, interleaved,
-    40 rounds, load below 1); the whole form took 1.25-1.28x the floor in the
-    old layout (the normalisers as two GEMVs and the output C-ordered), 1.0x
-    transposed, and 1.08-1.14x transposed with the division writing a
-    C-ordered copy (``benchmarks/bench_attention.py``, group
+    40 rounds, load below 1); the whole form took 1.24-1.28x the floor in the
+    old layout (the normalisers as two GEMVs and the output C-ordered),
+    0.94-1.02x transposed, and 1.08-1.15x transposed with the division
+    writing a C-ordered copy (``benchmarks/bench_attention.py``, group
     ``parallel-vs-gemm``, measures it against the floor).  ``finite`` is
     False when a numerator or normaliser is not finite.
 
