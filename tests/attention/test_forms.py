@@ -993,6 +993,14 @@ def test_bidirectional_blocks_divide_in_the_transposed_product(monkeypatch, cach
     report = att.parallel(pq, pk, V, on_bad_normalizer="report")
     assert out.shape == V.shape and np.swapaxes(out, -1, -2).strides[-1] == out.itemsize
     assert np.may_share_memory(report.out, report.normalizer)
+    raw = att.parallel(pq, pk, V, normalize=False)  # unnormalised: the same layout
+    assert np.swapaxes(raw, -1, -2).flags.c_contiguous
+    # a block of columns spans every batch entry: the most columns within the cache
+    # budget, or one
+    for budget, batch, rows, size in [(1, 6, 5, 8), (1 << 21, 6, 65, 8), (1 << 21, 1, 65, 4)]:
+        monkeypatch.setattr(_att, "CACHE_BYTES", budget)
+        step, col = _att.column_block(batch, rows, size), batch * rows * size
+        assert step * col <= budget < (step + 1) * col or (step == 1 and col > budget)
     assert np.array_equal(out, whole) and np.array_equal(single, whole)
     ref = (pq @ (np.swapaxes(pk, -1, -2) @ V)) / (pq @ pk.sum(axis=-2)[..., None])
     assert np.all(np.abs(out - ref) <= 2 * att.linear_error_bound(pq, pk, V))

@@ -202,7 +202,7 @@ def bidirectional_normalized(A: np.ndarray, B: np.ndarray, V: np.ndarray):
     T[..., m, :] = z
     Et = T @ swap(A)  # (..., m + 1, n): numerators over their normaliser, token by column
     cols = Et.reshape(-1, m + 1, n)
-    step = max(1, CACHE_BYTES // (Et.itemsize * cols.shape[0] * (m + 1)))
+    step = column_block(cols.shape[0], m + 1, Et.itemsize)
     finite = True
     with np.errstate(divide="ignore", invalid="ignore"):
         for r0 in range(0, n, step):
@@ -211,6 +211,16 @@ def bidirectional_normalized(A: np.ndarray, B: np.ndarray, V: np.ndarray):
                 finite = bool(np.isfinite(block).all())
             np.divide(block[:, :m], block[:, m:], out=block[:, :m])
     return swap(Et[..., :m, :]), Et[..., m, :], finite
+
+
+def column_block(batch: int, rows: int, itemsize: int) -> int:
+    """Columns (tokens) per block of :func:`bidirectional_normalized`'s ``(batch, rows, n)`` product.
+
+    A block takes those columns of every batch entry, so that its check and
+    division run on :data:`CACHE_BYTES` of cached data at most (one column
+    at least).
+    """
+    return max(1, CACHE_BYTES // (itemsize * batch * rows))
 
 
 def chunked_products(
