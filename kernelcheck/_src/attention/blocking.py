@@ -214,7 +214,7 @@ def bidirectional_normalized(A: np.ndarray, B: np.ndarray, V: np.ndarray):
 
 
 def column_block(batch: int, rows: int, itemsize: int) -> int:
-    """Columns (tokens) per block of :func:`bidirectional_normalized`'s ``(batch, rows, n)`` product.
+    """Columns (tokens) a block of :func:`bidirectional_normalized`'s ``(batch, rows, n)`` product.
 
     A block takes those columns of every batch entry, so that its check and
     division run on :data:`CACHE_BYTES` of cached data at most (one column
