@@ -986,7 +986,7 @@ def test_bidirectional_blocks_divide_in_the_transposed_product(monkeypatch, cach
     pk = RNG.random((2, 3, 50, 7)) + 0.05
     V = RNG.normal(size=(2, 3, 50, 4))
     whole = att.parallel(pq, pk, V)
-    monkeypatch.setattr(_att, "CACHE_BYTES", cache_bytes)  # 600: 3 columns of 6 x 5 rows a block
+    monkeypatch.setattr(_att, "CACHE_BYTES", cache_bytes)  # 600: 2 columns of 6 x 5 rows a block
     out = att.parallel(pq, pk, V)
     monkeypatch.setattr(_att, "CACHE_BYTES", 1)  # one column a block
     single = att.parallel(pq, pk, V)
