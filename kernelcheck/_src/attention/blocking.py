@@ -207,8 +207,7 @@ def bidirectional_normalized(A: np.ndarray, B: np.ndarray, V: np.ndarray):
     with np.errstate(divide="ignore", invalid="ignore"):
         for r0 in range(0, n, step):
             block = cols[..., r0 : r0 + step]
-            if finite and not np.isfinite(np.add.reduce(block, axis=None)):
-                finite = bool(np.isfinite(block).all())
+            finite = finite and all_finite(block)
             np.divide(block[:, :m], block[:, m:], out=block[:, :m])
     return swap(Et[..., :m, :]), Et[..., m, :], finite
 
