@@ -66,6 +66,21 @@ def test_rows_are_compared_with_the_reference_of_their_group_and_flagged_under_l
     assert "Measured under load" not in own and "kept 1.50 CPUs busy" in own
 
 
+def test_the_header_names_the_cpus_and_every_blas_library():
+    import os
+
+    from threadpoolctl import threadpool_info
+
+    text = report.machine()
+    assert text.startswith(f"{os.cpu_count()} CPUs, ")
+    libs = [lib for lib in threadpool_info() if lib.get("user_api") == "blas"]
+    assert libs, "NumPy's BLAS is loaded"
+    for lib in libs:
+        assert f"{lib['internal_api']} {lib['version']}" in text
+    t = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    assert text in report.render([], t, t, (0.2,) * 3, (0.2,) * 3, False, [])
+
+
 def test_splice_replaces_only_the_generated_section():
     doc = f"intro\n\n{report.BEGIN}\nold figures\n{report.END}\n\noutro\n"
     new = f"{report.BEGIN}\nnew figures\n{report.END}\n"
