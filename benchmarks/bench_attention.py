@@ -9,6 +9,9 @@ Groups (``benchmark.group``), each measured in the same run:
 * ``causal-after-blas`` (same sizes): causal ``parallel`` after another
   causal call, right after the floor and 0.3 s after it (OpenBLAS's threads
   spin after a threaded product), each over the floor's minimum.
+* ``causal-one-thread`` (same sizes): the floor, the causal forms' bare
+  products (no check, no normaliser) and causal ``chunked``, each with BLAS at
+  one thread: the bare products bound the forms from below (for information).
 * ``chunked-vs-parallel`` (same sizes): causal
   :func:`~kernelcheck.attention.chunked` (default chunk size) against
   bidirectional ``parallel``.  Target: within 1.5x.
@@ -139,6 +142,61 @@ def test_causal_after_blas(benchmark, size_for):
         benchmark.derived(situations)
     else:
         assert all(v > 0 for v in situations().values())
+
+
+# ----- causal on one thread: the bare products bound the forms from below ------------
+
+_ONE_THREAD: list = []
+
+
+def _one_blas_thread():
+    """A context with BLAS at one thread (threadpoolctl's controller, made once)."""
+    from threadpoolctl import ThreadpoolController
+
+    if not _ONE_THREAD:
+        _ONE_THREAD.append(ThreadpoolController())
+    return _ONE_THREAD[0].limit(limits=1, user_api="blas")
+
+
+@pytest.mark.benchmark(group="causal-one-thread")
+@pytest.mark.parametrize("member", ["floor", "bare products", "chunked"])
+def test_causal_one_thread(benchmark, size_for, member):
+    """The causal products on one BLAS thread, against the GEMM floor on one thread.
+
+    ``bare products`` is
+    :func:`~kernelcheck._src.attention.blocking.chunked_products` at the
+    default chunk size: the unnormalised causal rows ``tril(phi_q phi_k^T) V``
+    and the running sum of states, with no check, no normaliser and no
+    division.  ``chunked`` and causal ``parallel`` run these products and
+    more, so on one thread its ratio to the floor bounds theirs from below;
+    on two threads they scale no better than the floor's two GEMMs.  For
+    information: no target.
+    """
+    from kernelcheck._src.attention.blocking import auto_chunk_size, chunked_products
+
+    pq, pk, V = _features(size_for(8192, 400), 1)
+    C = auto_chunk_size(pq.shape[-1])
+    calls = {
+        "floor": lambda: pq @ (pk.T @ V),
+        "bare products": lambda: chunked_products(pq, pk, V, C)[0],
+        "chunked": lambda: att.chunked(pq, pk, V),
+    }
+
+    def one_thread():
+        with _one_blas_thread():
+            return calls[member]()
+
+    out = benchmark.pedantic(one_thread, **_rounds(benchmark, True))
+    if member == "floor":
+        assert out.shape == V.shape
+        return
+    # independent: the last row sees every key, a middle row the keys up to it
+    normalize = member == "chunked"
+    bound = att.linear_error_bound(pq, pk, V, causal=True, normalize=normalize)
+    for i in (pq.shape[0] // 2, pq.shape[0] - 1):
+        w = pk[: i + 1] @ pq[i]
+        ref = (w @ V[: i + 1]) / (w.sum() if normalize else 1.0)
+        assert (np.abs(out[i] - ref) <= 2 * bound[i]).all()
 
 
 # ----- chunked causal vs parallel bidirectional --------------------------------
