@@ -96,6 +96,32 @@ def test_parallel_gemm_floor(benchmark, size_for):
 
 
 @pytest.mark.benchmark(group="parallel-vs-gemm")
+def test_parallel_normaliser_products(benchmark, size_for):
+    """The floor's products with the normalisers, no check, no division (for information).
+
+    ``[V^T phi_k; z^T] phi_q^T`` with ``z = phi_k^T 1`` (a GEMV): the products
+    bidirectional ``parallel`` makes, so its ratio to the floor is what the
+    normalisers alone cost on this BLAS; the rest of the form's is its check
+    and division.
+    """
+    pq, pk, V = _features(size_for(8192, 512), 0)
+
+    def products():
+        T = np.empty((V.shape[1] + 1, pk.shape[1]))
+        T[:-1] = V.T @ pk
+        T[-1] = np.ones(pk.shape[0]) @ pk
+        return T @ pq.T
+
+    Et = benchmark.pedantic(products, **_rounds(benchmark, True))
+    # independent: numerators and normalisers of the untransposed products
+    ref = np.hstack([pq @ (pk.T @ V), (pq @ pk.sum(axis=0))[:, None]])
+    tol = 2 * att.linear_error_bound(
+        pq, pk, np.hstack([V, np.ones((V.shape[0], 1))]), normalize=False
+    )
+    assert (np.abs(Et.T - ref) <= tol).all()
+
+
+@pytest.mark.benchmark(group="parallel-vs-gemm")
 def test_parallel_causal(benchmark, size_for):
     pq, pk, V = _features(size_for(8192, 512), 0)
     kw = {"causal": True}

@@ -241,7 +241,9 @@ GROUPS: dict[str, Group] = {
         "`parallel` against its GEMM floor (n = 8192, D = 256, d_v = 64)",
         "parallel_gemm_floor",
         (Target("parallel_bidirectional", at_most=1.15), Target("parallel_causal", at_most=1.5)),
-        "floor: the two products `phi_q @ (phi_k^T @ V)` alone, no normaliser, no checks",
+        "floor: the two products `phi_q @ (phi_k^T @ V)` alone, no normaliser, no checks; "
+        "`parallel_normaliser_products` (for information): the same with the normalisers' "
+        "row, still no check and no division",
     ),
     "causal-after-blas": Group(
         "causal `parallel` after a threaded BLAS call and not (n = 8192, D = 256, d_v = 64)",
@@ -285,7 +287,8 @@ GROUPS: dict[str, Group] = {
         "Monte Carlo engine against draw + GEMM (20,000 trials, d = 16, m = 64, 16 x 16 pairs)",
         "mc_engine[draw+gemm-floor]",
         (Target("mc_engine[engine]", at_most=1 / 0.9),),
-        "target: at least 0.9x the floor's speed, i.e. at most 1.11x its time",
+        "target: at least 0.9x the floor's speed, i.e. at most 1.11x its time; "
+        "`draw+gemm+exp` (for information): the floor with the feature maps' exponentials",
     ),
     "verify-unbiased": Group(
         "`verify.unbiased` at 20,000 trials on the CLI's default points",
