@@ -83,6 +83,53 @@ def test_orthogonal_blocks_are_orthogonal():
         assert np.max(np.abs(off)) <= 64 * U * np.max(np.diag(G))
     Wb = draw_projection(1, 3, 5, orthogonal=True, batch=7)
     assert Wb.shape == (7, 5, 3)
+    Wg = draw_projection(2, 4, 8, orthogonal=True, batch=200)  # 400 blocks: Gram-Schmidt
+    G = Wg.reshape(200, 2, 4, 4) @ np.swapaxes(Wg.reshape(200, 2, 4, 4), -1, -2)
+    off = G - np.einsum("...ii->...i", G)[..., None] * np.eye(4)
+    assert np.abs(off).max() <= 64 * U * np.einsum("...ii->...i", G).max()
+
+
+def test_haar_factor_is_the_qr_factor_with_positive_diagonal():
+    # error model: both ways are backward stable with errors of O(d u) in G, and
+    # the Q factor moves by at most about kappa(G) times that (QR perturbation
+    # theory); 64 d u kappa leaves a wide margin, block by block
+    from kernelcheck._src.features.base import _haar_lapack, haar_factor
+
+    rng = np.random.default_rng(11)
+    for d in (1, 2, 3, 4, 8):
+        G = rng.standard_normal((3, 64 * d, d, d))  # above the batch rule: Gram-Schmidt
+        Q = haar_factor(G)
+        ref = _haar_lapack(G)
+        kappa = np.linalg.cond(G)
+        assert (np.abs(Q - ref).max(axis=(-2, -1)) <= 64 * d * U * kappa).all()
+        E = np.einsum("...ki,...kj->...ij", Q, Q) - np.eye(d)
+        assert np.abs(E).max() <= 4 * d * U  # the certificate's bound
+        R = np.einsum("...ki,...kj->...ij", Q, G)  # Q^T G: upper triangular, diag > 0
+        assert (np.diagonal(R, axis1=-2, axis2=-1) > 0).all()
+        assert (np.abs(np.tril(R, -1)) <= 64 * d * U * kappa[..., None, None]).all()
+        if d >= 3:  # the shortcut is taken: a block recomputed by LAPACK comes back bit
+            # for bit as `ref` (one Gram-Schmidt pass instead of two sends 14-27% back)
+            assert np.all(Q == ref, axis=(-2, -1)).mean() < 0.05
+
+
+def test_haar_factor_sends_blocks_gram_schmidt_cannot_orthogonalise_to_lapack():
+    from kernelcheck._src.features.base import _haar_lapack, haar_factor
+
+    G = np.random.default_rng(12).standard_normal((256, 4, 4))
+    G[7, :, 2] = G[7, :, 0]  # singular: Gram-Schmidt divides 0 by 0, so LAPACK's QR
+    G[9, :, 1] = G[9, :, 0] * (1 + 1e-15)  # kappa near 1 / u: its Q factor is fixed only
+    G[9, 0, 1] += 1e-15  # up to rounding, and any Q certified orthogonal will do
+    Q = haar_factor(G)
+    assert np.isfinite(Q).all()
+    assert np.array_equal(Q[7], _haar_lapack(G[7:8])[0])
+    E = np.einsum("...ki,...kj->...ij", Q, Q) - np.eye(4)
+    assert np.abs(E).max() <= 16 * 4 * U
+    # backward stable either way: Q^T G is upper triangular with a diagonal >= 0, up to
+    # rounding errors of O(d u) relative to the block
+    R = np.einsum("...ki,...kj->...ij", Q, G)
+    scale = 16 * 4 * U * np.abs(G).max(axis=(-2, -1))[:, None, None]
+    assert (np.abs(np.tril(R, -1)) <= scale).all()
+    assert (np.diagonal(R, axis1=-2, axis2=-1) >= -scale[..., 0]).all()
 
 
 def test_iid_projection_is_the_generators_normal_stream():

