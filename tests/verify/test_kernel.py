@@ -16,6 +16,7 @@ import pytest
 import kernelcheck as kc
 from kernelcheck import InvalidArgument
 from kernelcheck._src.verify.kernel import KernelReport, assert_kernel
+from kernelcheck._src.verify.ladder import rounding_reason
 from kernelcheck.verify import kernel as verify_kernel
 from tests import catalog
 
@@ -65,8 +66,21 @@ def test_ladder_calls_rank_deficient_linear_gram_rounding():
     rep = verify_kernel(kc.Linear(), X)
     assert rep.passed and rep.verdict in ("rounding", "psd")
     if rep.verdict == "rounding":
-        # the float64 value was negative and the high-precision ones are not below -bound
-        assert rep.ladder[0][1] < 0 and rep.shrinks()
+        # the float Gram's lambda_min was negative; its eigenvector's quotient in float64 is
+        # negative or not (that depends on the machine's BLAS), and >= 0 at high precision
+        assert rep.min_eigenvalue < 0 and rep.shrinks()
+        assert rep.ladder[-1][1] >= -1e-25 * abs(rep.min_eigenvalue)
+        assert rep.reason == rounding_reason(
+            rep.min_eigenvalue, rep.ladder[0][1], rep.ladder[-1][0], rep.ladder[-1][1]
+        )
+
+
+def test_rounding_reason_says_whether_the_float64_quotient_was_negative():
+    below = rounding_reason(-3e-15, -2e-16, "dps=60", 1e-30)
+    assert "(witness value -2e-16), which shrinks with precision (dps=60: 1e-30)" in below
+    above = rounding_reason(-3e-15, 1.3e-16, "dps=60", 1e-30)
+    assert "quotient is 1.3e-16 >= 0 in float64 and 1e-30 at dps=60" in above
+    assert "shrinks" not in above
 
 
 def test_ladder_calls_a_real_violation_real():
@@ -322,3 +336,15 @@ def test_common_kernels_are_decided_certified_at_n_300(k):
     X = np.random.default_rng(0).standard_normal((300, 5)) / np.sqrt(5)
     rep = verify_kernel(k, X)
     assert rep.passed and rep.psd.certified and rep.psd.is_psd
+
+
+def test_shrinks_counts_a_float64_quotient_already_nonnegative_only_if_it_stays_so():
+    def report(*values):
+        ladder = tuple(zip(("float64", "dps=30", "dps=60"), values, strict=False))
+        return KernelReport(True, "rounding", "k", "points", ladder=ladder)
+
+    assert report(-2e-16, -1e-20, 1e-30).shrinks()  # moved toward >= 0
+    assert report(1.3e-16, 1e-30, 1e-30).shrinks()  # >= 0 throughout
+    assert not report(1.3e-16, -1e-3, -1e-3).shrinks()  # moved below 0
+    assert not report(-1e-3, -1e-3, -1e-3).shrinks()  # stays negative
+    assert report(-1e-3).shrinks() is None  # no ladder

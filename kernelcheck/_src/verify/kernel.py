@@ -31,7 +31,6 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-import mpmath
 import numpy as np
 import scipy.linalg
 import scipy.optimize
@@ -54,12 +53,11 @@ from kernelcheck._src.psd.ladder import check_psd
 from kernelcheck._src.psd.result import PSDResult, Verdict
 from kernelcheck._src.psd.tolerance import default_tolerance, frobenius
 from kernelcheck._src.verify.domain import Domain, as_domain
+from kernelcheck._src.verify.ladder import precision_ladder, rounding_reason
 from kernelcheck.errors import InvalidArgument, NumericalFailure
 
 __all__ = ["kernel", "KernelReport"]
 
-#: Decimal precisions of the precision ladder.
-LADDER_DPS = (30, 60, 120)
 #: Largest number of points for which the ladder re-evaluates the Gram in mpmath.
 LADDER_MAX_N = 200
 #: Restarts per round of the counterexample search (fixed, so that early
@@ -153,11 +151,16 @@ class KernelReport(ResultMixin):
         return text + f"): {self.reason}"
 
     def shrinks(self) -> bool | None:
-        """Whether the witness value moved toward >= 0 as precision rose (None without a ladder)."""
+        """Whether the witness value is >= 0 or moved toward it as precision rose.
+
+        None without a ladder.  A float64 value already ``>= 0`` (the
+        eigenvalue was negative, its eigenvector's quotient is not) counts
+        when the highest precision keeps it ``>= 0``.
+        """
         if len(self.ladder) < 2:
             return None
         first, last = self.ladder[0][1], self.ladder[-1][1]
-        return bool(last > first)
+        return bool(last > first or last >= 0)
 
 
 # ---------------------------------------------------------------------------
@@ -189,49 +192,6 @@ def _kernel_tolerance(k, X: np.ndarray, G: np.ndarray) -> tuple[Tolerance, bool]
     )
 
 
-def _rayleigh_mp(G, v, dps: int) -> tuple[float, float]:
-    """``v^T G v / v^T v`` in mpmath at ``dps`` digits and an error bound.
-
-    The bound assumes each entry of ``G`` is within ``10**(3 - dps)`` of its
-    exact value relative to the largest entry (mpmath's own rounding at
-    ``dps`` digits, with 1000 ulps of room for the kernel's formula).
-    """
-    n = len(v)
-    with mpmath.workdps(dps + 10):
-        vm = [mpmath.mpf(float(x)) if not isinstance(x, int) else mpmath.mpf(x) for x in v]
-        num = mpmath.mpf(0)
-        absn = mpmath.mpf(0)
-        for i in range(n):
-            if vm[i] == 0:
-                continue
-            row = mpmath.fdot([G[i, j] for j in range(n)], vm)
-            num += vm[i] * row
-            absn += abs(vm[i]) * mpmath.fsum(abs(G[i, j] * vm[j]) for j in range(n))
-        den = mpmath.fsum(x * x for x in vm)
-        q = num / den
-        err = mpmath.mpf(10) ** (3 - dps) * absn / den
-        return float(q), float(err)
-
-
-def _ladder(k, X: np.ndarray, v, q64: float) -> tuple[tuple, str, float]:
-    """Run the precision ladder on witness ``v``; returns (ladder, verdict, last value)."""
-    steps = [("float64", float(q64))]
-    values = []
-    for dps in LADDER_DPS:
-        G = k.gram_mp(X, dps=dps)
-        q, err = _rayleigh_mp(G, v, dps)
-        steps.append((f"dps={dps}", q))
-        values.append((q, err))
-        if len(values) >= 2:
-            (q1, e1), (q2, e2) = values[-2], values[-1]
-            if q2 >= -e2:
-                return tuple(steps), "rounding", q2
-            if q2 < -e2 and abs(q2 - q1) <= 1e-3 * abs(q2) + e1 + e2:
-                return tuple(steps), "violation", q2
-    q, err = values[-1]
-    return tuple(steps), ("rounding" if q >= -err else "inconclusive"), q
-
-
 def _points_report(
     k, X: np.ndarray, *, mode="points", extra="", symmetrize: bool = False
 ) -> KernelReport:
@@ -261,7 +221,7 @@ def _points_report(
     use_ladder = use_mp and w_vec is not None
     if use_ladder:
         assert q64 is not None  # set together with w_vec
-        steps, verdict, qlast = _ladder(k, X, w_vec, q64)
+        steps, verdict, qlast = precision_ladder(k, X, w_vec, q64)
         if verdict == "violation":
             reason = (
                 f"negative value stays as precision rises ({steps[-1][0]}: {qlast:.6g}): "
@@ -277,10 +237,7 @@ def _points_report(
                 **common,
             )
         if verdict == "rounding":
-            reason = (
-                f"float64 Gram has lambda_min ~ {lam:.3g} < 0 (witness value {q64:.3g}), which "
-                f"shrinks with precision ({steps[-1][0]}: {qlast:.3g}): rounding, not a violation"
-            )
+            reason = rounding_reason(lam, q64, steps[-1][0], qlast)
             return KernelReport(
                 True,
                 "rounding",
