@@ -438,7 +438,7 @@ BAD_CALLS = (
             "function-str",
             lambda: kernel_from_function(lambda x, y: "a")(X),
             InvalidArgument,
-            r"^`f` \(<lambda>\) raised ValueError",
+            r"^`f` \(<lambda>\) returned str .a.; expected a real number",
         ),
         (
             "function-vec-shape",

@@ -53,6 +53,7 @@ __all__ = [
     "check_choice",
     "check_callable",
     "call_user",
+    "not_real",
     "as_timeout",
     "as_executor",
     "honours_timeout",
@@ -527,8 +528,7 @@ def call_user(fn: Callable, label: str, *args: Any, **kwargs: Any) -> Any:
     * any other exception becomes :class:`InvalidArgument` whose message is
       ``f"{label} raised {type}: {message}"``, chained to the original.
       ``label`` names the argument and the call the way the caller knows it,
-      e.g. ``"`phi` on `X`"`` or ``"`fn` at n = 64"``.
-
+      e.g. ``"`phi` on `X`"`` or ``"`fn` at n = 64"``;
     * a result that is numbers but not real numbers -- a complex, object,
       string or bytes array (NumPy, or a tensor of a complex dtype), a
       complex or string scalar, or such an item of a returned tuple or list
@@ -546,7 +546,7 @@ def call_user(fn: Callable, label: str, *args: Any, **kwargs: Any) -> Any:
     except Exception as exc:
         raise InvalidArgument(f"{label} raised {type(exc).__name__}: {exc}") from exc
     for item in out if isinstance(out, (tuple, list)) else (out,):
-        if _not_real(item):
+        if not_real(item):
             raise InvalidArgument(
                 f"{label} returned {describe(item)}; expected real numbers (take the real "
                 "part, or convert to float, yourself)"
@@ -554,7 +554,7 @@ def call_user(fn: Callable, label: str, *args: Any, **kwargs: Any) -> Any:
     return out
 
 
-def _not_real(value: Any) -> bool:
+def not_real(value: Any) -> bool:
     """A complex, object, string or bytes array or scalar (a NumPy one, a Python one, a tensor)."""
     if isinstance(value, (complex, str, bytes)):
         return True

@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from kernelcheck._src.core.pairs import call_user_pairs
 from kernelcheck._src.core.validate import (
     as_array,
     as_bool,
@@ -100,9 +101,6 @@ class FunctionKernel(Kernel):
     def _call_array(self, A: np.ndarray, B: np.ndarray) -> np.ndarray:
         return np.asarray(self.function(A, B))
 
-    def _call_float(self, x: np.ndarray, y: np.ndarray) -> float:
-        return float(self.function(x, y))
-
     def _gram(self, X, Y):
         n, m = X.shape[0], Y.shape[0]
         dt = result_dtype(X, Y)
@@ -114,9 +112,7 @@ class FunctionKernel(Kernel):
             G = call_user(self._call_array, label, X[:, None, :], Y[None, :, :])
         else:
             G = np.empty((n, m), dtype=dt)
-            for i in range(n):
-                for j in range(m):
-                    G[i, j] = call_user(self._call_float, label, X[i], Y[j])
+            call_user_pairs(self.function, label, X, Y, G)
         if G.dtype.kind not in "biuf":
             raise InvalidArgument(f"`f` ({self.name}) must return real numbers, got {describe(G)}")
         if G.shape != (n, m):
