@@ -142,9 +142,13 @@ class MatrixRows(ValueRows):
 
 
 #: Bytes of the working set of one block of rows (or one worker's group of
-#: chunks) of the linear forms: a core's L2 cache (2 MiB on the project's
-#: machine), so that each block's products, finiteness check and division run
-#: on cached data.  See :func:`group_chunks` for the measurements.
+#: chunks) of the linear forms: a core's L2 cache (2 MiB on the AVX-512 Xeon
+#: where :func:`group_chunks` was measured), so that each block's products,
+#: finiteness check and division run on cached data.  On a 2-core AVX2 EPYC
+#: with 512 KiB of L2, causal ``chunked`` (n = 8192, D = 256, d_v = 64,
+#: interleaved, 20 rounds) took 3.02x, 2.11x, 2.00x and 2.09x the floor's
+#: minimum with 256 KiB, 512 KiB, 1 MiB and 2 MiB: fewer chunks a group cost
+#: more hand-overs than the cache saved, and 2 MiB stays.
 CACHE_BYTES = 1 << 21
 
 
@@ -176,8 +180,11 @@ def bidirectional_normalized(A: np.ndarray, B: np.ndarray, V: np.ndarray):
     the product as a d_v-row matrix times an n-column one and splits its 64
     rows between threads, at 0.52x the floor's time for the second GEMM
     alone against 0.40x transposed (n = 8192, D = 256, d_v = 64, interleaved,
-    40 rounds, load below 1); the whole form took 1.24-1.28x the floor in the
-    old layout (the normalisers as two GEMVs and the output C-ordered),
+    40 rounds, load below 1, on a 2-core AVX-512 Xeon; on a 2-core AVX2 EPYC
+    the two layouts of that product ran within 3% of each other, and the
+    normalisers' GEMV and row alone took 1.13x the floor, group
+    ``parallel-vs-gemm``); on the Xeon the whole form took 1.24-1.28x the
+    floor in the old layout (the normalisers as two GEMVs and the output C-ordered),
     0.94-1.02x transposed, and 1.08-1.15x transposed with the division
     writing a C-ordered copy (``benchmarks/bench_attention.py``, group
     ``parallel-vs-gemm``, measures it against the floor).  ``finite`` is
