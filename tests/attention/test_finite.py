@@ -174,3 +174,21 @@ def test_all_finite_falls_back_to_the_entries_when_the_sum_overflows():
     assert not all_finite(np.r_[big, np.nan])
     assert not all_finite(np.r_[1.0, -np.inf])
     assert all_finite(np.empty((0, 3)))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_columns_finite_finds_every_non_finite_entry_and_survives_overflowing_sums(dtype):
+    """Bidirectional ``parallel``'s check: column sums by GEMV, entries when a sum is not finite."""
+    E = np.random.default_rng(5).standard_normal((2, 4, 6)).astype(dtype)
+    assert blocking.columns_finite(E)
+    for index in np.ndindex(E.shape):
+        for bad in (np.nan, np.inf, -np.inf):
+            F = E.copy()
+            F[index] = bad
+            assert not blocking.columns_finite(F), (index, bad)
+    F = E.copy()
+    F[1, 0, 3], F[1, 2, 3] = np.inf, -np.inf  # their sum is NaN
+    assert not blocking.columns_finite(F)
+    big = np.full((3, 5), np.finfo(dtype).max / 2, dtype=dtype)  # every column sum overflows
+    assert blocking.columns_finite(big)
+    assert blocking.columns_finite(np.empty((4, 0), dtype=dtype))

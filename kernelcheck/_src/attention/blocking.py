@@ -173,7 +173,8 @@ def bidirectional_normalized(A: np.ndarray, B: np.ndarray, V: np.ndarray):
     ``z = B^T 1`` (a GEMV) as its last row, then ``E^T = T A^T``, shape
     (..., d_v + 1, n): the numerators of token i in column i, its normaliser
     below them in the last row, from one product.  The columns are checked
-    and divided in place block by block while cached, and ``out`` is the
+    by :func:`columns_finite` (their sums by one GEMV) and divided in place
+    block by block while cached, and ``out`` is the
     transposed view of the numerators' rows (each matrix Fortran-ordered;
     ``np.ascontiguousarray`` makes a C-ordered copy), ``den`` a view of the
     last row.  Why transposed: for a C-ordered (n, d_v) result OpenBLAS runs
@@ -208,23 +209,44 @@ def bidirectional_normalized(A: np.ndarray, B: np.ndarray, V: np.ndarray):
     T[..., :m, :] = num
     T[..., m, :] = z
     Et = T @ swap(A)  # (..., m + 1, n): numerators over their normaliser, token by column
+    finite = columns_finite(Et)
     cols = Et.reshape(-1, m + 1, n)
     step = column_block(cols.shape[0], m + 1, Et.itemsize)
-    finite = True
     with np.errstate(divide="ignore", invalid="ignore"):
         for r0 in range(0, n, step):
             block = cols[..., r0 : r0 + step]
-            finite = finite and all_finite(block)
             np.divide(block[:, :m], block[:, m:], out=block[:, :m])
     return swap(Et[..., :m, :]), Et[..., m, :], finite
+
+
+def columns_finite(E: np.ndarray) -> bool:
+    """True when every entry of ``E`` (shape (..., r, n)) is finite: column sums, then entries.
+
+    The column sums ``1^T E`` are one GEMV per matrix, on the BLAS's
+    threads, where :func:`~kernelcheck._src.core.validate.all_finite`'s sum
+    runs on one: for bidirectional ``parallel``'s (65, 8192) product the
+    form took 20.52 ms against 20.88 ms with ``all_finite`` on each block
+    (minima of 40 interleaved rounds, the floor 18.13 ms; 2-core AVX2
+    EPYC).  Why a finite sum proves its column finite: ``1.0 * x`` is
+    exact, and in any order of additions a NaN stays NaN, an Inf stays Inf
+    or meets the opposite Inf and gives NaN.  A sum that overflowed from
+    finite entries, or a NaN the BLAS left in the zeroed output, only sends
+    the check to the entries, which decide.
+    """
+    sums = np.zeros(E.shape[:-2] + E.shape[-1:], dtype=E.dtype)
+    with np.errstate(all="ignore"):
+        np.matmul(np.ones(E.shape[-2], dtype=E.dtype), E, out=sums)
+        if np.isfinite(np.add.reduce(sums, axis=None)):
+            return True
+    return bool(np.isfinite(E).all())
 
 
 def column_block(batch: int, rows: int, itemsize: int) -> int:
     """Columns (tokens) a block of :func:`bidirectional_normalized`'s ``(batch, rows, n)`` product.
 
-    A block takes those columns of every batch entry, so that its check and
-    division run on :data:`CACHE_BYTES` of cached data at most (one column
-    at least).
+    A block takes those columns of every batch entry, so that its division
+    runs on :data:`CACHE_BYTES` of cached data at most (one column at
+    least).
     """
     return max(1, CACHE_BYTES // (itemsize * batch * rows))
 
