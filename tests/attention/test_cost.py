@@ -78,9 +78,10 @@ def test_cost_model_linear_forms_state_is_the_recurrent_state(n, d, D, dv, C):
     # one step per token: 4 D (d_v + 1) for the state update and the contraction
     assert cost.flops == n * (4 * D * (dv + 1) + dv)
     # bidirectional parallel: phi_k^T V and 1^T phi_k, phi_q times both in one
-    # product (d_v + 1 columns), the divisions
+    # product (d_v + 1 columns), the check's column sums of its d_v + 1 rows, the divisions
     bidi = att.cost_model("parallel", n, d, D, dv, C, causal=False)
-    assert bidi.flops == n * (4 * D * dv + 4 * D + dv) and bidi.state_size == state.size
+    assert bidi.flops == n * (4 * D * dv + 4 * D + 2 * (dv + 1) + dv)
+    assert bidi.state_size == state.size
     # causal parallel forms its sums in blocks: the count of chunked with its block size
     block = 32 if D <= 1024 else 64
     causal_parallel = att.cost_model("parallel", n, d, D, dv, C, causal=True)

@@ -55,7 +55,7 @@ def linear_cost(n: int, d: int, D: int, d_v: int, chunk_size: int, causal: bool)
 
 
 def parallel_cost(n: int, d: int, D: int, d_v: int, chunk_size: int, causal: bool):
-    """Parallel: bidirectional ``4 n D d_v + 4 n D + n d_v``; causal that of its blocks.
+    """Parallel: bidirectional ``4 n D d_v + 4 n D + 2 n (d_v + 1) + n d_v``; causal its blocks'.
 
     Causal ``parallel`` forms its sums in blocks of ``auto_chunk_size(D)``
     tokens (``chunk_size`` is not its option and is ignored).
@@ -63,8 +63,9 @@ def parallel_cost(n: int, d: int, D: int, d_v: int, chunk_size: int, causal: boo
     if causal:
         return chunked_cost(n, d, D, d_v, auto_chunk_size(D), causal)
     # phi_k^T V and 1^T phi_k (inner dimension n), phi_q [phi_k^T V, z]
-    # (d_v + 1 columns, inner dimension D), then the n d_v divisions
-    return 4 * n * D * d_v + 4 * n * D + n * d_v, D * (d_v + 1)
+    # (d_v + 1 columns, inner dimension D), the check's column sums of those
+    # d_v + 1 rows (one GEMV, blocking.columns_finite), then the n d_v divisions
+    return 4 * n * D * d_v + 4 * n * D + 2 * n * (d_v + 1) + n * d_v, D * (d_v + 1)
 
 
 def chunked_cost(n: int, d: int, D: int, d_v: int, chunk_size: int, causal: bool):

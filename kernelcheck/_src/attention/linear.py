@@ -95,9 +95,10 @@ def parallel(
     Notes
     -----
     Operation count per sequence (C3): bidirectional
-    ``4 n D d_v + 4 n D + n d_v`` (``V^T phi(K)`` and ``1^T phi(K)`` with
-    inner dimension n, ``M phi(Q)^T`` with d_v + 1 rows and inner dimension
-    D, then the divisions); causal that of :func:`chunked` with its block size
+    ``4 n D d_v + 4 n D + 2 n (d_v + 1) + n d_v`` (``V^T phi(K)`` and
+    ``1^T phi(K)`` with inner dimension n, ``M phi(Q)^T`` with d_v + 1 rows
+    and inner dimension D, the finiteness check's column sums of its d_v + 1
+    rows, then the divisions); causal that of :func:`chunked` with its block size
     (``B = 32`` for ``D <= 1024``, else 64).  State: ``D (d_v + 1)``.  Error
     model: :func:`linear_error_bound`.
 

@@ -261,9 +261,9 @@ def cost_model(
     * ``kernelized``: ``P (2 d + 1)`` for the Gram block (a dot product or a
       distance and one elementwise map) and ``2 P (d_v + 1) + n d_v`` for the
       products, with ``P`` the pairs formed as for softmax.  State ``n (d + d_v)``.
-    * ``parallel``: bidirectional ``4 n D d_v + 4 n D + n d_v`` (C3:
-      ``phi_k^T V`` and ``1^T phi_k``, then ``phi_q`` times both in one
-      product, then the divisions); causal
+    * ``parallel``: bidirectional ``4 n D d_v + 4 n D + 2 n (d_v + 1) + n d_v``
+      (C3: ``phi_k^T V`` and ``1^T phi_k``, then ``phi_q`` times both in one
+      product, the check's column sums, then the divisions); causal
       that of ``chunked`` with its block size (32, or 64 for D > 1024).
     * ``recurrent``: ``4 n D (d_v + 1) + n d_v`` (causal only).
     * ``chunked``: chunks ``c_1..c_k``: ``sum 2 c^2 (D + d_v + 1)``
