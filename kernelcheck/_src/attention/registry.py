@@ -292,7 +292,8 @@ def cost_model(
     --------
     >>> from kernelcheck.attention import cost_model
     >>> n, d, D, dv = 1000, 64, 256, 64
-    >>> cost_model("parallel", n, d, D, dv).flops == 4 * n * D * dv + 4 * n * D + n * dv
+    >>> flops = 4 * n * D * dv + 4 * n * D + 2 * n * (dv + 1) + n * dv
+    >>> cost_model("parallel", n, d, D, dv).flops == flops
     True
     >>> short = cost_model("recurrent", 10, 64, 256, 64)
     >>> short.state_size == cost_model("recurrent", 10**6, 64, 256, 64).state_size
