@@ -78,7 +78,19 @@ def test_mc_engine(benchmark, size_for, kind):
         first = exp_floor(np.random.default_rng(3))[0]
         ref = np.exp(trials.X @ W0.T - hx) @ np.exp(trials.Y @ W0.T - hy).T / M_ENGINE
         assert G.shape == (T, N_PAIRS, N_PAIRS)
-        assert np.allclose(first, ref, rtol=1e-12)
+        # error model (first order in u), the two evaluations' summation orders aside:
+        # an exponent x.w - |x|^2/2 is off by at most gamma_{d+1} (|x|.|w| + |x|^2/2),
+        # so its exp relatively by that plus u; the m positive products and their sum
+        # (and the division by m = 64, exact) add gamma_{m+2}; both sides err so
+        u = 2.0**-53
+
+        def gamma(k):
+            return k * u / (1 - k * u)
+
+        ax = (np.abs(trials.X) @ np.abs(W0.T) + hx).max()
+        ay = (np.abs(trials.Y) @ np.abs(W0.T) + hy).max()
+        rel = gamma(D_ENGINE + 1) * (ax + ay) + 2 * u + gamma(M_ENGINE + 2)
+        assert (np.abs(first - ref) <= 2 * rel * ref).all()
     else:
         rng = np.random.default_rng(0)
         W = rng.standard_normal((T, M_ENGINE, D_ENGINE))
