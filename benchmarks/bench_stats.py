@@ -151,8 +151,8 @@ def test_unbiased(benchmark, size_for, what):
     with the CLI's default feature-count sweep, next to the engine alone on the same
     trial function (the floor: the trials' draws, products and moments)."""
     from kernelcheck._src.features.random import ESTIMATORS
-    from kernelcheck._src.verify.unbiased_report import default_points
-    from kernelcheck._src.verify.unbiased_trials import trial_function
+    from kernelcheck._src.verify.unbiased.trials import trial_function
+    from kernelcheck._src.verify.unbiased.writer import default_points
     from kernelcheck.kernels import Exponential
     from kernelcheck.verify import unbiased
 

@@ -7,7 +7,7 @@ Reproduces the table of ``docs/distributed.md`` with one command::
 
 The report is ``kernelcheck unbiased`` with its defaults (positive random
 features, d = 4, m = 16, 4 x 4 pairs, seed 0, no sweep), i.e.
-:func:`kernelcheck._src.verify.unbiased_cli.run_unbiased_cli`.  For each worker
+:func:`kernelcheck._src.verify.unbiased.command.run_unbiased_cli`.  For each worker
 count a ``distributed.LocalCluster`` of single-threaded worker processes is
 started by :func:`kernelcheck.distributed.dask_executor`, warmed up with a
 small report (imports, first pickles), then a control is timed -- a fixed
@@ -83,7 +83,7 @@ def main(argv=None) -> int:
 
     from distributed import default_client
 
-    from kernelcheck._src.verify.unbiased_cli import run_unbiased_cli
+    from kernelcheck._src.verify.unbiased.command import run_unbiased_cli
     from kernelcheck.distributed import dask_executor, suggested_shards
 
     def report(executor=None, shards=None, trials=args.trials):

@@ -403,7 +403,7 @@ def _cmd_kernel(args: argparse.Namespace) -> int:
 
 def _cmd_unbiased(args: argparse.Namespace) -> int:
     from kernelcheck._src.mc.distributed import suggested_shards
-    from kernelcheck._src.verify.unbiased_cli import run_unbiased_cli
+    from kernelcheck._src.verify.unbiased.command import run_unbiased_cli
 
     _check_out(args)
     _check_scheduler(args)

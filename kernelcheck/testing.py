@@ -13,11 +13,11 @@ The message says what failed, where, by how much and against what tolerance
 """
 
 from kernelcheck._src.psd.ladder import assert_psd
-from kernelcheck._src.verify.attention import assert_attention_matches
-from kernelcheck._src.verify.feature_map import assert_feature_map
-from kernelcheck._src.verify.kernel import assert_kernel
-from kernelcheck._src.verify.random_feature_attention import assert_random_feature_attention
-from kernelcheck._src.verify.unbiased import assert_unbiased
+from kernelcheck._src.verify.attention.api import assert_attention_matches
+from kernelcheck._src.verify.kernels.feature_map import assert_feature_map
+from kernelcheck._src.verify.kernels.kernel import assert_kernel
+from kernelcheck._src.verify.random_features.attention import assert_random_feature_attention
+from kernelcheck._src.verify.unbiased.api import assert_unbiased
 
 __all__ = [
     "assert_psd",

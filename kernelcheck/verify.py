@@ -13,16 +13,16 @@ used and where it came from, ``__str__`` (a one-line verdict) and ``to_dict()``.
   exact attention over redraws, with the ratio's 1/m bias (C16)?
 """
 
-from kernelcheck._src.verify.attention import AttentionCase, AttentionReport, attention
-from kernelcheck._src.verify.feature_map import FeatureMapReport, feature_map
-from kernelcheck._src.verify.kernel import KernelReport, kernel
-from kernelcheck._src.verify.random_feature_attention import (
+from kernelcheck._src.verify.attention.api import AttentionCase, AttentionReport, attention
+from kernelcheck._src.verify.kernels.feature_map import FeatureMapReport, feature_map
+from kernelcheck._src.verify.kernels.kernel import KernelReport, kernel
+from kernelcheck._src.verify.random_features.attention import (
     RandomFeatureAttentionReport,
     random_feature_attention,
 )
-from kernelcheck._src.verify.ratio_bias import RatioBiasResult, ratio_bias
-from kernelcheck._src.verify.unbiased import PairResult, SweepPoint, UnbiasedReport, unbiased
-from kernelcheck._src.verify.unbiased_report import default_points, write_report
+from kernelcheck._src.verify.random_features.ratio_bias import RatioBiasResult, ratio_bias
+from kernelcheck._src.verify.unbiased.api import PairResult, SweepPoint, UnbiasedReport, unbiased
+from kernelcheck._src.verify.unbiased.writer import default_points, write_report
 
 __all__ = [
     "kernel",

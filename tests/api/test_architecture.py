@@ -240,8 +240,8 @@ def planted(tmp_path):
 def test_an_upward_import_is_reported(planted):
     mods = planted(
         {
-            "_src/core/b.py": "from kernelcheck._src.verify.kernel import kernel\n",
-            "_src/verify/kernel.py": "def kernel(): pass\n",
+            "_src/core/b.py": "from kernelcheck._src.verify.kernels.kernel import kernel\n",
+            "_src/verify/kernels/kernel.py": "def kernel(): pass\n",
         }
     )
     assert any("a higher layer" in v for v in layer_violations(mods))

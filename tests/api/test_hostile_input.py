@@ -531,7 +531,7 @@ def test_ratio_bias_gives_no_verdict_from_an_exact_ratio(name):
 def test_the_rounding_bound_of_ratio_bias_holds_where_the_ratio_is_exact(name):
     """Every trial's output of an exact ratio (the value mean of the keys, whatever the
     features) is within output_rounding of it: the model behind the refusal is sound."""
-    from kernelcheck._src.verify.ratio_bias import AttentionTrials, output_rounding
+    from kernelcheck._src.verify.random_features.ratio_bias import AttentionTrials, output_rounding
 
     (q, k, v), _, _ = RATIO_BIAS_NO_FIT[name]
     exact = v.mean(axis=0) if name == "identical-keys" else np.array([2.0, 3.0])

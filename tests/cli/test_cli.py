@@ -502,8 +502,8 @@ def test_sigint_during_the_writes_completes_the_report(command, tmp_path, monkey
 def test_interrupt_before_the_writes_leaves_no_file(command, tmp_path, monkeypatch, capsys):
     """KeyboardInterrupt during the run: exit 130, a message saying so, no file in ``--out``."""
     from kernelcheck._src.scaling import experiment as scaling
-    from kernelcheck._src.verify import unbiased as verify_unbiased
-    from kernelcheck._src.verify import unbiased_report
+    from kernelcheck._src.verify.unbiased import api as verify_unbiased
+    from kernelcheck._src.verify.unbiased import writer as unbiased_report
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt

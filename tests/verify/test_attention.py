@@ -16,7 +16,7 @@ import pytest
 
 from kernelcheck import attention as att
 from kernelcheck import verify
-from kernelcheck._src.verify.attention import CASES, assert_attention_matches
+from kernelcheck._src.verify.attention.api import CASES, assert_attention_matches
 from kernelcheck.errors import InvalidArgument
 from kernelcheck.kernels import Linear, Polynomial, exp
 
@@ -384,7 +384,7 @@ def test_bad_input_raises(call, message):
 
 
 def test_public_surface():
-    from kernelcheck._src.verify import attention as va
+    from kernelcheck._src.verify.attention import api as va
 
     assert va.__all__ == ["attention", "AttentionReport", "AttentionCase"]
     assert verify.AttentionReport is va.AttentionReport

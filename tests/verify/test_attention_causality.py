@@ -16,7 +16,7 @@ import pytest
 from kernelcheck import verify
 from kernelcheck._src.core.rounding import RoundingModel, precision
 from kernelcheck._src.verify.adapters import round_to
-from kernelcheck._src.verify.attention_reference import STORAGE_OPS, Reference
+from kernelcheck._src.verify.attention.reference import STORAGE_OPS, Reference
 from kernelcheck.kernels import Polynomial
 
 

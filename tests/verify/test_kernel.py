@@ -15,8 +15,8 @@ import pytest
 
 import kernelcheck as kc
 from kernelcheck import InvalidArgument
-from kernelcheck._src.verify.kernel import KernelReport, assert_kernel
-from kernelcheck._src.verify.ladder import rounding_reason
+from kernelcheck._src.verify.kernels.kernel import KernelReport, assert_kernel
+from kernelcheck._src.verify.kernels.precision import rounding_reason
 from kernelcheck.verify import kernel as verify_kernel
 from tests import catalog
 

@@ -15,7 +15,7 @@ from scipy.special import ndtri
 
 from kernelcheck import testing as T
 from kernelcheck import verify
-from kernelcheck._src.verify.random_feature_attention_stats import (
+from kernelcheck._src.verify.random_features.attention_stats import (
     asymptotic_bias,
     intercept_weights,
 )

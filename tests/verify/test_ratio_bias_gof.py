@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from kernelcheck._src.verify.ratio_bias import fit_bias
+from kernelcheck._src.verify.random_features.ratio_bias import fit_bias
 
 
 @pytest.mark.parametrize("n_m", [4, 5, 6])

@@ -29,11 +29,11 @@ from scipy.special import ndtr, ndtri
 
 from kernelcheck._src.core.rounding import gamma
 from kernelcheck._src.features.random import ESTIMATORS, PositiveRandomFeatures
-from kernelcheck._src.verify.ratio_bias import ratio_bias
-from kernelcheck._src.verify.unbiased import UnbiasedReport, assert_unbiased
-from kernelcheck._src.verify.unbiased_cli import run_unbiased_cli
-from kernelcheck._src.verify.unbiased_report import default_points, write_report
-from kernelcheck._src.verify.unbiased_stats import holm
+from kernelcheck._src.verify.random_features.ratio_bias import ratio_bias
+from kernelcheck._src.verify.unbiased.api import UnbiasedReport, assert_unbiased
+from kernelcheck._src.verify.unbiased.command import run_unbiased_cli
+from kernelcheck._src.verify.unbiased.stats import holm
+from kernelcheck._src.verify.unbiased.writer import default_points, write_report
 from kernelcheck.errors import InvalidArgument
 from kernelcheck.kernels import Exponential, Gaussian, Linear
 from kernelcheck.stats import BERRY_ESSEEN_C, root_seed_sequence, shard_seed
@@ -190,7 +190,7 @@ def test_report_contents_and_files(tmp_path):
 
 def test_write_report_never_leaves_half_files(tmp_path, monkeypatch):
     rep = run_unbiased_cli(trials=500, seed=0, sweep=None, points=2)
-    import kernelcheck._src.verify.unbiased_report as vu
+    import kernelcheck._src.verify.unbiased.writer as vu
 
     def boom(report):
         raise RuntimeError("plotting failed")

@@ -31,7 +31,7 @@ import pytest
 from scipy.special import ndtri
 from scipy.stats import binom
 
-from kernelcheck._src.verify.unbiased_stats import critical_value, pair_statistics
+from kernelcheck._src.verify.unbiased.stats import critical_value, pair_statistics
 from kernelcheck.errors import InvalidArgument
 from kernelcheck.features import PositiveRandomFeatures, TrigonometricRandomFeatures
 from kernelcheck.kernels import Exponential

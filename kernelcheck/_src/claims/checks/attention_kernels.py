@@ -40,7 +40,7 @@ from kernelcheck._src.core.outcome import Outcome
 from kernelcheck._src.features.random import PositiveRandomFeatures
 from kernelcheck._src.kernels.combinators import exp
 from kernelcheck._src.kernels.leaves import Exponential, Linear
-from kernelcheck._src.verify.feature_map import feature_map
+from kernelcheck._src.verify.kernels.feature_map import feature_map
 
 __all__ = ["CHECKS", "check_c10", "check_c11", "check_c12", "check_c13"]
 

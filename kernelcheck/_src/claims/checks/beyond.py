@@ -26,7 +26,7 @@ from kernelcheck._src.claims.checks.common import (
     unbiased_run,
 )
 from kernelcheck._src.features.random import PositiveRandomFeatures, TrigonometricRandomFeatures
-from kernelcheck._src.verify.ratio_bias import ratio_bias
+from kernelcheck._src.verify.random_features.ratio_bias import ratio_bias
 
 __all__ = ["CHECKS", "check_c16", "check_c17", "check_c18"]
 

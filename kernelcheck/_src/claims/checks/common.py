@@ -28,7 +28,7 @@ from kernelcheck._src.mc.distributed import suggested_shards
 from kernelcheck._src.scaling.experiment import run_scaling
 from kernelcheck._src.scaling.fit import fit_exponent
 from kernelcheck._src.scaling.sizes import geometric_sizes
-from kernelcheck._src.verify.unbiased import unbiased
+from kernelcheck._src.verify.unbiased.api import unbiased
 
 __all__ = [
     "Check",

@@ -31,8 +31,8 @@ from kernelcheck._src.kernels.leaves import Exponential, Linear, Polynomial
 from kernelcheck._src.kernels.monomials import monomial_dim, unweighted_monomials
 from kernelcheck._src.psd.ladder import check_psd
 from kernelcheck._src.psd.mercer import mercer_features
-from kernelcheck._src.verify.feature_map import feature_map
-from kernelcheck._src.verify.kernel import kernel as verify_kernel
+from kernelcheck._src.verify.kernels.feature_map import feature_map
+from kernelcheck._src.verify.kernels.kernel import kernel as verify_kernel
 from kernelcheck.errors import InfiniteFeatureSpace
 
 __all__ = ["CHECKS", "check_c4", "check_c5", "check_c6", "check_c7", "check_c8", "check_c9"]

@@ -10,7 +10,7 @@ its interval, the smallest detectable bias, and the number of trials that
 would decide an untestable pair or confirm a failing one.  The formulas and their
 sources are in the docstring of :func:`kernelcheck.verify.unbiased` and in
 ``docs/statistics.md``; the verdicts built on them are made in
-:mod:`kernelcheck._src.verify.unbiased`.
+:mod:`kernelcheck._src.verify.unbiased.api`.
 """
 
 from __future__ import annotations

@@ -52,8 +52,8 @@ from kernelcheck._src.kernels.function import kernel_from_function
 from kernelcheck._src.psd.ladder import check_psd
 from kernelcheck._src.psd.result import PSDResult, Verdict
 from kernelcheck._src.psd.tolerance import default_tolerance, frobenius
-from kernelcheck._src.verify.domain import Domain, as_domain
-from kernelcheck._src.verify.ladder import precision_ladder, rounding_reason
+from kernelcheck._src.verify.kernels.domain import Domain, as_domain
+from kernelcheck._src.verify.kernels.precision import precision_ladder, rounding_reason
 from kernelcheck.errors import InvalidArgument, NumericalFailure
 
 __all__ = ["kernel", "KernelReport"]
@@ -332,7 +332,7 @@ def _restart(
     Deterministic given (kernel, dim, seedseq, index): the Hypothesis phase
     is seeded from ``seedseq`` and runs without a database.  With a box
     ``space`` every latent point set is mapped into it
-    (:meth:`~kernelcheck._src.verify.domain.Domain.map`); with a sampler the
+    (:meth:`~kernelcheck._src.verify.kernels.domain.Domain.map`); with a sampler the
     starting sets are its draws and the optimiser does not run.
     """
     rng = np.random.default_rng(seedseq)

@@ -28,9 +28,9 @@ from kernelcheck._src.attention.types import State
 from kernelcheck._src.core.rounding import gamma
 from kernelcheck._src.core.validate import call_user
 from kernelcheck._src.verify.adapters import round_to
-from kernelcheck._src.verify.attention_cases import from_layout, gates_to_layout, to_layout
-from kernelcheck._src.verify.attention_report import AttentionCase, failed_case, skipped_case
-from kernelcheck._src.verify.attention_run import (
+from kernelcheck._src.verify.attention.cases import from_layout, gates_to_layout, to_layout
+from kernelcheck._src.verify.attention.report import AttentionCase, failed_case, skipped_case
+from kernelcheck._src.verify.attention.run import (
     Judged,
     Run,
     call_fn,

@@ -7,12 +7,12 @@ confidence interval, tests ``bias = 0`` with a family-wise false-alarm rate
 compares the variance with closed-form theory when the sampler provides it.
 The statistics are described in ``docs/statistics.md``.
 
-Beside this module: the results (:mod:`~kernelcheck._src.verify.unbiased_results`),
-the statistics (:mod:`~kernelcheck._src.verify.unbiased_stats`), the trial functions of a sampler
-(:mod:`~kernelcheck._src.verify.unbiased_trials`), the report files
-(:mod:`~kernelcheck._src.verify.unbiased_report`), the ``kernelcheck
-unbiased`` command (:mod:`~kernelcheck._src.verify.unbiased_cli`) and the
-bias of the attention ratio, C16 (:mod:`~kernelcheck._src.verify.ratio_bias`).
+Beside this module: the results (:mod:`~kernelcheck._src.verify.unbiased.results`),
+the statistics (:mod:`~kernelcheck._src.verify.unbiased.stats`), the trial functions of a sampler
+(:mod:`~kernelcheck._src.verify.unbiased.trials`), the report files
+(:mod:`~kernelcheck._src.verify.unbiased.writer`), the ``kernelcheck
+unbiased`` command (:mod:`~kernelcheck._src.verify.unbiased.command`) and the
+bias of the attention ratio, C16 (:mod:`~kernelcheck._src.verify.random_features.ratio_bias`).
 """
 
 from __future__ import annotations
@@ -44,14 +44,14 @@ from kernelcheck._src.mc.engine import (
     root_seed_sequence,
     run_trials,
 )
-from kernelcheck._src.verify.unbiased_results import (
+from kernelcheck._src.verify.unbiased.results import (
     PairResult,
     SweepPoint,
     UnbiasedReport,
     format_trials,
 )
-from kernelcheck._src.verify.unbiased_stats import PairStats, median_finite, pair_statistics
-from kernelcheck._src.verify.unbiased_trials import sampler_name, trial_function
+from kernelcheck._src.verify.unbiased.stats import PairStats, median_finite, pair_statistics
+from kernelcheck._src.verify.unbiased.trials import sampler_name, trial_function
 from kernelcheck.errors import InvalidArgument
 
 __all__ = [

@@ -35,8 +35,8 @@ from typing import NamedTuple
 import numpy as np
 from scipy.special import ndtr, ndtri
 
-from kernelcheck._src.verify.ratio_bias import BiasFit, fit_bias
-from kernelcheck._src.verify.unbiased_stats import critical_value, holm, trials_to_detect
+from kernelcheck._src.verify.random_features.ratio_bias import BiasFit, fit_bias
+from kernelcheck._src.verify.unbiased.stats import critical_value, holm, trials_to_detect
 
 __all__ = ["AsymptoticBias", "asymptotic_bias", "intercept_weights"]
 

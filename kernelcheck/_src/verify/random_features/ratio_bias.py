@@ -28,7 +28,7 @@ from kernelcheck._src.mc.engine import (
     run_trials,
     shard_seed,
 )
-from kernelcheck._src.verify.unbiased_trials import sampler_name
+from kernelcheck._src.verify.unbiased.trials import sampler_name
 from kernelcheck.errors import InvalidArgument, NumericalFailure
 
 __all__ = [

@@ -46,14 +46,14 @@ from kernelcheck._src.core.validate import (
 )
 from kernelcheck._src.mc.engine import child_seed, root_seed_sequence
 from kernelcheck._src.verify.adapters import adapter
-from kernelcheck._src.verify.attention_cases import (
+from kernelcheck._src.verify.attention.cases import (
     CASES,
     LAYOUTS,
     Case,
     generate_cases,
     user_case,
 )
-from kernelcheck._src.verify.attention_checks import (
+from kernelcheck._src.verify.attention.checks import (
     causality_check,
     chunk_size_checks,
     grad_checks,
@@ -61,9 +61,9 @@ from kernelcheck._src.verify.attention_checks import (
     state_reader,
     takes,
 )
-from kernelcheck._src.verify.attention_reference import Reference, scale_option
-from kernelcheck._src.verify.attention_report import AttentionCase, AttentionReport
-from kernelcheck._src.verify.attention_run import Run, run_case
+from kernelcheck._src.verify.attention.reference import Reference, scale_option
+from kernelcheck._src.verify.attention.report import AttentionCase, AttentionReport
+from kernelcheck._src.verify.attention.run import Run, run_case
 from kernelcheck.errors import InvalidArgument
 
 __all__ = ["attention", "AttentionReport", "AttentionCase"]

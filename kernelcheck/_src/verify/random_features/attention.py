@@ -8,7 +8,7 @@ gamma / m^2``, vanishing as m grows (C16) -- or a bias that stays (an ``eps``
 added to the features, a wrong scale, a feature map of another kernel).  The
 runs are those of :func:`kernelcheck.verify.ratio_bias` (a pilot fixes the
 bias direction, then one seeded run per m); the statistics are in
-:mod:`kernelcheck._src.verify.random_feature_attention_stats` and
+:mod:`kernelcheck._src.verify.random_features.attention_stats` and
 ``docs/statistics.md``.
 """
 
@@ -40,14 +40,14 @@ from kernelcheck._src.core.validate import (
 from kernelcheck._src.kernels.base import Kernel
 from kernelcheck._src.kernels.leaves import Exponential
 from kernelcheck._src.mc.engine import DEFAULT_SHARD_SIZE, child_seed, root_seed_sequence
-from kernelcheck._src.verify.random_feature_attention_stats import asymptotic_bias
-from kernelcheck._src.verify.ratio_bias import (
+from kernelcheck._src.verify.random_features.attention_stats import asymptotic_bias
+from kernelcheck._src.verify.random_features.ratio_bias import (
     bias_norms,
     measure_bias_series,
     values_and_feature_counts,
 )
-from kernelcheck._src.verify.unbiased_results import format_trials
-from kernelcheck._src.verify.unbiased_stats import median_finite, trials_to_detect
+from kernelcheck._src.verify.unbiased.results import format_trials
+from kernelcheck._src.verify.unbiased.stats import median_finite, trials_to_detect
 from kernelcheck.errors import InvalidArgument, NumericalFailure
 
 __all__ = [

@@ -1,6 +1,6 @@
 """The files of an unbiasedness report: plots, ``report.md``, ``report.json`` (C13, C17, C18).
 
-:func:`write_report` renders an :class:`~kernelcheck._src.verify.unbiased.UnbiasedReport`
+:func:`write_report` renders an :class:`~kernelcheck._src.verify.unbiased.api.UnbiasedReport`
 in memory (the plots through the one matplotlib guard of
 :mod:`kernelcheck._src.core.report`) and writes the set with
 :func:`kernelcheck._src.core.report.write_bundle`; :func:`default_points` gives
@@ -17,7 +17,7 @@ import numpy as np
 from kernelcheck._src.core import report as bundle
 from kernelcheck._src.core.report import new_figure, png_bytes, size_ticks
 from kernelcheck._src.core.validate import as_int, as_output_folder, as_real, as_rng, describe
-from kernelcheck._src.verify.unbiased_results import UnbiasedReport
+from kernelcheck._src.verify.unbiased.results import UnbiasedReport
 from kernelcheck.errors import InvalidArgument
 
 __all__ = ["render_plots", "write_report", "default_points"]
@@ -117,7 +117,7 @@ def default_points(n: int, dim: int, *, seed: Any, max_norm: float = 0.5) -> np.
     """``n`` points in R^dim with uniform directions and norms spread over (0, max_norm].
 
     Norm of row i: ``max_norm (i + 1) / n``.  Used by
-    :func:`~kernelcheck._src.verify.unbiased_cli.run_unbiased_cli`.
+    :func:`~kernelcheck._src.verify.unbiased.command.run_unbiased_cli`.
 
     Examples
     --------

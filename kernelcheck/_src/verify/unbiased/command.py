@@ -2,7 +2,7 @@
 
 :func:`run_unbiased_cli` is the adapter ``kernelcheck.cli`` calls: it builds a
 sampler of one of the :data:`~kernelcheck._src.features.random.ESTIMATORS`,
-runs :func:`~kernelcheck._src.verify.unbiased.unbiased` on the default point
+runs :func:`~kernelcheck._src.verify.unbiased.api.unbiased` on the default point
 sets and writes the report files.
 """
 
@@ -11,8 +11,8 @@ from __future__ import annotations
 from kernelcheck._src.core.validate import as_int, check_choice
 from kernelcheck._src.features.random import ESTIMATORS
 from kernelcheck._src.kernels.leaves import Exponential
-from kernelcheck._src.verify.unbiased import UnbiasedReport, unbiased
-from kernelcheck._src.verify.unbiased_report import default_points, write_report
+from kernelcheck._src.verify.unbiased.api import UnbiasedReport, unbiased
+from kernelcheck._src.verify.unbiased.writer import default_points, write_report
 
 __all__ = ["run_unbiased_cli"]
 

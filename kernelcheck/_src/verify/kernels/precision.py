@@ -4,7 +4,7 @@ A negative eigenvalue of a kernel's float Gram is put through the ladder:
 the Gram is re-evaluated with ``k.gram_mp(X, dps=...)`` at increasing
 precision and the Rayleigh quotient of the witness is recomputed; a value
 that comes to ``>= 0`` was rounding, one that stays negative as precision
-rises is a real violation (see :mod:`kernelcheck._src.verify.kernel`).
+rises is a real violation (see :mod:`kernelcheck._src.verify.kernels.kernel`).
 """
 
 from __future__ import annotations

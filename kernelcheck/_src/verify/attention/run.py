@@ -4,7 +4,7 @@ The machinery behind ``verify.attention``: hand the rounded inputs to the
 layer in its framework and layout, read its output back, pick the rounding
 model it is judged with, compare entrywise, and diagnose a failure.  The
 extra checks (causality by perturbation, state hand-over, chunk sizes) live
-in :mod:`kernelcheck._src.verify.attention_checks`.
+in :mod:`kernelcheck._src.verify.attention.checks`.
 """
 
 from __future__ import annotations
@@ -24,15 +24,15 @@ from kernelcheck._src.core.rounding import (
 )
 from kernelcheck._src.core.validate import call_user
 from kernelcheck._src.verify.adapters import Adapter, round_to
-from kernelcheck._src.verify.attention_cases import (
+from kernelcheck._src.verify.attention.cases import (
     Case,
     from_layout,
     gates_to_layout,
     to_layout,
 )
-from kernelcheck._src.verify.attention_diagnosis import diagnose
-from kernelcheck._src.verify.attention_reference import STORAGE_OPS, Reference
-from kernelcheck._src.verify.attention_report import AttentionCase, failed_case, skipped_case
+from kernelcheck._src.verify.attention.diagnosis import diagnose
+from kernelcheck._src.verify.attention.reference import STORAGE_OPS, Reference
+from kernelcheck._src.verify.attention.report import AttentionCase, failed_case, skipped_case
 from kernelcheck.errors import BadNormalizer, InvalidArgument, NumericalFailure
 
 __all__ = [
