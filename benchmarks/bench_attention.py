@@ -190,7 +190,7 @@ def test_causal_one_thread(benchmark, size_for, member):
     """The causal products on one BLAS thread, against the GEMM floor on one thread.
 
     ``bare products`` is
-    :func:`~kernelcheck._src.attention.blocking.chunked_products` at the
+    :func:`~kernelcheck._src.attention.common.blocking.chunked_products` at the
     default chunk size: the unnormalised causal rows ``tril(phi_q phi_k^T) V``
     and the running sum of states, with no check, no normaliser and no
     division.  ``chunked`` and causal ``parallel`` run these products and
@@ -198,7 +198,7 @@ def test_causal_one_thread(benchmark, size_for, member):
     on two threads they scale no better than the floor's two GEMMs.  For
     information: no target.
     """
-    from kernelcheck._src.attention.blocking import auto_chunk_size, chunked_products
+    from kernelcheck._src.attention.common.blocking import auto_chunk_size, chunked_products
 
     pq, pk, V = _features(size_for(8192, 400), 1)
     C = auto_chunk_size(pq.shape[-1])
@@ -314,7 +314,7 @@ MEMORY_FORMS = {
 def test_peak_memory_65536(benchmark, size_for, form):
     """Peak memory beyond the inputs: the output (n d_v) and its normalisers (n) plus
     a few cache-sized blocks, whatever n is: asserted at n and n / 4."""
-    from kernelcheck._src.attention.blocking import CACHE_BYTES
+    from kernelcheck._src.attention.common.blocking import CACHE_BYTES
 
     fn = MEMORY_FORMS[form]
     n = size_for(65536, 2048)
@@ -372,7 +372,7 @@ def test_gated_parallel_forms_one_block_of_the_mask_at_a_time():
     far below the n x n mask (134 MB at n = 4096)."""
     import tracemalloc
 
-    from kernelcheck._src.attention.blocking import BLOCK_ELEMENTS
+    from kernelcheck._src.attention.common.blocking import BLOCK_ELEMENTS
 
     peaks = {}
     for n in (4096, 8192):

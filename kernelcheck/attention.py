@@ -3,8 +3,9 @@
 * :func:`softmax` -- exact, numerically stable softmax attention (C1);
 * :func:`kernelized` -- exact attention with any kernel object (C10);
 * :func:`parallel` -- linear attention from feature matrices, causal by prefix sums;
-* :func:`init`, :func:`step`, :func:`recurrent` -- the recurrence over the state
-  :class:`State` ``(S, z)`` (C11, C14);
+* :func:`linear_recurrence` (an ``init`` / ``step`` pair, :class:`Recurrence`),
+  :func:`recurrent` -- the recurrence over the state :class:`State` ``(S, z)``
+  (C11, C14);
 * :func:`chunked` -- causal, quadratic within chunks and recurrent across (C14);
   ``normalize=False`` for unnormalised linear attention and ``initial_state``
   for a state handed over between calls (C19);
@@ -17,8 +18,11 @@
 * :func:`softmax_vjp`, :func:`linear_vjp` and their error bounds -- the
   reference backward passes (vector-Jacobian products);
 * :func:`cost_model` -- operation counts and state sizes (C2, C3, C11);
-* :data:`FORMS` -- the registry: every form with its error bound, cost
-  model and whether it is causal only (:class:`Form`, :func:`get_form`).
+* :data:`FAMILIES` -- the registry: every family (:class:`Family`) with its
+  forms, per-token inputs and what ``verify.attention`` needs of it;
+  :data:`FORMS` its flat view, every form with its error bound, cost model
+  and whether it is causal only (:class:`Form`, :func:`get_form`,
+  :func:`get_family`).
 
 Normalisers ``<= 0`` (C12) raise :class:`~kernelcheck.errors.BadNormalizer`, or
 with ``on_bad_normalizer="report"`` come back in an :class:`AttentionOutput`.
@@ -35,37 +39,44 @@ Examples
 True
 """
 
-from kernelcheck._src.attention.bounds import (
-    gated_error_bound,
-    kernelized_error_bound,
-    linear_error_bound,
-    softmax_error_bound,
-)
-from kernelcheck._src.attention.exact import kernelized, softmax
-from kernelcheck._src.attention.gated import (
-    Recurrence,
+from kernelcheck._src.attention.common.engine import Recurrence
+from kernelcheck._src.attention.common.types import AttentionCost, AttentionOutput, State
+from kernelcheck._src.attention.common.vjp import VJP
+from kernelcheck._src.attention.families.gated.bound import gated_error_bound
+from kernelcheck._src.attention.families.gated.forms import (
     gated_chunked,
     gated_parallel,
     gated_recurrence,
     gated_recurrent,
 )
-from kernelcheck._src.attention.linear import chunked, init, parallel, recurrent, step
-from kernelcheck._src.attention.registry import FORMS, Form, cost_model, get_form
-from kernelcheck._src.attention.types import AttentionCost, AttentionOutput, State
-from kernelcheck._src.attention.vjp import (
-    VJP,
-    linear_vjp,
-    linear_vjp_error_bound,
-    softmax_vjp,
-    softmax_vjp_error_bound,
+from kernelcheck._src.attention.families.kernelized.bound import kernelized_error_bound
+from kernelcheck._src.attention.families.kernelized.forms import kernelized
+from kernelcheck._src.attention.families.linear.bound import linear_error_bound
+from kernelcheck._src.attention.families.linear.forms import (
+    chunked,
+    linear_recurrence,
+    parallel,
+    recurrent,
+)
+from kernelcheck._src.attention.families.linear.vjp import linear_vjp, linear_vjp_error_bound
+from kernelcheck._src.attention.families.softmax.bound import softmax_error_bound
+from kernelcheck._src.attention.families.softmax.forms import softmax
+from kernelcheck._src.attention.families.softmax.vjp import softmax_vjp, softmax_vjp_error_bound
+from kernelcheck._src.attention.registry import (
+    FAMILIES,
+    FORMS,
+    Family,
+    Form,
+    cost_model,
+    get_family,
+    get_form,
 )
 
 __all__ = [
     "softmax",
     "kernelized",
     "parallel",
-    "init",
-    "step",
+    "linear_recurrence",
     "recurrent",
     "chunked",
     "State",
@@ -86,7 +97,10 @@ __all__ = [
     "softmax_vjp_error_bound",
     "linear_vjp_error_bound",
     "VJP",
+    "FAMILIES",
+    "Family",
     "FORMS",
     "Form",
     "get_form",
+    "get_family",
 ]

@@ -101,6 +101,7 @@ def test_c02_c03_fit_exponent_interval_has_its_coverage():
 # Operation counts against the cost model (C2, C3) and the state (C11)
 # ---------------------------------------------------------------------------
 
+import sys  # noqa: E402
 import types  # noqa: E402
 from contextlib import ExitStack  # noqa: E402
 from unittest import mock  # noqa: E402
@@ -108,11 +109,9 @@ from unittest import mock  # noqa: E402
 import pytest  # noqa: E402
 from hypothesis import settings  # noqa: E402
 
-from kernelcheck import attention as att_src  # noqa: E402
-from kernelcheck._src.attention import blocking, exact, linear  # noqa: E402
-from kernelcheck._src.attention import types as att_types  # noqa: E402
+from kernelcheck._src.attention.registry import FORMS, family_of  # noqa: E402
 from kernelcheck._src.core import validate  # noqa: E402
-from kernelcheck.attention import cost_model, init, recurrent, step  # noqa: E402
+from kernelcheck.attention import cost_model, linear_recurrence, recurrent  # noqa: E402
 
 _ELEMENTWISE = {"add", "subtract", "multiply", "divide", "exp", "maximum"}
 
@@ -192,6 +191,15 @@ class _CountingNumpy(types.ModuleType):
         return getattr(np, name)
 
 
+def _attention_modules():
+    """Every loaded module of the attention room that calls NumPy as ``np``."""
+    return [
+        m
+        for name, m in sorted(sys.modules.items())
+        if name.startswith("kernelcheck._src.attention") and getattr(m, "np", None) is np
+    ]
+
+
 def counting(fn, *arrays, **kwargs) -> _Tally:
     """Count one call of an attention function on counting arrays.
 
@@ -204,20 +212,18 @@ def counting(fn, *arrays, **kwargs) -> _Tally:
     _TALLY = _Tally()
     counting_np = _CountingNumpy()
     with ExitStack() as stack:
-        for module in (blocking, exact, linear, att_types):
+        for module in _attention_modules():
             stack.enter_context(mock.patch.object(module, "np", counting_np))
         stack.enter_context(mock.patch.object(validate, "_base_ndarray", lambda arr, name: arr))
         fn(*(np.asarray(a).view(_Counted) for a in arrays), **kwargs)
     return _TALLY
 
 
+#: Every registered form with each mask it computes.
 _FORMS = [
-    ("softmax", False),
-    ("softmax", True),
-    ("parallel", False),
-    ("parallel", True),
-    ("chunked", True),
-    ("recurrent", True),
+    (name, causal)
+    for name, form in FORMS.items()
+    for causal in ((True,) if form.causal_only else (False, True))
 ]
 
 
@@ -252,19 +258,23 @@ def test_c02_c03_operation_count_matches_cost_model(form, causal, n, d, D, d_v, 
     fails the first or the second relation once n exceeds the dimensions.
     """
     g = np.random.default_rng([n, d, D, d_v])
-    if form == "softmax":
-        Q, K = g.standard_normal((2, n, d))
-        V = g.standard_normal((n, d_v))
-        tally = counting(att_src.softmax, Q, K, V, causal=causal)
-    else:
-        pq, pk = g.uniform(0.5, 1.5, (2, n, D))
-        V = g.standard_normal((n, d_v))
-        if form == "parallel":
-            tally = counting(att_src.parallel, pq, pk, V, causal=causal)
-        elif form == "chunked":
-            tally = counting(att_src.chunked, pq, pk, V, chunk_size=chunk)
-        else:
-            tally = counting(att_src.recurrent, pq, pk, V)
+    entry = FORMS[form]
+    args = family_of(form).spec.example_arguments(g, n, d, D, d_v)
+    options = {} if entry.causal_only else {"causal": causal}
+    if "chunk_size" in entry.options:
+        options["chunk_size"] = chunk
+    if "normalize" in entry.options:
+        options["normalize"] = True  # the cost models count the normalised forms
+    # the arrays (inputs and per-token inputs) are counted; a kernel object passes as it is
+    arrays = [i for i, x in enumerate(args) if isinstance(x, np.ndarray)]
+
+    def call(*counted):
+        full = list(args)
+        for i, x in zip(arrays, counted, strict=True):
+            full[i] = x
+        return entry.function(*full, **options)
+
+    tally = counting(call, *(args[i] for i in arrays))
     model = cost_model(form, n, d, D, d_v, chunk, causal=causal).flops
     _assert_count_matches(tally, model, min(d, D, d_v), 2 * n * (d + D + d_v))
 
@@ -309,13 +319,16 @@ def test_c11_work_and_memory_per_token_do_not_depend_on_position(t, D, d_v):
     pq, pk = g.uniform(0.5, 1.5, (2, t, D))
     V = g.standard_normal((t, d_v))
     _, late = recurrent(pq[:-1], pk[:-1], V[:-1], return_state=True)
-    early = init(D, d_v)
+    rec = linear_recurrence()
+    early = rec.init(D, d_v)
     tallies, peaks = [], []
     for state in (early, late):
-        tallies.append(counting(lambda a, b, c, s=state: step(s, a, b, c), pq[-1], pk[-1], V[-1]))
+        tallies.append(
+            counting(lambda a, b, c, s=state: rec.step(s, a, b, c), pq[-1], pk[-1], V[-1])
+        )
         tracemalloc.start()
         try:
-            step(state, pq[-1], pk[-1], V[-1])
+            rec.step(state, pq[-1], pk[-1], V[-1])
             peaks.append(tracemalloc.get_traced_memory()[1])
         finally:
             tracemalloc.stop()

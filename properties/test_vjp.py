@@ -28,11 +28,9 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from kernelcheck import attention as att
-from kernelcheck._src.attention.vjp import (
-    float64_share,
-    linear_vjp_with_bounds,
-    softmax_vjp_with_bounds,
-)
+from kernelcheck._src.attention.common.vjp import float64_share
+from kernelcheck._src.attention.families.linear.vjp import linear_vjp_with_bounds
+from kernelcheck._src.attention.families.softmax.vjp import softmax_vjp_with_bounds
 from kernelcheck._src.core.rounding import RoundingModel, precision
 
 DPS = 50

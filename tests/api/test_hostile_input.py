@@ -218,8 +218,10 @@ def test_no_verdict_from_inf(name):
 
 #: size-scaling arguments: each must be refused up front, saying the memory it would need
 SIZE_CASES = {
-    "attention.init-D": "attention.init(10**5, 10**5)",
-    "attention.init-batch": "attention.init(3, 2, batch_shape=(10**5, 10**5))",
+    "attention.linear_recurrence-init-D": "attention.linear_recurrence().init(10**5, 10**5)",
+    "attention.linear_recurrence-init-batch": (
+        "attention.linear_recurrence().init(3, 2, batch_shape=(10**5, 10**5))"
+    ),
     "run_trials": "stats.run_trials(lambda rng, c: rng.normal(size=(c, 2)), 10**15, seed=0)",
     "check_psd-broadcast": "psd.check_psd(np.broadcast_to(np.eye(1), (50000, 50000)))",
     "gram": "Gaussian()(np.broadcast_to(np.zeros((1, 2)), (10**5, 2)))",

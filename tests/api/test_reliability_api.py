@@ -790,7 +790,10 @@ EXEMPT = {
     "kernelcheck.attention.AttentionOutput": "result built by the attention forms",
     "kernelcheck.attention.AttentionCost": "result built by cost_model",
     "kernelcheck.attention.Form": "registry entry kernelcheck builds; get_form has rows",
-    "kernelcheck.attention.Recurrence": "pair built by gated_recurrence, whose parts have rows",
+    "kernelcheck.attention.Family": "registry entry kernelcheck builds; get_family has rows",
+    "kernelcheck.attention.Recurrence": (
+        "pair built by linear_recurrence and gated_recurrence, whose parts have rows"
+    ),
     "kernelcheck.strategies.register_profiles": "takes no arguments",
     "kernelcheck.strategies.AttentionInputs": "record drawn by attention_inputs",
     "kernelcheck.attention.VJP": "result built by the *_vjp functions",

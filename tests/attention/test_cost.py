@@ -14,6 +14,9 @@ import pytest
 from kernelcheck import attention as att
 from kernelcheck.errors import InvalidArgument
 
+#: The linear recurrence's init / step pair (claims C11, C14).
+LINEAR = att.linear_recurrence()
+
 
 def _pairs_formed_by_softmax(n, causal, monkeypatch):
     """Logits softmax actually forms for one sequence: the entries passed to exp."""
@@ -72,7 +75,7 @@ def test_cost_model_exact_forms_count_the_pairs_the_forms_form(n, d, D, dv, C, c
 
 @pytest.mark.parametrize("n, d, D, dv, C", SIZES)
 def test_cost_model_linear_forms_state_is_the_recurrent_state(n, d, D, dv, C):
-    state = att.init(D, dv)
+    state = LINEAR.init(D, dv)
     cost = att.cost_model("recurrent", n, d, D, dv, C)
     assert cost.state_size == state.size  # C11: D (d_v + 1), whatever n
     # one step per token: 4 D (d_v + 1) for the state update and the contraction
@@ -153,7 +156,7 @@ def test_cost_model_gated_chunked_counts_the_larger_of_its_two_ways(n, D, dv, C)
     group-scaled way's scaled rows, log sums and per-group state work, whichever is
     more: with d_v = 1 and D = 4096 the scaled rows (2 n D) are.  The groups are those
     the form runs (a spy counts them)."""
-    from kernelcheck._src.attention.blocking import _GroupJob
+    from kernelcheck._src.attention.common.blocking import _GroupJob
 
     plain = att.cost_model("chunked", n, 1, D, dv, chunk_size=C).flops
     gated = att.cost_model("gated_chunked", n, 1, D, dv, chunk_size=C).flops

@@ -4,7 +4,7 @@
 their large inputs without scanning them (``as_array(finite=False)``) and
 check the result, which every non-finite input entry must reach; only then
 are the inputs scanned to name the argument (see
-:mod:`kernelcheck._src.attention.types`).  These tests put a NaN, a +Inf and
+:mod:`kernelcheck._src.attention.common.types`).  These tests put a NaN, a +Inf and
 a -Inf at *every* position of *every* input of every form, on two
 backgrounds -- positive random entries, and zeros (where ``Inf * 0`` and
 ``NaN * 0`` are the only way the bad entry can travel) -- with chunk sizes
@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 
 from kernelcheck import attention as att
-from kernelcheck._src.attention import blocking
+from kernelcheck._src.attention.common import blocking
 from kernelcheck._src.core.validate import all_finite
 from kernelcheck.errors import InvalidArgument, NumericalFailure
 

@@ -21,11 +21,14 @@ import pytest
 
 import kernelcheck
 from kernelcheck import attention as att
-from kernelcheck._src.attention import blocking as _att
-from kernelcheck._src.attention import decays as _dec
+from kernelcheck._src.attention.common import blocking as _att
+from kernelcheck._src.attention.common import decays as _dec
 from kernelcheck._src.core.rounding import gamma, unit_roundoff
 from kernelcheck.errors import BadNormalizer, InvalidArgument, NumericalFailure
 from kernelcheck.kernels import Exponential, Linear, Polynomial, exp
+
+#: The linear recurrence's init / step pair (claims C11, C14).
+LINEAR = att.linear_recurrence()
 
 
 def _rng(seed=0):
@@ -356,7 +359,7 @@ def test_a_call_does_not_wait_for_workers_another_call_holds(monkeypatch):
 _FORK_CHILD = """
 import os, threading, numpy as np
 from kernelcheck import attention as att
-from kernelcheck._src.attention import blocking
+from kernelcheck._src.attention.common import blocking
 blocking._PARALLEL_WORK = 1
 blocking.CACHE_BYTES = 2000
 names = set()
@@ -403,7 +406,7 @@ def test_a_failing_group_stops_every_thread_without_hanging(monkeypatch):
     threads waiting for its state wake up and stop, and the error reaches the caller."""
     monkeypatch.setattr(_att, "_PARALLEL_WORK", 1)
     monkeypatch.setattr(_att, "CACHE_BYTES", 1)  # one chunk a group
-    from kernelcheck._src.attention.types import RawRows
+    from kernelcheck._src.attention.common.types import RawRows
 
     class Failing(RawRows):
         def take(self, r0, r1, h):
@@ -518,12 +521,12 @@ def test_step_is_pure_and_matches_recurrent():
     rng = _rng(13)
     pq, pk = rng.random((2, 7, 3))
     V = rng.normal(size=(7, 2))
-    state = att.init(3, 2)
+    state = LINEAR.init(3, 2)
     before = (state.S.copy(), state.z.copy())
     ys = []
     s = state
     for t in range(7):
-        s, y = att.step(s, pq[t], pk[t], V[t])
+        s, y = LINEAR.step(s, pq[t], pk[t], V[t])
         ys.append(y)
     assert np.array_equal(state.S, before[0]) and np.array_equal(state.z, before[1])
     out, final = att.recurrent(pq, pk, V, return_state=True)
@@ -539,10 +542,10 @@ def test_step_broadcasts_over_batch():
     rng = _rng(14)
     pq, pk = rng.random((2, 4, 5, 3))
     V = rng.normal(size=(4, 5, 2))
-    s = att.init(3, 2)  # no batch shape: broadcasts
+    s = LINEAR.init(3, 2)  # no batch shape: broadcasts
     ys = []
     for t in range(5):
-        s, y = att.step(s, pq[:, t], pk[:, t], V[:, t])
+        s, y = LINEAR.step(s, pq[:, t], pk[:, t], V[:, t])
         ys.append(y)
     assert s.S.shape == (4, 3, 2)
     ref = att.recurrent(pq, pk, V)
@@ -561,27 +564,27 @@ def test_state_size_does_not_depend_on_n():
 
 
 def test_state_size_and_bytes():
-    s = att.init(5, 3, batch_shape=(2, 4))
+    s = LINEAR.init(5, 3, batch_shape=(2, 4))
     assert s.S.shape == (2, 4, 5, 3) and s.z.shape == (2, 4, 5)
     assert s.size == 2 * 4 * 5 * (3 + 1)
     assert s.nbytes == 8 * s.size
-    s32 = att.init(5, 3, dtype=np.float32)
+    s32 = LINEAR.init(5, 3, dtype=np.float32)
     assert s32.S.dtype == s32.z.dtype == np.float32
     assert s32.nbytes == 4 * s32.size
 
 
 def test_step_report_and_recurrent_state():
-    s = att.init(2, 1)
-    s, y = att.step(s, [1.0, 0.0], [1.0, 0.0], [3.0], on_bad_normalizer="report")
+    s = LINEAR.init(2, 1)
+    s, y = LINEAR.step(s, [1.0, 0.0], [1.0, 0.0], [3.0], on_bad_normalizer="report")
     assert y.ok and np.array_equal(y.out, [3.0]) and np.array_equal(y.normalizer, 1.0)
-    s, y = att.step(s, [0.0, 1.0], [1.0, 0.0], [5.0], on_bad_normalizer="report")
+    s, y = LINEAR.step(s, [0.0, 1.0], [1.0, 0.0], [5.0], on_bad_normalizer="report")
     assert not y.ok  # phi(q) . z = 0
     pq = np.abs(RNG.normal(size=(6, 3)))
     pk = np.abs(RNG.normal(size=(6, 3)))
     V = RNG.normal(size=(6, 2))
     out, state = att.recurrent(pq, pk, V, return_state=True)
     assert np.allclose(state.S, pk.T @ V) and np.allclose(state.z, pk.sum(axis=0))
-    assert state.size == att.init(3, 2).size
+    assert state.size == LINEAR.init(3, 2).size
     assert np.array_equal(out, att.recurrent(pq, pk, V))
     rep = att.recurrent(pq, pk, V, on_bad_normalizer="report")
     assert rep.ok and np.array_equal(rep.out, out)
@@ -598,7 +601,12 @@ def test_recurrent_state_carries_the_batch_shape():
     out32 = att.recurrent(*(x.astype(np.float32) for x in (pq, pk, V)))
     assert out32.dtype == np.float32
     # one step with a batched state: same as the first token of the sequence
-    s, y = att.step(att.init(4, 2, batch_shape=(3, 2)), pq[..., 0, :], pk[..., 0, :], V[..., 0, :])
+    s, y = LINEAR.step(
+        LINEAR.init(4, 2, batch_shape=(3, 2)),
+        pq[..., 0, :],
+        pk[..., 0, :],
+        V[..., 0, :],
+    )
     assert np.allclose(y, out[..., 0, :])
     assert s.S.shape == (3, 2, 4, 2)
 
@@ -632,7 +640,7 @@ def test_step_batch_mismatch_in_any_one_argument_is_refused(odd):
         r"broadcast: " + re.escape(", ".join(str(s) for s in shapes)) + "$"
     )
     with pytest.raises(InvalidArgument, match=message):
-        att.step(state, args["phi_q"], args["phi_k"], args["v"])
+        LINEAR.step(state, args["phi_q"], args["phi_k"], args["v"])
 
 
 @pytest.mark.parametrize("wide", ["S", "z", "phi_q", "phi_k", "v", None])
@@ -640,7 +648,7 @@ def test_step_result_dtype_is_float64_if_any_argument_is(wide):
     args = {k: v.astype(np.float32) for k, v in _GOOD.items()}
     if wide is not None:
         args[wide] = args[wide].astype(np.float64)
-    new, y = att.step(att.State(args["S"], args["z"]), args["phi_q"], args["phi_k"], args["v"])
+    new, y = LINEAR.step(att.State(args["S"], args["z"]), args["phi_q"], args["phi_k"], args["v"])
     expected = np.float32 if wide is None else np.float64
     assert y.dtype == new.S.dtype == new.z.dtype == expected
 
@@ -649,10 +657,10 @@ def test_recurrent_float32_equals_float32_steps_bitwise():
     pq = (RNG.random((9, 3)) + 0.1).astype(np.float32)
     pk = (RNG.random((9, 3)) + 0.1).astype(np.float32)
     V = RNG.normal(size=(9, 2)).astype(np.float32)
-    state = att.init(3, 2, dtype=np.float32)
+    state = LINEAR.init(3, 2, dtype=np.float32)
     ys = []
     for t in range(9):
-        state, y = att.step(state, pq[t], pk[t], V[t])
+        state, y = LINEAR.step(state, pq[t], pk[t], V[t])
         ys.append(y)
     out, final = att.recurrent(pq, pk, V, return_state=True)
     assert out.dtype == np.float32 and final.S.dtype == np.float32
@@ -769,7 +777,7 @@ def test_bad_normalizer_messages_name_the_form(form):
     V = np.ones((2, 1))
     calls = {
         "kernelized": lambda: att.kernelized(phi, phi, V, Linear()),
-        "step": lambda: att.step(att.init(1, 1), [-1.0], [1.0], [1.0]),
+        "step": lambda: LINEAR.step(LINEAR.init(1, 1), [-1.0], [1.0], [1.0]),
         "recurrent": lambda: att.recurrent(phi, phi, V),
         "chunked": lambda: att.chunked(phi, phi, V),
         "parallel": lambda: att.parallel(phi, phi, V),
@@ -794,7 +802,7 @@ def test_overflow_raises_numerical_failure_without_runtime_warnings(form):
         "parallel-causal": lambda: att.parallel(big, big, V, causal=True),
         "recurrent": lambda: att.recurrent(big, big, V),
         "chunked": lambda: att.chunked(big, big, V, chunk_size=2),
-        "step": lambda: att.step(att.init(2, 1), big[0], big[0], V[0]),
+        "step": lambda: LINEAR.step(LINEAR.init(2, 1), big[0], big[0], V[0]),
     }
     name = form.split("-")[0]
     with warnings.catch_warnings():
@@ -899,33 +907,36 @@ BAD_CALLS = [
         "`chunk_size` must be an integer",
     ),
     ("chunked d mismatch", lambda: att.chunked(_Q, np.ones((4, 5)), _V), "last dimension D"),
-    ("init D", lambda: att.init(0, 2), "`D` must be >= 1"),
-    ("init dtype", lambda: att.init(2, 2, dtype=np.int64), "`dtype`"),
-    ("init batch", lambda: att.init(2, 2, batch_shape=[3]), "`batch_shape`"),
+    ("init D", lambda: LINEAR.init(0, 2), "`D` must be >= 1"),
+    ("init dtype", lambda: LINEAR.init(2, 2, dtype=np.int64), "`dtype`"),
+    ("init batch", lambda: LINEAR.init(2, 2, batch_shape=[3]), "`batch_shape`"),
     (
         "step state",
-        lambda: att.step((np.zeros((2, 2)), np.zeros(2)), [1.0, 1.0], [1.0, 1.0], [1.0, 1.0]),
+        lambda: LINEAR.step((np.zeros((2, 2)), np.zeros(2)), [1.0, 1.0], [1.0, 1.0], [1.0, 1.0]),
         "`state` must be a State",
     ),
     (
         "step phi_q dim",
-        lambda: att.step(att.init(2, 2), [1.0], [1.0, 1.0], [1.0, 1.0]),
+        lambda: LINEAR.step(LINEAR.init(2, 2), [1.0], [1.0, 1.0], [1.0, 1.0]),
         "`phi_q` must have last dimension D = 2",
     ),
     (
         "step v dim",
-        lambda: att.step(att.init(2, 2), [1.0, 1.0], [1.0, 1.0], [1.0]),
+        lambda: LINEAR.step(LINEAR.init(2, 2), [1.0, 1.0], [1.0, 1.0], [1.0]),
         "`v` must have last dimension d_v = 2",
     ),
     (
         "step NaN",
-        lambda: att.step(att.init(2, 1), [np.nan, 1.0], [1.0, 1.0], [1.0]),
+        lambda: LINEAR.step(LINEAR.init(2, 1), [np.nan, 1.0], [1.0, 1.0], [1.0]),
         "`phi_q` must be finite",
     ),
     (
         "step batch",
-        lambda: att.step(
-            att.init(2, 1, batch_shape=(3,)), np.ones((4, 2)), np.ones((4, 2)), np.ones((4, 1))
+        lambda: LINEAR.step(
+            LINEAR.init(2, 1, batch_shape=(3,)),
+            np.ones((4, 2)),
+            np.ones((4, 2)),
+            np.ones((4, 1)),
         ),
         "broadcast",
     ),
@@ -951,9 +962,10 @@ def test_every_public_name_is_documented():
 
 
 def test_facade_exports_the_implementation():
-    from kernelcheck._src.attention import exact, registry
+    from kernelcheck._src.attention import registry
+    from kernelcheck._src.attention.families.softmax import forms
 
-    assert att.softmax is exact.softmax
+    assert att.softmax is forms.softmax
     assert att.FORMS is registry.FORMS
     for name in att.__all__:
         obj = getattr(att, name)
@@ -1047,7 +1059,7 @@ def test_gated_chunked_mask_both_ways_within_the_bound(gate, monkeypatch):
     chunks decaying by e^-2200 (gates 1e-30: the factors would underflow and overflow,
     0 * inf) exponentiate the differences.  All stay within the bound of the recurrence,
     and forcing the differences everywhere changes the result only within it."""
-    from kernelcheck._src.attention.decays import Decays, GroupScales, factor_range
+    from kernelcheck._src.attention.common.decays import Decays, GroupScales, factor_range
 
     rng = _rng(41)
     n = 70
@@ -1167,7 +1179,7 @@ def test_group_scales_are_each_groups_own_cumulative_log_gates():
     """The factors restart at every group of the plan (equal groups first, then a
     shorter one and the last partial chunk), batched; None in float32 and beyond the
     range, where the chunk-local way is used."""
-    from kernelcheck._src.attention.decays import GroupScales, factor_range
+    from kernelcheck._src.attention.common.decays import GroupScales, factor_range
 
     plan = [(0, 3, 4), (12, 3, 4), (24, 2, 4), (32, 1, 3)]  # n = 35 in chunks of 4
     lg = -_rng(5).uniform(0.0, 1.0, (2, 35))

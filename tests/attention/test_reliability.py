@@ -26,6 +26,9 @@ from kernelcheck import attention as A
 from kernelcheck.errors import BadNormalizer, InvalidArgument, NumericalFailure
 from kernelcheck.kernels import Exponential, Linear, kernel_from_function
 
+#: The linear recurrence's init / step pair (claims C11, C14).
+LINEAR = A.linear_recurrence()
+
 CLEAN = (InvalidArgument, NumericalFailure, BadNormalizer)
 RNG = np.random.default_rng(20240611)
 Q = RNG.normal(size=(5, 3))
@@ -33,7 +36,7 @@ K = RNG.normal(size=(5, 3))
 V = RNG.normal(size=(5, 2))
 PQ = np.abs(RNG.normal(size=(5, 4))) + 0.1  # positive features: normalisers > 0
 PK = np.abs(RNG.normal(size=(5, 4))) + 0.1
-S0 = A.init(4, 2)
+S0 = LINEAR.init(4, 2)
 
 
 def _readonly(a):
@@ -346,129 +349,149 @@ BAD_CALLS = _triple_cases() + [
         r"^`chunk_size` must be an integer",
     ),
     # init
-    ("init-D-zero", lambda: A.init(0, 2), InvalidArgument, r"^`D` must be >= 1, got 0"),
-    ("init-D-float", lambda: A.init(2.5, 2), InvalidArgument, r"^`D` must be an integer"),
-    ("init-dv-zero", lambda: A.init(2, 0), InvalidArgument, r"^`d_v` must be >= 1, got 0"),
-    ("init-dv-str", lambda: A.init(2, "2"), InvalidArgument, r"^`d_v` must be an integer"),
+    (
+        "init-D-zero",
+        lambda: LINEAR.init(0, 2),
+        InvalidArgument,
+        r"^`D` must be >= 1, got 0",
+    ),
+    (
+        "init-D-float",
+        lambda: LINEAR.init(2.5, 2),
+        InvalidArgument,
+        r"^`D` must be an integer",
+    ),
+    (
+        "init-dv-zero",
+        lambda: LINEAR.init(2, 0),
+        InvalidArgument,
+        r"^`d_v` must be >= 1, got 0",
+    ),
+    (
+        "init-dv-str",
+        lambda: LINEAR.init(2, "2"),
+        InvalidArgument,
+        r"^`d_v` must be an integer",
+    ),
     (
         "init-batch-list",
-        lambda: A.init(2, 2, batch_shape=[3]),
+        lambda: LINEAR.init(2, 2, batch_shape=[3]),
         InvalidArgument,
         r"^`batch_shape` must be a tuple of ints, got list \[3\]",
     ),
     (
         "init-batch-zero",
-        lambda: A.init(2, 2, batch_shape=(0,)),
+        lambda: LINEAR.init(2, 2, batch_shape=(0,)),
         InvalidArgument,
         r"^`batch_shape` must be >= 1, got 0",
     ),
     (
         "init-batch-float",
-        lambda: A.init(2, 2, batch_shape=(2.0,)),
+        lambda: LINEAR.init(2, 2, batch_shape=(2.0,)),
         InvalidArgument,
         r"^`batch_shape` must be an integer",
     ),
     (
         "init-dtype-f16",
-        lambda: A.init(2, 2, dtype=np.float16),
+        lambda: LINEAR.init(2, 2, dtype=np.float16),
         InvalidArgument,
         r"^`dtype` must be float64 or float32, got float16",
     ),
     (
         "init-dtype-int",
-        lambda: A.init(2, 2, dtype=int),
+        lambda: LINEAR.init(2, 2, dtype=int),
         InvalidArgument,
         r"^`dtype` must be float64 or float32, got int64",
     ),
     (
         "init-dtype-junk",
-        lambda: A.init(2, 2, dtype="junk"),
+        lambda: LINEAR.init(2, 2, dtype="junk"),
         InvalidArgument,
         r"^`dtype` must be float64 or float32, got 'junk'",
     ),
     # step
     (
         "step-state-tuple",
-        lambda: A.step((1, 2), PQ[0], PK[0], V[0]),
+        lambda: LINEAR.step((1, 2), PQ[0], PK[0], V[0]),
         InvalidArgument,
         r"^`state` must be a State from init\(\), got tuple \(1, 2\)",
     ),
     (
         "step-state-S-1d",
-        lambda: A.step(A.State(np.zeros(4), np.zeros(4)), PQ[0], PK[0], V[0]),
+        lambda: LINEAR.step(A.State(np.zeros(4), np.zeros(4)), PQ[0], PK[0], V[0]),
         InvalidArgument,
         r"^`state\.S` must have at least 2 dimensions",
     ),
     (
         "step-state-S-nan",
-        lambda: A.step(A.State(np.full((4, 2), np.nan), np.zeros(4)), PQ[0], PK[0], V[0]),
+        lambda: LINEAR.step(A.State(np.full((4, 2), np.nan), np.zeros(4)), PQ[0], PK[0], V[0]),
         InvalidArgument,
         r"^`state\.S` must be finite",
     ),
     (
         "step-state-z-0d",
-        lambda: A.step(A.State(np.zeros((4, 2)), 0.0), PQ[0], PK[0], V[0]),
+        lambda: LINEAR.step(A.State(np.zeros((4, 2)), 0.0), PQ[0], PK[0], V[0]),
         InvalidArgument,
         r"^`state\.z` must have at least 1 dimensions",
     ),
     (
         "step-state-z-D",
-        lambda: A.step(A.State(np.zeros((4, 2)), np.zeros(3)), PQ[0], PK[0], V[0]),
+        lambda: LINEAR.step(A.State(np.zeros((4, 2)), np.zeros(3)), PQ[0], PK[0], V[0]),
         InvalidArgument,
         r"^`state\.z` must have last dimension D = 4, got array of shape \(3,\)",
     ),
     (
         "step-phi_q-D",
-        lambda: A.step(S0, PQ[0, :3], PK[0], V[0]),
+        lambda: LINEAR.step(S0, PQ[0, :3], PK[0], V[0]),
         InvalidArgument,
         r"^`phi_q` must have last dimension D = 4 \(from the state\), got array of shape \(3,\)",
     ),
     (
         "step-phi_k-D",
-        lambda: A.step(S0, PQ[0], PK[0, :3], V[0]),
+        lambda: LINEAR.step(S0, PQ[0], PK[0, :3], V[0]),
         InvalidArgument,
         r"^`phi_k` must have last dimension D = 4 \(from the state\), got array of shape \(3,\)",
     ),
     (
         "step-v-dv",
-        lambda: A.step(S0, PQ[0], PK[0], V[0, :1]),
+        lambda: LINEAR.step(S0, PQ[0], PK[0], V[0, :1]),
         InvalidArgument,
         r"^`v` must have last dimension d_v = 2 \(from the state\), got array of shape \(1,\)",
     ),
     (
         "step-phi_q-0d",
-        lambda: A.step(S0, 1.0, PK[0], V[0]),
+        lambda: LINEAR.step(S0, 1.0, PK[0], V[0]),
         InvalidArgument,
         r"^`phi_q` must have at least 1 dimensions",
     ),
     (
         "step-phi_k-0d",
-        lambda: A.step(S0, PQ[0], 1.0, V[0]),
+        lambda: LINEAR.step(S0, PQ[0], 1.0, V[0]),
         InvalidArgument,
         r"^`phi_k` must have at least 1 dimensions",
     ),
     (
         "step-v-0d",
-        lambda: A.step(S0, PQ[0], PK[0], 1.0),
+        lambda: LINEAR.step(S0, PQ[0], PK[0], 1.0),
         InvalidArgument,
         r"^`v` must have at least 1 dimensions",
     ),
     (
         "step-v-nan",
-        lambda: A.step(S0, PQ[0], PK[0], [np.nan, 1.0]),
+        lambda: LINEAR.step(S0, PQ[0], PK[0], [np.nan, 1.0]),
         InvalidArgument,
         r"^`v` must be finite",
     ),
     (
         "step-broadcast",
-        lambda: A.step(A.init(4, 2, batch_shape=(3,)), PQ[:2], PK[:2], V[:2]),
+        lambda: LINEAR.step(LINEAR.init(4, 2, batch_shape=(3,)), PQ[:2], PK[:2], V[:2]),
         InvalidArgument,
         r"^the leading \(batch/head\) dimensions of `state`, `phi_q`, `phi_k` and `v` do not "
         r"broadcast: \(3,\), \(2,\), \(2,\), \(2,\)",
     ),
     (
         "step-action",
-        lambda: A.step(S0, PQ[0], PK[0], V[0], on_bad_normalizer="skip"),
+        lambda: LINEAR.step(S0, PQ[0], PK[0], V[0], on_bad_normalizer="skip"),
         InvalidArgument,
         r"^`on_bad_normalizer` must be one of 'raise', 'report'; got 'skip'",
     ),
@@ -638,7 +661,7 @@ for _name in ("gated_recurrent", "gated_chunked"):
     BAD_CALLS += [
         (
             f"{_name}-state-shape",
-            lambda fn=BAD_GATED_FORMS[_name]: fn(PQ, PK, V, G, initial_state=A.init(3, 2)),
+            lambda fn=BAD_GATED_FORMS[_name]: fn(PQ, PK, V, G, initial_state=LINEAR.init(3, 2)),
             InvalidArgument,
             r"^`initial_state.S` must have shape \(\.\.\., D, d_v\) = \(\.\.\., 4, 2\)",
         ),
@@ -651,7 +674,12 @@ for _name in ("gated_recurrent", "gated_chunked"):
         (
             f"{_name}-state-no-z",
             lambda fn=BAD_GATED_FORMS[_name]: fn(
-                PQ, PK, V, G, normalize=True, initial_state=A.init(4, 2, normalize=False)
+                PQ,
+                PK,
+                V,
+                G,
+                normalize=True,
+                initial_state=A.linear_recurrence(normalize=False).init(4, 2),
             ),
             InvalidArgument,
             r"^`initial_state.z` is None, but the normalised form needs",
@@ -729,6 +757,18 @@ BAD_CALLS += [
         lambda: A.get_form(["softmax"]),
         InvalidArgument,
         r"^`form` must be one of",
+    ),
+    (
+        "get_family-unknown",
+        lambda: A.get_family("delta"),
+        InvalidArgument,
+        r"^`family` must be one of 'softmax', 'kernelized', 'linear', 'gated'",
+    ),
+    (
+        "get_family-type",
+        lambda: A.get_family(3),
+        InvalidArgument,
+        r"^`family` must be one of",
     ),
 ]
 
@@ -837,11 +877,11 @@ def test_float32_inputs_stay_float32(name, fn, A0, B0):
 
 
 def test_step_and_init_do_not_write_into_the_state_or_inputs():
-    state = A.init(4, 2)
+    state = LINEAR.init(4, 2)
     for arr in (state.S, state.z):
         arr.setflags(write=False)
     q, k, v = _readonly(PQ[0]), _readonly(PK[0]), _readonly(V[0])
-    new, y = A.step(state, q, k, v)
+    new, y = LINEAR.step(state, q, k, v)
     assert not state.S.any() and not state.z.any()
     assert np.array_equal(new.S, np.outer(PK[0], V[0]))
     assert np.array_equal(new.z, PK[0])
@@ -1046,8 +1086,8 @@ def test_linear_forms_answer_or_fail_cleanly(t, form):
 @given(triples(positive=True))
 def test_step_answers_or_fails_cleanly(t):
     a, b, c = t
-    state = A.init(a.shape[1], c.shape[1])
-    _answer_or_clean_error(lambda x, y, z: A.step(state, x, y, z)[1], a[0], b[0], c[0])
+    state = LINEAR.init(a.shape[1], c.shape[1])
+    _answer_or_clean_error(lambda x, y, z: LINEAR.step(state, x, y, z)[1], a[0], b[0], c[0])
 
 
 @settings(max_examples=40, deadline=None)

@@ -2,7 +2,7 @@
 
 A causal query block of rows ``i0 .. i0 + r`` forms logits against keys
 ``0 .. i0 + r``; the future (``j > i``) lies in the block's diagonal square
-only.  :func:`~kernelcheck._src.attention.exact.mask_future` masks it by
+only.  :func:`~kernelcheck._src.attention.families.softmax.forms.mask_future` masks it by
 slices (the keys after a band of rows) and one small triangular mask per
 band, never a boolean mask over the block.  These tests pin both halves of
 that shortcut: that no future key is seen (bit for bit: the rows before a cut
@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 
 from kernelcheck import attention as att
-from kernelcheck._src.attention import blocking
-from kernelcheck._src.attention.exact import FUTURE_BAND, mask_future
+from kernelcheck._src.attention.common import blocking
+from kernelcheck._src.attention.families.softmax.forms import FUTURE_BAND, mask_future
 
 
 def _direct_causal(Q, K, V):

@@ -5,7 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kernelcheck._src.attention import vjp
+from kernelcheck._src.attention.common import vjp as common_vjp
+from kernelcheck._src.attention.common.bounds import EXP_ULPS
+from kernelcheck._src.attention.families.linear import vjp as linear_vjp
+from kernelcheck._src.attention.families.softmax import vjp as softmax_vjp
+from kernelcheck._src.core.rounding import eta, gamma, unit_roundoff
+from kernelcheck.errors import NumericalFailure
 
 
 @pytest.mark.parametrize(
@@ -15,7 +20,7 @@ from kernelcheck._src.attention import vjp
 def test_the_blocked_future_mask_is_the_strict_upper_triangle(shape):
     S = np.random.default_rng(0).standard_normal(shape)
     got = S.copy()
-    vjp._mask_future(got, -np.inf)
+    common_vjp.mask_future_entries(got, -np.inf)
     keep = np.tril(np.ones(shape[-2:], dtype=bool))
     np.testing.assert_array_equal(got, np.where(keep, S, -np.inf))
 
@@ -24,7 +29,7 @@ def test_a_causal_softmax_vjp_past_one_mask_block_matches_the_unblocked_formula(
     """Both are float64 evaluations of the same VJP: each within the float64 bound of the
     exact gradient, so within twice the bound of each other."""
     rng = np.random.default_rng(1)
-    n = vjp._MASK_ROWS + 45
+    n = common_vjp._MASK_ROWS + 45
     Q, K, V, G = (rng.standard_normal((n, 3)) for _ in range(4))
     S = Q @ K.T / np.sqrt(3)
     S[np.triu_indices(n, 1)] = -np.inf
@@ -32,8 +37,8 @@ def test_a_causal_softmax_vjp_past_one_mask_block_matches_the_unblocked_formula(
     P /= P.sum(axis=1, keepdims=True)
     dP = G @ V.T
     dS = P * (dP - np.sum(P * dP, axis=1, keepdims=True))
-    got = vjp.softmax_vjp(Q, K, V, G, causal=True)
-    tol = vjp.softmax_vjp_error_bound(Q, K, V, G, causal=True)
+    got = softmax_vjp.softmax_vjp(Q, K, V, G, causal=True)
+    tol = softmax_vjp.softmax_vjp_error_bound(Q, K, V, G, causal=True)
     plain = (dS @ K / np.sqrt(3), dS.T @ Q / np.sqrt(3), P.T @ G)
     for a, b, t in zip(got, plain, tol, strict=True):
         assert (np.abs(a - b) <= 2 * t).all()
@@ -58,21 +63,21 @@ def _docstring_bound(Q, K, V, G, causal, dt):
     P, dP, dS = _softmax_terms(Q, K, V, G, causal, scale)
     T = lambda X: np.swapaxes(X, -1, -2)  # noqa: E731
     aQ, aK, aG, aV, aS = (np.abs(X) for X in (Q, K, G, V, dS))
-    u, g_n = vjp.unit_roundoff(dt), vjp.gamma(n, dt)
+    u, g_n = unit_roundoff(dt), gamma(n, dt)
     c = np.sum(P * dP, axis=-1, keepdims=True)
     r = scale * np.sum(aQ * aK.max(axis=-2, keepdims=True), axis=-1, keepdims=True)
-    theta = vjp.gamma(d + 2, dt) * r + 2.0 * u * r + (vjp._EXP_ULPS + 1) * u
-    e, g1 = np.expm1(2.0 * theta), vjp.gamma(n + 1, dt)
+    theta = gamma(d + 2, dt) * r + 2.0 * u * r + (EXP_ULPS + 1) * u
+    e, g1 = np.expm1(2.0 * theta), gamma(n + 1, dt)
     rho = e + g1 + e * g1
-    g = vjp.gamma(n + dv + 2, dt)
+    g = gamma(n + dv + 2, dt)
     EdV = T(P) @ ((rho + g * (1.0 + rho)) * aG)
     EdP = g * (aG @ T(aV))
     Ec = (rho + g * (1.0 + rho)) * np.sum(aG * (P @ aV), axis=-1, keepdims=True)
     EdS = rho * P * np.abs(dP - c) + P * (EdP + Ec) * (1.0 + rho) + u * aS
     EdQ = scale * (g_n * aS @ aK + EdS @ aK) * (1.0 + u)
     EdK = scale * (g_n * T(aS) @ aQ + T(EdS) @ aQ) * (1.0 + u)
-    f64 = 1.0 + vjp.gamma(n + d + 8)
-    under = (3 * n + 8) * vjp.eta(dt) * (1.0 + aG.max()) * (1.0 + aV.max())
+    f64 = 1.0 + gamma(n + d + 8)
+    under = (3 * n + 8) * eta(dt) * (1.0 + aG.max()) * (1.0 + aV.max())
     return (EdQ * f64 + under, EdK * f64 + under, EdV * f64 + under), (dS, P)
 
 
@@ -82,12 +87,12 @@ BLOCKS = [(1 << 18, 64), (1120, 1), (1, 1)]
 
 
 def _set_blocks(monkeypatch, blocks):
-    monkeypatch.setattr(vjp, "_VJP_BLOCK_ELEMENTS", blocks[0])
-    monkeypatch.setattr(vjp, "_VJP_MIN_ROWS", blocks[1])
+    monkeypatch.setattr(common_vjp, "_VJP_BLOCK_ELEMENTS", blocks[0])
+    monkeypatch.setattr(common_vjp, "_VJP_MIN_ROWS", blocks[1])
 
 
 def test_a_block_has_2_18_entries_over_the_batch_and_at_least_64_rows():
-    rows = vjp._vjp_block_rows
+    rows = common_vjp.vjp_block_rows
     assert rows((), 2048, 2048, 6, "softmax") == 128
     assert rows((), 8192, 8192, 6, "softmax") == 64
     assert rows((32,), 512, 512, 6, "softmax") == 64  # not 16: BLAS speed
@@ -110,9 +115,9 @@ def test_the_blocked_softmax_bound_is_the_docstring_formula(monkeypatch, causal,
     Q, K, V, G = (rng.standard_normal((2, n, d)) for _ in range(4))
     for dt in (np.dtype(np.float32), np.dtype(np.float64)):
         want, _ = _docstring_bound(Q, K, V, G, causal, dt)
-        got = vjp.softmax_vjp_error_bound(Q, K, V, G, causal=causal, dtype=dt)
+        got = softmax_vjp.softmax_vjp_error_bound(Q, K, V, G, causal=causal, dtype=dt)
         for a, b in zip(got, want, strict=True):
-            np.testing.assert_allclose(a, b, rtol=2 * vjp.gamma(n + d + 8))
+            np.testing.assert_allclose(a, b, rtol=2 * gamma(n + d + 8))
 
 
 @pytest.mark.parametrize("blocks", BLOCKS)
@@ -128,13 +133,13 @@ def test_the_blocked_softmax_vjp_is_the_formula(monkeypatch, causal, blocks):
     _, (dS, P) = _docstring_bound(Q, K, V, G, causal, np.dtype(np.float64))
     scale = 1 / np.sqrt(d)
     plain = (scale * dS @ K, scale * np.swapaxes(dS, -1, -2) @ Q, np.swapaxes(P, -1, -2) @ G)
-    got, (b32, b64) = vjp.softmax_vjp_with_bounds(
+    got, (b32, b64) = softmax_vjp.softmax_vjp_with_bounds(
         Q, K, V, G, causal=causal, dtypes=("float32", "float64")
     )
     for a, b, t in zip(got, plain, b64, strict=True):
         assert (np.abs(a - b) <= 2 * t).all()
     for dt, both in (("float32", b32), ("float64", b64)):
-        alone = vjp.softmax_vjp_error_bound(Q, K, V, G, causal=causal, dtype=dt)
+        alone = softmax_vjp.softmax_vjp_error_bound(Q, K, V, G, causal=causal, dtype=dt)
         for a, b in zip(both, alone, strict=True):
             np.testing.assert_array_equal(a, b)
 
@@ -175,7 +180,7 @@ def test_the_softmax_vjp_bound_covers_a_float32_backward_pass(causal, spread):
     dS = P * (dP - np.sum(P * dP, axis=1, keepdims=True))
     s = 1 / np.sqrt(np.longdouble(d))
     exact = ((dS @ L[1]) * s, (dS.T @ L[0]) * s, P.T @ L[3])
-    f64, (b32, b64) = vjp.softmax_vjp_with_bounds(
+    f64, (b32, b64) = softmax_vjp.softmax_vjp_with_bounds(
         Q, K, V, G, causal=causal, dtypes=("float32", "float64")
     )
     for got, bound in ((_float32_vjp(Q, K, V, G, causal), b32), (f64, b64)):
@@ -196,11 +201,11 @@ def test_the_softmax_vjp_keeps_a_few_blocks_not_n_by_n_arrays():
     Q, K, V, G = (rng.standard_normal((n, d)) for _ in range(4))
     tracemalloc.start()
     try:
-        vjp.softmax_vjp_with_bounds(Q, K, V, G, causal=True, dtypes=("float32",))
+        softmax_vjp.softmax_vjp_with_bounds(Q, K, V, G, causal=True, dtypes=("float32",))
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
-    allowed = 8 * (6 * vjp._VJP_BLOCK_ELEMENTS + 10 * n * d) + (1 << 20)
+    allowed = 8 * (6 * common_vjp._VJP_BLOCK_ELEMENTS + 10 * n * d) + (1 << 20)
     assert peak <= allowed, (peak, allowed)
 
 
@@ -210,14 +215,14 @@ def _linear_docstring(pq, pk, V, G, causal, normalize, dt, extra):
     T = lambda X: np.swapaxes(X, -1, -2)  # noqa: E731
     keep = np.tril(np.ones((pq.shape[-2], n), dtype=bool)) if causal else True
     W = np.where(keep, pq @ T(pk), 0.0)
-    g = vjp.gamma(n + dv + D + 2 + extra, dt)
-    gw = vjp.gamma(D + extra, dt)
+    g = gamma(n + dv + D + 2 + extra, dt)
+    gw = gamma(D + extra, dt)
     if normalize:
         den = W.sum(axis=-1, keepdims=True)
         a = (W @ V) / den
         dW = np.where(keep, (G @ T(V) - np.sum(G * a, axis=-1, keepdims=True)) / den, 0.0)
         dV = T(W) @ (G / den)
-        rho_a = vjp.gamma(2 * n + 2 * D + 4 + extra, dt)
+        rho_a = gamma(2 * n + 2 * D + 4 + extra, dt)
         rho_a = 2.0 * rho_a / (1.0 - rho_a)
         mag = (np.abs(G) @ T(np.abs(V)) + np.abs(np.sum(G * a, axis=-1, keepdims=True))) / den
         EdW = ((1 + g) * (1 + 2 * rho_a) - 1) * np.where(keep, mag, 0.0)
@@ -229,9 +234,9 @@ def _linear_docstring(pq, pk, V, G, causal, normalize, dt, extra):
         EdV = ((1 + g) * (1 + gw) - 1) * (T(np.abs(W)) @ np.abs(G))
     Edq = g * np.abs(dW) @ np.abs(pk) + EdW @ np.abs(pk)
     Edk = g * T(np.abs(dW)) @ np.abs(pq) + T(EdW) @ np.abs(pq)
-    f64 = 1.0 + vjp.gamma(3 * n + D + 8)
+    f64 = 1.0 + gamma(3 * n + D + 8)
     top = max(np.abs(X).max() for X in (pq, pk, V, G))
-    under = (3 * n + 8) * vjp.eta(dt) * (1.0 + top) ** 3
+    under = (3 * n + 8) * eta(dt) * (1.0 + top) ** 3
     bound = (Edq * f64 + under, Edk * f64 + under, EdV * f64 + under)
     return (dW @ pk, T(dW) @ pq, dV), bound
 
@@ -252,16 +257,16 @@ def test_the_blocked_linear_vjp_and_bound_are_the_docstring_formulas(
     pq, pk = (0.1 + rng.random((2, n, D)) for _ in range(2))
     V, G = (rng.standard_normal((2, n, 3)) for _ in range(2))
     models = (("float32", 2), ("float64", 0))
-    got, bounds = vjp.linear_vjp_with_bounds(
+    got, bounds = linear_vjp.linear_vjp_with_bounds(
         pq, pk, V, G, causal=causal, normalize=normalize, models=models
     )
     for (dt, extra), b in zip(models, bounds, strict=True):
         plain, want = _linear_docstring(pq, pk, V, G, causal, normalize, np.dtype(dt), extra)
         for x, y in zip(b, want, strict=True):
-            np.testing.assert_allclose(x, y, rtol=2 * vjp.gamma(3 * n + D + 8))
+            np.testing.assert_allclose(x, y, rtol=2 * gamma(3 * n + D + 8))
     for x, y, t in zip(got, plain, bounds[1], strict=True):
         assert (np.abs(x - y) <= 2 * t).all()
-    alone = vjp.linear_vjp(pq, pk, V, G, causal=causal, normalize=normalize)
+    alone = linear_vjp.linear_vjp(pq, pk, V, G, causal=causal, normalize=normalize)
     for x, y in zip(alone, got, strict=True):
         np.testing.assert_array_equal(x, y)
 
@@ -275,8 +280,8 @@ def test_a_bad_normaliser_in_any_block_refuses_the_linear_vjp(monkeypatch, block
     pq, pk = 0.1 + rng.random((60, 4)), 0.1 + rng.random((60, 4))
     pq[40] = 0.0
     V, G = rng.standard_normal((2, 60, 3))
-    with pytest.raises(vjp.NumericalFailure, match="normaliser is <= 0"):
-        vjp.linear_vjp(pq, pk, V, G, causal=True)
+    with pytest.raises(NumericalFailure, match="normaliser is <= 0"):
+        linear_vjp.linear_vjp(pq, pk, V, G, causal=True)
 
 
 def test_the_linear_vjp_keeps_a_few_blocks_not_n_by_n_arrays():
@@ -292,9 +297,9 @@ def test_the_linear_vjp_keeps_a_few_blocks_not_n_by_n_arrays():
     V, G = (rng.standard_normal((n, D)) for _ in range(2))
     tracemalloc.start()
     try:
-        vjp.linear_vjp_with_bounds(pq, pk, V, G, causal=True, models=(("float32", 2),))
+        linear_vjp.linear_vjp_with_bounds(pq, pk, V, G, causal=True, models=(("float32", 2),))
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
-    allowed = 8 * (3 * vjp._VJP_BLOCK_ELEMENTS + 15 * n * D) + (1 << 20)
+    allowed = 8 * (3 * common_vjp._VJP_BLOCK_ELEMENTS + 15 * n * D) + (1 << 20)
     assert peak <= allowed, (peak, allowed)

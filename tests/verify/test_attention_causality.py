@@ -14,9 +14,10 @@ import numpy as np
 import pytest
 
 from kernelcheck import verify
+from kernelcheck._src.attention.registry import get_family
 from kernelcheck._src.core.rounding import RoundingModel, precision
 from kernelcheck._src.verify.adapters import round_to
-from kernelcheck._src.verify.attention.reference import STORAGE_OPS, Reference
+from kernelcheck._src.verify.attention.reference import Reference
 from kernelcheck.kernels import Polynomial
 
 
@@ -29,14 +30,14 @@ def _models():
     f32, f16 = precision("float32"), precision("float16")
     return {
         "float32": (RoundingModel(f32, f32), f32),
-        "float16 storage": (RoundingModel(f32, f16, STORAGE_OPS["softmax"]), f16),
+        "float16 storage": (RoundingModel(f32, f16, get_family("softmax").storage_ops), f16),
     }
 
 
 REFERENCES = {
-    "softmax": lambda: Reference(causal=True),
-    "linear": lambda: Reference(causal=True, feature_map=elu1),
-    "kernelized": lambda: Reference(causal=True, kernel=Polynomial(2)),
+    "softmax": lambda: Reference.of(causal=True),
+    "linear": lambda: Reference.of(causal=True, feature_map=elu1),
+    "kernelized": lambda: Reference.of(causal=True, kernel=Polynomial(2)),
 }
 
 
@@ -65,12 +66,12 @@ def test_prefix_reference_and_bound_cover_the_perturbed_run(family, which):
     Q, K, V = (round_to(rng.standard_normal((2, n, d)), p) for _ in range(3))
     if family == "kernelized":
         Q, K = Q / 2, K / 2
-    args, kw = ref.args(Q, K, V)
+    args, kw = ref.args(Q, K, V, {})
     out0 = ref.output(args, kw)
     tol0 = ref.tolerance(args, kw, model, 0, out0, d)
     for j in (1, 7, 20, n - 1):
         Q2, K2, V2 = _perturb(Q, K, V, j, rng, p)
-        args2, kw2 = ref.args(Q2[..., :j, :], K2[..., :j, :], V2[..., :j, :])
+        args2, kw2 = ref.args(Q2[..., :j, :], K2[..., :j, :], V2[..., :j, :], {})
         out2 = ref.output(args2, kw2)
         tol2 = ref.tolerance(args2, kw2, model, 0, out2, d)
         assert np.all(tol2 <= tol0[..., :j, :])

@@ -1,26 +1,58 @@
-"""The one registry of attention forms: each form once, with its error bound and cost model.
+"""The registry of attention families and their forms: each family once, every form once.
 
-A :class:`Form` pairs a function with everything a consumer needs to use it
-without a table of its own: its error bound, its cost model, whether it is
-causal only, what it takes (queries and keys, or feature matrices) and the
-claims it belongs to.  ``verify.attention``, ``scaling``, the claim checks
-and the tests read :data:`FORMS`; adding a form is one module plus one
-entry here.
+A :class:`Family` is one folder under ``attention/families/`` and one record
+here: its forms (each a :class:`Form` with its error bound and cost model),
+the per-token inputs it takes beside ``Q, K, V`` (:class:`TokenInput`), the
+``verify.attention`` options that select it, the storage roundings of its
+error model, the specification through which ``verify.attention`` builds its
+reference, range check, state, gradient and bug shapes
+(:class:`~kernelcheck._src.attention.common.spec.FamilySpec`), and its claims.
+:data:`FAMILIES` lists them in the essay's order; :data:`FORMS` is the flat
+view of their forms by name.  ``verify``, ``scaling``, the claim checks and
+the tests read these records: adding a family is its folder plus one record.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kernelcheck._src.attention import bounds, cost, exact, gated, linear
-from kernelcheck._src.attention.blocking import auto_chunk_size
-from kernelcheck._src.attention.types import AttentionCost
+from kernelcheck._src.attention.common.blocking import auto_chunk_size
+from kernelcheck._src.attention.common.spec import FamilySpec, TokenInput
+from kernelcheck._src.attention.common.types import AttentionCost
+from kernelcheck._src.attention.families.gated import bound as gated_bound
+from kernelcheck._src.attention.families.gated import cost as gated_cost
+from kernelcheck._src.attention.families.gated import forms as gated_forms
+from kernelcheck._src.attention.families.gated.reference import GATES, GatedSpec
+from kernelcheck._src.attention.families.kernelized import bound as kernelized_bound
+from kernelcheck._src.attention.families.kernelized import cost as kernelized_cost
+from kernelcheck._src.attention.families.kernelized import forms as kernelized_forms
+from kernelcheck._src.attention.families.kernelized.reference import KernelizedSpec
+from kernelcheck._src.attention.families.linear import bound as linear_bound
+from kernelcheck._src.attention.families.linear import cost as linear_cost
+from kernelcheck._src.attention.families.linear import forms as linear_forms
+from kernelcheck._src.attention.families.linear.reference import LinearSpec
+from kernelcheck._src.attention.families.softmax import bound as softmax_bound
+from kernelcheck._src.attention.families.softmax import cost as softmax_cost
+from kernelcheck._src.attention.families.softmax import forms as softmax_forms
+from kernelcheck._src.attention.families.softmax.reference import SoftmaxSpec
 from kernelcheck._src.core.validate import as_bool, as_int, check_choice
 from kernelcheck.errors import InvalidArgument
 
-__all__ = ["Form", "FormRegistry", "FORMS", "get_form", "cost_model"]
+__all__ = [
+    "Form",
+    "Family",
+    "FamilyRegistry",
+    "FAMILIES",
+    "FormRegistry",
+    "FORMS",
+    "get_form",
+    "get_family",
+    "family_of",
+    "select_family",
+    "cost_model",
+]
 
 
 @dataclass(frozen=True)
@@ -49,11 +81,14 @@ class Form:
         One line, for reports and documentation.
     model : str
         The error bound in one line (its function's docstring has the derivation).
-    options : tuple of str
+    options : tuple of str, default ()
         The keyword options the form takes beyond ``causal`` and
         ``on_bad_normalizer`` (e.g. ``"chunk_size"``, ``"scale"``).
-    requires : tuple of str
+    requires : tuple of str, default ()
         Positional arguments after the three inputs (``"kernel"``, ``"gates"``).
+    scaling : tuple of bool, default ()
+        The masks (False: bidirectional, True: causal) the scaling
+        experiment measures the form with (none: not measured).
     """
 
     name: str
@@ -67,6 +102,7 @@ class Form:
     model: str
     options: tuple[str, ...] = ()
     requires: tuple[str, ...] = ()
+    scaling: tuple[bool, ...] = ()
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.function(*args, **kwargs)
@@ -94,16 +130,250 @@ class Form:
         return self.error_bound(a, b, V, *required, causal=causal, **kwargs)
 
 
+@dataclass(frozen=True)
+class Family:
+    """One attention family: its forms and everything ``verify.attention`` needs of it.
+
+    Attributes
+    ----------
+    name : str
+        The family's name (its folder under ``attention/families/``).
+    summary : str
+        One line, for reports and documentation.
+    claims : tuple of str
+        The claims the family belongs to.
+    forms : tuple of Form
+        Its forms; the first is the reference ``verify.attention`` compares
+        a layer with (computed in float64 on the inputs the layer received).
+    spec : type
+        Its :class:`~kernelcheck._src.attention.common.spec.FamilySpec`
+        subclass: the reference's arguments, the range check (largest
+        intermediates), the diagnosis's bug shapes, the state's bound and
+        propagation, the reference gradient.
+    selected_by : frozenset of str
+        The ``verify.attention`` options that choose this family (softmax
+        none, kernelized ``kernel``, ...): exactly these, given together.
+    token_inputs : tuple of TokenInput, default ()
+        Per-token inputs beside ``Q, K, V`` (the gates of C20, ...).
+    storage_ops : int, default 0
+        Roundings per term to the storage precision in a layer that stores
+        in 16 bits and accumulates in float32 (e.g. linear: the two feature
+        matrices, the scores or state, the sums and the output).
+    """
+
+    name: str
+    summary: str
+    claims: tuple[str, ...]
+    forms: tuple[Form, ...]
+    spec: type[FamilySpec]
+    selected_by: frozenset[str] = frozenset()
+    token_inputs: tuple[TokenInput, ...] = ()
+    storage_ops: int = 0
+
+    @property
+    def reference(self) -> Form:
+        """The form ``verify.attention`` compares a layer with."""
+        return self.forms[0]
+
+    @property
+    def state_form(self) -> Form | None:
+        """The form whose final state the state checks compare with (None: no state)."""
+        name = self.spec.state_form
+        return None if name is None else get_form(name)
+
+
+_LINEAR_MODEL = "linear_error_bound: gamma_(2n+2D+4) |phi_q| |phi_k|^T |V|, quotient bound"
+_GATED_MODEL = "gated_error_bound: ((1 + gamma_(3n+2D+8))(1 + rho_i) - 1) |phi_q| (|phi_k| d)^T |V|"
+
+
+class FamilyRegistry(Sequence):
+    """The attention families in the essay's order: a read-only sequence of :class:`Family`.
+
+    Indexed by position or by name (``FAMILIES["gated"]``); iterating gives
+    the records.  Every consumer (``verify.attention``, the scaling
+    experiment, the claim checks, the tests) reads this one list.
+    """
+
+    def __init__(self, *families: Family):
+        self._families = families
+        self._by_name = {f.name: f for f in families}
+
+    def __getitem__(self, key):  # type: ignore[override]
+        if isinstance(key, str):
+            return self._by_name[key]
+        return self._families[key]
+
+    def __len__(self) -> int:
+        return len(self._families)
+
+    def __repr__(self) -> str:
+        return f"FamilyRegistry({', '.join(self._by_name)})"
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The families' names, in order."""
+        return tuple(self._by_name)
+
+
+#: Every attention family, in the essay's order (read-only).
+FAMILIES = FamilyRegistry(
+    Family(
+        "softmax",
+        "exact softmax attention",
+        ("C1", "C2"),
+        (
+            Form(
+                "softmax",
+                softmax_forms.softmax,
+                softmax_bound.softmax_error_bound,
+                softmax_cost.softmax_cost,
+                causal_only=False,
+                inputs="queries",
+                claims=("C1", "C2"),
+                summary="exact softmax attention, stable (row maxima subtracted), query blocks",
+                model="softmax_error_bound: [expm1(2 theta) + 2 gamma_n + u] max_j |v_j|",
+                options=("scale",),
+                scaling=(False, True),
+            ),
+        ),
+        SoftmaxSpec,
+        storage_ops=3,
+    ),
+    Family(
+        "kernelized",
+        "exact attention with the weights of a kernel",
+        ("C10",),
+        (
+            Form(
+                "kernelized",
+                kernelized_forms.kernelized,
+                kernelized_bound.kernelized_error_bound,
+                kernelized_cost.kernelized_cost,
+                causal_only=False,
+                inputs="queries",
+                claims=("C10",),
+                summary="exact kernelized attention from the kernel's Gram block",
+                model="kernelized_error_bound: E_G |V| + gamma_(n+1) |G| |V|, quotient bound",
+                requires=("kernel",),
+            ),
+        ),
+        KernelizedSpec,
+        frozenset({"kernel"}),
+        storage_ops=3,
+    ),
+    Family(
+        "linear",
+        "linear attention from feature maps, normalised or not",
+        ("C10", "C11", "C14", "C19"),
+        (
+            Form(
+                "parallel",
+                linear_forms.parallel,
+                linear_bound.linear_error_bound,
+                linear_cost.parallel_cost,
+                causal_only=False,
+                inputs="features",
+                claims=("C10", "C14"),
+                summary="linear attention from feature matrices; causal by blocks and the "
+                "running sums",
+                model=_LINEAR_MODEL,
+                options=("normalize",),
+                scaling=(False, True),
+            ),
+            Form(
+                "recurrent",
+                linear_forms.recurrent,
+                linear_bound.linear_error_bound,
+                linear_cost.linear_cost,
+                causal_only=True,
+                inputs="features",
+                claims=("C11", "C14"),
+                summary="the recurrence over the state (S, z), one token at a time",
+                model=_LINEAR_MODEL,
+                options=("normalize", "initial_state", "return_state"),
+                scaling=(True,),
+            ),
+            Form(
+                "chunked",
+                linear_forms.chunked,
+                linear_bound.linear_error_bound,
+                linear_cost.chunked_cost,
+                causal_only=True,
+                inputs="features",
+                claims=("C14",),
+                summary="causal: quadratic within chunks, the recurrent state across them",
+                model=_LINEAR_MODEL,
+                options=("chunk_size", "normalize", "initial_state", "return_state"),
+                scaling=(True,),
+            ),
+        ),
+        LinearSpec,
+        frozenset({"feature_map"}),
+        storage_ops=5,
+    ),
+    Family(
+        "gated",
+        "decayed or gated linear attention, one gate per token and head",
+        ("C20",),
+        (
+            Form(
+                "gated_parallel",
+                gated_forms.gated_parallel,
+                gated_bound.gated_error_bound,
+                gated_cost.gated_parallel_cost,
+                causal_only=True,
+                inputs="features",
+                claims=("C20",),
+                summary="gated linear attention, decayed weights exp(L_i - L_j) in blocks of rows",
+                model=_GATED_MODEL,
+                options=("normalize",),
+                requires=("gates",),
+            ),
+            Form(
+                "gated_recurrent",
+                gated_forms.gated_recurrent,
+                gated_bound.gated_error_bound,
+                gated_cost.gated_recurrent_cost,
+                causal_only=True,
+                inputs="features",
+                claims=("C20",),
+                summary="the gated recurrence S_t = g_t S_(t-1) + phi(k_t) v_t^T, token by token",
+                model=_GATED_MODEL,
+                options=("normalize", "initial_state", "return_state"),
+                requires=("gates",),
+            ),
+            Form(
+                "gated_chunked",
+                gated_forms.gated_chunked,
+                gated_bound.gated_error_bound,
+                gated_cost.gated_chunked_cost,
+                causal_only=True,
+                inputs="features",
+                claims=("C20",),
+                summary="gated, chunked: decays within a chunk from its log sums, state carried",
+                model=_GATED_MODEL,
+                options=("chunk_size", "normalize", "initial_state", "return_state"),
+                requires=("gates",),
+                scaling=(True,),
+            ),
+        ),
+        GatedSpec,
+        frozenset({"feature_map", "decay"}),
+        (GATES,),
+        storage_ops=6,
+    ),
+)
+
+
 class FormRegistry(Mapping):
     """The attention forms by name, in the essay's order: a read-only mapping of :class:`Form`.
 
-    ``FORMS["chunked"]`` is the chunked form; iterating gives the names;
-    :meth:`select` filters by what a consumer needs (e.g. the forms that
-    take feature matrices).
+    The flat view of :data:`FAMILIES`: ``FORMS["chunked"]`` is the chunked
+    form; iterating gives the names.
     """
 
-    def __init__(self, *forms: Form):
-        self._forms = {f.name: f for f in forms}
+    def __init__(self, families: Sequence[Family]):
+        self._forms = {f.name: f for fam in families for f in fam.forms}
 
     def __getitem__(self, name: str) -> Form:
         return self._forms[name]
@@ -117,125 +387,60 @@ class FormRegistry(Mapping):
     def __repr__(self) -> str:
         return f"FormRegistry({', '.join(self._forms)})"
 
-    def select(self, *, inputs: str | None = None, causal_only: bool | None = None) -> tuple:
-        """The forms with the given ``inputs`` ("queries" or "features") and causality."""
-        return tuple(
-            f
-            for f in self._forms.values()
-            if (inputs is None or f.inputs == inputs)
-            and (causal_only is None or f.causal_only == causal_only)
-        )
 
+#: Every attention form by name, in the essay's order: the flat view of :data:`FAMILIES`.
+FORMS = FormRegistry(FAMILIES)
 
-_GATED_MODEL = "gated_error_bound: ((1 + gamma_(3n+2D+8))(1 + rho_i) - 1) |phi_q| (|phi_k| d)^T |V|"
-
-#: Every attention form, by name, in the essay's order (read-only).
-FORMS = FormRegistry(
-    Form(
-        "softmax",
-        exact.softmax,
-        bounds.softmax_error_bound,
-        cost.softmax_cost,
-        causal_only=False,
-        inputs="queries",
-        claims=("C1", "C2"),
-        summary="exact softmax attention, stable (row maxima subtracted), query blocks",
-        model="softmax_error_bound: [expm1(2 theta) + 2 gamma_n + u] max_j |v_j|",
-        options=("scale",),
-    ),
-    Form(
-        "kernelized",
-        exact.kernelized,
-        bounds.kernelized_error_bound,
-        cost.kernelized_cost,
-        causal_only=False,
-        inputs="queries",
-        claims=("C10",),
-        summary="exact kernelized attention from the kernel's Gram block",
-        model="kernelized_error_bound: E_G |V| + gamma_(n+1) |G| |V|, quotient bound",
-        requires=("kernel",),
-    ),
-    Form(
-        "parallel",
-        linear.parallel,
-        bounds.linear_error_bound,
-        cost.parallel_cost,
-        causal_only=False,
-        inputs="features",
-        claims=("C10", "C14"),
-        summary="linear attention from feature matrices; causal by blocks and the running sums",
-        model="linear_error_bound: gamma_(2n+2D+4) |phi_q| |phi_k|^T |V|, quotient bound",
-        options=("normalize",),
-    ),
-    Form(
-        "recurrent",
-        linear.recurrent,
-        bounds.linear_error_bound,
-        cost.linear_cost,
-        causal_only=True,
-        inputs="features",
-        claims=("C11", "C14"),
-        summary="the recurrence over the state (S, z), one token at a time",
-        model="linear_error_bound: gamma_(2n+2D+4) |phi_q| |phi_k|^T |V|, quotient bound",
-        options=("normalize", "initial_state", "return_state"),
-    ),
-    Form(
-        "chunked",
-        linear.chunked,
-        bounds.linear_error_bound,
-        cost.chunked_cost,
-        causal_only=True,
-        inputs="features",
-        claims=("C14",),
-        summary="causal: quadratic within chunks, the recurrent state across them",
-        model="linear_error_bound: gamma_(2n+2D+4) |phi_q| |phi_k|^T |V|, quotient bound",
-        options=("chunk_size", "normalize", "initial_state", "return_state"),
-    ),
-    Form(
-        "gated_parallel",
-        gated.gated_parallel,
-        bounds.gated_error_bound,
-        cost.gated_parallel_cost,
-        causal_only=True,
-        inputs="features",
-        claims=("C20",),
-        summary="gated linear attention, decayed weights exp(L_i - L_j) in blocks of rows",
-        model=_GATED_MODEL,
-        options=("normalize",),
-        requires=("gates",),
-    ),
-    Form(
-        "gated_recurrent",
-        gated.gated_recurrent,
-        bounds.gated_error_bound,
-        cost.gated_recurrent_cost,
-        causal_only=True,
-        inputs="features",
-        claims=("C20",),
-        summary="the gated recurrence S_t = g_t S_(t-1) + phi(k_t) v_t^T, token by token",
-        model=_GATED_MODEL,
-        options=("normalize", "initial_state", "return_state"),
-        requires=("gates",),
-    ),
-    Form(
-        "gated_chunked",
-        gated.gated_chunked,
-        bounds.gated_error_bound,
-        cost.gated_chunked_cost,
-        causal_only=True,
-        inputs="features",
-        claims=("C20",),
-        summary="gated, chunked: decays within a chunk from its log sums, state carried",
-        model=_GATED_MODEL,
-        options=("chunk_size", "normalize", "initial_state", "return_state"),
-        requires=("gates",),
-    ),
-)
+_FAMILY_OF = {f.name: fam for fam in FAMILIES for f in fam.forms}
 
 
 def get_form(name: Any) -> Form:
     """The registered :class:`Form` called ``name``; else an InvalidArgument listing the names."""
     return FORMS[check_choice(name, "form", tuple(FORMS))]
+
+
+def get_family(name: Any) -> Family:
+    """The registered :class:`Family` called ``name``; else an InvalidArgument listing the names."""
+    return FAMILIES[check_choice(name, "family", FAMILIES.names)]
+
+
+def family_of(form: Any) -> Family:
+    """The family a registered form belongs to."""
+    return _FAMILY_OF[get_form(form).name]
+
+
+#: Every option that selects a family, in the order the families name them.
+SELECTING_OPTIONS: tuple[str, ...] = tuple(
+    dict.fromkeys(o for fam in FAMILIES for o in sorted(fam.selected_by))
+)
+
+
+def select_family(given: frozenset[str]) -> Family:
+    """The family chosen by the selecting options ``given`` (those passed, not None).
+
+    Exactly one family is selected by exactly ``given``; otherwise an
+    InvalidArgument says which option another one needs (``decay`` needs
+    ``feature_map``) or which options exclude each other.
+    """
+    for fam in FAMILIES:
+        if fam.selected_by == given:
+            return fam
+    wider = [fam for fam in FAMILIES if given < fam.selected_by]
+    if wider:
+        fam = wider[0]
+        extra = [o for o in SELECTING_OPTIONS if o in given and o not in _least(given)]
+        missing = " and ".join(f"`{o}`" for o in sorted(fam.selected_by - given))
+        option = (extra or sorted(given))[-1]
+        raise InvalidArgument(f"`{option}` needs {missing}: the {fam.name} family is {fam.summary}")
+    names = " and ".join(f"`{o}`" for o in SELECTING_OPTIONS if o in given)
+    raise InvalidArgument(
+        f"pass at most one of {names}, got both: no attention family takes them together"
+    )
+
+
+def _least(given: frozenset[str]) -> frozenset[str]:
+    """The options of ``given`` that select a family on their own."""
+    return frozenset(o for o in given if any(f.selected_by == {o} for f in FAMILIES))
 
 
 def cost_model(

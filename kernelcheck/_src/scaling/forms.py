@@ -23,8 +23,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from kernelcheck._src.attention.registry import get_form
+from kernelcheck._src.attention.registry import FORMS, family_of
 from kernelcheck._src.scaling.sizes import geometric_sizes
+from kernelcheck.errors import InvalidArgument
 
 __all__ = [
     "KINDS",
@@ -79,25 +80,25 @@ class ScalingForm(NamedTuple):
         return EXPECTED_EXPONENTS[self.kind]
 
 
-#: key -> (label, registered form, causal, claim).
-_PRESETS = (
-    ("softmax", "softmax, bidirectional", "softmax", False, "C2"),
-    ("softmax-causal", "softmax, causal", "softmax", True, "C2"),
-    ("parallel", "linear parallel, bidirectional", "parallel", False, "C3"),
-    ("chunked", "linear chunked, causal", "chunked", True, "C3"),
-    ("parallel-causal", "linear parallel (prefix sums), causal", "parallel", True, "C3"),
-    ("recurrent", "linear recurrent, causal", "recurrent", True, "C3"),
-    ("gated-chunked", "gated linear chunked, causal", "gated_chunked", True, "C20"),
-)
-
-
 def _scaling_forms() -> Mapping[str, ScalingForm]:
-    # The kind follows from the form: exact forms (queries and keys) are
-    # quadratic in n, the ones on feature matrices linear.
+    """Every form the registry marks as measured (:attr:`Form.scaling`), under one key each.
+
+    The key is the form's registry name, with ``-causal`` for the causal
+    mask of a form that computes both; the label names its family and form
+    ("linear chunked, causal"); the kind follows from the form:
+    exact forms (queries and keys) are quadratic in n (claim C2), the ones
+    on feature matrices linear (C3).
+    """
     out = {}
-    for key, label, name, causal, claim in _PRESETS:
-        kind = "quadratic" if get_form(name).inputs == "queries" else "linear"
-        out[key] = ScalingForm(label, name, causal, claim, kind)
+    for name, form in FORMS.items():
+        kind = "quadratic" if form.inputs == "queries" else "linear"
+        claim = "C2" if kind == "quadratic" else "C3"
+        family = family_of(name).name
+        words = name if name == family else f"{family} {name.removeprefix(family + '_')}"
+        for causal in form.scaling:
+            key = f"{name}-causal" if causal and not form.causal_only else name
+            mask = "causal" if causal else "bidirectional"
+            out[key] = ScalingForm(f"{words}, {mask}", name, causal, claim, kind)
     return MappingProxyType(out)
 
 
@@ -105,16 +106,17 @@ def _scaling_forms() -> Mapping[str, ScalingForm]:
 SCALING_FORMS = _scaling_forms()
 #: The forms measured by default: softmax both ways, linear parallel and chunked, and
 #: the gated chunked form (C20: linear in n as C3).
-DEFAULT_FORMS = ("softmax", "softmax-causal", "parallel", "chunked", "gated-chunked")
+DEFAULT_FORMS = ("softmax", "softmax-causal", "parallel", "chunked", "gated_chunked")
 
 
 class Inputs:
     """The inputs at each size n: the first n rows of inputs drawn once at the largest size.
 
     Gaussian ``Q, K, V`` of shape (n, d); their positive random features of
-    exp(q.k / sqrt d) for the linear forms; per-token gates in (0.9, 1) for
-    the gated forms.  Each matrix has its own stream from ``seed``, so the
-    first n rows are the same bytes whatever the largest size is.
+    exp(q.k / sqrt d) for the linear forms; the per-token inputs of the form's
+    family (gates in (0.9, 1) for the gated forms, from the family's
+    :class:`~kernelcheck._src.attention.common.spec.TokenInput`).  Each matrix has its own
+    stream from ``seed``, so the first n rows are the same bytes whatever the largest size is.
     """
 
     def __init__(self, d: int, D: int, seed: int, largest: Mapping[str, int]):
@@ -135,17 +137,32 @@ class Inputs:
         if "linear" not in self._cache:
             n = self.largest["linear"]
             phi = _feature_map(self.d, self.D, self.seed)
-            gates = np.random.default_rng([self.seed, 20]).uniform(0.9, 1.0, size=n)
             pq, pk = phi(self._normal(0, n)), phi(self._normal(1, n))
-            self._cache["linear"] = (pq, pk, self._normal(2, n), gates)
+            self._cache["linear"] = (pq, pk, self._normal(2, n))
         return self._cache["linear"]
 
+    def _token_inputs(self, entry: Any) -> tuple:
+        """The per-token inputs of the form's family (the gates of C20, ...), drawn once."""
+        family = family_of(entry.name)
+        key = f"tokens {family.name}"
+        if key not in self._cache:
+            n = self.largest["linear"]
+            draws = []
+            for i, ti in enumerate(family.token_inputs):
+                if ti.sample is None:
+                    raise InvalidArgument(
+                        f"the {ti.name} of the {family.name} family have no sampler"
+                    )
+                draws.append(ti.sample(np.random.default_rng([self.seed, 20 + i]), (n,)))
+            self._cache[key] = tuple(draws)
+        return self._cache[key]
+
     def for_form(self, entry: Any) -> Callable[[int], tuple]:
-        """The inputs a registered form takes: queries and keys, features, or features and gates."""
+        """The inputs a registered form takes: queries and keys, or features and token inputs."""
         if entry.inputs == "queries":
             return lambda n: tuple(a[:n] for a in self._exact())
-        gated = "gates" in entry.requires
-        return lambda n: tuple(a[:n] for a in self._linear()[: 4 if gated else 3])
+        arrays = self._linear() + self._token_inputs(entry)
+        return lambda n: tuple(a[:n] for a in arrays)
 
     def nbytes(self, kinds) -> int:
         """Bytes of the inputs of ``kinds`` at their largest sizes (before drawing them)."""

@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from kernelcheck._src.attention.bounds import softmax_error_bound
-from kernelcheck._src.attention.exact import softmax
+from kernelcheck._src.attention.families.softmax.bound import softmax_error_bound
+from kernelcheck._src.attention.families.softmax.forms import softmax
 from kernelcheck._src.attention.registry import cost_model
 from kernelcheck._src.claims.checks.common import (
     Check,

@@ -14,13 +14,12 @@ from typing import Any
 
 import numpy as np
 
-from kernelcheck._src.attention.bounds import (
-    kernelized_error_bound,
-    linear_error_bound,
-    softmax_error_bound,
-)
-from kernelcheck._src.attention.exact import kernelized, softmax
-from kernelcheck._src.attention.linear import parallel, recurrent
+from kernelcheck._src.attention.families.kernelized.bound import kernelized_error_bound
+from kernelcheck._src.attention.families.kernelized.forms import kernelized
+from kernelcheck._src.attention.families.linear.bound import linear_error_bound
+from kernelcheck._src.attention.families.linear.forms import parallel, recurrent
+from kernelcheck._src.attention.families.softmax.bound import softmax_error_bound
+from kernelcheck._src.attention.families.softmax.forms import softmax
 from kernelcheck._src.attention.registry import cost_model
 from kernelcheck._src.claims.checks.common import (
     Check,

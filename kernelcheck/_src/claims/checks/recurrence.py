@@ -13,9 +13,10 @@ from typing import Any
 
 import numpy as np
 
-from kernelcheck._src.attention.bounds import linear_error_bound, softmax_error_bound
-from kernelcheck._src.attention.exact import softmax
-from kernelcheck._src.attention.linear import chunked, parallel, recurrent
+from kernelcheck._src.attention.families.linear.bound import linear_error_bound
+from kernelcheck._src.attention.families.linear.forms import chunked, parallel, recurrent
+from kernelcheck._src.attention.families.softmax.bound import softmax_error_bound
+from kernelcheck._src.attention.families.softmax.forms import softmax
 from kernelcheck._src.claims.checks.common import (
     Check,
     all_verdict,

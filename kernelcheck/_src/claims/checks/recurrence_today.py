@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernelcheck._src.attention import bounds, gated, linear
+from kernelcheck._src.attention.families.gated import bound as gated_bound
+from kernelcheck._src.attention.families.gated import forms as gated
+from kernelcheck._src.attention.families.linear import bound as linear_bound
+from kernelcheck._src.attention.families.linear import forms as linear
 from kernelcheck._src.claims.checks.common import (
     Check,
     agree,
@@ -77,7 +80,7 @@ def check_c19(level: str):
     Q, K_, V = qkv(19, n, d, d_v, 0.5)
     phi = exp(Linear(), order=2).features()
     pq, pk = phi(Q), phi(K_)
-    tol = bounds.linear_error_bound(pq, pk, V, causal=True, normalize=False)
+    tol = linear_bound.linear_error_bound(pq, pk, V, causal=True, normalize=False)
     ref = linear.parallel(pq, pk, V, causal=True, normalize=False)
     rec, state = linear.recurrent(pq, pk, V, normalize=False, return_state=True)
     rows, worst = [], 0.0
@@ -93,7 +96,7 @@ def check_c19(level: str):
         f = linear.chunked if form == "chunked" else linear.recurrent
         a, b, v = pq[lo:hi], pk[lo:hi], V[lo:hi]
         out, new = f(a, b, v, normalize=False, initial_state=st, return_state=True)
-        t = bounds.linear_error_bound(a, b, v, causal=True, normalize=False, initial_state=st)
+        t = linear_bound.linear_error_bound(a, b, v, causal=True, normalize=False, initial_state=st)
         return out, new, t
 
     more, w = _handover_rows(run, (rec, state, tol), _state_tol(pk, V), n, "state hand-over")
@@ -109,7 +112,7 @@ def _gate_regime_rows(pq, pk, V, gate_sets) -> tuple[list[dict], float]:
     for gname, g in gate_sets.items():
         for normalize in (False, True):
             kind = "normalised" if normalize else "unnormalised"
-            tol = bounds.gated_error_bound(pq, pk, V, g, normalize=normalize)
+            tol = gated_bound.gated_error_bound(pq, pk, V, g, normalize=normalize)
             ref = gated.gated_parallel(pq, pk, V, g, normalize=normalize)
             rec = gated.gated_recurrent(pq, pk, V, g, normalize=normalize)
             outs = {"recurrent": rec}
@@ -140,13 +143,13 @@ def check_c20(level: str):
     rows, worst = _gate_regime_rows(pq, pk, V, gate_sets)
     g = gate_sets["per-token gates in (0.3, 1)"]
     rec, state = gated.gated_recurrent(pq, pk, V, g, return_state=True)
-    tol = bounds.gated_error_bound(pq, pk, V, g)
+    tol = gated_bound.gated_error_bound(pq, pk, V, g)
 
     def run(lo, hi, st, form):
         f = gated.gated_chunked if form == "chunked" else gated.gated_recurrent
         a, b, v, gg = pq[lo:hi], pk[lo:hi], V[lo:hi], g[lo:hi]
         out, new = f(a, b, v, gg, initial_state=st, return_state=True)
-        return out, new, bounds.gated_error_bound(a, b, v, gg, initial_state=st)
+        return out, new, gated_bound.gated_error_bound(a, b, v, gg, initial_state=st)
 
     more, w = _handover_rows(run, (rec, state, tol), _state_tol(pk, V), n, "gated hand-over")
     rows += more
@@ -154,7 +157,7 @@ def check_c20(level: str):
     for normalize in (False, True):
         plain = linear.chunked(pq, pk, V, normalize=normalize)
         ones = gated.gated_chunked(pq, pk, V, 1.0, normalize=normalize)
-        tol = bounds.linear_error_bound(pq, pk, V, causal=True, normalize=normalize)
+        tol = linear_bound.linear_error_bound(pq, pk, V, causal=True, normalize=normalize)
         claim = "C14" if normalize else "C19"
         row, r = agree(f"g = 1 gives {claim} (gated chunked = chunked)", ones, plain, tol)
         rows.append(row)

@@ -29,7 +29,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from kernelcheck._src.attention.inputs import gates_iv
+from kernelcheck._src.attention.registry import SELECTING_OPTIONS, select_family
 from kernelcheck._src.core.rounding import Precision, Tolerance, precision
 from kernelcheck._src.core.validate import (
     as_bool,
@@ -73,59 +73,77 @@ ERROR_MODELS = ("worst-case", "probabilistic")
 
 
 class _Options(NamedTuple):
+    """The validated options of one call, by name, passed down as one record."""
+
     run: Run
     rng: np.random.Generator
     cases: list[Case]
-    causal: bool
-    decay: Any
+    constants: dict[str, np.ndarray]  # per-token inputs fixed per head by the options
+    samplers: dict[str, Any]  # per-token inputs drawn per case, handed to fn
     state: bool
     read_state: Any
     check_causality: bool
-    normalize: bool
     grad: bool
     vjp: Any
 
 
-def _decay_iv(decay, feature_map, causal, batch):
-    """``decay``: None, a number or per-head array (the layer's own), or a gate sampler."""
-    if decay is None:
-        return None
-    if feature_map is None:
-        raise InvalidArgument("`decay` needs `feature_map`: a gated recurrence is linear attention")
-    if not causal:
-        raise InvalidArgument(
-            "`decay` applies to causal attention only (a decay orders the tokens); pass causal=True"
-        )
-    if callable(decay):
-        return decay
-    if isinstance(decay, (bool, np.bool_)) or np.asarray(decay).dtype.kind == "b":
-        raise InvalidArgument(
-            f"`decay` must be a number in (0, 1] or an array of them, got {decay!r}"
-        )
-    g = gates_iv(decay, np.shape(decay), np.dtype(np.float64), "decay").gates
-    try:
-        if np.broadcast_shapes(np.shape(g), batch) != batch:
-            raise ValueError  # it would widen the batch, not fill it
-    except ValueError:
-        raise InvalidArgument(
-            f"`decay` as an array is one decay per head and must broadcast to batch_shape "
-            f"{batch}, got shape {np.shape(g)}; pass a function decay(rng, shape) for gates "
-            "per token"
-        ) from None
-    return np.asarray(g, dtype=np.float64)
+def _family_iv(o: dict):
+    """The family the selecting options choose (``kernel``, ``feature_map``, ``decay``, ...)."""
+    given = frozenset(name for name in SELECTING_OPTIONS if o.get(name) is not None)
+    return select_family(given)
 
 
-def _gates(opts: _Options, case: Case, rng: np.random.Generator):
-    """The gates of one case (None without a decay): constant per head, or drawn per token."""
-    if opts.decay is None or case.skip or case.Q is None:
-        return None
-    shape = case.Q.shape[:-1]
-    if callable(opts.decay):
-        g = call_user(opts.decay, "`decay`", rng, shape)
-        return gates_iv(g, shape, np.dtype(np.float64), "decay(rng, shape)").gates.copy()
-    return np.broadcast_to(
-        opts.decay[..., None] if np.ndim(opts.decay) else opts.decay, shape
-    ).copy()
+def _token_inputs_iv(family, o: dict, causal: bool, batch: tuple[int, ...]):
+    """The family's per-token inputs: constants per head, or samplers ``f(rng, shape)``.
+
+    A number or an array broadcastable to the batch (one value per head) is
+    the layer's own constant; a callable draws values per token for every
+    case, handed to the layer after ``V``.  Validated once, here.
+    """
+    constants: dict[str, np.ndarray] = {}
+    samplers: dict[str, Any] = {}
+    if family.token_inputs and not causal and all(f.causal_only for f in family.forms):
+        option = family.token_inputs[0].option
+        raise InvalidArgument(
+            f"`{option}` applies to causal attention only ({family.summary} orders the "
+            "tokens); pass causal=True"
+        )
+    for ti in family.token_inputs:
+        value = o[ti.option]
+        if callable(value):
+            samplers[ti.name] = value
+            continue
+        values = ti.validate(value, np.shape(value), ti.option)
+        try:
+            if np.broadcast_shapes(np.shape(values), batch) != batch:
+                raise ValueError  # it would widen the batch, not fill it
+        except ValueError:
+            raise InvalidArgument(
+                f"`{ti.option}` as an array is one {ti.option} per head and must broadcast to "
+                f"batch_shape {batch}, got shape {np.shape(values)}; pass a function "
+                f"{ti.option}(rng, shape) for values per token"
+            ) from None
+        constants[ti.name] = np.asarray(values, dtype=np.float64)
+    return constants, samplers
+
+
+def _extras(opts: _Options, case: Case, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """The per-token inputs of one case: constants per head broadcast, or drawn per token."""
+    if case.skip or case.Q is None:
+        return {}
+    out = {}
+    for ti in opts.run.reference.family.token_inputs:
+        shape = case.Q.shape[:-1]
+        if ti.name in opts.samplers:
+            label = f"{ti.option}(rng, shape)"
+            drawn = call_user(opts.samplers[ti.name], f"`{ti.option}`", rng, shape)
+            out[ti.name] = np.array(ti.validate(drawn, shape, label), dtype=np.float64)
+        else:
+            value = opts.constants[ti.name]
+            out[ti.name] = np.broadcast_to(
+                value[..., None] if np.ndim(value) else value, shape
+            ).copy()
+    return out
 
 
 def _precision_iv(framework, dtype, device, accumulate):
@@ -142,11 +160,10 @@ def _precision_iv(framework, dtype, device, accumulate):
     return ad, declared, acc
 
 
-def _attention_iv(fn, o: dict) -> _Options:
-    check_callable(fn, "fn")
+def _reference_iv(o: dict, family) -> Reference:
+    """The reference of the family, from the options its specification reads."""
+    selecting = family.selected_by - {"kernel", "feature_map"}
     kernel, feature_map = o["kernel"], o["feature_map"]
-    if kernel is not None and feature_map is not None:
-        raise InvalidArgument("pass at most one of `kernel` and `feature_map`, got both")
     if kernel is not None:
         check_callable(kernel, "kernel")
     scale = o["scale"]
@@ -155,26 +172,9 @@ def _attention_iv(fn, o: dict) -> _Options:
             "`scale` applies to the softmax reference only; the kernel or feature map carries "
             "its own scale"
         )
-    scale = scale_option(scale)
-    causal = as_bool(o["causal"], "causal")
     normalize = as_bool(o["normalize"], "normalize")
     if not normalize and feature_map is None:
         raise InvalidArgument("`normalize=False` applies to linear attention: pass `feature_map`")
-    rng = as_rng(o["seed"])
-    n = as_int(o["n"], "n", minimum=2)
-    fixed_d = o["d"] is not None
-    d = 8 if o["d"] is None else as_int(o["d"], "d", minimum=1)
-    d_v = d if o["d_v"] is None else as_int(o["d_v"], "d_v", minimum=1)
-    batch = as_int_tuple(o["batch_shape"], "batch_shape", minimum=1)
-    layout = check_choice(o["layout"], "layout", LAYOUTS)
-    if layout == "bnhd" and len(batch) != 2:
-        raise InvalidArgument(
-            f"layout='bnhd' needs batch_shape=(batch, heads), got batch_shape={batch}"
-        )
-    framework = o["framework"]
-    ad, declared, acc = _precision_iv(framework, o["dtype"], o["device"], o["accumulate"])
-    error_model = check_choice(o["error_model"], "error_model", ERROR_MODELS)
-    failure = as_probability(o["failure_probability"], "failure_probability")
     feature_ops = (
         None if o["feature_ops"] is None else as_int(o["feature_ops"], "feature_ops", minimum=0)
     )
@@ -186,19 +186,16 @@ def _attention_iv(fn, o: dict) -> _Options:
                 "`stabilizer` is an eps added to the normaliser of kernelized or linear "
                 "attention; softmax has no such normaliser"
             )
-    decay = _decay_iv(o["decay"], feature_map, causal, batch)
-    ref = Reference(
-        kernel=kernel,
-        feature_map=feature_map,
-        causal=causal,
-        scale=scale,
-        normalize=normalize,
-        gated=decay is not None,
-        stabilizer=stabilizer,
+    return Reference.of(
+        causal=o["causal"], feature_map=_feature_pair(feature_map), selecting=selecting,
+        normalize=normalize, scale=scale_option(scale), kernel=kernel, stabilizer=stabilizer,
         feature_ops=feature_ops,
-    )
+    )  # fmt: skip
+
+
+def _state_iv(fn, o: dict, ref: Reference, causal: bool) -> bool:
     state = as_bool(o["state"], "state")
-    if state and ref.family not in ("linear", "gated"):
+    if state and not ref.spec.has_state:
         raise InvalidArgument(
             "`state=True` checks a recurrent state (S, z): it needs a linear or gated reference "
             "(`feature_map=`), and causal=True"
@@ -212,6 +209,30 @@ def _attention_iv(fn, o: dict) -> _Options:
         )
     if o["read_state"] is not None:
         check_callable(o["read_state"], "read_state")
+    return state
+
+
+def _attention_iv(fn, o: dict) -> _Options:
+    check_callable(fn, "fn")
+    family = _family_iv(o)
+    o["causal"] = causal = as_bool(o["causal"], "causal")
+    ref = _reference_iv(o, family)
+    rng = as_rng(o["seed"])
+    n = as_int(o["n"], "n", minimum=2)
+    fixed_d = o["d"] is not None
+    d = 8 if o["d"] is None else as_int(o["d"], "d", minimum=1)
+    d_v = d if o["d_v"] is None else as_int(o["d_v"], "d_v", minimum=1)
+    batch = as_int_tuple(o["batch_shape"], "batch_shape", minimum=1)
+    layout = check_choice(o["layout"], "layout", LAYOUTS)
+    if layout == "bnhd" and len(batch) != 2:
+        raise InvalidArgument(
+            f"layout='bnhd' needs batch_shape=(batch, heads), got batch_shape={batch}"
+        )
+    ad, declared, acc = _precision_iv(o["framework"], o["dtype"], o["device"], o["accumulate"])
+    error_model = check_choice(o["error_model"], "error_model", ERROR_MODELS)
+    failure = as_probability(o["failure_probability"], "failure_probability")
+    constants, samplers = _token_inputs_iv(family, o, causal, batch)
+    state = _state_iv(fn, o, ref, causal)
     names = _case_names(o["cases"], o["inputs"])
     if o["inputs"] is not None:
         cases = [user_case(o["inputs"], layout)]
@@ -222,7 +243,6 @@ def _attention_iv(fn, o: dict) -> _Options:
     seed_value = (
         int(seed) if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool) else None
     )
-    model_failure = failure if error_model == "probabilistic" else None
     fn_kwargs = o["fn_kwargs"]
     if fn_kwargs is not None and not (
         isinstance(fn_kwargs, dict) and all(isinstance(k, str) for k in fn_kwargs)
@@ -230,17 +250,38 @@ def _attention_iv(fn, o: dict) -> _Options:
         raise InvalidArgument(
             f"`fn_kwargs` must be a dict of keyword arguments (names as strings), got {fn_kwargs!r}"
         )
-    log_gates = as_bool(o["log_gates"], "log_gates")
-    run = Run(fn, ad, ref, layout, declared, acc, model_failure, callable(decay), seed_value, state,
-              dict(fn_kwargs or {}), log_gates)  # fmt: skip
+    run = Run(
+        fn=fn, adapter=ad, reference=ref, layout=layout, dtype=declared, accumulate=acc,
+        failure=failure if error_model == "probabilistic" else None,
+        passed=tuple(ti for ti in family.token_inputs if ti.name in samplers),
+        seed_value=seed_value, state=state, fn_kwargs=dict(fn_kwargs or {}),
+        log_gates=as_bool(o["log_gates"], "log_gates"),
+    )  # fmt: skip
     check = as_bool(o["check_causality"], "check_causality")
     grad = as_bool(o["grad"], "grad")
     if o["vjp"] is not None:
         check_callable(o["vjp"], "vjp")
     return _Options(
-        run, rng, cases, causal, decay, state, o["read_state"], check and causal, normalize, grad,
-        o["vjp"],
+        run=run, rng=rng, cases=cases, constants=constants, samplers=samplers, state=state,
+        read_state=o["read_state"], check_causality=check and causal, grad=grad, vjp=o["vjp"],
     )  # fmt: skip
+
+
+def _feature_pair(feature_map) -> tuple[Any, Any] | None:
+    """One map for both sides, or a pair ``(phi_q, phi_k)`` (performer's ``is_query`` split)."""
+    if feature_map is None:
+        return None
+    if isinstance(feature_map, (tuple, list)):
+        if len(feature_map) != 2:
+            raise InvalidArgument(
+                "`feature_map` must be one callable or a pair (phi_q, phi_k), got a sequence of "
+                f"{len(feature_map)}"
+            )
+        return check_callable(feature_map[0], "feature_map[0]"), check_callable(
+            feature_map[1], "feature_map[1]"
+        )
+    check_callable(feature_map, "feature_map")
+    return feature_map, feature_map
 
 
 def _check_case_sizes(n: int, d: int, d_v: int, batch: tuple[int, ...]) -> None:
@@ -389,7 +430,7 @@ def attention(
     opts = _attention_iv(fn, {k: v for k, v in locals().items() if k != "fn"})
     root = root_seed_sequence(opts.rng)
     judged = [
-        run_case(opts.run, c, _gates(opts, c, np.random.default_rng(child_seed(root, i))))
+        run_case(opts.run, c, _extras(opts, c, np.random.default_rng(child_seed(root, i))))
         for i, c in enumerate(opts.cases)
     ]
     checks = _extra_checks(opts, judged, np.random.default_rng(child_seed(root, len(judged))))
@@ -406,7 +447,7 @@ def _extra_checks(opts: _Options, judged, rng) -> list[AttentionCase]:
         checks.append(causality_check(opts.run, base, rng))
     if opts.state:
         read = state_reader(opts.run.adapter, opts.read_state)
-        checks += state_checks(opts.run, base, read, opts.normalize)
+        checks += state_checks(opts.run, base, read)
     if takes(opts.run.fn, "chunk_size", explicitly=True):
         checks += chunk_size_checks(opts.run, base)
     if opts.grad:
@@ -451,13 +492,13 @@ def _report(opts: _Options, results, checks) -> AttentionReport:
         notes=tuple(notes),
     )
     if worst is None:
-        return AttentionReport(False, run.reference.name, opts.causal, None, math.nan, None,
-                               Tolerance(math.nan, source), tuple(results), run.seed_value,
+        return AttentionReport(False, run.reference.name, run.reference.causal, None, math.nan,
+                               None, Tolerance(math.nan, source), tuple(results), run.seed_value,
                                **common)  # fmt: skip
     return AttentionReport(
         passed,
         run.reference.name,
-        opts.causal,
+        opts.run.reference.causal,
         worst.name,
         worst.error,
         worst.where,

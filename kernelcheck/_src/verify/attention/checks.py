@@ -22,13 +22,10 @@ from typing import Any
 
 import numpy as np
 
-from kernelcheck._src.attention.blocking import chunked_products
-from kernelcheck._src.attention.registry import get_form
-from kernelcheck._src.attention.types import State
-from kernelcheck._src.core.rounding import gamma
+from kernelcheck._src.attention.common.types import State
 from kernelcheck._src.core.validate import call_user
 from kernelcheck._src.verify.adapters import round_to
-from kernelcheck._src.verify.attention.cases import from_layout, gates_to_layout, to_layout
+from kernelcheck._src.verify.attention.cases import from_layout, to_layout
 from kernelcheck._src.verify.attention.report import AttentionCase, failed_case, skipped_case
 from kernelcheck._src.verify.attention.run import (
     Judged,
@@ -38,6 +35,7 @@ from kernelcheck._src.verify.attention.run import (
     compare,
     output_of,
     read_output,
+    token_arguments,
 )
 from kernelcheck.errors import InvalidArgument
 
@@ -117,7 +115,7 @@ def causality_check(run: Run, j0: Judged, rng: np.random.Generator) -> Attention
     name = "causality"
     if j0.reference is None or j0.model is None or j0.tolerance is None:
         return skipped_case(name, (), f"case '{j0.case.name}' could not be judged")
-    Q, K, V, g = j0.Q, j0.K, j0.V, j0.gates
+    Q, K, V, g = j0.Q, j0.K, j0.V, j0.extras
     n = Q.shape[-2]
     if n < 2:
         return skipped_case(name, tuple(Q.shape), "needs at least two tokens")
@@ -186,44 +184,18 @@ def state_reader(adapter, read_state=None):
     return read
 
 
-def _state_bound(args, model, n: int) -> np.ndarray:
-    """Bound on the rounding of ``[S, z]`` after ``n`` tokens, in the layer's model and float64.
-
-    Every entry ``sum_j d_j phi(k_j) w_j`` (decays ``d_j <= 1``, ``w = [v, 1]``)
-    passes through at most ``3 n + 2 D + 8`` roundings in any of the forms.
-    """
-    pk, V = args[1], args[2]
-    D = pk.shape[-1]
-    k = 3 * n + 2 * D + 8
-    W = np.concatenate([np.abs(V), np.ones(V.shape[:-1] + (1,))], axis=-1)
-    mag = np.swapaxes(np.abs(pk), -1, -2) @ W
-    return (gamma(k, model) + gamma(k)) * mag * (1.0 + gamma(k))
-
-
-def _propagated(args, E0, log_gates, normalize, ref, den) -> np.ndarray:
-    """Effect on each output of an error ``E0`` (matrix ``[S, z]``) in the state handed in."""
-    aq = np.abs(args[0])
-    zeros = np.zeros(args[1].shape)
-    W = np.zeros(args[2].shape[:-1] + (E0.shape[-1],))
-    eff, _ = chunked_products(aq, zeros, W, 64, S0=E0, log_gates=log_gates)
-    if not normalize:
-        return eff
-    e_num, e_den = eff[..., :-1], eff[..., -1:]
-    lo = den - e_den
-    with np.errstate(divide="ignore", invalid="ignore"):
-        out = (e_num + np.abs(ref) * e_den) / lo
-    return np.where(lo > 0, out, np.inf)
-
-
-def state_checks(run: Run, j0: Judged, read, normalize: bool) -> list[AttentionCase]:
+def state_checks(run: Run, j0: Judged, read) -> list[AttentionCase]:
     """Final state against the reference's, and a split run against one pass."""
     if j0.reference is None:
         return [skipped_case("state hand-over", (), f"case '{j0.case.name}' could not be judged")]
-    Q, K, V, g = j0.Q, j0.K, j0.V, j0.gates
+    Q, K, V, g = j0.Q, j0.K, j0.V, j0.extras
     n, shape = Q.shape[-2], tuple(Q.shape)
-    family = run.reference.family
-    form = get_form("gated_chunked" if family == "gated" else "chunked")
-    lead = j0.args[:4] if family == "gated" else j0.args[:3]
+    spec = run.reference.spec
+    normalize = spec.normalize
+    form = run.reference.family.state_form
+    if form is None:  # the options were validated: state=True needs a family with a state
+        raise InvalidArgument(f"{spec.describe()} has no recurrent state")
+    lead = spec.state_arguments(j0.args)
     _, ref_state = form.call(*lead, causal=True, normalize=normalize, return_state=True)
     out: list[AttentionCase] = []
     try:
@@ -238,8 +210,7 @@ def state_checks(run: Run, j0: Judged, read, normalize: bool) -> list[AttentionC
         raise
     except Exception as exc:  # noqa: BLE001
         return [failed_case("final state", shape, f"fn raised {type(exc).__name__}: {exc}")]
-    E = _state_bound(j0.args, j0.model, n)
-    E = E if normalize else E[..., :-1]
+    E = spec.state_bound(j0.args, j0.model, n)
     refM = (
         ref_state.S if not normalize else np.concatenate([ref_state.S, ref_state.z[..., None]], -1)
     )
@@ -252,28 +223,29 @@ def state_checks(run: Run, j0: Judged, read, normalize: bool) -> list[AttentionC
         )
     else:
         out.append(compare("final state", shape, gotS, refM, E))
-    out.append(_split_check(run, j0, normalize))
+    out.append(_split_check(run, j0))
     return out
 
 
-def _split_check(run, j0, normalize) -> AttentionCase:
+def _split_check(run, j0) -> AttentionCase:
     """Prefill half the tokens, then the rest but two, then the last two one at a time.
 
     The layer's own state object is handed back to it as it returned it; the
     converter only reads it (to compare with the reference).
     """
-    Q, K, V, g = j0.Q, j0.K, j0.V, j0.gates
+    Q, K, V, g = j0.Q, j0.K, j0.V, j0.extras
     n, shape = Q.shape[-2], tuple(Q.shape)
     name = "state hand-over"
     if n < 4:
         return skipped_case(name, shape, "needs at least four tokens to split")
+    spec = run.reference.spec
+    normalize = spec.normalize
     cuts = [0, n // 2, n - 2, n - 1, n]
     pieces, handed, tol_extra = [], None, np.zeros(j0.reference.shape)
-    log_g = None if j0.gates is None else np.log(j0.gates)
-    den = _normalizers(run, j0) if normalize else None
+    den = run.reference.normalizers(j0.args, j0.kw) if normalize else None
     try:
         for a, b in zip(cuts[:-1], cuts[1:], strict=True):
-            gs = None if g is None else g[..., a:b]
+            gs = _take_tokens(run, g, a, b)
             raw = call_layer(
                 run, Q[..., a:b, :], K[..., a:b, :], V[..., a:b, :], gs, initial_state=handed
             )
@@ -283,12 +255,10 @@ def _split_check(run, j0, normalize) -> AttentionCase:
             pieces.append(np.asarray(got))
             if a > 0:  # the handed state's error reaches every output of this piece
                 seg = tuple(x[..., a:b, :] for x in j0.args[:3])
-                E0 = _state_bound(tuple(x[..., :a, :] for x in j0.args[:3]), j0.model, a)
-                E0 = E0 if normalize else E0[..., :-1]
-                lg = None if log_g is None else log_g[..., a:b]
+                E0 = spec.state_bound(tuple(x[..., :a, :] for x in j0.args[:3]), j0.model, a)
                 d = None if den is None else den[..., a:b, :]
-                tol_extra[..., a:b, :] = _propagated(
-                    seg, E0, lg, normalize, j0.reference[..., a:b, :], d
+                tol_extra[..., a:b, :] = spec.propagate(
+                    seg, E0, gs, normalize, j0.reference[..., a:b, :], d
                 )
             handed = raw[1]
     except InvalidArgument:
@@ -301,9 +271,9 @@ def _split_check(run, j0, normalize) -> AttentionCase:
     )
 
 
-def _normalizers(run, j0) -> np.ndarray:
-    report = run.reference.form.call(*j0.args, causal=True, on_bad_normalizer="report", **j0.kw)
-    return np.asarray(report.normalizer)[..., None]
+def _take_tokens(run: Run, extras, a: int, b: int) -> dict:
+    """Tokens ``a:b`` of every per-token input."""
+    return {ti.name: ti.take(extras[ti.name], a, b) for ti in run.reference.family.token_inputs}
 
 
 def chunk_size_checks(run: Run, j0: Judged, sizes=(1, 3, 16)) -> list[AttentionCase]:
@@ -314,7 +284,7 @@ def chunk_size_checks(run: Run, j0: Judged, sizes=(1, 3, 16)) -> list[AttentionC
     for c in sizes:
         name = f"chunk_size={c}"
         try:
-            got = _output(run, j0.Q, j0.K, j0.V, j0.gates, j0.reference.shape, chunk_size=c)
+            got = _output(run, j0.Q, j0.K, j0.V, j0.extras, j0.reference.shape, chunk_size=c)
         except _LayerProblem as exc:
             out.append(failed_case(name, tuple(j0.Q.shape), str(exc)))
             continue
@@ -332,7 +302,7 @@ def chunk_size_checks(run: Run, j0: Judged, sizes=(1, 3, 16)) -> list[AttentionC
 # ----- gradients ---------------------------------------------------------------
 
 
-def _layer_vjp(run: Run, Q, K, V, g, G, vjp):
+def _layer_vjp(run: Run, Q, K, V, extras, G, vjp):
     """The layer's gradients of ``<G, out>`` with respect to Q, K, V, from its framework.
 
     The forward and backward pass run as one call through :func:`call_fn`
@@ -340,7 +310,7 @@ def _layer_vjp(run: Run, Q, K, V, g, G, vjp):
     """
     a = run.adapter
     kwargs = {**(run.fn_kwargs or {}), **({"initial_state": None} if run.state else {})}
-    extra = [_gate_arg(run, g)] if run.pass_gates else []
+    extra = token_arguments(run, extras)
     cot = to_layout(round_to(G, a.precision), run.layout)
     if a.framework == "torch":
         import torch
@@ -378,23 +348,20 @@ def _layer_vjp(run: Run, Q, K, V, g, G, vjp):
     return out
 
 
-def _gate_arg(run: Run, g):
-    g = gates_to_layout(g, run.layout)
-    return run.adapter.to_framework(
-        round_to(np.log(g), run.adapter.precision) if run.log_gates else g
-    )
-
-
 def grad_checks(run: Run, j0: Judged, rng: np.random.Generator, vjp=None) -> list[AttentionCase]:
-    """The layer's vector-Jacobian product along a random cotangent, against the reference's."""
-    from kernelcheck._src.attention.vjp import linear_vjp_with_bounds, softmax_vjp_with_bounds
+    """The layer's vector-Jacobian product along a random cotangent, against the reference's.
 
+    The family's specification gives the reference gradients it can check
+    (:attr:`~kernelcheck._src.attention.common.spec.FamilySpec.gradients`)
+    with their bounds in the layer's model and float64's; the others are
+    listed as not checked, with the reason.
+    """
     label = f"gradient ({j0.case.name})"
     if j0.reference is None:
         return [skipped_case(label, (), f"case '{j0.case.name}' could not be judged")]
-    fam, shape = run.reference.family, tuple(j0.Q.shape)
-    if fam not in ("softmax", "linear"):
-        return [skipped_case(label, shape, f"no reference gradient for the {fam} reference yet")]
+    spec, shape = run.reference.spec, tuple(j0.Q.shape)
+    if not spec.gradients:
+        return [skipped_case(label, shape, spec.gradients_not_checked)]
     if run.adapter.framework == "numpy" and vjp is None:
         return [skipped_case(label, shape, "a NumPy layer needs vjp= for the gradient check")]
     positive = j0.case.name == "positive values"
@@ -405,29 +372,14 @@ def grad_checks(run: Run, j0: Judged, rng: np.random.Generator, vjp=None) -> lis
     )
     G = round_to(G, run.adapter.precision)
     try:
-        got = _layer_vjp(run, j0.Q, j0.K, j0.V, j0.gates, G, vjp)
+        got = _layer_vjp(run, j0.Q, j0.K, j0.V, j0.extras, G, vjp)
     except InvalidArgument:
         raise
     except Exception as exc:  # noqa: BLE001 - the layer's backward failed: a finding
         return [failed_case(label, shape, f"the backward pass raised {type(exc).__name__}: {exc}")]
-    causal = run.reference.causal
-    if fam == "softmax":
-        scale = j0.kw.get("scale")
-        # the layer's model and the float64 reference's own error, in one bound
-        ref, (tol,) = softmax_vjp_with_bounds(
-            j0.Q, j0.K, j0.V, G, causal=causal, scale=scale, dtypes=(j0.model,), plus_float64=True
-        )
-        pairs = list(zip(("dQ", "dK", "dV"), got, ref, tol, strict=True))
-    else:
-        pq, pk = j0.args[0], j0.args[1]
-        models = ((j0.model, run.reference.extra_ops(j0.Q.shape[-1])), (None, 0))
-        norm = run.reference.normalize
-        ref, (b, b64) = linear_vjp_with_bounds(
-            pq, pk, j0.V, G, causal=causal, normalize=norm, models=models
-        )
-        pairs = [("dV", got[2], ref.dV, b.dV + b64.dV)]
     out = []
-    for name, g_, r, t in pairs:
+    for name, index, r, t in spec.vjp(j0.args, j0.kw, j0.Q, j0.K, j0.V, G, j0.model):
+        g_ = got[index]
         case = f"gradient {name} ({j0.case.name})"
         if g_.shape != r.shape:
             out.append(failed_case(case, shape, f"{name} of shape {g_.shape}, expected {r.shape}"))
@@ -435,7 +387,10 @@ def grad_checks(run: Run, j0: Judged, rng: np.random.Generator, vjp=None) -> lis
             out.append(failed_case(case, shape, f"{name} holds NaN or Inf"))
         else:
             out.append(compare(case, shape, g_, r, t))
-    if fam == "linear":
-        note = "the feature map's Jacobian is the layer's own: dV checked"
-        out.append(skipped_case(f"gradient dQ, dK ({j0.case.name})", shape, note))
+    unchecked = [g for g in ("dQ", "dK", "dV") if g not in spec.gradients]
+    if unchecked:
+        what = ", ".join(unchecked)
+        out.append(
+            skipped_case(f"gradient {what} ({j0.case.name})", shape, spec.gradients_not_checked)
+        )
     return out

@@ -27,11 +27,10 @@ from kernelcheck._src.verify.adapters import Adapter, round_to
 from kernelcheck._src.verify.attention.cases import (
     Case,
     from_layout,
-    gates_to_layout,
     to_layout,
 )
 from kernelcheck._src.verify.attention.diagnosis import diagnose
-from kernelcheck._src.verify.attention.reference import STORAGE_OPS, Reference
+from kernelcheck._src.verify.attention.reference import Reference
 from kernelcheck._src.verify.attention.report import AttentionCase, failed_case, skipped_case
 from kernelcheck.errors import BadNormalizer, InvalidArgument, NumericalFailure
 
@@ -58,7 +57,7 @@ class Run(NamedTuple):
     dtype: Precision | None  # declared storage precision (None: read it from the output)
     accumulate: Precision | None
     failure: float | None  # None: worst-case model; else the probabilistic model's failure rate
-    pass_gates: bool  # per-token gates are an input of the layer
+    passed: tuple  # the per-token inputs (TokenInput) handed to the layer after V, in order
     seed_value: int | None
     state: bool = False  # fn(Q, K, V, initial_state=None) -> (out, state)
     fn_kwargs: dict | None = None  # passed to every call of fn
@@ -72,7 +71,7 @@ class Judged(NamedTuple):
     Q: np.ndarray
     K: np.ndarray
     V: np.ndarray
-    gates: np.ndarray | None
+    extras: dict  # the per-token inputs by name (gates, ...)
     reference: np.ndarray | None
     tolerance: np.ndarray | None
     model: RoundingModel | None
@@ -109,7 +108,7 @@ def rounding_model(run: Run, out_dtype: str, shape: tuple) -> tuple[RoundingMode
     acc = run.accumulate
     if acc is None:
         acc = precision("float32") if _is_16bit(storage) else storage
-    storage_ops = 0 if storage.u <= acc.u else STORAGE_OPS[run.reference.family]
+    storage_ops = 0 if storage.u <= acc.u else run.reference.family.storage_ops
     lam = None
     if run.failure is not None:
         terms = float(np.prod(shape, dtype=np.float64)) * shape[-2] * 8
@@ -119,13 +118,27 @@ def rounding_model(run: Run, out_dtype: str, shape: tuple) -> tuple[RoundingMode
     return model, cast_ops, note
 
 
-def call_layer(run: Run, Q, K, V, gates, **kwargs):
+def token_arguments(run: Run, extras) -> list:
+    """The per-token inputs handed to the layer after ``V``, as framework arrays in its layout.
+
+    With ``log_gates=True`` a loggable input (the gates) is handed as its
+    logarithm, rounded to the precision the inputs are handed over in.
+    """
+    a = run.adapter
+    out = []
+    for ti in run.passed:
+        values = ti.to_layout(extras[ti.name], run.layout)
+        if run.log_gates and ti.loggable:
+            values = round_to(np.log(values), a.precision)
+        out.append(a.to_framework(values))
+    return out
+
+
+def call_layer(run: Run, Q, K, V, extras, **kwargs):
     """``fn`` on the rounded inputs, as the layer's framework arrays in its layout."""
     a = run.adapter
     args = [a.to_framework(to_layout(X, run.layout)) for X in (Q, K, V)]
-    if run.pass_gates:
-        g = gates_to_layout(gates, run.layout)
-        args.append(a.to_framework(round_to(np.log(g), a.precision) if run.log_gates else g))
+    args += token_arguments(run, extras)
     return call_fn(run.fn, "`fn`", *args, **{**(run.fn_kwargs or {}), **kwargs})
 
 
@@ -228,25 +241,28 @@ def compare(name: str, shape: tuple, got, ref, tol, note: str = "") -> Attention
     )
 
 
-def _rounded(run: Run, case: Case, gates):
-    """The case's inputs (and gates) rounded to the precision they are handed over in."""
+def _rounded(run: Run, case: Case, extras):
+    """The case's inputs (and per-token inputs) rounded to the precision they are handed over in."""
     p = run.adapter.precision
     Q, K, V = (round_to(np.asarray(X), p) for X in (case.Q, case.K, case.V))
-    if gates is not None:
-        g = round_to(gates, p)
-        # a gate of 1 - 2^-12 rounds to 1 in bfloat16 (fine); one below the range would be 0
-        gates = np.where(g > 0, g, np.nextafter(0.0, 1.0, dtype=np.float64))
-    return Q, K, V, gates
+    rounded = {}
+    for ti in run.reference.family.token_inputs:
+        values = round_to(extras[ti.name], p)
+        if ti.positive:
+            # a gate of 1 - 2^-12 rounds to 1 in bfloat16 (fine); one below the range would be 0
+            values = np.where(values > 0, values, np.nextafter(0.0, 1.0, dtype=np.float64))
+        rounded[ti.name] = values
+    return Q, K, V, rounded
 
 
-def run_case(run: Run, case: Case, gates) -> Judged:
+def run_case(run: Run, case: Case, extras) -> Judged:
     """Run ``fn`` on one case and judge its output (a skipped or failed case is not an error)."""
     ref_obj = run.reference
     if case.skip or case.Q is None:
         return _judged(skipped_case(case.name, (), case.skip))
     shape = tuple(case.Q.shape)
     try:
-        Q, K, V, g = _rounded(run, case, gates)
+        Q, K, V, g = _rounded(run, case, extras)
     except InvalidArgument as exc:
         return _judged(skipped_case(case.name, shape, str(exc)))
     try:
@@ -285,7 +301,8 @@ def run_case(run: Run, case: Case, gates) -> Judged:
         return Judged(c, Q, K, V, g, ref, tol, model, args, kw)
     result = compare(case.name, shape, got, ref, tol, note)
     if result.passed is False:
-        result = dataclasses.replace(result, diagnosis=diagnose(ref_obj, args, kw, got, tol, g))
+        diagnosis = diagnose(ref_obj.spec, args, kw, got, tol, g)
+        result = dataclasses.replace(result, diagnosis=diagnosis)
     return Judged(result, Q, K, V, g, ref, tol, model, args, kw, got)
 
 
@@ -307,4 +324,4 @@ def _out_of_range(largest: tuple[float, float], model: RoundingModel) -> str:
 
 
 def _judged(case: AttentionCase) -> Judged:
-    return Judged(case, None, None, None, None, None, None, None, (), {})  # type: ignore[arg-type]
+    return Judged(case, None, None, None, {}, None, None, None, (), {})  # type: ignore[arg-type]

@@ -21,7 +21,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from kernelcheck._src.attention.exact import kernelized
+from kernelcheck._src.attention.families.kernelized.forms import kernelized
 from kernelcheck._src.core.deadline import current_deadline, within_deadline
 from kernelcheck._src.core.outcome import Outcome, outcome_of
 from kernelcheck._src.core.results import ResultMixin

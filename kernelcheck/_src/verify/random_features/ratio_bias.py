@@ -16,8 +16,8 @@ from typing import Any, NamedTuple
 import numpy as np
 from scipy.special import chdtrc, ndtri
 
-from kernelcheck._src.attention.exact import kernelized
-from kernelcheck._src.attention.linear import parallel
+from kernelcheck._src.attention.families.kernelized.forms import kernelized
+from kernelcheck._src.attention.families.linear.forms import parallel
 from kernelcheck._src.core.outcome import Outcome, outcome_of
 from kernelcheck._src.core.results import ResultMixin
 from kernelcheck._src.core.rounding import default_feature_ops, gamma
@@ -238,7 +238,7 @@ def output_rounding(V: np.ndarray, nk: int, D: int, d: int) -> float:
     ``delta = gamma_(D + 2 e + 2)``; a convex combination with weights
     perturbed by ``1 + delta_j`` moves by at most ``2 delta / (1 - delta)
     max |v|``; the sums of ``parallel`` add ``gamma_(2 n + 2 D + 4)`` to the
-    numerator and denominator (:func:`~kernelcheck._src.attention.bounds.linear_error_bound`),
+    numerator and denominator (:func:`~kernelcheck.attention.linear_error_bound`),
     moving the quotient by at most ``(2 gamma + u) max |v| / (1 - gamma)``.
     Together: ``4 gamma_k max |v|`` with ``k = 2 n + 3 D + 2 e + 6``.
     """

@@ -12,7 +12,7 @@ per head is retention's decay; one gate per token and head is Mamba-2 /
 simple-GLA gating; ``g = 1`` is plain linear attention (C14, C19).
 
 * :func:`gated_recurrence` -- the recurrence as an ``init`` / ``step`` pair
-  over its :class:`~kernelcheck._src.attention.types.State` (optax style: a
+  over its :class:`~kernelcheck._src.attention.common.types.State` (optax style: a
   constructor, not a flag on the plain step);
 * :func:`gated_recurrent` -- the reference loop of that step over a sequence;
 * :func:`gated_parallel` -- the weights formed directly, block by block of
@@ -27,32 +27,32 @@ for everything), shape ``(H, 1)`` for one decay per head of a ``(B, H)``
 batch, or ``(B, H, n)`` for one gate per token and head.  Every form is
 causal only, batched over leading dimensions, and the recurrent and chunked
 forms take and return a state for a hand-over between calls.  Error model:
-:func:`~kernelcheck._src.attention.bounds.gated_error_bound`.
+:func:`~kernelcheck._src.attention.families.gated.bound.gated_error_bound`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
-from kernelcheck._src.attention import blocking
-from kernelcheck._src.attention.blocking import (
+from kernelcheck._src.attention.common import blocking
+from kernelcheck._src.attention.common.blocking import (
     batch_size,
     query_block_rows,
     swap,
     with_ones,
 )
-from kernelcheck._src.attention.inputs import features_iv, gates_iv, state_matrix_iv
-from kernelcheck._src.attention.linear import (
+from kernelcheck._src.attention.common.engine import (
+    Recurrence,
     chunk_size_iv,
     linear_rows,
     run_recurrence,
     step_iv,
     step_raw,
 )
-from kernelcheck._src.attention.types import (
+from kernelcheck._src.attention.common.inputs import features_iv, gates_iv, state_matrix_iv
+from kernelcheck._src.attention.common.types import (
     State,
     finish,
     finish_matrix,
@@ -65,30 +65,6 @@ from kernelcheck._src.core.validate import (
     as_int_tuple,
 )
 from kernelcheck.errors import InvalidArgument
-
-__all__ = [
-    "Recurrence",
-    "gated_recurrence",
-    "gated_recurrent",
-    "gated_parallel",
-    "gated_chunked",
-]
-
-
-class Recurrence(NamedTuple):
-    """A recurrence as a pair of pure functions over its state (optax style).
-
-    Attributes
-    ----------
-    init : callable
-        ``init(D, d_v, *, batch_shape=(), dtype=float64) -> State``.
-    step : callable
-        ``step(state, phi_q, phi_k, v, g, *, on_bad_normalizer="raise")
-        -> (State, y)``: one token, with its gate ``g``.
-    """
-
-    init: Callable[..., State]
-    step: Callable[..., tuple[State, Any]]
 
 
 def gated_recurrence(*, normalize: bool = False) -> Recurrence:
@@ -111,9 +87,9 @@ def gated_recurrence(*, normalize: bool = False) -> Recurrence:
 
     Notes
     -----
-    Operation count per token: ``6 D (d_v + 1) + d_v`` normalised (the decay
-    of the state adds ``D (d_v + 1)`` multiplications and as many additions'
-    worth of traffic to the plain step), independent of the tokens seen.
+    Operation count per token: ``5 D (d_v + 1) + d_v`` normalised (the decay
+    of the state adds ``D (d_v + 1)`` multiplications to the plain step's
+    ``4 D (d_v + 1) + d_v``), independent of the tokens seen.
 
     Examples
     --------
@@ -237,7 +213,7 @@ def gated_parallel(
     ``y_i = sum_{j <= i} (phi(q_i) . phi(k_j)) exp(L_i - L_j) v_j`` with
     ``L_i = sum_{l <= i} log g_l`` (divided by the same sum with ``v = 1``
     when normalised).  Query rows are processed in blocks: at most
-    :data:`~kernelcheck._src.attention.blocking.BLOCK_ELEMENTS` entries of
+    :data:`~kernelcheck._src.attention.common.blocking.BLOCK_ELEMENTS` entries of
     the n x n decay mask exist at once, whatever n is.
 
     Parameters
@@ -318,7 +294,7 @@ def gated_chunked(
     ``phi(q_i) exp(LC_i) . phi(k_j) exp(-LC_j)`` with ``LC`` the log sums from
     the group's first token, through the plain products, the state decayed
     once per group (see
-    :func:`~kernelcheck._src.attention.blocking.causal_products`).
+    :func:`~kernelcheck._src.attention.common.blocking.causal_products`).
 
     Parameters
     ----------

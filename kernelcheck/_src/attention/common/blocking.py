@@ -6,7 +6,7 @@ linear forms make the bidirectional products whole
 of chunks that fit a core's cache (:data:`CACHE_BYTES`,
 :func:`causal_products`), on worker threads with single-threaded BLAS for
 large inputs.  Each group's rows go to a *sink* (see
-:class:`~kernelcheck._src.attention.types.NormalizedRows`) that checks and
+:class:`~kernelcheck._src.attention.common.types.NormalizedRows`) that checks and
 divides them while they are cached.  Memory beyond the inputs and the output
 stays bounded, whatever n is.
 """
@@ -21,8 +21,8 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from kernelcheck._src.attention.decays import Decays, GroupScales, decay_mask
-from kernelcheck._src.attention.types import RawRows
+from kernelcheck._src.attention.common.decays import Decays, GroupScales, decay_mask
+from kernelcheck._src.attention.common.types import RawRows
 from kernelcheck._src.core.validate import all_finite
 
 # Intermediates are processed in blocks of at most this many entries
@@ -295,16 +295,16 @@ def causal_products(
     of log sums does not.
 
     In float64, when no group of chunks decays by more than ``e^-range``
-    (:func:`~kernelcheck._src.attention.decays.factor_range`, 531: over a
+    (:func:`~kernelcheck._src.attention.common.decays.factor_range`, 531: over a
     group of a few hundred tokens, gates above about 0.2 on average), the
     gates are applied once per group instead
-    (:class:`~kernelcheck._src.attention.decays.GroupScales`): with ``LC_i``
+    (:class:`~kernelcheck._src.attention.common.decays.GroupScales`): with ``LC_i``
     the cumulative log gate from the group's first token to i, the rows ``a_i exp(LC_i)`` and
     ``b_j exp(-LC_j)`` go through the plain products, whose state is then a
     plain running sum, decayed once by ``exp(LC_last)`` when the group ends:
     ``(a_i e^{LC_i}) . (b_j e^{-LC_j}) = (a_i . b_j) d_ij`` with two ``exp``
     and two products, the ``10 u`` of the decays in the float64 error model
-    (:func:`~kernelcheck._src.attention.bounds.gated_error_bound`), and the
+    (:func:`~kernelcheck._src.attention.families.gated.bound.gated_error_bound`), and the
     extra work is two scalings of the rows and one of the state per group,
     not the mask, the scaled keys and a decayed running sum per chunk.  Only
     ``b_j e^{-LC_j}`` can exceed its unscaled value (by up to
@@ -315,7 +315,7 @@ def causal_products(
     ``S0`` (shape (..., D, m)) is the state before the first token (zero by
     default: a state handed over from an earlier call, C19).  The rows of H
     go to ``sink`` group by group (``sink.target`` / ``sink.take``, see
-    :class:`~kernelcheck._src.attention.types.RawRows`); returns the state
+    :class:`~kernelcheck._src.attention.common.types.RawRows`); returns the state
     after the last token (..., D, m).
 
     Work: chunks are processed in groups of :func:`group_chunks` chunks whose

@@ -1,6 +1,6 @@
 """The decays of the gated chunked form (claim C20): chunk-local and group-scaled.
 
-:func:`~kernelcheck._src.attention.blocking.causal_products` applies gates in
+:func:`~kernelcheck._src.attention.common.blocking.causal_products` applies gates in
 one of two ways.  Chunk by chunk (:class:`Decays`): each chunk's cumulative
 log gates give its decay mask, its keys' decays to its end and its state's
 decay.  Once per group of chunks (:class:`GroupScales`, float64 within
@@ -21,7 +21,7 @@ class GroupScales:
     """``exp(LC_i)`` and ``exp(-LC_i)`` for every token, LC cumulative within its group of chunks.
 
     Formed once per call for the groups of the plan of
-    :func:`~kernelcheck._src.attention.blocking.causal_products` (a
+    :func:`~kernelcheck._src.attention.common.blocking.causal_products` (a
     ``cumsum`` and two ``exp`` over the n gates, 3 n numbers), in float64
     only and only when every group's ``|LC|`` is within :func:`factor_range`:
     then each factor is a normal number, accurate to the 4 ulp of ``exp``.
@@ -126,7 +126,7 @@ def decay_mask(dec: ChunkDecays, out: np.ndarray) -> np.ndarray:
     per call (one pass; the ``exp`` of all c^2 differences was 60% of the
     gated form's extra cost at n = 16384, D = d_v = 64): two ``exp`` of 4 ulp
     and one product, a relative error within the ``10 u`` of the float64
-    error model (:func:`~kernelcheck._src.attention.bounds.gated_error_bound`;
+    error model (:func:`~kernelcheck._src.attention.families.gated.bound.gated_error_bound`;
     float32 keeps the differences, within its ``6 u``), entries for
     ``j <= i`` in ``[exp(-range), 1 + 9u]``.  Beyond it (chunks decaying
     by more than ``exp(-531)``, gates below about ``1e-7`` each), the factors

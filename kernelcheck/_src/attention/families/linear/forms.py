@@ -1,44 +1,42 @@
-"""Linear attention from feature matrices: parallel, recurrent (``init`` / ``step``) and chunked.
+"""Linear attention from feature matrices: parallel, recurrent, chunked (C10, C11, C14, C19).
 
-Claims C10, C11, C14: ``a_i = phi(q_i)^T S_i / phi(q_i) . z_i`` with the running
-sums ``S_i = sum_{j in J(i)} phi(k_j) v_j^T`` and ``z_i = sum_{j in J(i)} phi(k_j)``,
+``a_i = phi(q_i)^T S_i / phi(q_i) . z_i`` with the running sums
+``S_i = sum_{j in J(i)} phi(k_j) v_j^T`` and ``z_i = sum_{j in J(i)} phi(k_j)``,
 computed as two matrix products (bidirectional), by prefix sums (causal
-:func:`parallel`), token by token over the state ``(S, z)`` (:func:`recurrent`)
-or chunk by chunk (:func:`chunked`).
+:func:`parallel`), token by token over the state ``(S, z)`` (:func:`recurrent`,
+:func:`linear_recurrence`) or chunk by chunk (:func:`chunked`).
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
-from kernelcheck._src.attention.blocking import (
-    ValueRows,
+from kernelcheck._src.attention.common.blocking import (
     auto_chunk_size,
-    bidirectional_normalized,
-    bidirectional_products,
-    causal_products,
 )
-from kernelcheck._src.attention.inputs import action_iv, features_iv, state_matrix_iv
-from kernelcheck._src.attention.types import (
-    NormalizedRows,
-    RawRows,
+from kernelcheck._src.attention.common.engine import (
+    Recurrence,
+    chunk_size_iv,
+    linear_rows,
+    run_recurrence,
+    step_iv,
+    step_raw,
+)
+from kernelcheck._src.attention.common.inputs import features_iv, state_matrix_iv
+from kernelcheck._src.attention.common.types import (
     State,
     finish,
-    finish_divided,
     finish_unnormalized,
 )
 from kernelcheck._src.core.validate import (
-    as_array,
     as_bool,
     as_float_dtype,
     as_int,
     as_int_tuple,
     check_size,
-    describe,
-    result_dtype,
 )
 from kernelcheck.errors import InvalidArgument
 
@@ -127,45 +125,7 @@ def parallel(
     return linear_rows(phi_q, phi_k, V, normalize, action, "parallel", chunk=chunk)[0]
 
 
-def linear_rows(phi_q, phi_k, V, normalize, action, form, *, chunk=None, M0=None, log_gates=None):
-    """Run the products of a linear form on validated inputs and finish its rows.
-
-    ``chunk`` None: bidirectional; else causal in chunks of that size (with
-    an initial state ``M0`` and log gates, C19, C20).  Returns the result
-    and the final state matrix (None bidirectional).
-
-    The inputs come unchecked for NaN and Inf (``features_iv(finite=False)``):
-    the result is checked (causal: each group of rows as it is finished;
-    bidirectional: each block of numerators and normalisers before it is
-    divided), and every non-finite input entry provably reaches a checked
-    row (see
-    :func:`~kernelcheck._src.attention.blocking.bidirectional_normalized`,
-    :func:`~kernelcheck._src.attention.blocking.bidirectional_products` and
-    :func:`~kernelcheck._src.attention.blocking.causal_products`), so a
-    finite result proves finite inputs; otherwise the inputs are scanned and
-    the first bad one is named.  tests/attention/test_finite.py puts NaN and
-    Inf at every position of every input.
-    """
-    batch, n, dv = phi_q.shape[:-2], phi_q.shape[-2], V.shape[-1]
-    inputs = ((phi_q, "phi_q"), (phi_k, "phi_k"), (V, "V"))
-    if chunk is None:
-        with np.errstate(over="ignore", invalid="ignore"):
-            if not normalize:
-                num = bidirectional_products(phi_q, phi_k, V)
-                return finish_unnormalized(num, form, inputs), None
-            out, den, finite = bidirectional_normalized(phi_q, phi_k, V)
-        return finish_divided(out, den, finite, action, form, inputs), None
-    values = ValueRows(V, normalize)
-    if normalize:
-        sink: RawRows | NormalizedRows = NormalizedRows(batch, n, dv, V.dtype)
-    else:
-        sink = RawRows(batch + (n, dv), V.dtype)
-    with np.errstate(over="ignore", invalid="ignore"):
-        M = causal_products(phi_q, phi_k, values, chunk, sink, S0=M0, log_gates=log_gates)
-    return sink.result(action, form, inputs), M
-
-
-def init(
+def _init(
     D: int,
     d_v: int,
     *,
@@ -191,12 +151,6 @@ def init(
     -------
     State
 
-    Examples
-    --------
-    >>> from kernelcheck.attention import init
-    >>> s = init(3, 2, batch_shape=(4,))
-    >>> s.S.shape, s.z.shape
-    ((4, 3, 2), (4, 3))
     """
     D = as_int(D, "D", minimum=1)
     d_v = as_int(d_v, "d_v", minimum=1)
@@ -212,74 +166,7 @@ def init(
     return State(S=np.zeros(batch_shape + (D, d_v), dtype=dtype), z=z)
 
 
-def step_raw(state: State, phi_q, phi_k, v, g=None):
-    """One recurrence step without checks: new state, numerator, normaliser (None unnormalised).
-
-    With a gate ``g`` (shape of the batch, C20) the old state is decayed first:
-    ``S_t = g_t S_{t-1} + phi(k_t) v_t^T``, ``z_t = g_t z_{t-1} + phi(k_t)``.
-    """
-    S0, z0 = state.S, state.z
-    if g is not None:
-        S0 = g[..., None, None] * S0
-        z0 = None if z0 is None else g[..., None] * z0
-    S = S0 + phi_k[..., :, None] * v[..., None, :]
-    num = (phi_q[..., None, :] @ S)[..., 0, :]
-    if z0 is None:
-        return State(S, None), num, None
-    z = z0 + phi_k
-    return State(S, z), num, np.sum(phi_q * z, axis=-1)
-
-
-class StepInputs(NamedTuple):
-    """Validated state and token of one recurrence step."""
-
-    state: State
-    phi_q: np.ndarray
-    phi_k: np.ndarray
-    v: np.ndarray
-    action: str
-
-
-def step_iv(state, phi_q, phi_k, v, action) -> StepInputs:
-    """Validate one step's state and token (``state.z`` None: unnormalised)."""
-    if not isinstance(state, State):
-        raise InvalidArgument(f"`state` must be a State from init(), got {describe(state)}")
-    S = as_array(state.S, "state.S", min_ndim=2)
-    D, dv = S.shape[-2], S.shape[-1]
-    z = None
-    if state.z is not None:
-        z = as_array(state.z, "state.z", min_ndim=1)
-        if z.shape[-1] != D:
-            raise InvalidArgument(f"`state.z` must have last dimension D = {D}, got {describe(z)}")
-    phi_q = as_array(phi_q, "phi_q", min_ndim=1)
-    phi_k = as_array(phi_k, "phi_k", min_ndim=1)
-    v = as_array(v, "v", min_ndim=1)
-    for arr, name, size, label in (
-        (phi_q, "phi_q", D, "D"),
-        (phi_k, "phi_k", D, "D"),
-        (v, "v", dv, "d_v"),
-    ):
-        if arr.shape[-1] != size:
-            raise InvalidArgument(
-                f"`{name}` must have last dimension {label} = {size} (from the state), "
-                f"got {describe(arr)}"
-            )
-    zlead = () if z is None else z.shape[:-1]
-    try:
-        np.broadcast_shapes(S.shape[:-2], zlead, phi_q.shape[:-1], phi_k.shape[:-1], v.shape[:-1])
-    except ValueError:
-        raise InvalidArgument(
-            "the leading (batch/head) dimensions of `state`, `phi_q`, `phi_k` and `v` do not "
-            f"broadcast: {S.shape[:-2]}, {phi_q.shape[:-1]}, {phi_k.shape[:-1]}, {v.shape[:-1]}"
-        ) from None
-    arrays = [a for a in (S, z, phi_q, phi_k, v) if a is not None]
-    dtype = result_dtype(*arrays)
-    S, phi_q, phi_k, v = (a.astype(dtype, copy=False) for a in (S, phi_q, phi_k, v))
-    z = None if z is None else z.astype(dtype, copy=False)
-    return StepInputs(State(S, z), phi_q, phi_k, v, action_iv(action))
-
-
-def step(state: State, phi_q: Any, phi_k: Any, v: Any, *, on_bad_normalizer: str = "raise"):
+def _step(state: State, phi_q: Any, phi_k: Any, v: Any, *, on_bad_normalizer: str = "raise"):
     """One token of linear attention as a recurrence (claims C11, C14).
 
     ``S_t = S_{t-1} + phi(k_t) v_t^T``, ``z_t = z_{t-1} + phi(k_t)``,
@@ -291,7 +178,7 @@ def step(state: State, phi_q: Any, phi_k: Any, v: Any, *, on_bad_normalizer: str
     Parameters
     ----------
     state : State
-        From :func:`init` or a previous step.
+        From ``init`` or a previous step.
     phi_q, phi_k : array_like, shape (..., D)
     v : array_like, shape (..., d_v)
     on_bad_normalizer : {"raise", "report"}
@@ -306,16 +193,6 @@ def step(state: State, phi_q: Any, phi_k: Any, v: Any, *, on_bad_normalizer: str
     -----
     Operation count per token: ``4 D (d_v + 1) + d_v``, independent of the
     number of tokens seen (C11, C3).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from kernelcheck.attention import init, step
-    >>> s = init(2, 1)
-    >>> s, y = step(s, [1.0, 0.0], [1.0, 0.0], [3.0])
-    >>> s, y = step(s, [1.0, 1.0], [0.0, 1.0], [5.0])
-    >>> y.tolist()
-    [4.0]
     """
     state, phi_q, phi_k, v, action = step_iv(state, phi_q, phi_k, v, on_bad_normalizer)
     with np.errstate(over="ignore", invalid="ignore"):
@@ -335,9 +212,10 @@ def recurrent(
     return_state: bool = False,
     on_bad_normalizer: str = "raise",
 ):
-    """Causal linear attention by running :func:`step` over the sequence (claims C11, C14, C19).
+    """Causal linear attention, the recurrence run over the sequence (claims C11, C14, C19).
 
-    ``state = init(D, d_v)``; for ``t = 1..n``: ``state, y_t = step(state, ...)``.
+    ``state = init(D, d_v)``; for ``t = 1..n``: ``state, y_t = step(state, ...)``
+    with the pair of :func:`linear_recurrence`.
     Equals ``parallel(phi_q, phi_k, V, causal=True)`` and :func:`chunked`
     within :func:`linear_error_bound`.
 
@@ -384,47 +262,6 @@ def recurrent(
     return (result, state) if return_state else result
 
 
-def run_recurrence(phi_q, phi_k, V, gates, normalize, M0, action, form):
-    """The token loop of the recurrent forms (plain or gated) on validated inputs.
-
-    The arithmetic of :func:`step_raw` token by token (so the result equals
-    a loop of :func:`step` bit for bit), with the state ``S`` (and ``z``)
-    updated in place instead of a new state per token: the loop owns them
-    (copies of the handed-over state, never the caller's arrays).
-    ``phi_q``, ``phi_k`` and ``V`` may come unchecked for NaN and Inf: an
-    entry of ``phi_k`` at token t reaches a row of S (and an entry of z),
-    of ``v_t`` a column of S, hence the numerator or the normaliser of token
-    t; an entry of ``phi_q`` its own (see :func:`linear_rows`).
-    """
-    batch, n, D, dv = phi_q.shape[:-2], phi_q.shape[-2], phi_q.shape[-1], V.shape[-1]
-    S = np.zeros(batch + (D, dv), dtype=V.dtype)
-    z = np.zeros(batch + (D,), dtype=V.dtype) if normalize else None
-    if M0 is not None:
-        S[...] = M0[..., :dv]
-        if z is not None:
-            z[...] = M0[..., dv]
-    num = np.empty(V.shape, dtype=V.dtype)
-    den = np.empty(batch + (n,), dtype=V.dtype)
-    outer = np.empty_like(S)
-    with np.errstate(over="ignore", invalid="ignore"):
-        for t in range(n):
-            if gates is not None:
-                g = gates[..., t]
-                S *= g[..., None, None]
-                if z is not None:
-                    z *= g[..., None]
-            np.multiply(phi_k[..., t, :, None], V[..., t, None, :], out=outer)
-            S += outer
-            np.matmul(phi_q[..., t, None, :], S, out=num[..., t, None, :])
-            if z is not None:
-                z += phi_k[..., t, :]
-                den[..., t] = np.sum(phi_q[..., t, :] * z, axis=-1)
-    inputs = ((phi_q, "phi_q"), (phi_k, "phi_k"), (V, "V"))
-    if z is None:
-        return finish_unnormalized(num, form, inputs), State(S, None)
-    return finish(num, den, action, form, inputs, inplace=True), State(S, z)
-
-
 def chunked(
     phi_q: Any,
     phi_k: Any,
@@ -458,7 +295,7 @@ def chunked(
         Any size, divisor of n or not; ``C >= n`` is one quadratic block,
         ``C = 1`` is the recurrence.  Default: 32 for ``D <= 1024``, else 64,
         the sizes at which the per-chunk products run at BLAS speed
-        (:func:`~kernelcheck._src.attention.blocking.auto_chunk_size`).
+        (:func:`~kernelcheck._src.attention.common.blocking.auto_chunk_size`).
     normalize, initial_state, return_state, on_bad_normalizer
         As in :func:`recurrent`.
 
@@ -501,8 +338,59 @@ def chunked(
     return (result, State.from_matrix(M, normalize)) if return_state else result
 
 
-def chunk_size_iv(chunk_size: Any, D: int) -> int:
-    """``chunk_size`` as an int >= 1; None gives :func:`auto_chunk_size` of D."""
-    if chunk_size is None:
-        return auto_chunk_size(D)
-    return as_int(chunk_size, "chunk_size", minimum=1)
+def linear_recurrence(*, normalize: bool = True) -> Recurrence:
+    """Linear attention as a recurrence: an ``init`` / ``step`` pair over its state (C11, C14, C19).
+
+    ``init(D, d_v, *, batch_shape=(), dtype=float64)`` is the empty state
+    ``S = 0`` (D x d_v) and ``z = 0`` (D; none unnormalised);
+    ``step(state, phi_q, phi_k, v, *, on_bad_normalizer="raise")`` computes
+    ``S_t = S_{t-1} + phi(k_t) v_t^T``, ``z_t = z_{t-1} + phi(k_t)`` and returns
+    the new state with ``y_t = S_t^T phi(q_t) / (z_t . phi(q_t))`` (unnormalised:
+    ``S_t^T phi(q_t)``, C19).  Pure: the input state is never modified.  The
+    gated recurrence (:func:`~kernelcheck.attention.gated_recurrence`) has the
+    same shape, its step taking the gate after ``v``.
+
+    Parameters
+    ----------
+    normalize : bool, default True
+        Divide by the normaliser (the state carries ``z``) or not (C19).
+
+    Returns
+    -------
+    Recurrence
+
+    Notes
+    -----
+    Operation count per token: ``4 D (d_v + 1) + d_v``, independent of the
+    number of tokens seen (C11, C3); the state holds ``D (d_v + 1)`` numbers.
+
+    Examples
+    --------
+    >>> from kernelcheck.attention import linear_recurrence
+    >>> rec = linear_recurrence()
+    >>> s = rec.init(2, 1)
+    >>> s, y = rec.step(s, [1.0, 0.0], [1.0, 0.0], [3.0])
+    >>> s, y = rec.step(s, [1.0, 1.0], [0.0, 1.0], [5.0])
+    >>> y.tolist()
+    [4.0]
+    """
+    normalize = as_bool(normalize, "normalize")
+
+    def init_state(
+        D: int, d_v: int, *, batch_shape: tuple[int, ...] = (), dtype: Any = np.float64
+    ) -> State:
+        return _init(D, d_v, batch_shape=batch_shape, dtype=dtype, normalize=normalize)
+
+    def step_state(state: State, phi_q: Any, phi_k: Any, v: Any, *, on_bad_normalizer="raise"):
+        if normalize and isinstance(state, State) and state.z is None:
+            raise InvalidArgument(
+                "`state.z` is None, but this recurrence is normalised; make the state with "
+                "its own init()"
+            )
+        if not normalize and isinstance(state, State):
+            state = State(state.S, None)
+        return _step(state, phi_q, phi_k, v, on_bad_normalizer=on_bad_normalizer)
+
+    init_state.__doc__ = "The empty state of the linear recurrence: ``S = 0`` (and ``z = 0``)."
+    step_state.__doc__ = "One token of the linear recurrence: add, read out."
+    return Recurrence(init_state, step_state)

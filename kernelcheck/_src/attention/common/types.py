@@ -40,8 +40,8 @@ class State(NamedTuple):
 
     Examples
     --------
-    >>> from kernelcheck.attention import init
-    >>> init(4, 3).size
+    >>> from kernelcheck.attention import linear_recurrence
+    >>> linear_recurrence().init(4, 3).size
     16
     """
 
@@ -269,7 +269,7 @@ def normalized_result(out: np.ndarray, den: np.ndarray, bad, action: str, form: 
 class RawRows:
     """Rows of a linear form's products, kept as they are (the unnormalised output).
 
-    The kernels of :mod:`~kernelcheck._src.attention.blocking` write rows
+    The kernels of :mod:`~kernelcheck._src.attention.common.blocking` write rows
     ``r0:r1`` into :meth:`target` and hand them over with :meth:`take` once
     complete; the rows are checked while they are still in cache.
     """

@@ -7,7 +7,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from kernelcheck._src.attention.types import State
+from kernelcheck._src.attention.common.types import State
 from kernelcheck._src.core.rounding import RoundingModel
 from kernelcheck._src.core.validate import (
     as_array,
@@ -44,7 +44,7 @@ def triple_iv(
     ``causal`` (token i attends to j <= i), any length n >= 1 otherwise
     (cross-attention).  Returns the three arrays cast to one dtype (float32
     only if all are).  ``finite=False`` leaves the finiteness check to the
-    caller (see :func:`~kernelcheck._src.attention.types.name_culprit`).
+    caller (see :func:`~kernelcheck._src.attention.common.types.name_culprit`).
     """
     arrs = []
     for value, name in zip((A, B, V), names, strict=True):
@@ -150,7 +150,7 @@ def dtype_iv(dtype: Any, default: np.dtype) -> Any:
 def state_matrix_iv(state: Any, a: np.ndarray, V: np.ndarray, normalize: bool, causal: bool):
     """A handed-over state as one matrix ``[S, z]`` (or ``S`` unnormalised), or None.
 
-    ``state`` is a :class:`~kernelcheck._src.attention.types.State` whose ``S``
+    ``state`` is a :class:`~kernelcheck._src.attention.common.types.State` whose ``S``
     has shape ``batch + (D, d_v)`` and ``z`` shape ``batch + (D,)`` (leading
     dimensions broadcast against the inputs'); ``z`` may be None only for
     the unnormalised forms, which ignore it.  Only causal forms take a state;

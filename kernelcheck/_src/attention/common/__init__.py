@@ -1,0 +1,1 @@
+"""What several attention families share: blocking, decays, inputs, results, engine, bound terms."""

@@ -1,0 +1,1 @@
+"""Gated linear attention (claim C20): forms, bound, cost, reference specification."""

@@ -1,0 +1,1 @@
+"""Exact kernelized attention (claim C10): form, bound, cost, reference specification."""

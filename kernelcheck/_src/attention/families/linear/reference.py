@@ -1,0 +1,35 @@
+"""How ``verify.attention`` meets a linear-attention layer: reference, state, gradient (C14)."""
+
+from __future__ import annotations
+
+from kernelcheck._src.attention.common.spec import FeatureSpec
+from kernelcheck._src.attention.families.linear.vjp import linear_vjp_with_bounds
+
+__all__ = ["LinearSpec"]
+
+
+class LinearSpec(FeatureSpec):
+    """Linear attention with a feature map, normalised or not (claims C10, C14, C19)."""
+
+    state_form = "chunked"
+    gradients = ("dV",)
+    gradients_not_checked = "the feature map's Jacobian is the layer's own: dV checked"
+
+    def describe(self) -> str:
+        kind = "normalised" if self.normalize else "unnormalised"
+        return f"linear attention ({kind}) with feature map {self.maps_text()}"
+
+    def arguments(self, Q, K, V, extras) -> tuple[tuple, dict]:
+        pq, pk = self.features(Q, K)
+        return (pq, pk, V), {"normalize": self.normalize}
+
+    def state_arguments(self, args) -> tuple:
+        return args[:3]
+
+    def vjp(self, args, kw, Q, K, V, G, model):
+        """dV of :func:`~kernelcheck.attention.linear_vjp` (dQ, dK go through the feature map)."""
+        models = ((model, self.extra_ops(Q.shape[-1])), (None, 0))
+        ref, (b, b64) = linear_vjp_with_bounds(
+            args[0], args[1], V, G, causal=self.causal, normalize=self.normalize, models=models
+        )
+        return [("dV", 2, ref.dV, b.dV + b64.dV)]
