@@ -150,9 +150,16 @@ class Family:
         subclass: the reference's arguments, the range check (largest
         intermediates), the diagnosis's bug shapes, the state's bound and
         propagation, the reference gradient.
-    selected_by : frozenset of str
-        The ``verify.attention`` options that choose this family (softmax
-        none, kernelized ``kernel``, ...): exactly these, given together.
+    requires : frozenset of str, default frozenset()
+        The ``verify.attention`` options that must all be given to choose
+        this family (softmax none, kernelized ``kernel``, gated
+        ``feature_map`` and ``decay``, ...).
+    accepts : frozenset of str, default frozenset()
+        Further selecting options the family takes when given (a feature
+        map of a family whose default map is the identity, ...).
+    any_of : frozenset of str, default frozenset()
+        Options of which at least one must be given (gates on the key
+        channels, on the value channels, or both).
     token_inputs : tuple of TokenInput, default ()
         Per-token inputs beside ``Q, K, V`` (the gates of C20, ...).
     storage_ops : int, default 0
@@ -166,9 +173,24 @@ class Family:
     claims: tuple[str, ...]
     forms: tuple[Form, ...]
     spec: type[FamilySpec]
-    selected_by: frozenset[str] = frozenset()
+    requires: frozenset[str] = frozenset()
     token_inputs: tuple[TokenInput, ...] = ()
     storage_ops: int = 0
+    accepts: frozenset[str] = frozenset()
+    any_of: frozenset[str] = frozenset()
+
+    def selects(self, given: frozenset[str]) -> bool:
+        """Whether the selecting options ``given`` choose this family."""
+        return (
+            self.requires <= given
+            and given <= self.requires | self.accepts | self.any_of
+            and (not self.any_of or bool(given & self.any_of))
+        )
+
+    @property
+    def options(self) -> frozenset[str]:
+        """Every selecting option the family takes."""
+        return self.requires | self.accepts | self.any_of
 
     @property
     def reference(self) -> Form:
@@ -258,7 +280,7 @@ FAMILIES = FamilyRegistry(
             ),
         ),
         KernelizedSpec,
-        frozenset({"kernel"}),
+        requires=frozenset({"kernel"}),
         storage_ops=3,
     ),
     Family(
@@ -308,7 +330,7 @@ FAMILIES = FamilyRegistry(
             ),
         ),
         LinearSpec,
-        frozenset({"feature_map"}),
+        requires=frozenset({"feature_map"}),
         storage_ops=5,
     ),
     Family(
@@ -358,8 +380,8 @@ FAMILIES = FamilyRegistry(
             ),
         ),
         GatedSpec,
-        frozenset({"feature_map", "decay"}),
-        (GATES,),
+        requires=frozenset({"feature_map", "decay"}),
+        token_inputs=(GATES,),
         storage_ops=6,
     ),
 )
@@ -411,36 +433,32 @@ def family_of(form: Any) -> Family:
 
 #: Every option that selects a family, in the order the families name them.
 SELECTING_OPTIONS: tuple[str, ...] = tuple(
-    dict.fromkeys(o for fam in FAMILIES for o in sorted(fam.selected_by))
+    dict.fromkeys(o for fam in FAMILIES for o in sorted(fam.options))
 )
 
 
 def select_family(given: frozenset[str]) -> Family:
     """The family chosen by the selecting options ``given`` (those passed, not None).
 
-    Exactly one family is selected by exactly ``given``; otherwise an
-    InvalidArgument says which option another one needs (``decay`` needs
+    Among the families that take exactly these options
+    (:meth:`Family.selects`), the one requiring the most of them; otherwise
+    an InvalidArgument says what another option needs (``decay`` needs
     ``feature_map``) or which options exclude each other.
     """
-    for fam in FAMILIES:
-        if fam.selected_by == given:
-            return fam
-    wider = [fam for fam in FAMILIES if given < fam.selected_by]
+    chosen = [fam for fam in FAMILIES if fam.selects(given)]
+    if chosen:
+        return max(chosen, key=lambda fam: len(fam.requires))
+    wider = [fam for fam in FAMILIES if given < fam.requires]
     if wider:
         fam = wider[0]
-        extra = [o for o in SELECTING_OPTIONS if o in given and o not in _least(given)]
-        missing = " and ".join(f"`{o}`" for o in sorted(fam.selected_by - given))
-        option = (extra or sorted(given))[-1]
+        alone = {o for o in given if any(f.requires == {o} for f in FAMILIES)}
+        option = sorted(given - alone or given)[-1]
+        missing = " and ".join(f"`{o}`" for o in sorted(fam.requires - given))
         raise InvalidArgument(f"`{option}` needs {missing}: the {fam.name} family is {fam.summary}")
     names = " and ".join(f"`{o}`" for o in SELECTING_OPTIONS if o in given)
     raise InvalidArgument(
         f"pass at most one of {names}, got both: no attention family takes them together"
     )
-
-
-def _least(given: frozenset[str]) -> frozenset[str]:
-    """The options of ``given`` that select a family on their own."""
-    return frozenset(o for o in given if any(f.selected_by == {o} for f in FAMILIES))
 
 
 def cost_model(

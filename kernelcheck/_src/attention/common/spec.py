@@ -51,6 +51,9 @@ class SpecOptions(NamedTuple):
         An eps the layer adds to its normaliser.
     feature_ops : int or None
         Rounded operations per feature entry of the layer's own feature map.
+    flags : Mapping[str, Any]
+        Options peculiar to a family (e.g. keys normalised inside the layer),
+        by the name of their ``verify.attention`` option.
     """
 
     causal: bool
@@ -61,6 +64,7 @@ class SpecOptions(NamedTuple):
     phi_k: Any = None
     stabilizer: float | None = None
     feature_ops: int | None = None
+    flags: Mapping[str, Any] = {}
 
 
 class TokenInput(NamedTuple):
@@ -76,9 +80,11 @@ class TokenInput(NamedTuple):
         ``validate(value, shape, name) -> numpy.ndarray``: the values checked
         and broadcast to ``shape`` (float64), raising ``InvalidArgument``
         naming ``name``.
-    trailing : int
-        Dimensions after the token axis (0: one value per token and head,
-        shape ``batch + (n,)``).
+    width : str
+        The size of a last axis after the token axis: ``""`` (none: one
+        value per token and head, shape ``batch + (n,)``), ``"D"`` (the
+        feature dimension: gates on the key channels), ``"d"`` (the key
+        dimension) or ``"d_v"`` (the value dimension).
     sample : callable
         ``sample(rng, shape) -> numpy.ndarray``: typical values, for the
         scaling experiment and the tests.
@@ -89,29 +95,46 @@ class TokenInput(NamedTuple):
         Whether a value rounded to the layer's precision must stay above 0
         (a gate of 0 would be a different recurrence); the smallest positive
         number replaces a value that rounds to 0.
+    per_token : bool
+        False for a parameter of each head rather than of each token (RWKV-6's
+        bonus ``u``): shape ``batch + (width,)``, no token axis.
     """
 
     name: str
     option: str
     validate: Callable[..., np.ndarray]
-    trailing: int = 0
+    width: str = ""
     sample: Callable[..., np.ndarray] | None = None
     loggable: bool = False
     positive: bool = False
+    per_token: bool = True
+
+    @property
+    def trailing(self) -> int:
+        """The number of axes after the token axis (0 or 1)."""
+        return 1 if self.width else 0
 
     @property
     def axis(self) -> int:
         """The token axis, counted from the end."""
         return -1 - self.trailing
 
+    def shape(self, batch: tuple[int, ...], n: int, sizes: Mapping[str, int]) -> tuple[int, ...]:
+        """The input's shape for a case: ``batch (+ (n,)) (+ (sizes[width],))``."""
+        return (
+            batch + ((n,) if self.per_token else ()) + ((sizes[self.width],) if self.width else ())
+        )
+
     def take(self, values: np.ndarray, a: int, b: int) -> np.ndarray:
-        """Tokens ``a:b`` of ``values``."""
+        """Tokens ``a:b`` of ``values`` (a parameter of each head is the same for every piece)."""
+        if not self.per_token:
+            return values
         index = (Ellipsis, slice(a, b)) + (slice(None),) * self.trailing
         return values[index]
 
     def to_layout(self, values: np.ndarray, layout: str) -> np.ndarray:
         """Internal ``(..., h, n, ...)`` to the layer's layout (``bnhd``: ``(b, n, h, ...)``)."""
-        if layout == "bnhd":
+        if layout == "bnhd" and self.per_token:
             return np.swapaxes(values, self.axis - 1, self.axis)
         return values
 
@@ -184,6 +207,10 @@ class FamilySpec:
         """Roundings per term of the layer's own feature map (none for exact families)."""
         return 0
 
+    def sizes(self, d: int, d_v: int) -> dict[str, int]:
+        """The sizes of a per-token input's last axis: ``d``, ``d_v``, the features' ``D``."""
+        return {"d": d, "D": d, "d_v": d_v}
+
     def bound_options(self, *, float64: bool) -> dict:
         """Options of the reference form's bound (``float64``: the reference's own share)."""
         return {}
@@ -193,9 +220,11 @@ class FamilySpec:
         """The unmasked weights ``kappa(q_i, k_j)`` (softmax: the logits), shape (..., n, m).
 
         ``swap`` exchanges queries and keys; ``scale`` (softmax) a function
-        of ``d`` replacing the logit scale.
+        of ``d`` replacing the logit scale.  None for a family whose output
+        is no weighted sum of the values (the delta rule): the diagnosis then
+        tries the family's own :meth:`bug_shapes` only.
         """
-        raise NotImplementedError
+        return None
 
     def weigh(self, W, V, mask, normalize: bool, log_decay=None) -> np.ndarray:
         """``(W o M o D) V``, divided by the weights' row sums when normalised (empty rows: 0)."""
@@ -273,6 +302,11 @@ class FeatureSpec(FamilySpec):
             _phi(self.options.phi_q, Q, "Q"),
             _phi(self.options.phi_k, K, "K"),
         )
+
+    def sizes(self, d: int, d_v: int) -> dict[str, int]:
+        """``d``, ``d_v`` and the feature dimension ``D`` (the map applied to one zero row)."""
+        D = _phi(self.options.phi_q, np.zeros((1, d)), "Q").shape[-1]
+        return {"d": d, "D": D, "d_v": d_v}
 
     def maps_text(self) -> str:
         """The feature map(s) in words."""

@@ -114,13 +114,14 @@ def _token_inputs_iv(family, o: dict, causal: bool, batch: tuple[int, ...]):
             samplers[ti.name] = value
             continue
         values = ti.validate(value, np.shape(value), ti.option)
+        head_shape = np.shape(values)[: np.ndim(values) - ti.trailing]
         try:
-            if np.broadcast_shapes(np.shape(values), batch) != batch:
+            if np.broadcast_shapes(head_shape, batch) != batch:
                 raise ValueError  # it would widen the batch, not fill it
         except ValueError:
             raise InvalidArgument(
                 f"`{ti.option}` as an array is one {ti.option} per head and must broadcast to "
-                f"batch_shape {batch}, got shape {np.shape(values)}; pass a function "
+                f"batch_shape {batch}, got shape {head_shape}; pass a function "
                 f"{ti.option}(rng, shape) for values per token"
             ) from None
         constants[ti.name] = np.asarray(values, dtype=np.float64)
@@ -129,20 +130,26 @@ def _token_inputs_iv(family, o: dict, causal: bool, batch: tuple[int, ...]):
 
 def _extras(opts: _Options, case: Case, rng: np.random.Generator) -> dict[str, np.ndarray]:
     """The per-token inputs of one case: constants per head broadcast, or drawn per token."""
-    if case.skip or case.Q is None:
+    if case.skip or case.Q is None or case.V is None:
         return {}
     out = {}
-    for ti in opts.run.reference.family.token_inputs:
-        shape = case.Q.shape[:-1]
+    batch, n = case.Q.shape[:-2], case.Q.shape[-2]
+    inputs = opts.run.reference.family.token_inputs
+    d, d_v = case.Q.shape[-1], case.V.shape[-1]
+    needs_D = any(ti.width == "D" for ti in inputs)
+    sizes = opts.run.reference.spec.sizes(d, d_v) if needs_D else {"d": d, "d_v": d_v}
+    for ti in inputs:
+        shape = ti.shape(batch, n, sizes)
         if ti.name in opts.samplers:
             label = f"{ti.option}(rng, shape)"
             drawn = call_user(opts.samplers[ti.name], f"`{ti.option}`", rng, shape)
             out[ti.name] = np.array(ti.validate(drawn, shape, label), dtype=np.float64)
         else:
             value = opts.constants[ti.name]
-            out[ti.name] = np.broadcast_to(
-                value[..., None] if np.ndim(value) else value, shape
-            ).copy()
+            if ti.per_token and np.ndim(value) > ti.trailing:
+                # one value per head, the same for every token: a token axis before the width's
+                value = np.expand_dims(value, ti.axis)
+            out[ti.name] = np.broadcast_to(value, shape).copy()
     return out
 
 
@@ -162,7 +169,7 @@ def _precision_iv(framework, dtype, device, accumulate):
 
 def _reference_iv(o: dict, family) -> Reference:
     """The reference of the family, from the options its specification reads."""
-    selecting = family.selected_by - {"kernel", "feature_map"}
+    selecting = {x for x in family.options - {"kernel", "feature_map"} if o.get(x) is not None}
     kernel, feature_map = o["kernel"], o["feature_map"]
     if kernel is not None:
         check_callable(kernel, "kernel")

@@ -37,6 +37,8 @@ def _candidates(spec, args, kw, normalize, decays):
     W = spec.scores(args, kw)
     base = decays["correct"]
     mask = tril if spec.causal else full
+    if W is None:  # a family without a weight matrix: its own shapes only
+        return spec.bug_shapes(args, kw, mask, normalize)
     out = {}
     if spec.causal:
         out["a bidirectional layer (no causal mask)"] = spec.weigh(W, V, full, normalize, None)
@@ -72,8 +74,13 @@ def _candidates(spec, args, kw, normalize, decays):
     return out
 
 
-def diagnose(spec, args, kw, got: np.ndarray, tol: np.ndarray, extras=None) -> str:
-    """The bug shape ``got`` matches best, in words ('' when the reference itself fits)."""
+def diagnose(spec, args, kw, got: np.ndarray, tol: np.ndarray, extras=None, reference=None) -> str:
+    """The bug shape ``got`` matches best, in words ('' when the reference itself fits).
+
+    ``reference`` is the reference output, used as the correct output of a
+    family without a weight matrix (its
+    :meth:`~kernelcheck._src.attention.common.spec.FamilySpec.scores` is None).
+    """
     n = args[0].shape[-2]
     if n > MAX_DIAGNOSIS_N:
         return f"no diagnosis beyond n = {MAX_DIAGNOSIS_N}"
@@ -82,7 +89,7 @@ def diagnose(spec, args, kw, got: np.ndarray, tol: np.ndarray, extras=None) -> s
         with np.errstate(all="ignore"):
             decays = spec.decays(extras or {}, n)
             cands = _candidates(spec, args, kw, normalize, decays)
-            correct = _correct(spec, args, kw, normalize, decays["correct"])
+            correct = _correct(spec, args, kw, normalize, decays["correct"], reference)
     except Exception:  # noqa: BLE001 - a diagnosis never turns a report into a crash
         return ""
     scale = np.where(tol > 0, tol, np.inf)
@@ -110,7 +117,10 @@ def diagnose(spec, args, kw, got: np.ndarray, tol: np.ndarray, extras=None) -> s
     return "no known bug shape matches"
 
 
-def _correct(spec, args, kw, normalize, base):
+def _correct(spec, args, kw, normalize, base, reference):
     n, m = args[0].shape[-2], args[1].shape[-2]
     mask = np.tril(np.ones((n, m), bool)) if spec.causal else np.ones((n, m), bool)
-    return spec.weigh(spec.scores(args, kw), args[2], mask, normalize, base)
+    W = spec.scores(args, kw)
+    if W is None:
+        return reference
+    return spec.weigh(W, args[2], mask, normalize, base)

@@ -301,7 +301,7 @@ def run_case(run: Run, case: Case, extras) -> Judged:
         return Judged(c, Q, K, V, g, ref, tol, model, args, kw)
     result = compare(case.name, shape, got, ref, tol, note)
     if result.passed is False:
-        diagnosis = diagnose(ref_obj.spec, args, kw, got, tol, g)
+        diagnosis = diagnose(ref_obj.spec, args, kw, got, tol, g, ref)
         result = dataclasses.replace(result, diagnosis=diagnosis)
     return Judged(result, Q, K, V, g, ref, tol, model, args, kw, got)
 

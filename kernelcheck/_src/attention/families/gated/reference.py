@@ -24,7 +24,7 @@ def _sample(rng, shape):
 
 
 #: The gates ``g_t`` in (0, 1], one per token and head, supplied by ``decay=``.
-GATES = TokenInput("gates", "decay", _gates, 0, _sample, loggable=True, positive=True)
+GATES = TokenInput("gates", "decay", _gates, sample=_sample, loggable=True, positive=True)
 
 
 class GatedSpec(FeatureSpec):
