@@ -1,7 +1,8 @@
 """The catalogues of example kernels and feature maps, as test arguments.
 
 A test under ``tests/`` that declares one of the arguments below runs once per
-matching entry of ``tests/catalog.py``, with the entry's id as test id::
+matching entry of ``tests/catalog.py`` (or of the attention registry,
+``attention_family`` and ``attention_form``), with the entry's id as test id::
 
     def test_gram_is_symmetric(builtin_kernel): ...   # every built-in example kernel
     def test_map_reproduces(exact_feature_map):       # (kernel, form) of every exact map
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import pytest
 
+from kernelcheck._src.attention.registry import FAMILIES
 from tests import catalog
 
 #: Argument name -> the catalogue entries it runs over.
@@ -33,6 +35,9 @@ CATALOGUE_ARGUMENTS = {
     "exact_feature_map": catalog.feature_map_params(catalog.is_exact_map),
     "random_feature_map": catalog.feature_map_params(catalog.is_random_map),
     "positive_random_feature_map": catalog.feature_map_params(catalog.is_positive_random_map),
+    # the attention registry (the value is the Family; for forms (Family, Form))
+    "attention_family": [pytest.param(fam, id=fam.name) for fam in FAMILIES],
+    "attention_form": [pytest.param((fam, f), id=f.name) for fam in FAMILIES for f in fam.forms],
 }
 
 

@@ -25,6 +25,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from kernelcheck._src.attention.common.blocking import chunked_products
+from kernelcheck._src.attention.common.exact import mp_dot, mp_matrix, over_batch, weighted_rows
 from kernelcheck._src.core.rounding import gamma
 from kernelcheck._src.core.validate import as_array, call_user, describe
 from kernelcheck.errors import InvalidArgument
@@ -188,6 +189,17 @@ class FamilySpec:
         return True
 
     # ----- the reference -------------------------------------------------
+    @classmethod
+    def exact_output(cls, args, kw, causal: bool) -> np.ndarray:
+        """The family's defining formula in high precision on ``args``, rounded to float64.
+
+        ``args`` and ``kw`` are a form's (see :meth:`example_arguments`); the
+        inputs are taken as exact binary numbers and the result is evaluated
+        at :data:`~kernelcheck._src.attention.common.exact.DIGITS` digits
+        (brute force: small inputs only).  The yardstick of the forms' bounds.
+        """
+        raise NotImplementedError
+
     def describe(self) -> str:
         """The reference in words (no object addresses)."""
         raise NotImplementedError
@@ -295,6 +307,32 @@ class FeatureSpec(FamilySpec):
         """Positive features in [0.5, 1.5] (positive normalisers), Gaussian values."""
         pq, pk = rng.uniform(0.5, 1.5, (2, *batch, n, D))
         return (pq, pk, rng.standard_normal((*batch, n, d_v)))
+
+    @classmethod
+    def exact_output(cls, args, kw, causal: bool) -> np.ndarray:
+        """``sum_j w_ij d_ij v_j`` (over ``sum_j w_ij d_ij`` normalised), ``w = phi_q . phi_k``.
+
+        ``d_ij`` are the exact decays of :meth:`exact_decays` (1 ungated).
+        """
+        normalize = kw.get("normalize", True)
+        decays = cls.exact_decays(args)
+
+        def one(pq, pk, V, *rest):
+            Pq, Pk = mp_matrix(pq), mp_matrix(pk)
+            decay = decays(*rest) if rest else None
+
+            def weight(i, j):
+                w = mp_dot(Pq[i], Pk[j])
+                return w if decay is None else w * decay(i, j)
+
+            return weighted_rows(weight, V, pq.shape[0], causal=causal, normalize=normalize)
+
+        return over_batch(one, *(np.asarray(a, dtype=np.float64) for a in args))
+
+    @classmethod
+    def exact_decays(cls, args):
+        """A maker of the exact decays ``d_ij`` from one batch entry's per-token inputs, or None."""
+        return None
 
     def features(self, Q, K) -> tuple[np.ndarray, np.ndarray]:
         """``(phi_q(Q), phi_k(K))`` in float64, checked (shape (..., n, D), finite)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import mpmath
 import numpy as np
 
 from kernelcheck._src.attention.common.inputs import gates_iv
@@ -37,6 +38,20 @@ class GatedSpec(FeatureSpec):
     def example_arguments(cls, rng, n: int, d: int, D: int, d_v: int, batch=()) -> tuple:
         """Positive features, Gaussian values and gates in (0.9, 1) per token."""
         return super().example_arguments(rng, n, d, D, d_v, batch) + (_sample(rng, (*batch, n)),)
+
+    @classmethod
+    def exact_decays(cls, args):
+        """``d_ij = prod_{l=j+1..i} g_l`` in mpmath, from one batch entry's gates."""
+
+        def decays(gates):
+            g = [mpmath.mpf(float(x)) for x in gates]
+
+            def decay(i, j):
+                return mpmath.fprod(g[j + 1 : i + 1]) if i > j else mpmath.mpf(1)
+
+            return decay
+
+        return decays
 
     def describe(self) -> str:
         kind = "normalised" if self.normalize else "unnormalised"

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import mpmath
 import numpy as np
 
+from kernelcheck._src.attention.common.exact import DIGITS, over_batch, weighted_rows
 from kernelcheck._src.attention.common.spec import FamilySpec
 
 __all__ = ["KernelizedSpec"]
@@ -23,6 +25,22 @@ class KernelizedSpec(FamilySpec):
 
         Q, K = rng.standard_normal((2, *batch, n, d))
         return (Q, K, rng.standard_normal((*batch, n, d_v)), Exponential(scale=1 / np.sqrt(d)))
+
+    @classmethod
+    def exact_output(cls, args, kw, causal: bool) -> np.ndarray:
+        """Kernelized attention with the kernel's Gram block in mpmath (its ``gram_mp``)."""
+        kernel = args[3]
+
+        def one(Q, K, V):
+            with mpmath.workdps(DIGITS):
+                G = kernel.gram_mp(Q, K, dps=DIGITS)
+
+            def weight(i, j):
+                return G[i, j]
+
+            return weighted_rows(weight, V, Q.shape[0], causal=causal, normalize=True)
+
+        return over_batch(one, *(np.asarray(a, dtype=np.float64) for a in args[:3]))
 
     def describe(self) -> str:
         return f"kernelized attention with {self.options.kernel!r}"

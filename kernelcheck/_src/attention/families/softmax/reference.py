@@ -5,8 +5,16 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
+import mpmath
 import numpy as np
 
+from kernelcheck._src.attention.common.exact import (
+    DIGITS,
+    mp_dot,
+    mp_matrix,
+    over_batch,
+    weighted_rows,
+)
 from kernelcheck._src.attention.common.spec import FamilySpec, callable_name, weighted_average
 from kernelcheck._src.attention.families.softmax.vjp import softmax_vjp_with_bounds
 from kernelcheck._src.core.validate import as_real, call_user
@@ -24,6 +32,26 @@ class SoftmaxSpec(FamilySpec):
         """Gaussian queries, keys and values."""
         Q, K = rng.standard_normal((2, *batch, n, d))
         return (Q, K, rng.standard_normal((*batch, n, d_v)))
+
+    @classmethod
+    def exact_output(cls, args, kw, causal: bool) -> np.ndarray:
+        """Softmax attention with the exact scale, logits less their row maximum, in mpmath."""
+        given = kw.get("scale")
+
+        def one(Q, K, V):
+            Qm, Km = mp_matrix(Q), mp_matrix(K)
+            with mpmath.workdps(DIGITS):
+                d = Q.shape[-1]
+                sc = mpmath.mpf(1) / mpmath.sqrt(d) if given is None else mpmath.mpf(given)
+                logits = [[sc * mp_dot(q, k) for k in Km] for q in Qm]
+                top = [max(row[: i + 1] if causal else row) for i, row in enumerate(logits)]
+
+            def weight(i, j):
+                return mpmath.exp(logits[i][j] - top[i])
+
+            return weighted_rows(weight, V, Q.shape[0], causal=causal, normalize=True)
+
+        return over_batch(one, *(np.asarray(a, dtype=np.float64) for a in args[:3]))
 
     def describe(self) -> str:
         scale = self.options.scale
