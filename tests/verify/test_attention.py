@@ -16,7 +16,8 @@ import pytest
 
 from kernelcheck import attention as att
 from kernelcheck import verify
-from kernelcheck._src.verify.attention.api import CASES, assert_attention_matches
+from kernelcheck._src.verify.attention.api import assert_attention_matches
+from kernelcheck._src.verify.attention.cases import CASES
 from kernelcheck.errors import InvalidArgument
 from kernelcheck.kernels import Linear, Polynomial, exp
 

@@ -160,6 +160,9 @@ class Family:
     any_of : frozenset of str, default frozenset()
         Options of which at least one must be given (gates on the key
         channels, on the value channels, or both).
+    flags : tuple of str, default ()
+        Boolean ``verify.attention`` options the family's specification
+        reads (keys normalised inside the layer, ...); they select nothing.
     token_inputs : tuple of TokenInput, default ()
         Per-token inputs beside ``Q, K, V`` (the gates of C20, ...).
     storage_ops : int, default 0
@@ -178,6 +181,7 @@ class Family:
     storage_ops: int = 0
     accepts: frozenset[str] = frozenset()
     any_of: frozenset[str] = frozenset()
+    flags: tuple[str, ...] = ()
 
     def selects(self, given: frozenset[str]) -> bool:
         """Whether the selecting options ``given`` choose this family."""
@@ -434,6 +438,15 @@ def family_of(form: Any) -> Family:
 #: Every option that selects a family, in the order the families name them.
 SELECTING_OPTIONS: tuple[str, ...] = tuple(
     dict.fromkeys(o for fam in FAMILIES for o in sorted(fam.options))
+)
+
+
+#: Every per-token input and flag ``verify.attention`` takes for the recurrent families.
+FAMILY_OPTIONS: tuple[str, ...] = tuple(
+    dict.fromkeys(
+        [ti.option for fam in FAMILIES for ti in fam.token_inputs]
+        + [flag for fam in FAMILIES for flag in fam.flags]
+    )
 )
 
 

@@ -348,6 +348,8 @@ class FeatureSpec(FamilySpec):
 
     def maps_text(self) -> str:
         """The feature map(s) in words."""
+        if self.options.phi_q is None:
+            return "the identity"
         maps = callable_name(self.options.phi_q)
         if self.options.phi_k is not self.options.phi_q:
             maps = f"({maps}, {callable_name(self.options.phi_k)})"
@@ -429,7 +431,10 @@ class FeatureSpec(FamilySpec):
         return None
 
 
-def _phi(which: Callable, X: np.ndarray, name: str) -> np.ndarray:
+def _phi(which: Callable | None, X: np.ndarray, name: str) -> np.ndarray:
+    """``which`` on the rows of ``X`` in float64, checked; None is the identity map."""
+    if which is None:
+        return np.array(X, dtype=np.float64)
     shape = X.shape
     flat = X.reshape(-1, shape[-1])
     P = as_array(

@@ -33,6 +33,7 @@ from kernelcheck._src.verify.attention.run import (
     call_fn,
     call_layer,
     compare,
+    layer_heads,
     output_of,
     read_output,
     token_arguments,
@@ -162,24 +163,29 @@ def causality_check(run: Run, j0: Judged, rng: np.random.Generator) -> Attention
 # ----- state hand-over -------------------------------------------------------
 
 
-def state_reader(adapter, read_state=None):
+def state_reader(adapter, read_state=None, layout: str = "key-major"):
     """Read a layer's state as a :class:`State`: ``(S, z)``, ``S`` alone, or ``read_state(value)``.
 
     ``read_state`` (the user's converter, e.g. for fla's ``(B, H, K, V)``
-    tensor without ``z``) returns ``S`` or ``(S, z)`` as arrays of any framework.
+    tensor without ``z``) returns ``S`` or ``(S, z)`` as arrays of any
+    framework; a ``"value-major"`` state (Mamba-2's ``(..., d_v, D)``) is
+    transposed to kernelcheck's ``(..., D, d_v)``.
     """
 
     def read(value: Any) -> State:
         if read_state is not None:
             value = call_user(read_state, "`read_state`", value)
+        z = None
         if isinstance(value, State) or (isinstance(value, (tuple, list)) and len(value) == 2):
             S, _ = adapter.to_numpy(value[0], "state S")
             z = None if value[1] is None else adapter.to_numpy(value[1], "state z")[0]
-            return State(S, z)
-        if isinstance(value, (tuple, list)) and len(value) == 1:
-            value = value[0]
-        S, _ = adapter.to_numpy(value, "state")
-        return State(S, None)
+        else:
+            if isinstance(value, (tuple, list)) and len(value) == 1:
+                value = value[0]
+            S, _ = adapter.to_numpy(value, "state")
+        if layout == "value-major":
+            S = np.swapaxes(S, -1, -2)
+        return State(S, z)
 
     return read
 
@@ -320,7 +326,8 @@ def _layer_vjp(run: Run, Q, K, V, extras, G, vjp):
             out.backward(a.to_framework(cot).to(out.dtype))
             return tuple(t.grad if t.grad is not None else torch.zeros_like(t) for t in ts)
 
-        ts = [a.to_framework(to_layout(X, run.layout), requires_grad=True) for X in (Q, K, V)]
+        qkv = (layer_heads(run, Q), layer_heads(run, K), V)
+        ts = [a.to_framework(to_layout(X, run.layout), requires_grad=True) for X in qkv]
         grads = call_fn(torch_vjp, "`fn` (its backward pass)", *ts)
     elif a.framework == "jax":
         import jax
@@ -332,13 +339,15 @@ def _layer_vjp(run: Run, Q, K, V, extras, G, vjp):
             out, pull = jax.vjp(f, *xs)
             return tuple(pull(a.to_framework(cot).astype(out.dtype)))
 
-        xs = [a.to_framework(to_layout(X, run.layout)) for X in (Q, K, V)]
+        qkv = (layer_heads(run, Q), layer_heads(run, K), V)
+        xs = [a.to_framework(to_layout(X, run.layout)) for X in qkv]
         grads = call_fn(jax_vjp, "`fn` (its backward pass)", *xs)
     else:
         if vjp is None:
             return None
+        qkv = (layer_heads(run, Q), layer_heads(run, K), V)
         grads = call_fn(
-            vjp, "`vjp`", *(to_layout(X.copy(), run.layout) for X in (Q, K, V)),
+            vjp, "`vjp`", *(to_layout(X.copy(), run.layout) for X in qkv),
             to_layout(G, run.layout),
         )  # fmt: skip
     out = []
@@ -346,6 +355,12 @@ def _layer_vjp(run: Run, Q, K, V, extras, G, vjp):
         arr, _ = a.to_numpy(grad, "gradient")
         out.append(from_layout(arr, run.layout) if run.layout == "bnhd" else arr)
     return out
+
+
+def _group_sum(run: Run, X: np.ndarray) -> np.ndarray:
+    """Sum over the value heads of each query/key group: (..., H, n, d) -> (..., H / r, n, d)."""
+    shape = X.shape[:-3] + (X.shape[-3] // run.qk_group, run.qk_group) + X.shape[-2:]
+    return X.reshape(shape).sum(axis=-3)
 
 
 def grad_checks(run: Run, j0: Judged, rng: np.random.Generator, vjp=None) -> list[AttentionCase]:
@@ -380,6 +395,8 @@ def grad_checks(run: Run, j0: Judged, rng: np.random.Generator, vjp=None) -> lis
     out = []
     for name, index, r, t in spec.vjp(j0.args, j0.kw, j0.Q, j0.K, j0.V, G, j0.model):
         g_ = got[index]
+        if index < 2 and run.qk_group > 1:  # a query/key head's gradient sums its group's
+            r, t = _group_sum(run, r), _group_sum(run, t)
         case = f"gradient {name} ({j0.case.name})"
         if g_.shape != r.shape:
             out.append(failed_case(case, shape, f"{name} of shape {g_.shape}, expected {r.shape}"))

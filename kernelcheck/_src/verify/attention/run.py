@@ -62,6 +62,7 @@ class Run(NamedTuple):
     state: bool = False  # fn(Q, K, V, initial_state=None) -> (out, state)
     fn_kwargs: dict | None = None  # passed to every call of fn
     log_gates: bool = False  # hand fn log(g) instead of g (fla's convention)
+    qk_group: int = 1  # value heads per query/key head (grouped heads: Q, K have fewer)
 
 
 class Judged(NamedTuple):
@@ -134,9 +135,22 @@ def token_arguments(run: Run, extras) -> list:
     return out
 
 
+def layer_heads(run: Run, X: np.ndarray) -> np.ndarray:
+    """Queries or keys as the layer takes them: one head per group of value heads."""
+    return X[..., :: run.qk_group, :, :] if run.qk_group > 1 else X
+
+
+def grouped(run: Run, X: np.ndarray) -> np.ndarray:
+    """Queries or keys with every value head of a group holding its group's head."""
+    if run.qk_group == 1:
+        return X
+    return np.repeat(X[..., :: run.qk_group, :, :], run.qk_group, axis=-3)
+
+
 def call_layer(run: Run, Q, K, V, extras, **kwargs):
     """``fn`` on the rounded inputs, as the layer's framework arrays in its layout."""
     a = run.adapter
+    Q, K = layer_heads(run, Q), layer_heads(run, K)
     args = [a.to_framework(to_layout(X, run.layout)) for X in (Q, K, V)]
     args += token_arguments(run, extras)
     return call_fn(run.fn, "`fn`", *args, **{**(run.fn_kwargs or {}), **kwargs})
@@ -245,6 +259,7 @@ def _rounded(run: Run, case: Case, extras):
     """The case's inputs (and per-token inputs) rounded to the precision they are handed over in."""
     p = run.adapter.precision
     Q, K, V = (round_to(np.asarray(X), p) for X in (case.Q, case.K, case.V))
+    Q, K = grouped(run, Q), grouped(run, K)
     rounded = {}
     for ti in run.reference.family.token_inputs:
         values = round_to(extras[ti.name], p)

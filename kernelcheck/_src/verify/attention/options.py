@@ -1,0 +1,339 @@
+"""The options of ``verify.attention``, validated once into one record passed down by name.
+
+Every option is checked here, before any case is drawn: the family the
+options select (:func:`~kernelcheck._src.attention.registry.select_family`)
+and its per-token inputs (constants per head, or samplers drawn per case),
+the reference, the precision the layer computes in, the sizes of the cases,
+the state and gradient checks.  Bad input raises ``InvalidArgument`` naming
+the option.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from kernelcheck._src.attention.registry import FAMILY_OPTIONS, SELECTING_OPTIONS, select_family
+from kernelcheck._src.core.rounding import Precision, precision
+from kernelcheck._src.core.validate import (
+    as_bool,
+    as_int,
+    as_int_tuple,
+    as_probability,
+    as_real,
+    as_rng,
+    check_callable,
+    check_choice,
+    check_size,
+)
+from kernelcheck._src.verify.adapters import adapter
+from kernelcheck._src.verify.attention.cases import (
+    CASES,
+    LAYOUTS,
+    Case,
+    generate_cases,
+    user_case,
+)
+from kernelcheck._src.verify.attention.checks import (
+    takes,
+)
+from kernelcheck._src.verify.attention.reference import Reference, scale_option
+from kernelcheck._src.verify.attention.run import Run
+from kernelcheck.errors import InvalidArgument
+
+#: Error models of :func:`attention`.
+ERROR_MODELS = ("worst-case", "probabilistic")
+
+#: Layouts of a layer's state matrix: ``S`` of shape (..., D, d_v), or its transpose.
+STATE_LAYOUTS = ("key-major", "value-major")
+
+
+class AttentionOptions(NamedTuple):
+    """The validated options of one call, by name, passed down as one record."""
+
+    run: Run
+    rng: np.random.Generator
+    cases: list[Case]
+    constants: dict[str, np.ndarray]  # per-token inputs fixed per head by the options
+    samplers: dict[str, Any]  # per-token inputs drawn per case, handed to fn
+    state: bool
+    read_state: Any
+    state_layout: str  # "key-major" (S is D x d_v) or "value-major" (d_v x D)
+    check_causality: bool
+    grad: bool
+    vjp: Any
+
+
+def _family_options_iv(family_options: dict) -> dict:
+    """The recurrent families' per-token inputs and flags, by their registry names.
+
+    An unknown name is refused with the closest known ones; a value of None
+    is the same as leaving the option out.
+    """
+    known = FAMILY_OPTIONS
+    for name in family_options:
+        if name not in known:
+            close = difflib.get_close_matches(name, known, n=3)
+            hint = f"; did you mean {' or '.join(f'`{c}`' for c in close)}?" if close else ""
+            raise InvalidArgument(
+                f"`{name}` is not an option of verify.attention: the families take "
+                f"{', '.join(known)}{hint}"
+            )
+    return {k: v for k, v in family_options.items() if v is not None}
+
+
+def _family_iv(o: dict):
+    """The family the selecting options choose (``kernel``, ``feature_map``, ``decay``, ...)."""
+    given = {name for name in ("kernel", "feature_map") if o.get(name) is not None}
+    given |= {name for name in o["family"] if name in SELECTING_OPTIONS}
+    family = select_family(frozenset(given))
+    for name in o["family"]:
+        if name not in family.options and name not in family.flags:
+            raise InvalidArgument(
+                f"`{name}` does not apply to the {family.name} family ({family.summary}); it "
+                f"takes {', '.join(sorted(family.options | set(family.flags))) or 'no option'}"
+            )
+    return family
+
+
+def _token_inputs_iv(family, o: dict, causal: bool, batch: tuple[int, ...]):
+    """The family's per-token inputs: constants per head, or samplers ``f(rng, shape)``.
+
+    A number or an array broadcastable to the batch (one value per head) is
+    the layer's own constant; a callable draws values per token for every
+    case, handed to the layer after ``V``.  Validated once, here.
+    """
+    constants: dict[str, np.ndarray] = {}
+    samplers: dict[str, Any] = {}
+    if family.token_inputs and not causal and all(f.causal_only for f in family.forms):
+        option = family.token_inputs[0].option
+        raise InvalidArgument(
+            f"`{option}` applies to causal attention only ({family.summary} orders the "
+            "tokens); pass causal=True"
+        )
+    for ti in family.token_inputs:
+        value = o["family"].get(ti.option)
+        if value is None:  # an input the family accepts but the call leaves out
+            continue
+        if callable(value):
+            samplers[ti.name] = value
+            continue
+        values = ti.validate(value, np.shape(value), ti.option)
+        head_shape = np.shape(values)[: np.ndim(values) - ti.trailing]
+        try:
+            if np.broadcast_shapes(head_shape, batch) != batch:
+                raise ValueError  # it would widen the batch, not fill it
+        except ValueError:
+            raise InvalidArgument(
+                f"`{ti.option}` as an array is one {ti.option} per head and must broadcast to "
+                f"batch_shape {batch}, got shape {head_shape}; pass a function "
+                f"{ti.option}(rng, shape) for values per token"
+            ) from None
+        constants[ti.name] = np.asarray(values, dtype=np.float64)
+    return constants, samplers
+
+
+def _precision_iv(framework, dtype, device, accumulate):
+    if dtype is None:
+        prec = precision("float64" if framework == "numpy" else "float32")
+    else:
+        prec = precision(dtype)
+    ad = adapter(framework, prec, device)
+    try:
+        acc = None if accumulate is None else precision(accumulate)
+    except InvalidArgument as exc:  # precision() speaks of a dtype; this one is `accumulate`
+        raise InvalidArgument(f"`accumulate`: {exc}") from None
+    declared: Precision | None = None if dtype is None and framework == "numpy" else prec
+    return ad, declared, acc
+
+
+def _reference_iv(o: dict, family) -> Reference:
+    """The reference of the family, from the options its specification reads."""
+    selecting = set(o["family"]) & family.options
+    flags = {name: as_bool(o["family"][name], name) for name in family.flags if name in o["family"]}
+    kernel, feature_map = o["kernel"], o["feature_map"]
+    if kernel is not None:
+        check_callable(kernel, "kernel")
+    scale = o["scale"]
+    if scale is not None and (kernel is not None or feature_map is not None):
+        raise InvalidArgument(
+            "`scale` applies to the softmax reference only; the kernel or feature map carries "
+            "its own scale"
+        )
+    normalize = as_bool(o["normalize"], "normalize")
+    if not normalize and feature_map is None:
+        raise InvalidArgument("`normalize=False` applies to linear attention: pass `feature_map`")
+    feature_ops = (
+        None if o["feature_ops"] is None else as_int(o["feature_ops"], "feature_ops", minimum=0)
+    )
+    stabilizer = o["stabilizer"]
+    if stabilizer is not None:
+        stabilizer = as_real(stabilizer, "stabilizer", nonnegative=True)
+        if kernel is None and feature_map is None:
+            raise InvalidArgument(
+                "`stabilizer` is an eps added to the normaliser of kernelized or linear "
+                "attention; softmax has no such normaliser"
+            )
+    return Reference.of(
+        causal=o["causal"], feature_map=_feature_pair(feature_map), selecting=selecting,
+        normalize=normalize, scale=scale_option(scale), kernel=kernel, stabilizer=stabilizer,
+        feature_ops=feature_ops, flags=flags,
+    )  # fmt: skip
+
+
+def _state_iv(fn, o: dict, ref: Reference, causal: bool) -> bool:
+    state = as_bool(o["state"], "state")
+    if state and not ref.spec.has_state:
+        raise InvalidArgument(
+            "`state=True` checks a recurrent state (S, z): it needs a linear or gated reference "
+            "(`feature_map=`), and causal=True"
+        )
+    if state and not causal:
+        raise InvalidArgument("`state=True` needs causal=True: a state carries the past tokens")
+    if state and not takes(fn, "initial_state"):
+        raise InvalidArgument(
+            "`state=True` calls fn(Q, K, V, initial_state=None) and expects (out, state) back, "
+            "but `fn` takes no `initial_state` argument"
+        )
+    if o["read_state"] is not None:
+        check_callable(o["read_state"], "read_state")
+    return state
+
+
+def attention_options(fn, **o) -> AttentionOptions:
+    """The options of one ``verify.attention`` call, validated, as one record.
+
+    Parameters
+    ----------
+    fn : callable
+        The layer.
+    **o
+        The options of :func:`~kernelcheck._src.verify.attention.api.attention`
+        by name, ``family`` holding its family options.
+
+    Returns
+    -------
+    AttentionOptions
+    """
+    check_callable(fn, "fn")
+    o["family"] = _family_options_iv(o["family"])
+    family = _family_iv(o)
+    o["causal"] = causal = as_bool(o["causal"], "causal")
+    ref = _reference_iv(o, family)
+    rng = as_rng(o["seed"])
+    n = as_int(o["n"], "n", minimum=2)
+    fixed_d = o["d"] is not None
+    d = 8 if o["d"] is None else as_int(o["d"], "d", minimum=1)
+    d_v = d if o["d_v"] is None else as_int(o["d_v"], "d_v", minimum=1)
+    batch = as_int_tuple(o["batch_shape"], "batch_shape", minimum=1)
+    layout = check_choice(o["layout"], "layout", LAYOUTS)
+    if layout == "bnhd" and len(batch) != 2:
+        raise InvalidArgument(
+            f"layout='bnhd' needs batch_shape=(batch, heads), got batch_shape={batch}"
+        )
+    ad, declared, acc = _precision_iv(o["framework"], o["dtype"], o["device"], o["accumulate"])
+    error_model = check_choice(o["error_model"], "error_model", ERROR_MODELS)
+    failure = as_probability(o["failure_probability"], "failure_probability")
+    constants, samplers = _token_inputs_iv(family, o, causal, batch)
+    group = _qk_group_iv(o["qk_heads"], batch, o["inputs"])
+    state = _state_iv(fn, o, ref, causal)
+    names = _case_names(o["cases"], o["inputs"])
+    if o["inputs"] is not None:
+        cases = [user_case(o["inputs"], layout)]
+    else:
+        _check_case_sizes(n, d, d_v, batch)
+        cases = generate_cases(rng, n, d, d_v, batch, fixed_d=fixed_d, names=names)
+    seed = o["seed"]
+    seed_value = (
+        int(seed) if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool) else None
+    )
+    fn_kwargs = o["fn_kwargs"]
+    if fn_kwargs is not None and not (
+        isinstance(fn_kwargs, dict) and all(isinstance(k, str) for k in fn_kwargs)
+    ):
+        raise InvalidArgument(
+            f"`fn_kwargs` must be a dict of keyword arguments (names as strings), got {fn_kwargs!r}"
+        )
+    run = Run(
+        fn=fn, adapter=ad, reference=ref, layout=layout, dtype=declared, accumulate=acc,
+        failure=failure if error_model == "probabilistic" else None,
+        passed=tuple(ti for ti in family.token_inputs if ti.name in samplers),
+        seed_value=seed_value, state=state, fn_kwargs=dict(fn_kwargs or {}),
+        log_gates=as_bool(o["log_gates"], "log_gates"), qk_group=group,
+    )  # fmt: skip
+    check = as_bool(o["check_causality"], "check_causality")
+    grad = as_bool(o["grad"], "grad")
+    if o["vjp"] is not None:
+        check_callable(o["vjp"], "vjp")
+    return AttentionOptions(
+        run=run, rng=rng, cases=cases, constants=constants, samplers=samplers, state=state,
+        read_state=o["read_state"], check_causality=check and causal, grad=grad, vjp=o["vjp"],
+        state_layout=check_choice(o["state_layout"], "state_layout", STATE_LAYOUTS),
+    )  # fmt: skip
+
+
+def _feature_pair(feature_map) -> tuple[Any, Any] | None:
+    """One map for both sides, or a pair ``(phi_q, phi_k)`` (performer's ``is_query`` split)."""
+    if feature_map is None:
+        return None
+    if isinstance(feature_map, (tuple, list)):
+        if len(feature_map) != 2:
+            raise InvalidArgument(
+                "`feature_map` must be one callable or a pair (phi_q, phi_k), got a sequence of "
+                f"{len(feature_map)}"
+            )
+        return check_callable(feature_map[0], "feature_map[0]"), check_callable(
+            feature_map[1], "feature_map[1]"
+        )
+    check_callable(feature_map, "feature_map")
+    return feature_map, feature_map
+
+
+def _qk_group_iv(qk_heads, batch: tuple[int, ...], inputs) -> int:
+    """Value heads per query/key head: ``batch_shape[-1] / qk_heads`` (1 without grouping)."""
+    if qk_heads is None:
+        return 1
+    qk_heads = as_int(qk_heads, "qk_heads", minimum=1)
+    if inputs is not None:
+        raise InvalidArgument(
+            "`qk_heads` applies to the generated cases; user `inputs` carry their own heads"
+        )
+    if not batch or batch[-1] % qk_heads:
+        raise InvalidArgument(
+            f"`qk_heads` must divide the value heads, the last entry of batch_shape {batch}, "
+            f"got qk_heads={qk_heads}"
+        )
+    return batch[-1] // qk_heads
+
+
+def _check_case_sizes(n: int, d: int, d_v: int, batch: tuple[int, ...]) -> None:
+    """Refuse, before any draw, cases that cannot fit in memory.
+
+    The eight generated cases hold about ``9 n + 7`` tokens of ``2 d + d_v``
+    numbers per batch entry (``odd length`` has ``2 n + 5``); the layer's
+    inputs in its framework, its output and the float64 reference hold a few
+    times as much again (a factor 3 is counted).
+    """
+    per_token = 2 * d + d_v
+    elements = 3 * math.prod(batch) * (9 * n + 7) * per_token
+    check_size(elements, f"the cases of verify.attention (n = {n}, batch_shape = {batch})")
+
+
+def _case_names(cases, inputs) -> tuple[str, ...]:
+    if cases is None:
+        return CASES
+    if inputs is not None:
+        raise InvalidArgument("pass `cases` or `inputs`, not both: user inputs are one case")
+    if isinstance(cases, str):
+        cases = (cases,)
+    if not isinstance(cases, (list, tuple)):
+        raise InvalidArgument(
+            f"`cases` must be a case name or a list of them ({', '.join(CASES)}), got {cases!r}"
+        )
+    names = tuple(check_choice(c, "cases", CASES) for c in cases)
+    if not names:
+        raise InvalidArgument(f"`cases` must name at least one of {', '.join(CASES)}")
+    return names

@@ -1,0 +1,116 @@
+"""``verify.attention``'s options for the layouts real layers use: grouped heads, state layouts.
+
+Each option is checked both ways: a correct layer written for it passes, a
+layer with the bug the option exists to catch fails; and bad values are
+refused by name before any case is drawn.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kernelcheck import verify
+from kernelcheck.attention import chunked, gated_chunked, softmax
+from kernelcheck.errors import InvalidArgument
+
+
+def _repeat_heads(X, r):
+    return np.repeat(X, r, axis=-3)
+
+
+def gqa_softmax(Q, K, V):
+    """Grouped-query softmax attention: value head h reads query/key head h // r."""
+    r = V.shape[-3] // Q.shape[-3]
+    return softmax(_repeat_heads(Q, r), _repeat_heads(K, r), V, causal=True)
+
+
+def gqa_softmax_tiled(Q, K, V):
+    """The bug: heads tiled (h % H_qk) instead of repeated (h // r)."""
+    reps = V.shape[-3] // Q.shape[-3]
+    return softmax(np.tile(Q, (1, reps, 1, 1)), np.tile(K, (1, reps, 1, 1)), V, causal=True)
+
+
+def test_grouped_heads_pass_a_correct_layer_and_catch_heads_tiled():
+    kw = dict(causal=True, batch_shape=(2, 4), qk_heads=2, n=12)
+    assert verify.attention(gqa_softmax, **kw).passed
+    report = verify.attention(gqa_softmax_tiled, **kw)
+    assert not report.passed
+
+
+def test_grouped_heads_hand_the_layer_fewer_query_and_key_heads():
+    shapes = []
+
+    def layer(Q, K, V):
+        shapes.append((Q.shape, K.shape, V.shape))
+        return gqa_softmax(Q, K, V)
+
+    verify.attention(layer, causal=True, batch_shape=(1, 6), qk_heads=3, cases="random", n=5)
+    assert shapes[0] == ((1, 3, 5, 8), (1, 3, 5, 8), (1, 6, 5, 8))
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (dict(qk_heads=3, batch_shape=(2, 4)), r"^`qk_heads` must divide the value heads"),
+        (dict(qk_heads=2), r"^`qk_heads` must divide the value heads"),
+        (dict(qk_heads=0, batch_shape=(2, 4)), r"^`qk_heads` must be >= 1"),
+        (dict(state_layout="kv"), r"^`state_layout` must be one of"),
+    ],
+)
+def test_bad_layout_options_are_refused_by_name(options, message):
+    with pytest.raises(InvalidArgument, match=message):
+        verify.attention(gqa_softmax, causal=True, **options)
+
+
+def elu1(X):
+    X = np.asarray(X, dtype=np.float64)
+    return np.where(X > 0, X + 1.0, np.exp(np.minimum(X, 0.0)))
+
+
+def _value_major(transpose: bool):
+    def layer(Q, K, V, initial_state=None):
+        S0 = None if initial_state is None else np.swapaxes(initial_state, -1, -2)
+        state = None if S0 is None else type(_STATE)(S0, None)
+        out, final = chunked(elu1(Q), elu1(K), V, normalize=False, initial_state=state,
+                             return_state=True, chunk_size=4)  # fmt: skip
+        S = np.swapaxes(final.S, -1, -2) if transpose else final.S
+        return out, S
+
+    return layer
+
+
+_STATE = chunked(np.ones((1, 1)), np.ones((1, 1)), np.ones((1, 1)), return_state=True)[1]
+
+
+def test_a_value_major_state_is_read_as_such():
+    """Mamba-2 keeps S as (d_v, D): with state_layout="value-major" it passes, else it fails."""
+    kw = dict(feature_map=elu1, normalize=False, causal=True, state=True, d=3, d_v=5)
+    assert verify.attention(_value_major(True), state_layout="value-major", **kw).passed
+    report = verify.attention(_value_major(True), **kw)
+    assert not report.passed
+    assert any(c.name == "final state" and c.passed is False for c in report.checks)
+
+
+def test_family_options_with_an_unknown_name_are_refused_with_the_closest_names():
+    with pytest.raises(InvalidArgument, match=r"^`decya` is not an option.*did you mean `decay`"):
+        verify.attention(gqa_softmax, causal=True, decya=0.9)
+
+
+def test_a_family_option_that_does_not_apply_names_the_family():
+    """``decay`` with a kernel: no family takes both."""
+    from kernelcheck.kernels import Polynomial
+
+    with pytest.raises(InvalidArgument, match=r"`kernel` and `decay`"):
+        verify.attention(gqa_softmax, causal=True, kernel=Polynomial(2), decay=0.9)
+
+
+def test_a_gated_layer_still_takes_decay_by_name():
+    def layer(Q, K, V, g):
+        return gated_chunked(elu1(Q), elu1(K), V, g, chunk_size=3)
+
+    def sample(rng, shape):
+        return rng.uniform(0.5, 1.0, size=shape)
+
+    assert verify.attention(layer, feature_map=elu1, normalize=False, causal=True,
+                            decay=sample).passed  # fmt: skip
