@@ -284,8 +284,8 @@ def _verdict_md(v: ClaimVerdict) -> str:
 #: Width of the printed table when ``COLUMNS`` does not say otherwise.
 TABLE_WIDTH = 100
 _MIN_WIDTH = 60
-#: Width of the "in a few words" column (longer titles are cut with "...").
-_TITLE_WIDTH = 34
+#: Narrowest key-number column: a title wider than the table leaves room for wraps instead.
+_MIN_KEY_WIDTH = 20
 
 
 def table_width(environ: Mapping[str, str] | None = None) -> int:
@@ -297,15 +297,14 @@ def table_width(environ: Mapping[str, str] | None = None) -> int:
         return TABLE_WIDTH
 
 
-def _cut(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: width - 3] + "..."
-
-
 class _TablePrinter:
     """Prints the table row by row as results arrive, within ``width`` columns.
 
-    The key number wraps onto continuation lines under its own column, so
-    nothing is cut; an inconclusive row is followed by what decides it.
+    The title column is as wide as the longest title of the claims run, or
+    narrower where the table would leave the key number less than
+    :data:`_MIN_KEY_WIDTH` columns; the title and the key number then wrap
+    onto continuation lines under their own columns, so nothing is cut.  An
+    inconclusive row is followed by what decides it.
     """
 
     def __init__(self, stream: TextIO, claim_ids: list[str], width: int | None = None):
@@ -315,17 +314,15 @@ class _TablePrinter:
         longest = max([14] + [len(STATEMENTS[c][0]) for c in claim_ids])
         self.w_verdict = max(len(v.value) for v in ClaimVerdict)
         fixed = self.w_id + self.w_verdict + 6  # the id, the verdict and three gaps of two
-        # the title gives way to a key column of at least 20 in a narrow terminal
-        self.w_title = max(10, min(_TITLE_WIDTH, longest, self.width - fixed - 20))
-        self.indent = fixed + self.w_title
-        self.w_key = max(20, self.width - self.indent)
+        self.w_title = max(10, min(longest, self.width - fixed - _MIN_KEY_WIDTH))
+        self.w_key = max(_MIN_KEY_WIDTH, self.width - fixed - self.w_title)
 
     def header(self) -> None:
-        self._line("claim", "in a few words", "verdict", ["key number"])
-        self._line("-" * self.w_id, "-" * self.w_title, "-" * self.w_verdict, ["-" * 10])
+        self._line("claim", ["in a few words"], "verdict", ["key number"])
+        self._line("-" * self.w_id, ["-" * self.w_title], "-" * self.w_verdict, ["-" * 10])
 
     def row(self, r: ClaimResult) -> None:
-        title = _cut(STATEMENTS[r.claim][0], self.w_title)
+        title = textwrap.wrap(STATEMENTS[r.claim][0], self.w_title, break_on_hyphens=False)
         key = textwrap.wrap(r.key_number, self.w_key, break_on_hyphens=False) or [""]
         self._line(r.claim, title, r.verdict.value, key)
         if r.verdict is ClaimVerdict.INCONCLUSIVE:
@@ -336,11 +333,16 @@ class _TablePrinter:
                 self.stream.write(" " * (self.w_id + 2) + line + "\n")
         self.stream.flush()
 
-    def _line(self, a: str, b: str, c: str, key: list[str]) -> None:
-        head = f"{a:<{self.w_id}}  {b:<{self.w_title}}  {c:<{self.w_verdict}}  "
-        self.stream.write((head + key[0]).rstrip() + "\n")
-        for more in key[1:]:
-            self.stream.write(" " * self.indent + more + "\n")
+    def _line(self, a: str, title: list[str], c: str, key: list[str]) -> None:
+        """One row: the id, the title's lines, the verdict, the key number's lines."""
+        rows = max(len(title), len(key))
+        title = title + [""] * (rows - len(title))
+        key = key + [""] * (rows - len(key))
+        for i in range(rows):
+            first, verdict = (a, c) if i == 0 else ("", "")
+            head = f"{first:<{self.w_id}}  {title[i]:<{self.w_title}}  "
+            line = f"{head}{verdict:<{self.w_verdict}}  {key[i]}"
+            self.stream.write(line.rstrip() + "\n")
         self.stream.flush()
 
 
@@ -486,8 +488,16 @@ def plot_figure(cid: str, spec: dict) -> Any:
     ax.set_ylabel(spec.get("ylabel", ""))
     ax.set_title(f"{cid}: {spec.get('title', '')}", fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
-    if any(s.get("label") for s in spec.get("series", [])):
-        ax.legend(fontsize=8)
+    labelled = [s for s in spec.get("series", []) if s.get("label")]
+    if labelled:
+        # below the axes, where it covers no data however many series there are (C2 has 9)
+        ax.legend(
+            fontsize=7,
+            loc="upper center",
+            bbox_to_anchor=(0.5, -0.2),
+            ncol=2 if len(labelled) > 3 else 1,
+            frameon=False,
+        )
     fig.tight_layout()
     return fig
 
