@@ -3,7 +3,7 @@
 The private code lives in rooms under ``kernelcheck/_src/``, in layers whose
 imports only point downwards:
 
-    core < kernels < features < attention < psd < mc < testing < verify | scaling < claims
+    core < kernels < features < attention < psd < mc < testing < verify | scaling < claims < cli
 
 (``verify`` and ``scaling`` are siblings: neither imports the other).  The
 public facades (``kernelcheck/*.py``) may import any room.  These tests parse
@@ -42,6 +42,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("testing",),
     ("verify", "scaling"),
     ("claims",),
+    ("cli",),
 )
 RANK = {room: i for i, rooms in enumerate(LAYERS) for room in rooms}
 

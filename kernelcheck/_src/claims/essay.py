@@ -11,18 +11,16 @@ half-written file nor a mix of two runs' files of the same report.
 
 from __future__ import annotations
 
-import contextlib
 import io
 import json
 import math
 import os
-import sys
 import textwrap
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO, cast
+from typing import Any, TextIO
 
 from kernelcheck._src.claims.registry import (
     CLAIMS,
@@ -36,7 +34,6 @@ from kernelcheck._src.claims.registry import (
 )
 from kernelcheck._src.core import report as bundle
 from kernelcheck._src.core.outcome import Outcome, exit_code
-from kernelcheck._src.core.progress import progress_bar
 from kernelcheck._src.core.report import new_figure, png_bytes
 from kernelcheck._src.core.results import ResultMixin
 from kernelcheck._src.core.validate import as_output_folder, check_callable, check_choice, describe
@@ -547,74 +544,3 @@ def write_report(report: EssayReport, out_dir: str | Path) -> list[Path]:
     files["report.json"] = bundle.json_text(report)
     files["report.md"] = markdown + "\n"
     return bundle.write_bundle(out_dir, files, name="out_dir")
-
-
-class _BarStream:
-    """A text stream that writes its lines above a progress bar (or straight through)."""
-
-    def __init__(self, stream: TextIO, pbar: Any):
-        self.stream, self.pbar, self._buf = stream, pbar, ""
-
-    def write(self, text: str) -> int:
-        if not self.pbar.drawn:
-            return self.stream.write(text)
-        self._buf += text
-        *lines, self._buf = self._buf.split("\n")
-        for line in lines:
-            self.pbar.write(line, file=self.stream)
-        return len(text)
-
-    def flush(self) -> None:
-        self.stream.flush()
-
-
-def _maybe_dask(workers: int | None, scheduler: str | None):
-    """A Dask executor when ``workers`` or ``scheduler`` is given, else a null context."""
-
-    if workers is None and scheduler is None:
-        return contextlib.nullcontext(None)
-    from kernelcheck._src.mc.distributed import dask_executor
-
-    return dask_executor(scheduler=scheduler, workers=workers)
-
-
-def main_essay(
-    *,
-    level: str,
-    out: str | None,
-    as_json: bool,
-    claim_ids: list[str] | None,
-    stdout: TextIO | None = None,
-    workers: int | None = None,
-    scheduler: str | None = None,
-    verbose: bool = False,
-    bar: bool | None = None,
-) -> int:
-    """The ``kernelcheck essay`` command; returns its exit code (see :func:`exit_code_for`).
-
-    With ``workers`` (a local Dask cluster) or ``scheduler`` (an address), the
-    Monte Carlo and search checks run on Dask; the report is identical.
-    """
-    stdout = stdout or sys.stdout
-    # Ctrl-C (KeyboardInterrupt, or InterruptedAfterWrite once the files are in
-    # place) is reported by kernelcheck.cli.main, as for the other commands.
-    ids = claim_ids_iv(claim_ids) or list(CLAIMS)
-    with (
-        _maybe_dask(workers, scheduler) as executor,
-        progress_bar(len(ids), f"essay ({level})", enabled=bar, unit="claim") as pbar,
-    ):
-        stream = None if as_json else cast(TextIO, _BarStream(stdout, pbar))
-        report = run_essay(
-            ids, level, stream=stream, executor=executor, on_result=lambda _r: pbar.update(1)
-        )
-    if verbose and not as_json:
-        stdout.write("\n" + report.details_text(table_width()))
-    written = write_report(report, out) if out is not None else []
-    if out is not None:
-        if not as_json:
-            print(f"\n{bundle.written_summary(written, out)}", file=stdout)
-    if as_json:
-        stdout.write(json.dumps(report.to_dict(), indent=2) + "\n")
-    else:
-        print(f"\n{report}", file=stdout)
-    return report.exit_code
