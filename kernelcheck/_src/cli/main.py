@@ -22,7 +22,6 @@ from kernelcheck._src.cli.process import (
     reader_gone,
     start_deadline,
 )
-from kernelcheck._src.core.atomic import InterruptedAfterWrite, ReportNotWritten
 from kernelcheck._src.core.outcome import EXIT_INCONCLUSIVE, EXIT_INTERRUPTED, EXIT_USAGE
 from kernelcheck.errors import InvalidArgument, NumericalFailure
 
@@ -127,6 +126,9 @@ def run_command(args: argparse.Namespace, prog: str) -> int:
         ``<prog> --help``), 3 when the numbers cannot decide or memory ran
         out, 130 when interrupted or when standard output's reader went away.
     """
+    # here, not at the top: ``kernelcheck --help`` never needs the report writer
+    from kernelcheck._src.core.atomic import InterruptedAfterWrite, ReportNotWritten
+
     try:
         import_numpy_deferring_ctrl_c()
         return int(args.func(args))

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import socket
 from collections.abc import Iterator
 from typing import Any
 
@@ -153,6 +152,8 @@ def check_scheduler(args: argparse.Namespace) -> None:
     address = as_scheduler_address(address, "--scheduler")
     target = scheduler_host_port(address)
     if target is not None:
+        import socket
+
         try:
             socket.create_connection(target, timeout=SCHEDULER_PROBE_SECONDS).close()
         except OSError as exc:

@@ -16,7 +16,6 @@ the envelope changes meaning or goes away.
 
 from __future__ import annotations
 
-import json
 import re
 import sys
 from typing import Any, TextIO
@@ -117,6 +116,8 @@ def print_json(
     stream : text stream, optional
         Where to print (default None: standard output).
     """
+    import json
+
     from kernelcheck._src.core.results import to_jsonable
 
     stream = sys.stdout if stream is None else stream

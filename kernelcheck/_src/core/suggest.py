@@ -5,12 +5,12 @@ an unknown one (a command-line flag, a choice value, a name of the kernel
 expression language): the closest known name by
 :func:`difflib.get_close_matches`, when it is close enough to be a typo.
 Names that differ only in case are always proposed.  This module imports
-nothing heavy, so the command line can use it before NumPy is loaded.
+nothing heavy (difflib only when a name is looked up), so the command line
+can build its parser with it before anything else is loaded.
 """
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable
 
 __all__ = ["SIMILARITY", "closest", "did_you_mean"]
@@ -47,6 +47,8 @@ def closest(word: str, known: Iterable[str]) -> str | None:
     >>> closest("frobnicate", ["essay", "psd"]) is None
     True
     """
+    import difflib  # here, not at the top: ``kernelcheck --help`` never needs it
+
     names = [str(name) for name in known]
     for name in names:
         if name.lower() == word.lower() and name != word:
