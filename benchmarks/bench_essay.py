@@ -33,9 +33,10 @@ def run_essay(cmd: list[str]) -> dict:
     """Run an essay command; its JSON report, after checking that every claim was verified."""
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, f"{cmd} exited {proc.returncode}:\n{proc.stderr[-2000:]}"
-    report = json.loads(proc.stdout)
+    envelope = json.loads(proc.stdout)
+    assert envelope["outcome"] == "verified", envelope["outcome"]
+    report = envelope["result"]
     summary = report["summary"]
-    assert report["outcome"] == "verified", report["outcome"]
     assert summary["verified"] == summary["total"] > 0, summary
     return report
 

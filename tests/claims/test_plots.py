@@ -111,3 +111,23 @@ def test_the_timing_plots_show_each_fit_and_its_theory_slope(claim):
     fit = next(xy for label, xy in lines.items() if label.startswith(f"{form.name}: fit"))
     assert math.isclose(_slope(fit), form.time_fit.slope, rel_tol=1e-9)
     np.testing.assert_allclose(lines[form.name][:, 1], form.measurement.times)
+
+
+@pytest.mark.parametrize("claim", ["C2", "C3"])
+def test_the_legend_covers_no_data(claim):
+    """The timing plots carry up to nine labelled series: their legend stands below the
+    axes (and below the x label), never over the data."""
+    sizes = (64, 91, 128, 181, 256)
+    report = run_scaling(
+        sizes=sizes, forms=("softmax", "parallel"), d=4, num_features=4, repeats=2, memory=False
+    )
+    _rows, _measured, spec = attention_cost._measured_rows(report, claim)
+    fig = plot_figure(claim, spec)
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    (ax,) = fig.axes
+    legend = ax.get_legend()
+    assert legend is not None and len(legend.get_texts()) == len(spec["series"])
+    box = legend.get_window_extent(renderer)
+    assert not box.overlaps(ax.get_window_extent(renderer))
+    assert not box.overlaps(ax.xaxis.label.get_window_extent(renderer))

@@ -199,12 +199,13 @@ def test_console_examples_print_what_the_page_shows(line, expected, tmp_path, mo
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("COLUMNS", "100")
     np.save("K.npy", np.array([[2.0, 1.0], [1.0, 2.0]]))  # the page's own K.npy
+    Path("K.csv").write_text("a,b\n2,1\n1,2\n")  # and its K.csv, with a header row
     argv = shlex.split(line)
     assert argv[0] == "kernelcheck"
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+    screen = io.StringIO()  # standard output and error in the order a terminal shows them
+    with contextlib.redirect_stdout(screen), contextlib.redirect_stderr(screen):
         code = cli.main(argv[1:])
-    printed = out.getvalue() + err.getvalue()
+    printed = screen.getvalue()
     assert _normal(printed) == _normal(expected), f"$ {line}\n{printed}"
     words = [ln.split(":")[0] for ln in printed.splitlines()]
     words = [w for w in words if w in {o.value for o in Outcome}]

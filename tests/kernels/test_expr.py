@@ -146,3 +146,25 @@ def test_parser_never_evaluates_python():
 def test_non_string_is_refused():
     with pytest.raises(InvalidArgument, match="`expression` must be a string"):
         parse_kernel(3)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("text", "name", "suggested"),
+    [
+        ("gausian", "gausian", "gaussian"),
+        ("exp(Linar)", "Linar", "linear"),
+        ("polynomal(2)", "polynomal", "polynomial"),
+    ],
+)
+def test_an_unknown_name_close_to_a_known_one_is_proposed(text, name, suggested):
+    with pytest.raises(
+        InvalidArgument, match=rf"unknown name '{name}'; did you mean '{suggested}'\?"
+    ):
+        parse_kernel(text)
+
+
+def test_an_unknown_name_far_from_every_known_one_gets_no_proposal():
+    with pytest.raises(InvalidArgument) as info:
+        parse_kernel("tanh(linear)")
+    assert "unknown name 'tanh' (known: " in str(info.value)
+    assert "did you mean" not in str(info.value)

@@ -11,18 +11,16 @@ half-written file nor a mix of two runs' files of the same report.
 
 from __future__ import annotations
 
-import contextlib
 import io
 import json
 import math
 import os
-import sys
 import textwrap
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO, cast
+from typing import Any, TextIO
 
 from kernelcheck._src.claims.registry import (
     CLAIMS,
@@ -36,7 +34,6 @@ from kernelcheck._src.claims.registry import (
 )
 from kernelcheck._src.core import report as bundle
 from kernelcheck._src.core.outcome import Outcome, exit_code
-from kernelcheck._src.core.progress import progress_bar
 from kernelcheck._src.core.report import new_figure, png_bytes
 from kernelcheck._src.core.results import ResultMixin
 from kernelcheck._src.core.validate import as_output_folder, check_callable, check_choice, describe
@@ -284,8 +281,8 @@ def _verdict_md(v: ClaimVerdict) -> str:
 #: Width of the printed table when ``COLUMNS`` does not say otherwise.
 TABLE_WIDTH = 100
 _MIN_WIDTH = 60
-#: Width of the "in a few words" column (longer titles are cut with "...").
-_TITLE_WIDTH = 34
+#: Narrowest key-number column: a title wider than the table leaves room for wraps instead.
+_MIN_KEY_WIDTH = 20
 
 
 def table_width(environ: Mapping[str, str] | None = None) -> int:
@@ -297,15 +294,14 @@ def table_width(environ: Mapping[str, str] | None = None) -> int:
         return TABLE_WIDTH
 
 
-def _cut(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: width - 3] + "..."
-
-
 class _TablePrinter:
     """Prints the table row by row as results arrive, within ``width`` columns.
 
-    The key number wraps onto continuation lines under its own column, so
-    nothing is cut; an inconclusive row is followed by what decides it.
+    The title column is as wide as the longest title of the claims run, or
+    narrower where the table would leave the key number less than
+    :data:`_MIN_KEY_WIDTH` columns; the title and the key number then wrap
+    onto continuation lines under their own columns, so nothing is cut.  An
+    inconclusive row is followed by what decides it.
     """
 
     def __init__(self, stream: TextIO, claim_ids: list[str], width: int | None = None):
@@ -315,17 +311,15 @@ class _TablePrinter:
         longest = max([14] + [len(STATEMENTS[c][0]) for c in claim_ids])
         self.w_verdict = max(len(v.value) for v in ClaimVerdict)
         fixed = self.w_id + self.w_verdict + 6  # the id, the verdict and three gaps of two
-        # the title gives way to a key column of at least 20 in a narrow terminal
-        self.w_title = max(10, min(_TITLE_WIDTH, longest, self.width - fixed - 20))
-        self.indent = fixed + self.w_title
-        self.w_key = max(20, self.width - self.indent)
+        self.w_title = max(10, min(longest, self.width - fixed - _MIN_KEY_WIDTH))
+        self.w_key = max(_MIN_KEY_WIDTH, self.width - fixed - self.w_title)
 
     def header(self) -> None:
-        self._line("claim", "in a few words", "verdict", ["key number"])
-        self._line("-" * self.w_id, "-" * self.w_title, "-" * self.w_verdict, ["-" * 10])
+        self._line("claim", ["in a few words"], "verdict", ["key number"])
+        self._line("-" * self.w_id, ["-" * self.w_title], "-" * self.w_verdict, ["-" * 10])
 
     def row(self, r: ClaimResult) -> None:
-        title = _cut(STATEMENTS[r.claim][0], self.w_title)
+        title = textwrap.wrap(STATEMENTS[r.claim][0], self.w_title, break_on_hyphens=False)
         key = textwrap.wrap(r.key_number, self.w_key, break_on_hyphens=False) or [""]
         self._line(r.claim, title, r.verdict.value, key)
         if r.verdict is ClaimVerdict.INCONCLUSIVE:
@@ -336,11 +330,16 @@ class _TablePrinter:
                 self.stream.write(" " * (self.w_id + 2) + line + "\n")
         self.stream.flush()
 
-    def _line(self, a: str, b: str, c: str, key: list[str]) -> None:
-        head = f"{a:<{self.w_id}}  {b:<{self.w_title}}  {c:<{self.w_verdict}}  "
-        self.stream.write((head + key[0]).rstrip() + "\n")
-        for more in key[1:]:
-            self.stream.write(" " * self.indent + more + "\n")
+    def _line(self, a: str, title: list[str], c: str, key: list[str]) -> None:
+        """One row: the id, the title's lines, the verdict, the key number's lines."""
+        rows = max(len(title), len(key))
+        title = title + [""] * (rows - len(title))
+        key = key + [""] * (rows - len(key))
+        for i in range(rows):
+            first, verdict = (a, c) if i == 0 else ("", "")
+            head = f"{first:<{self.w_id}}  {title[i]:<{self.w_title}}  "
+            line = f"{head}{verdict:<{self.w_verdict}}  {key[i]}"
+            self.stream.write(line.rstrip() + "\n")
         self.stream.flush()
 
 
@@ -486,8 +485,16 @@ def plot_figure(cid: str, spec: dict) -> Any:
     ax.set_ylabel(spec.get("ylabel", ""))
     ax.set_title(f"{cid}: {spec.get('title', '')}", fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
-    if any(s.get("label") for s in spec.get("series", [])):
-        ax.legend(fontsize=8)
+    labelled = [s for s in spec.get("series", []) if s.get("label")]
+    if labelled:
+        # below the axes, where it covers no data however many series there are (C2 has 9)
+        ax.legend(
+            fontsize=7,
+            loc="upper center",
+            bbox_to_anchor=(0.5, -0.2),
+            ncol=2 if len(labelled) > 3 else 1,
+            frameon=False,
+        )
     fig.tight_layout()
     return fig
 
@@ -537,74 +544,3 @@ def write_report(report: EssayReport, out_dir: str | Path) -> list[Path]:
     files["report.json"] = bundle.json_text(report)
     files["report.md"] = markdown + "\n"
     return bundle.write_bundle(out_dir, files, name="out_dir")
-
-
-class _BarStream:
-    """A text stream that writes its lines above a progress bar (or straight through)."""
-
-    def __init__(self, stream: TextIO, pbar: Any):
-        self.stream, self.pbar, self._buf = stream, pbar, ""
-
-    def write(self, text: str) -> int:
-        if not self.pbar.drawn:
-            return self.stream.write(text)
-        self._buf += text
-        *lines, self._buf = self._buf.split("\n")
-        for line in lines:
-            self.pbar.write(line, file=self.stream)
-        return len(text)
-
-    def flush(self) -> None:
-        self.stream.flush()
-
-
-def _maybe_dask(workers: int | None, scheduler: str | None):
-    """A Dask executor when ``workers`` or ``scheduler`` is given, else a null context."""
-
-    if workers is None and scheduler is None:
-        return contextlib.nullcontext(None)
-    from kernelcheck._src.mc.distributed import dask_executor
-
-    return dask_executor(scheduler=scheduler, workers=workers)
-
-
-def main_essay(
-    *,
-    level: str,
-    out: str | None,
-    as_json: bool,
-    claim_ids: list[str] | None,
-    stdout: TextIO | None = None,
-    workers: int | None = None,
-    scheduler: str | None = None,
-    verbose: bool = False,
-    bar: bool | None = None,
-) -> int:
-    """The ``kernelcheck essay`` command; returns its exit code (see :func:`exit_code_for`).
-
-    With ``workers`` (a local Dask cluster) or ``scheduler`` (an address), the
-    Monte Carlo and search checks run on Dask; the report is identical.
-    """
-    stdout = stdout or sys.stdout
-    # Ctrl-C (KeyboardInterrupt, or InterruptedAfterWrite once the files are in
-    # place) is reported by kernelcheck.cli.main, as for the other commands.
-    ids = claim_ids_iv(claim_ids) or list(CLAIMS)
-    with (
-        _maybe_dask(workers, scheduler) as executor,
-        progress_bar(len(ids), f"essay ({level})", enabled=bar, unit="claim") as pbar,
-    ):
-        stream = None if as_json else cast(TextIO, _BarStream(stdout, pbar))
-        report = run_essay(
-            ids, level, stream=stream, executor=executor, on_result=lambda _r: pbar.update(1)
-        )
-    if verbose and not as_json:
-        stdout.write("\n" + report.details_text(table_width()))
-    written = write_report(report, out) if out is not None else []
-    if out is not None:
-        if not as_json:
-            print(f"\n{bundle.written_summary(written, out)}", file=stdout)
-    if as_json:
-        stdout.write(json.dumps(report.to_dict(), indent=2) + "\n")
-    else:
-        print(f"\n{report}", file=stdout)
-    return report.exit_code

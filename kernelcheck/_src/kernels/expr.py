@@ -48,6 +48,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from kernelcheck._src.core.suggest import did_you_mean
 from kernelcheck._src.kernels.catalog import LEAVES, REQUIRED, Leaf
 from kernelcheck._src.kernels.combinators import exp
 from kernelcheck._src.kernels.leaves import Constant
@@ -344,7 +345,8 @@ class _Parser:
         func = self.funcs.get(name_tok.text.lower())
         if func is None:
             known = ", ".join(FUNCTIONS)
-            raise self.error(f"unknown name {name_tok.text!r} (known: {known})", name_tok)
+            hint = did_you_mean(name_tok.text.lower(), FUNCTIONS)
+            raise self.error(f"unknown name {name_tok.text!r}{hint} (known: {known})", name_tok)
         args: list[tuple[Any, Token]] = []
         kwargs: dict[str, tuple[Any, Token]] = {}
         open_tok = self.accept("(")

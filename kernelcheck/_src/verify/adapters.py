@@ -184,6 +184,12 @@ def _module(framework: str) -> Any:
         ) from None
 
 
+def _first_sentence(exc: BaseException) -> str:
+    """The first sentence of an exception's message (PyTorch's run on for 50 lines)."""
+    text = " ".join(str(exc).split("\n", 1)[0].split()) or type(exc).__name__
+    return text.split(". ", 1)[0].rstrip(".")
+
+
 def _device(framework: str, module: Any, device: Any) -> Any:
     if device is None:
         return None
@@ -197,7 +203,8 @@ def _device(framework: str, module: Any, device: Any) -> Any:
             module.empty(0, device=dev)
         except Exception as exc:
             raise InvalidArgument(
-                f"`device` {device!r} is not a usable torch device here ({exc}); pass 'cpu' or None"
+                f"`device` {device!r} is not a usable torch device here ({_first_sentence(exc)}); "
+                "pass 'cpu' or None"
             ) from None
         return dev
     import jax
@@ -208,7 +215,8 @@ def _device(framework: str, module: Any, device: Any) -> Any:
         return jax.devices(device)[0]
     except Exception as exc:
         raise InvalidArgument(
-            f"`device` {device!r} is not a jax platform here ({exc}); pass 'cpu' or None"
+            f"`device` {device!r} is not a jax platform here ({_first_sentence(exc)}); "
+            "pass 'cpu' or None"
         ) from None
 
 

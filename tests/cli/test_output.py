@@ -1,16 +1,18 @@
-"""One command-line language: the outcome words, option names and plot notes of every command.
+"""What the commands print: one outcome vocabulary, one JSON envelope, notes on plots.
 
 Each command runs in-process through :func:`kernelcheck.cli.main` on small
 inputs.  The checks: the verdict line starts with the outcome word
 (``verified``, ``refuted``, ``inconclusive``) whose exit code the command
 returns (the mapping of ``core/outcome.py``); no output carries another
-vocabulary (PASSED, FAILED, POSITIVE_DEFINITE, ...); an option means one
-thing across commands; without matplotlib every ``--out`` says that the plots
-were skipped and how to install them.
+vocabulary (PASSED, FAILED, POSITIVE_DEFINITE, ...); ``--json`` prints one
+envelope (schema, command, outcome, exit code, result) that says what the
+text says; without matplotlib every ``--out`` says that the plots were
+skipped and how to install them.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 from pathlib import Path
@@ -19,18 +21,16 @@ import numpy as np
 import pytest
 
 from kernelcheck import cli
+from kernelcheck._src.cli.output import SCHEMA_VERSION, verdict_line
 from kernelcheck._src.core.outcome import Outcome
 from kernelcheck._src.core.report import PLOTS_SKIPPED
-from kernelcheck._src.psd.ladder import METHODS
-from kernelcheck._src.scaling.experiment import DEFAULT_SIZES, QUICK_SIZES
+from tests.cli.commandline import OUTCOME_OF_CODE
 
 #: Words of the vocabularies the command line used before it had one.
 OTHER_WORDS = re.compile(
     r"\b(?:PASSED|FAILED|PASS|FAIL|NOT_PSD|POSITIVE_DEFINITE|POSITIVE_SEMIDEFINITE|"
     r"INCONCLUSIVE|NO_COUNTEREXAMPLE|VIOLATION)\b"
 )
-
-OUTCOME_OF_CODE = {o.exit_code: o.value for o in Outcome}
 
 
 @pytest.fixture(scope="module")
@@ -60,6 +60,10 @@ def _commands(d):
 CASES = list(_commands(Path(".")))
 
 
+def _verdict_lines(out: str) -> list[str]:
+    return [line for line in out.splitlines() if line.split(":")[0] in OUTCOME_OF_CODE.values()]
+
+
 @pytest.mark.parametrize("name", CASES)
 def test_every_verdict_line_starts_with_the_outcome_of_its_exit_code(name, matrices, capsys):
     argv, expected = _commands(matrices)[name]
@@ -68,7 +72,7 @@ def test_every_verdict_line_starts_with_the_outcome_of_its_exit_code(name, matri
     if expected is not None:
         assert code == expected, out
     assert code in OUTCOME_OF_CODE, out
-    verdicts = [line for line in out.splitlines() if line.split(":")[0] in OUTCOME_OF_CODE.values()]
+    verdicts = _verdict_lines(out)
     assert verdicts, out
     # the last verdict line is the command's own; its word is the exit code's
     assert verdicts[-1].startswith(f"{OUTCOME_OF_CODE[code]}: "), out
@@ -104,40 +108,60 @@ def test_verdict_line_drops_a_verdict_word_of_the_result(text, outcome, line):
             return text
 
     Result.outcome = Outcome(outcome)
-    assert cli._verdict_line(Result()) == line
+    assert verdict_line(Result()) == line
 
 
-def test_points_is_a_file_everywhere_and_unbiased_counts_with_num_points(capsys):
-    assert cli.main(["unbiased", "--points", "3"]) == 2
-    err = capsys.readouterr().err
-    assert "--num-points" in err and "file of points" in err
-    assert cli.main(["kernel", "--help"]) == 0
-    assert "--points FILE" in capsys.readouterr().out
+def test_json_carries_the_outcome_of_the_exit_code(matrices, capsys):
+    for argv in (
+        ["psd", str(matrices / "notpsd.npy")],
+        ["kernel", "linear", "--dim", "2", "--budget", "2"],
+        ["unbiased", "--trials", "300", "--dim", "2", "--num-features", "4"],
+        ["essay", "--quick", "--claims", "C7"],
+    ):
+        code = cli.main([*argv, "--json"])
+        report = json.loads(capsys.readouterr().out)
+        assert report["outcome"] == OUTCOME_OF_CODE[code], argv
+    code = cli.main(["essay", "--quick", "--claims", "C7", "--json"])
+    report = json.loads(capsys.readouterr().out)
+    assert report["exit_code"] == code == 0
+    assert [c["outcome"] for c in report["result"]["claims"]] == ["verified"]
 
 
-def test_psd_lists_and_checks_its_methods(matrices, capsys):
-    assert cli.main(["psd", "--help"]) == 0
-    help_text = " ".join(capsys.readouterr().out.split())
-    assert ", ".join(METHODS) in help_text
-    assert cli.main(["psd", str(matrices / "pd.npy"), "--method", "cholesky"]) == 0
-    capsys.readouterr()
-    assert cli.main(["psd", str(matrices / "pd.npy"), "--method", "bogus"]) == 2
-    err = capsys.readouterr().err
-    assert all(m in err for m in METHODS), err
+#: Every command with ``--json``, on inputs that give each outcome somewhere.
+ENVELOPE_CASES = {
+    "essay": ["essay", "--quick", "--claims", "C7"],
+    "psd": ["psd", "{d}/notpsd.npy"],
+    "kernel": ["kernel", "linear - 0.5*poly(2)", "--dim", "2", "--budget", "2"],
+    "unbiased": ["unbiased", "--trials", "300", "--dim", "2", "--num-features", "4"],
+    "scaling": ["scaling", "--sizes", "16,32,64", "--repeats", "1", "--quiet"],
+}
 
 
-def test_scaling_help_states_the_grid_it_uses(capsys):
-    assert cli.main(["scaling", "--help"]) == 0
-    help_text = " ".join(capsys.readouterr().out.split())
-    assert "doubling" not in help_text
-    for table in (DEFAULT_SIZES, QUICK_SIZES):
-        for sizes in table.values():
-            ratios = {round(b / a, 2) for a, b in zip(sizes, sizes[1:])}
-            assert len(ratios) == 1, sizes  # one factor apart, as the help says
-            (r,) = ratios
-            apart = "sqrt(2)" if r == 1.41 else f"{r:.3g}"
-            grid = f"n = {sizes[0]}..{sizes[-1]}, {len(sizes)} lengths a factor {apart} apart"
-            assert grid in help_text
+def test_every_command_has_an_envelope_case():
+    assert set(ENVELOPE_CASES) == set(cli.COMMANDS)
+
+
+@pytest.mark.parametrize("command", sorted(ENVELOPE_CASES))
+def test_every_json_is_one_envelope_that_says_what_the_text_says(command, matrices, capsys):
+    argv = [a.format(d=matrices) for a in ENVELOPE_CASES[command]]
+    text_code = cli.main(argv)
+    text = capsys.readouterr().out
+    json_code = cli.main([*argv, "--json"])
+    payload = json.loads(capsys.readouterr().out)
+    assert set(payload) == {"schema", "command", "outcome", "exit_code", "result"}
+    assert payload["schema"] == f"kernelcheck/{SCHEMA_VERSION}" == cli.SCHEMA
+    assert payload["command"] == command
+    assert isinstance(payload["result"], dict) and payload["result"]
+    assert payload["exit_code"] == json_code
+    assert payload["outcome"] == OUTCOME_OF_CODE[json_code]
+    if command == "scaling":  # timings differ from run to run; the words of one run agree
+        return
+    assert json_code == text_code
+    if command == "essay":
+        word = re.findall(r"\b(verified|refuted|inconclusive)\b", text.split("\n\n")[0])[-1]
+    else:
+        word = _verdict_lines(text)[-1].split(":")[0]
+    assert payload["outcome"] == word
 
 
 @pytest.fixture
@@ -182,47 +206,3 @@ def test_with_matplotlib_out_names_the_plots_it_wrote(tmp_path, capsys):
     wrote = next(line for line in text.splitlines() if line.startswith("wrote "))
     assert all(name in wrote for name in pngs), wrote
     assert PLOTS_SKIPPED not in text
-
-
-def test_kernel_help_states_the_library_s_search_budget(capsys):
-    import inspect
-
-    from kernelcheck import verify
-
-    budget = inspect.signature(verify.kernel).parameters["budget"].default
-    assert cli.main(["kernel", "--help"]) == 0
-    assert f"counterexample search (default {budget})" in " ".join(capsys.readouterr().out.split())
-
-
-def test_every_option_and_command_has_help():
-    import argparse
-
-    parser = cli.build_parser()
-    (sub,) = (a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    assert [c.dest for c in sub._choices_actions] == list(cli.COMMANDS)
-    for choice in sub._choices_actions:
-        assert choice.help, choice.dest
-    for name, p in sub.choices.items():
-        assert p.description and p.epilog == cli._EPILOG, name
-        for action in p._actions:
-            if action.help == argparse.SUPPRESS:
-                continue
-            assert action.help and len(action.help) > 8, (name, action.option_strings)
-
-
-def test_json_carries_the_outcome_of_the_exit_code(matrices, capsys):
-    import json
-
-    for argv in (
-        ["psd", str(matrices / "notpsd.npy")],
-        ["kernel", "linear", "--dim", "2", "--budget", "2"],
-        ["unbiased", "--trials", "300", "--dim", "2", "--num-features", "4"],
-        ["essay", "--quick", "--claims", "C7"],
-    ):
-        code = cli.main([*argv, "--json"])
-        report = json.loads(capsys.readouterr().out)
-        assert report["outcome"] == OUTCOME_OF_CODE[code], argv
-    code = cli.main(["essay", "--quick", "--claims", "C7", "--json"])
-    report = json.loads(capsys.readouterr().out)
-    assert report["exit_code"] == code == 0
-    assert [c["outcome"] for c in report["claims"]] == ["verified"]
