@@ -13,10 +13,10 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
+from kernelcheck._src.core.files import as_output_folder
 from kernelcheck._src.core.rounding import PRECISIONS, feature_product_bound
 from kernelcheck._src.core.validate import (
     as_array,
-    as_output_folder,
     check_computed,
     to_numpy,
 )
@@ -274,7 +274,7 @@ def _complex_results():
 
 
 def test_a_callable_returning_a_complex_tensor_of_any_framework_is_refused():
-    from kernelcheck._src.core.validate import call_user
+    from kernelcheck._src.core.calls import call_user
 
     for name, value in _complex_results().items():
         with pytest.raises(InvalidArgument, match=r"^`f` returned .*expected real numbers"):

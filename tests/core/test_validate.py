@@ -5,17 +5,17 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from kernelcheck._src.core.memory import check_size
+from kernelcheck._src.core.seeds import as_rng
 from kernelcheck._src.core.validate import (
     as_array,
     as_int,
     as_points,
     as_probability,
     as_real,
-    as_rng,
     as_square_matrix,
     check_callable,
     check_choice,
-    check_size,
 )
 from kernelcheck.errors import InvalidArgument
 

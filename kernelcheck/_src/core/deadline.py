@@ -1,8 +1,8 @@
 """Deadlines for user callables: the ``timeout=`` of the verifiers.
 
-A verifier declared with :func:`kernelcheck._src.core.validate.honours_timeout`
-runs under :func:`user_deadline`; every call of user code made through
-:func:`kernelcheck._src.core.validate.call_user` or :func:`run_user` while it
+A verifier declared with :func:`honours_timeout` runs under
+:func:`user_deadline`; every call of user code made through
+:func:`kernelcheck._src.core.calls.call_user` or :func:`run_user` while it
 runs waits at most until that deadline.  See :func:`run_user` for how, and
 for what a deadline cannot do.
 """
@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
+import inspect
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -18,9 +20,17 @@ from typing import Any
 
 import numpy as np
 
+from kernelcheck._src.core.validate import as_real
 from kernelcheck.errors import InvalidArgument
 
-__all__ = ["user_deadline", "run_user", "current_deadline", "within_deadline"]
+__all__ = [
+    "as_timeout",
+    "honours_timeout",
+    "user_deadline",
+    "run_user",
+    "current_deadline",
+    "within_deadline",
+]
 
 #: ``(monotonic deadline, timeout in seconds)`` of the enclosing :func:`user_deadline`.
 _DEADLINE: contextvars.ContextVar[tuple[float, float] | None] = contextvars.ContextVar(
@@ -126,3 +136,29 @@ def run_user(fn: Callable, label: str, *args: Any, **kwargs: Any) -> Any:
     if "error" in result:
         raise result["error"]
     return result["value"]
+
+
+def as_timeout(value: Any, name: str = "timeout") -> float | None:
+    """``None`` (no limit) or a positive finite number of seconds."""
+    if value is None:
+        return None
+    return as_real(value, name, positive=True)
+
+
+def honours_timeout(func: Callable) -> Callable:
+    """Decorator: run ``func`` under :func:`user_deadline` of its ``timeout=`` argument.
+
+    ``func`` declares (and documents) a keyword argument ``timeout`` and may
+    ignore it: the decorator validates it (:func:`as_timeout`) and bounds
+    every user call made through :func:`call_user` / :func:`run_user` while
+    ``func`` runs.
+    """
+    default = inspect.signature(func).parameters["timeout"].default
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        timeout = as_timeout(kwargs.get("timeout", default))
+        with user_deadline(timeout):
+            return func(*args, **kwargs)
+
+    return wrapper

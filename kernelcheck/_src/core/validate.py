@@ -1,4 +1,4 @@
-"""Input validation shared by every public function.
+"""Checks of argument values: arrays, numbers, flags, choices and dtypes.
 
 Each public function validates its input first, through these helpers, so that
 bad input raises :class:`~kernelcheck.errors.InvalidArgument` naming the
@@ -12,68 +12,49 @@ argument, describing the value and saying what was expected.  Conventions:
 * NaN or Inf anywhere is an error, never a verdict.
 * Results never alias the caller's memory when the function may write: the
   helpers return read-only views when ``writeable=False`` is asked for.
+
+The other checks of the core have a module each: the memory an intermediate
+may take (:mod:`~kernelcheck._src.core.memory`), seeds
+(:mod:`~kernelcheck._src.core.seeds`), calls of user code
+(:mod:`~kernelcheck._src.core.calls`) and their time limits
+(:mod:`~kernelcheck._src.core.deadline`), file paths
+(:mod:`~kernelcheck._src.core.files`) and scheduler addresses
+(:mod:`~kernelcheck._src.core.addresses`).
 """
 
 from __future__ import annotations
 
-import functools
-import inspect
 import math
 import numbers
 import operator
-import os
-import stat
-import tempfile
-from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from kernelcheck._src.core.deadline import run_user, user_deadline
-from kernelcheck.errors import (
-    BadNormalizer,
-    InfiniteFeatureSpace,
-    InvalidArgument,
-    NumericalFailure,
-)
+from kernelcheck._src.core.memory import check_size
+from kernelcheck.errors import InvalidArgument, NumericalFailure
 
 __all__ = [
     "describe",
-    "OWN_ERRORS",
     "to_numpy",
     "as_array",
+    "all_finite",
     "as_points",
     "as_square_matrix",
+    "SQUARE_WORKING_COPIES",
     "check_finite",
+    "check_computed",
     "as_int",
     "as_real",
     "as_probability",
-    "as_rng",
     "check_choice",
     "check_callable",
-    "call_user",
-    "not_real",
-    "as_timeout",
     "as_executor",
-    "honours_timeout",
     "as_bool",
     "as_float_dtype",
     "as_int_tuple",
-    "as_seed_sequence",
-    "as_output_folder",
-    "as_input_file",
-    "as_scheduler_address",
     "result_dtype",
-    "MAX_ELEMENTS",
-    "check_size",
-    "check_computed",
-    "memory_budget",
 ]
-
-#: Largest number of float64 elements a single intermediate may have before a
-#: function refuses the input up front (about 16 GiB of float64).
-MAX_ELEMENTS = 2 * 1024**3
 
 
 def describe(value: Any) -> str:
@@ -88,11 +69,6 @@ def describe(value: Any) -> str:
     if len(text) > 60:
         text = text[:57] + "..."
     return f"{type(value).__name__} {text}"
-
-
-#: kernelcheck's own errors: raised inside a user's callable (which may call
-#: kernelcheck), they pass through :func:`call_user` unchanged.
-OWN_ERRORS = (InvalidArgument, InfiniteFeatureSpace, NumericalFailure, BadNormalizer)
 
 
 def to_numpy(value: Any, name: str) -> np.ndarray:
@@ -398,19 +374,6 @@ def as_probability(value: Any, name: str) -> float:
     return value
 
 
-def as_rng(seed: Any, name: str = "seed") -> np.random.Generator:
-    """A NumPy Generator from a seed, SeedSequence or Generator.
-
-    ``None`` is refused: every random function in kernelcheck is reproducible,
-    so the caller states the seed.
-    """
-    if isinstance(seed, np.random.Generator):
-        return seed
-    if isinstance(seed, np.random.SeedSequence):
-        return np.random.default_rng(seed)
-    return np.random.default_rng(_seed_int(seed, name))
-
-
 def check_choice(value: Any, name: str, choices) -> Any:
     """``value`` must be one of ``choices``."""
     try:
@@ -430,163 +393,6 @@ def check_callable(value: Any, name: str) -> Any:
     return value
 
 
-def memory_budget() -> tuple[int, str]:
-    """The most bytes one intermediate may take, and why: ``(bytes, reason)``.
-
-    The smallest of
-
-    * the fixed cap :data:`MAX_ELEMENTS` float64 entries (16 GiB);
-    * the machine's physical memory (``SC_PHYS_PAGES``): more cannot be
-      resident at once;
-    * half of what the process may still map under its address-space limit
-      (``RLIMIT_AS`` minus the current ``VmSize`` of ``/proc/self/statm``):
-      every caller keeps at least one more array of the same size (the
-      result, or the temporary it is computed from), so an intermediate
-      larger than half the headroom cannot be completed.
-
-    Read at each call (two system calls), so a limit set by ``ulimit -v`` or
-    :func:`resource.setrlimit` after import is honoured.
-    """
-    budget, reason = MAX_ELEMENTS * 8, f"the cap of {MAX_ELEMENTS} float64 entries"
-    try:
-        phys = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (AttributeError, ValueError, OSError):  # pragma: no cover - not POSIX
-        phys = -1
-    if 0 < phys < budget:
-        budget, reason = phys, "the machine's physical memory"
-    headroom = _address_space_headroom()
-    if headroom is not None and headroom // 2 < budget:
-        budget = max(0, headroom // 2)
-        reason = "half of the memory this process may still map under its address-space limit"
-    return budget, reason
-
-
-def _address_space_headroom() -> int | None:
-    """Bytes the process may still map under ``RLIMIT_AS`` (None when unlimited)."""
-    try:
-        import resource
-
-        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
-    except (ImportError, OSError, ValueError):  # pragma: no cover - not POSIX
-        return None
-    if soft == resource.RLIM_INFINITY:
-        return None
-    try:
-        with open("/proc/self/statm", encoding="ascii") as fh:
-            used = int(fh.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):  # pragma: no cover - no procfs
-        used = 0
-    return soft - used
-
-
-def _gib(nbytes: float) -> str:
-    return f"{nbytes / 1024**3:.1f} GiB"
-
-
-def check_size(elements: int, what: str, *, itemsize: int = 8) -> None:
-    """Refuse, before it is allocated, an intermediate too large for this process.
-
-    ``elements`` entries of ``itemsize`` bytes (8: float64) need
-    ``elements * itemsize`` bytes; the request is refused with
-    :class:`InvalidArgument` saying how much memory it would need when it
-    has more than :data:`MAX_ELEMENTS` entries or more bytes than
-    :func:`memory_budget` allows.  ``elements`` is an exact Python integer
-    (products of sizes never wrap around as fixed-width integers do).
-
-    Examples
-    --------
-    >>> check_size(10**6, "a small Gram block")
-    >>> try:
-    ...     check_size(10**12, "the Gram block")
-    ... except ValueError as exc:
-    ...     print(str(exc)[:60])
-    the Gram block would need 1000000000000 entries (7450.6 GiB)
-    """
-    elements = int(elements)
-    need = elements * int(itemsize)
-    if elements > MAX_ELEMENTS:
-        limit, reason = MAX_ELEMENTS, ""
-    else:
-        budget, why = memory_budget()
-        if need <= budget:
-            return
-        limit, reason = budget // itemsize, f", {_gib(budget)}: {why}"
-    raise InvalidArgument(
-        f"{what} would need {elements} entries ({_gib(need)}); the limit is "
-        f"{limit} entries{reason}. Use smaller inputs, a truncated order or fewer features"
-    )
-
-
-def call_user(fn: Callable, label: str, *args: Any, **kwargs: Any) -> Any:
-    """Call a user's callable ``fn(*args, **kwargs)``: the one wrapper of user code.
-
-    * NumPy array arguments are passed as copies, so a callable that writes
-      into its argument never changes the caller's data (nor the verdict);
-    * the call waits at most until the deadline of the enclosing
-      :func:`user_deadline` (see :func:`run_user`);
-    * kernelcheck's own errors (:data:`OWN_ERRORS`) pass through unchanged;
-    * any other exception becomes :class:`InvalidArgument` whose message is
-      ``f"{label} raised {type}: {message}"``, chained to the original.
-      ``label`` names the argument and the call the way the caller knows it,
-      e.g. ``"`phi` on `X`"`` or ``"`fn` at n = 64"``;
-    * a result that is numbers but not real numbers -- a complex, object,
-      string or bytes array (NumPy, or a tensor of a complex dtype), a
-      complex or string scalar, or such an item of a returned tuple or list
-      -- is refused with :class:`InvalidArgument` ``f"{label} returned ..."``
-      (NumPy would drop an imaginary part with only a warning, and read an
-      object array entry by entry).  Everything else is returned as it is:
-      callers read arrays with :func:`as_array` (or :func:`as_real`), which
-      also refuses NaN and Inf, naming the call.
-    """
-    args = tuple(a.copy() if isinstance(a, np.ndarray) else a for a in args)
-    try:
-        out = run_user(fn, label, *args, **kwargs)
-    except OWN_ERRORS:
-        raise
-    except Exception as exc:
-        raise InvalidArgument(f"{label} raised {type(exc).__name__}: {exc}") from exc
-    for item in out if isinstance(out, (tuple, list)) else (out,):
-        if not_real(item):
-            raise InvalidArgument(
-                f"{label} returned {describe(item)}; expected real numbers (take the real "
-                "part, or convert to float, yourself)"
-            )
-    return out
-
-
-def not_real(value: Any) -> bool:
-    """A complex, object, string or bytes array or scalar (a NumPy one, a Python one, a tensor)."""
-    if isinstance(value, (complex, str, bytes)):
-        return True
-    if isinstance(value, (np.ndarray, np.generic)):
-        return _non_real_dtype(value.dtype)
-    is_complex = getattr(value, "is_complex", None)  # torch tensors
-    if callable(is_complex) and hasattr(value, "dtype"):
-        try:
-            return bool(is_complex())
-        except Exception:  # not a tensor's is_complex
-            return False
-    dtype = getattr(value, "dtype", None)  # JAX and other array types
-    if dtype is not None and hasattr(value, "shape"):
-        try:
-            return _non_real_dtype(np.dtype(dtype))
-        except TypeError:
-            return False
-    return False
-
-
-def _non_real_dtype(dt: np.dtype) -> bool:
-    """Complex, object, string, bytes or void; a registered number type (bfloat16) is real.
-
-    ``ml_dtypes``' bfloat16 and float8 types (JAX's) are user-defined NumPy
-    dtypes of kind ``"V"``, as are raw void and structured dtypes; only the
-    latter are not numbers.
-    """
-    if dt.kind == "V":
-        return dt.isbuiltin != 2 or dt.names is not None
-    return dt.kind in "cOSU"
-
-
 def as_executor(value: Any, name: str = "executor") -> Any:
     """``None`` or a :class:`concurrent.futures.Executor`-like object (it has ``submit``)."""
     if value is not None and not callable(getattr(value, "submit", None)):
@@ -595,32 +401,6 @@ def as_executor(value: Any, name: str = "executor") -> Any:
             f"got {describe(value)}"
         )
     return value
-
-
-def as_timeout(value: Any, name: str = "timeout") -> float | None:
-    """``None`` (no limit) or a positive finite number of seconds."""
-    if value is None:
-        return None
-    return as_real(value, name, positive=True)
-
-
-def honours_timeout(func: Callable) -> Callable:
-    """Decorator: run ``func`` under :func:`user_deadline` of its ``timeout=`` argument.
-
-    ``func`` declares (and documents) a keyword argument ``timeout`` and may
-    ignore it: the decorator validates it (:func:`as_timeout`) and bounds
-    every user call made through :func:`call_user` / :func:`run_user` while
-    ``func`` runs.
-    """
-    default = inspect.signature(func).parameters["timeout"].default
-
-    @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        timeout = as_timeout(kwargs.get("timeout", default))
-        with user_deadline(timeout):
-            return func(*args, **kwargs)
-
-    return wrapper
 
 
 def as_bool(value: Any, name: str) -> bool:
@@ -651,150 +431,3 @@ def as_int_tuple(value: Any, name: str, *, minimum: int | None = None) -> tuple[
     if not isinstance(value, tuple):
         raise InvalidArgument(f"`{name}` must be a tuple of ints, got {describe(value)}")
     return tuple(as_int(v, name, minimum=minimum) for v in value)
-
-
-def as_seed_sequence(seed: Any, name: str = "seed") -> np.random.SeedSequence:
-    """The root :class:`numpy.random.SeedSequence` of a seeded computation.
-
-    An int or a SeedSequence is used as is; a Generator gives up 128 bits of
-    its stream as entropy (deterministic, and it advances the Generator).
-    ``None`` is refused, as by :func:`as_rng`.
-    """
-    if isinstance(seed, np.random.SeedSequence):
-        return seed
-    if isinstance(seed, np.random.Generator):
-        return np.random.SeedSequence([int(v) for v in seed.integers(0, 2**63, size=2)])
-    return np.random.SeedSequence(_seed_int(seed, name))
-
-
-def _seed_int(seed: Any, name: str) -> int:
-    if seed is None:
-        raise InvalidArgument(
-            f"`{name}` must be given (an int, a numpy.random.SeedSequence or a Generator); "
-            "kernelcheck never draws from unseeded randomness"
-        )
-    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, numbers.Integral) or seed < 0:
-        raise InvalidArgument(
-            f"`{name}` must be a non-negative int, a numpy.random.SeedSequence or a "
-            f"numpy.random.Generator, got {describe(seed)}"
-        )
-    return int(seed)
-
-
-def as_output_folder(value: Any, name: str = "out") -> Path:
-    """A folder a report can be written into, checked before any work.
-
-    The path must be a non-empty string or path-like; if it exists it must be
-    a folder this process can write into; if not, its nearest existing parent
-    must be such a folder (the report writer creates the rest).  Writability
-    is probed by creating (and removing) an empty file, so read-only mounts
-    and special file systems are refused as well as permissions.
-    """
-    if not isinstance(value, (str, os.PathLike)) or not os.fspath(value):
-        raise InvalidArgument(f"`{name}` must be a folder path, got {describe(value)}")
-    path = Path(value)
-    if path.exists() and not path.is_dir():
-        raise InvalidArgument(f"`{name}` must be a folder, but {str(path)!r} is a file")
-    probe = path
-    while not probe.exists():
-        if probe.is_symlink():
-            raise InvalidArgument(f"`{name}` {str(path)!r}: {str(probe)!r} is a dangling link")
-        probe = probe.parent
-    if not probe.is_dir():
-        raise InvalidArgument(
-            f"`{name}` {str(path)!r} cannot be created: {str(probe)!r} is not a folder"
-        )
-    try:  # a real probe: permissions, read-only mounts and /proc all refuse a file
-        fd, tmp = tempfile.mkstemp(prefix=".kernelcheck-probe.", dir=probe)
-    except OSError as exc:
-        reason = exc.strerror or type(exc).__name__
-        raise InvalidArgument(
-            f"`{name}` {str(path)!r}: cannot write into {str(probe)!r} ({reason})"
-        ) from None
-    os.close(fd)
-    os.unlink(tmp)
-    return path
-
-
-def as_input_file(value: Any, name: str = "file") -> Path:
-    """An existing regular file to read, checked without opening it.
-
-    Folders, FIFOs, sockets and devices (``/dev/zero``, a terminal) are
-    refused at once: reading a FIFO blocks until a writer comes, a device
-    can be endless.  ``os.stat`` does neither.
-    """
-    if not isinstance(value, (str, os.PathLike)) or not os.fspath(value):
-        raise InvalidArgument(f"`{name}` must be a file path, got {describe(value)}")
-    path = Path(value)
-    try:
-        info = path.stat()
-    except FileNotFoundError:
-        raise InvalidArgument(f"no such file: {str(path)!r}") from None
-    except OSError as exc:
-        reason = exc.strerror or type(exc).__name__
-        raise InvalidArgument(f"cannot read {str(path)!r}: {reason}") from None
-    if stat.S_ISDIR(info.st_mode):
-        raise InvalidArgument(f"{str(path)!r} is a folder, not a matrix file")
-    if not stat.S_ISREG(info.st_mode):
-        kind = (
-            "a FIFO"
-            if stat.S_ISFIFO(info.st_mode)
-            else "a socket"
-            if stat.S_ISSOCK(info.st_mode)
-            else "a device"
-        )
-        raise InvalidArgument(
-            f"{str(path)!r} is {kind}, not a regular file; save the matrix to a file first"
-        )
-    return path
-
-
-#: Address schemes of Dask's communication layer (``distributed.comm``).
-SCHEDULER_SCHEMES = ("tcp", "tls", "ws", "wss", "ucx", "inproc")
-
-
-def as_scheduler_address(value: Any, name: str = "scheduler") -> str:
-    """A Dask scheduler address: ``scheme://host:port`` or ``host:port``.
-
-    The scheme is one of :data:`SCHEDULER_SCHEMES` (``tcp`` when omitted);
-    the port an integer 1..65535 (``inproc://`` addresses have none).
-    Returns the address stripped of surrounding blanks.  Whether a
-    scheduler answers there is not checked here (the command line probes it
-    before any work).
-    """
-    expected = f"a scheduler address such as 'tcp://10.0.0.5:8786', got {describe(value)}"
-    if not isinstance(value, str) or not value.strip():
-        raise InvalidArgument(f"`{name}` must be {expected}")
-    address = value.strip()
-    scheme, sep, rest = address.partition("://")
-    if not sep:
-        scheme, rest = "tcp", address
-    if scheme not in SCHEDULER_SCHEMES:
-        listed = ", ".join(SCHEDULER_SCHEMES)
-        raise InvalidArgument(f"`{name}` must use one of the schemes {listed}; {expected}")
-    if scheme == "inproc":
-        if not rest:
-            raise InvalidArgument(f"`{name}` must be {expected}")
-        return address
-    host, colon, port = rest.rpartition(":")
-    host = host.strip("[]")
-    if (
-        not colon
-        or not host
-        or any(c.isspace() or c in "/?#@" for c in host)
-        or not port.isdigit()
-        or not 1 <= int(port) <= 65535
-    ):
-        raise InvalidArgument(f"`{name}` must be {expected}")
-    return address
-
-
-def scheduler_host_port(address: str) -> tuple[str, int] | None:
-    """``(host, port)`` of a TCP-like address from :func:`as_scheduler_address`, else None."""
-    scheme, sep, rest = address.partition("://")
-    if not sep:
-        scheme, rest = "tcp", address
-    if scheme not in ("tcp", "tls", "ws", "wss"):
-        return None
-    host, _, port = rest.rpartition(":")
-    return host.strip("[]"), int(port)

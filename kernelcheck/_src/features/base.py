@@ -26,14 +26,14 @@ from typing import Any
 
 import numpy as np
 
+from kernelcheck._src.core.memory import check_size
 from kernelcheck._src.core.rounding import precision
+from kernelcheck._src.core.seeds import as_rng
 from kernelcheck._src.core.validate import (
     as_bool,
     as_int,
     as_points,
     as_real,
-    as_rng,
-    check_size,
     describe,
 )
 from kernelcheck._src.features.moments import central_from_raw_ratios, central_moments_of_mean

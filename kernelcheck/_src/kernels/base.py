@@ -42,12 +42,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from kernelcheck._src.core.memory import check_size
 from kernelcheck._src.core.validate import (
     all_finite,
     as_int,
     as_points,
     check_choice,
-    check_size,
     describe,
     result_dtype,
 )

@@ -16,8 +16,9 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from kernelcheck._src.core.memory import check_size
 from kernelcheck._src.core.rounding import feature_product_bound
-from kernelcheck._src.core.validate import as_int, as_points, check_choice, check_size, describe
+from kernelcheck._src.core.validate import as_int, as_points, check_choice, describe
 from kernelcheck.errors import InvalidArgument, NumericalFailure
 
 __all__ = ["FeatureMap", "ExactFeatureMap", "KernelNode", "FORMS"]

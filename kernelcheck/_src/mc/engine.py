@@ -39,7 +39,10 @@ from typing import Any
 import numpy as np
 from scipy.special import ndtri
 
+from kernelcheck._src.core.calls import call_user
+from kernelcheck._src.core.memory import check_size
 from kernelcheck._src.core.results import ResultMixin
+from kernelcheck._src.core.seeds import as_seed_sequence
 from kernelcheck._src.core.validate import (
     as_array,
     as_bool,
@@ -47,11 +50,8 @@ from kernelcheck._src.core.validate import (
     as_int,
     as_probability,
     as_real,
-    as_seed_sequence,
-    call_user,
     check_callable,
     check_finite,
-    check_size,
     describe,
 )
 from kernelcheck._src.features.moments import as_moment_array
@@ -312,7 +312,7 @@ def root_seed_sequence(seed: Any) -> np.random.SeedSequence:
 
     An int or a SeedSequence is used as is; a Generator gives up 128 bits of
     its stream as entropy (deterministic, and it advances the Generator).
-    See :func:`kernelcheck._src.core.validate.as_seed_sequence`.
+    See :func:`kernelcheck._src.core.seeds.as_seed_sequence`.
     """
     return as_seed_sequence(seed, "seed")
 

@@ -46,17 +46,17 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from kernelcheck._src.attention.registry import cost_model, get_form
+from kernelcheck._src.core.calls import call_user
+from kernelcheck._src.core.memory import check_size
 from kernelcheck._src.core.progress import check_budget, progress_bar
 from kernelcheck._src.core.report import environment, render_plots, write_bundle
+from kernelcheck._src.core.seeds import as_rng
 from kernelcheck._src.core.validate import (
     as_bool,
     as_int,
     as_probability,
-    as_rng,
-    call_user,
     check_callable,
     check_choice,
-    check_size,
     describe,
 )
 from kernelcheck._src.scaling.fit import STATISTICS

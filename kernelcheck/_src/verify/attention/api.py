@@ -30,19 +30,19 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from kernelcheck._src.attention.registry import SELECTING_OPTIONS, select_family
+from kernelcheck._src.core.calls import call_user
+from kernelcheck._src.core.deadline import honours_timeout
+from kernelcheck._src.core.memory import check_size
 from kernelcheck._src.core.rounding import Precision, Tolerance, precision
+from kernelcheck._src.core.seeds import as_rng
 from kernelcheck._src.core.validate import (
     as_bool,
     as_int,
     as_int_tuple,
     as_probability,
     as_real,
-    as_rng,
-    call_user,
     check_callable,
     check_choice,
-    check_size,
-    honours_timeout,
 )
 from kernelcheck._src.mc.engine import child_seed, root_seed_sequence
 from kernelcheck._src.verify.adapters import adapter

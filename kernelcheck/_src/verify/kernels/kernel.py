@@ -35,6 +35,7 @@ import numpy as np
 import scipy.linalg
 import scipy.optimize
 
+from kernelcheck._src.core.deadline import honours_timeout
 from kernelcheck._src.core.outcome import Outcome, outcome_of
 from kernelcheck._src.core.results import ResultMixin
 from kernelcheck._src.core.rounding import Tolerance
@@ -45,7 +46,6 @@ from kernelcheck._src.core.validate import (
     as_points,
     check_choice,
     describe,
-    honours_timeout,
 )
 from kernelcheck._src.kernels.base import Kernel
 from kernelcheck._src.kernels.function import kernel_from_function

@@ -22,7 +22,8 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from kernelcheck._src.attention.families.kernelized.forms import kernelized
-from kernelcheck._src.core.deadline import current_deadline, within_deadline
+from kernelcheck._src.core.calls import call_user
+from kernelcheck._src.core.deadline import current_deadline, honours_timeout, within_deadline
 from kernelcheck._src.core.outcome import Outcome, outcome_of
 from kernelcheck._src.core.results import ResultMixin
 from kernelcheck._src.core.rounding import gamma
@@ -31,10 +32,8 @@ from kernelcheck._src.core.validate import (
     as_int,
     as_points,
     as_probability,
-    call_user,
     check_callable,
     describe,
-    honours_timeout,
     to_numpy,
 )
 from kernelcheck._src.kernels.base import Kernel

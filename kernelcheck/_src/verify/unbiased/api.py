@@ -25,6 +25,8 @@ from typing import Any, NamedTuple
 import numpy as np
 from scipy.special import ndtri
 
+from kernelcheck._src.core.deadline import honours_timeout
+from kernelcheck._src.core.memory import check_size
 from kernelcheck._src.core.rounding import Tolerance
 from kernelcheck._src.core.validate import (
     as_bool,
@@ -32,9 +34,7 @@ from kernelcheck._src.core.validate import (
     as_points,
     as_probability,
     check_callable,
-    check_size,
     describe,
-    honours_timeout,
 )
 from kernelcheck._src.mc.engine import (
     BERRY_ESSEEN_C,
