@@ -42,7 +42,7 @@ from scipy.special import ndtri
 from kernelcheck._src.core.calls import call_user
 from kernelcheck._src.core.memory import check_size
 from kernelcheck._src.core.results import ResultMixin
-from kernelcheck._src.core.seeds import as_seed_sequence
+from kernelcheck._src.core.seeds import as_seed_sequence, child_seed
 from kernelcheck._src.core.validate import (
     as_array,
     as_bool,
@@ -64,7 +64,6 @@ __all__ = [
     "Moments",
     "run_trials",
     "shard_seed",
-    "child_seed",
     "root_seed_sequence",
     "DEFAULT_SHARD_SIZE",
     "BERRY_ESSEEN_C",
@@ -317,34 +316,8 @@ def root_seed_sequence(seed: Any) -> np.random.SeedSequence:
     return as_seed_sequence(seed, "seed")
 
 
-def _check_root(root: Any) -> None:
-    if not isinstance(root, np.random.SeedSequence):
-        raise InvalidArgument(
-            f"`root` must be a numpy.random.SeedSequence (see root_seed_sequence), "
-            f"got {describe(root)}"
-        )
-
-
-def child_seed(root: np.random.SeedSequence, *path: int) -> np.random.SeedSequence:
-    """The one rule for deriving seeds: the child of ``root`` at ``path``.
-
-    ``child_seed(root, k)`` is the k-th child ``root.spawn`` would give, and
-    ``child_seed(root, k, j)`` the j-th child of that one: the spawn key of
-    ``root`` extended by ``path``.  Every seeded part of a run (the shards of
-    :func:`run_trials`, a sampler's probe trial, a sweep's points) takes its
-    seed from here, at a path no other part uses, so the parts are
-    independent and each depends only on the root seed and its path.
-    """
-    _check_root(root)
-    keys = tuple(as_int(k, "path", minimum=0) for k in path)
-    return np.random.SeedSequence(
-        root.entropy, spawn_key=tuple(root.spawn_key) + keys, pool_size=root.pool_size
-    )
-
-
 def shard_seed(root: np.random.SeedSequence, k: int) -> np.random.SeedSequence:
     """The seed of shard ``k``: ``child_seed(root, k)``, the k-th child of ``root.spawn``."""
-    _check_root(root)
     return child_seed(root, as_int(k, "k", minimum=0))
 
 
