@@ -51,7 +51,7 @@ from kernelcheck._src.core.validate import (
     describe,
     result_dtype,
 )
-from kernelcheck._src.kernels.featuremap import FORMS, ExactFeatureMap
+from kernelcheck._src.kernels.featuremap import EXACT_MAP_FORMS, ExactFeatureMap
 from kernelcheck.errors import InfiniteFeatureSpace, InvalidArgument, NumericalFailure
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -319,13 +319,13 @@ class Kernel(abc.ABC):
             For kernels whose feature space is infinite; the message says how
             to truncate (``exp(k, order=M)``) or sample (random features).
         """
-        check_choice(form, "form", FORMS)
+        check_choice(form, "form", EXACT_MAP_FORMS)
         self._require_finite()
         return ExactFeatureMap(self, form)
 
     def feature_dim(self, d: int, form: str = "symmetric") -> int:
         """Output dimension D of ``features(form)`` on inputs of dimension ``d``."""
-        check_choice(form, "form", FORMS)
+        check_choice(form, "form", EXACT_MAP_FORMS)
         d = as_int(d, "d", minimum=1)
         self._require_finite()
         return self._feature_dim(d, form)
