@@ -15,6 +15,7 @@ one of callback-taking public calls, each run against every attack of its class.
 from __future__ import annotations
 
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -468,10 +469,74 @@ def test_a_blocking_user_callable_is_abandoned_at_the_timeout(name):
         RELEASE.clear()
 
 
-@pytest.mark.parametrize("bad", [0, -1.0, float("nan"), "2", True])
+def _slow_first(fn):
+    """``fn``, whose first call takes 0.05 s: the verifier's thread waits for it on a deadline."""
+    calls = []
+
+    def call(*args):
+        if not calls:
+            calls.append(None)
+            time.sleep(0.05)
+        return fn(*args)
+
+    return call
+
+
+def _softmax_layer(Q, K, V):
+    return attention.softmax(Q, K, V).output
+
+
+#: verifiers with ``timeout=``, each given a correct user callable that is slow once
+SLOW_CALLS = {
+    "verify.feature_map": lambda t: verify.feature_map(
+        _slow_first(lambda Z: Z), X, kernel=Linear(), timeout=t
+    ),
+    "verify.kernel": lambda t: verify.kernel(
+        kernel_from_function(_slow_first(lambda x, y: float(x @ y))), X, timeout=t
+    ),
+    "verify.unbiased": lambda t: verify.unbiased(
+        _slow_first(lambda rng: Linear().features()), Linear(), X, trials=4, seed=0, timeout=t
+    ),
+    "testing.assert_unbiased": lambda t: testing.assert_unbiased(
+        _slow_first(lambda rng: Linear().features()), Linear(), X, trials=4, seed=0, timeout=t
+    ),
+    "verify.random_feature_attention": lambda t: verify.random_feature_attention(
+        _slow_first(lambda Q, K, V, m, rng: np.zeros((Q.shape[0], V.shape[1]))),
+        X,
+        X,
+        X,
+        trials=4,
+        seed=0,
+        timeout=t,
+    ),
+    "verify.attention": lambda t: verify.attention(
+        _slow_first(_softmax_layer), cases=("random",), timeout=t
+    ),
+}
+
+
+@pytest.mark.parametrize("timeout", [1e10, 1e300, float(np.finfo(np.float64).max)])
+@pytest.mark.parametrize("name", sorted(SLOW_CALLS))
+def test_a_timeout_beyond_the_platforms_clock_holds_and_the_call_is_judged(name, timeout):
+    """A finite timeout longer than ``threading`` can wait in one call still bounds the call.
+
+    The result is the report of the check (whatever its verdict), never an error
+    blaming the user's callable for the deadline's own overflow.
+    """
+    report = SLOW_CALLS[name](timeout)
+    assert hasattr(report, "passed"), report
+
+
+@pytest.mark.parametrize("bad", [0, -1.0, float("nan"), float("inf"), -float("inf"), "2", True])
 @pytest.mark.parametrize(
     "name",
-    ["verify.feature_map", "verify.kernel", "verify.unbiased", "verify.random_feature_attention"],
+    [
+        "verify.feature_map",
+        "verify.kernel",
+        "verify.unbiased",
+        "verify.random_feature_attention",
+        "verify.attention",
+    ],
 )
 def test_timeout_must_be_a_positive_number(name, bad):
     call = {
@@ -483,6 +548,7 @@ def test_timeout_must_be_a_positive_number(name, bad):
         "verify.random_feature_attention": lambda: verify.random_feature_attention(
             lambda Q, K, V, m, rng: np.zeros((3, 3)), X, X, X, trials=4, seed=0, timeout=bad
         ),
+        "verify.attention": lambda: verify.attention(_softmax_layer, timeout=bad),
     }[name]
     with pytest.raises(InvalidArgument, match=r"`timeout`"):
         call()

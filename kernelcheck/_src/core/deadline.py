@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from kernelcheck._src.core.threadstate import capture
 from kernelcheck._src.core.validate import as_real
 from kernelcheck.errors import InvalidArgument
 
@@ -30,6 +31,8 @@ __all__ = [
     "run_user",
     "current_deadline",
     "within_deadline",
+    "wait_for",
+    "WAIT_SLICE",
 ]
 
 #: ``(monotonic deadline, timeout in seconds)`` of the enclosing :func:`user_deadline`.
@@ -84,14 +87,71 @@ def within_deadline(limit: tuple[float, float] | None) -> Iterator[None]:
         _DEADLINE.reset(token)
 
 
+#: The longest single wait on an event, in seconds.  A wait of ``t`` seconds
+#: is turned into an absolute time, which the platform's ``time_t`` (and
+#: :data:`threading.TIMEOUT_MAX`) cannot hold for every finite ``t``
+#: (``Event.wait(1e10)`` raises :class:`OverflowError`); a longer deadline is
+#: waited for in slices of at most this length, one wake-up an hour.
+WAIT_SLICE = min(3600.0, threading.TIMEOUT_MAX)
+
+
+def wait_for(event: threading.Event, seconds: float) -> bool:
+    """Wait until ``event`` is set or ``seconds`` have passed; True if it was set.
+
+    :meth:`threading.Event.wait` for any finite ``seconds``, however large:
+    the wait is cut into slices of at most :data:`WAIT_SLICE` seconds, so no
+    timeout the platform cannot represent is ever handed to it.
+
+    Parameters
+    ----------
+    event : threading.Event
+        The event to wait for.
+    seconds : float
+        How long to wait at most (finite; zero or less does not wait).
+
+    Returns
+    -------
+    bool
+        Whether ``event`` is set.
+
+    Examples
+    --------
+    >>> done = threading.Event()
+    >>> done.set()
+    >>> wait_for(done, 1e300)
+    True
+    >>> wait_for(threading.Event(), 0.0)
+    False
+    """
+    return _wait_until(event, time.monotonic() + float(seconds))
+
+
+def _wait_until(event: threading.Event, deadline: float) -> bool:
+    """Wait until ``event`` is set or ``time.monotonic()`` reaches ``deadline``."""
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return event.is_set()
+        if event.wait(min(left, WAIT_SLICE)):
+            return True
+
+
 def run_user(fn: Callable, label: str, *args: Any, **kwargs: Any) -> Any:
     """``fn(*args, **kwargs)`` under the deadline of the enclosing :func:`user_deadline`.
 
     Without a deadline this is the plain call.  With one, ``fn`` runs in a
-    daemon thread and the caller waits until the deadline; a call still
-    running then raises :class:`InvalidArgument` naming ``label`` and the
-    timeout.  Exceptions of ``fn`` pass through unchanged (:func:`call_user`
-    converts them).
+    daemon thread and the caller waits until the deadline (any finite one:
+    see :func:`wait_for`); a call still running then raises
+    :class:`InvalidArgument` naming ``label`` and the timeout.  Exceptions
+    of ``fn`` pass through unchanged (:func:`~kernelcheck._src.core.calls.call_user`
+    converts them); a thread that cannot be started is an
+    :class:`InvalidArgument` naming ``timeout``, never an error of ``fn``.
+
+    The thread runs ``fn`` in the caller's state: a copy of its context
+    variables, NumPy's error state, and the thread-local modes of PyTorch and
+    JAX that :func:`kernelcheck._src.core.threadstate.capture` lists (x64,
+    matmul precision, grad mode, autocast, ...), so ``fn`` computes there what
+    it would compute in the caller's thread.
 
     Limits (why a thread, and what it cannot do).  Python cannot stop a
     thread, and a signal (``SIGALRM``) interrupts neither C code -- a BLAS
@@ -99,10 +159,7 @@ def run_user(fn: Callable, label: str, *args: Any, **kwargs: Any) -> Any:
     A thread with a deadline returns control to the caller on time wherever
     ``fn`` is stuck, from any thread; the price is that the abandoned call is
     not stopped: it runs on in the background until it returns (its result
-    is dropped; it holds only copies of the caller's arrays).  Per-thread
-    state does not follow ``fn`` into the thread except NumPy's error state
-    and context variables, which are copied: a framework's thread-local
-    modes (``torch.no_grad()``) must be set inside ``fn``.  To bound a
+    is dropped; it holds only copies of the caller's arrays).  To bound a
     process whatever it runs, bound the process (the command line's
     ``--timeout`` exits).
     """
@@ -114,20 +171,27 @@ def run_user(fn: Callable, label: str, *args: Any, **kwargs: Any) -> Any:
     done = threading.Event()
     context = contextvars.copy_context()
     errstate = np.geterr()
+    modes = capture()
 
     def target() -> None:
         try:
-            with np.errstate(**errstate):
+            with np.errstate(**errstate), modes():
                 result["value"] = context.run(fn, *args, **kwargs)
         except BaseException as exc:  # handed to the caller's thread
             result["error"] = exc
         finally:
             done.set()
 
-    remaining = deadline - time.monotonic()
-    if remaining > 0:
-        threading.Thread(target=target, name=f"kernelcheck: {label}", daemon=True).start()
-    if remaining <= 0 or not done.wait(remaining):
+    if deadline > time.monotonic():
+        try:
+            threading.Thread(target=target, name=f"kernelcheck: {label}", daemon=True).start()
+        except RuntimeError as exc:  # no thread left to run it in
+            raise InvalidArgument(
+                f"`timeout`: no thread could be started to run {label} under "
+                f"timeout={timeout:g} s ({exc}); call without `timeout`, or with fewer "
+                "threads running"
+            ) from exc
+    if not _wait_until(done, deadline):
         raise InvalidArgument(
             f"{label} did not return within timeout={timeout:g} s; the call is abandoned "
             "(it may run on in the background: Python cannot stop it). Raise `timeout`, or "
