@@ -47,6 +47,7 @@ import numpy as np
 
 from kernelcheck._src.attention.registry import cost_model, get_form
 from kernelcheck._src.core.calls import call_user
+from kernelcheck._src.core.files import as_output_folder
 from kernelcheck._src.core.memory import check_size
 from kernelcheck._src.core.progress import check_budget, progress_bar
 from kernelcheck._src.core.report import environment, render_plots, write_bundle
@@ -196,11 +197,7 @@ def _run_scaling_iv(
     largest = max(max(s) for s in sizes.values())
     check_size(largest * max(3 * d, 2 * num_features), f"the inputs at n = {largest}")
     if out is not None:
-        if not isinstance(out, (str, os.PathLike)):
-            raise InvalidArgument(f"`out` must be a directory path, got {describe(out)}")
-        out = Path(out)
-        if out.exists() and not out.is_dir():
-            raise InvalidArgument(f"`out` must be a directory, but {str(out)!r} is a file")
+        out = as_output_folder(out, "out")
     return _ScalingArgs(
         sizes=sizes,
         d=d,
