@@ -231,6 +231,38 @@ SIZE_CASES = {
         " np.zeros((50000, 2)), trials=10, seed=0)"
     ),
     "random-features": "PositiveRandomFeatures(2, 10**9, seed=0)(np.zeros((4, 2)))",
+    # a projection that fits, applied to points whose feature matrix does not
+    "random-features-rows": "PositiveRandomFeatures(2, 10**5, seed=0)(np.zeros((10**5, 2)))",
+    "random-features-log_features": (
+        "PositiveRandomFeatures(2, 10**5, seed=0).log_features(np.zeros((10**5, 2)))"
+    ),
+    "optimal-random-features-rows": (
+        "OptimalPositiveRandomFeatures(2, 10**5, seed=0)(np.zeros((10**5, 2)))"
+    ),
+    "hyperbolic-random-features-log_features": (
+        "HyperbolicRandomFeatures(2, 10**5, seed=0).log_features(np.zeros((10**5, 2)))"
+    ),
+    # small maps, results of one entry per pair of 10^5 points
+    "random-features-estimate": (
+        "PositiveRandomFeatures(2, 4, seed=0).estimate(np.zeros((10**5, 2)))"
+    ),
+    "trigonometric-estimate": (
+        "TrigonometricRandomFeatures(2, 4, seed=0).estimate(np.zeros((10**5, 2)))"
+    ),
+    "random-features-theory": "PositiveRandomFeatures(2, 4, seed=0).theory(np.zeros((10**5, 2)))",
+    "random-features-mse": (
+        "PositiveRandomFeatures(2, 4, seed=0).theoretical_mse(np.zeros((10**5, 2)))"
+    ),
+    "sampler-estimates": (
+        "PositiveRandomFeatures.sampler(2, 4).batch_estimates(0, 10**4, np.zeros((3000, 2)))"
+    ),
+    "sampler-features-of-a-trial": (
+        "PositiveRandomFeatures.sampler(2, 10**7).batch_estimates(0, 2, np.zeros((3000, 2)))"
+    ),
+    # an orthogonal draw whose one copy fits and whose working copies do not
+    "orthogonal-random-features": (
+        "PositiveRandomFeatures(16, 16 * 10**6, seed=0, orthogonal=True)"
+    ),
 }
 
 SIZE_CHILD = """
@@ -238,7 +270,12 @@ import resource, sys, numpy as np
 resource.setrlimit(resource.RLIMIT_AS, (6 * 1024**3, 6 * 1024**3))
 from kernelcheck import attention, psd, stats, verify
 from kernelcheck.errors import InvalidArgument
-from kernelcheck.features import PositiveRandomFeatures
+from kernelcheck.features import (
+    HyperbolicRandomFeatures,
+    OptimalPositiveRandomFeatures,
+    PositiveRandomFeatures,
+    TrigonometricRandomFeatures,
+)
 from kernelcheck.kernels import Exponential, Gaussian
 for name, code in CASES.items():
     try:
