@@ -22,8 +22,23 @@ import pytest
 
 from kernelcheck import attention, psd, stats, testing, verify
 from kernelcheck.errors import InvalidArgument, NumericalFailure
-from kernelcheck.features import PositiveRandomFeatures, unweighted_monomials, weighted_monomials
-from kernelcheck.kernels import Gaussian, Linear, Polynomial, exp, kernel_from_function
+from kernelcheck.features import (
+    OptimalPositiveRandomFeatures,
+    PositiveRandomFeatures,
+    optimal_positive_parameter,
+    unweighted_monomials,
+    weighted_monomials,
+)
+from kernelcheck.kernels import (
+    Constant,
+    Exponential,
+    Gaussian,
+    Laplacian,
+    Linear,
+    Polynomial,
+    exp,
+    kernel_from_function,
+)
 
 pytestmark = pytest.mark.filterwarnings("ignore:the matrix subclass:PendingDeprecationWarning")
 
@@ -310,6 +325,58 @@ def test_size_scaling_arguments_are_refused_up_front_under_a_6_gib_address_space
         assert "GiB" in outcome, (name, outcome)
 
 
+#: An integer beyond float64 (``float(BEYOND_FLOAT)`` raises OverflowError).
+BEYOND_FLOAT = 10**400
+_TOO_BIG = r"must be finite in float64 \(at most about 1.8e308\), got a number of 401 digits"
+
+#: every public number argument of kernels, features, psd and stats given BEYOND_FLOAT:
+#: refused naming the argument, never an OverflowError; a count that size is a size
+#: refusal saying how much memory it would need
+BEYOND_FLOAT_CALLS = {
+    "Constant": (lambda: Constant(BEYOND_FLOAT), f"^`c` {_TOO_BIG}"),
+    "Polynomial-c": (lambda: Polynomial(2, c=BEYOND_FLOAT), f"^`c` {_TOO_BIG}"),
+    "Exponential": (lambda: Exponential(BEYOND_FLOAT), f"^`scale` {_TOO_BIG}"),
+    "Gaussian": (lambda: Gaussian(BEYOND_FLOAT), f"^`lengthscale` {_TOO_BIG}"),
+    "Laplacian": (lambda: Laplacian(BEYOND_FLOAT), f"^`lengthscale` {_TOO_BIG}"),
+    "scaled-left": (lambda: BEYOND_FLOAT * Linear(), f"^`other` {_TOO_BIG}"),
+    "scaled-right": (lambda: Linear() * BEYOND_FLOAT, f"^`other` {_TOO_BIG}"),
+    "sum": (lambda: Linear() + BEYOND_FLOAT, f"^`other` {_TOO_BIG}"),
+    "random-features-scale": (
+        lambda: PositiveRandomFeatures(2, 4, seed=0, scale=BEYOND_FLOAT),
+        f"^`scale` {_TOO_BIG}",
+    ),
+    "random-features-dim": (
+        lambda: PositiveRandomFeatures(BEYOND_FLOAT, 4, seed=0),
+        # 8 bytes x 4 * 10^400 entries / 2^30 = 2.98 * 10^392 GiB
+        r"^the projection would need 4\d{400} entries \(about 10\^392 GiB\)",
+    ),
+    "optimal-A": (
+        lambda: OptimalPositiveRandomFeatures(2, 4, seed=0, A=BEYOND_FLOAT),
+        f"^`A` {_TOO_BIG}",
+    ),
+    "optimal-sq_norm": (
+        lambda: OptimalPositiveRandomFeatures(2, 4, seed=0, sq_norm=BEYOND_FLOAT),
+        f"^`sq_norm` {_TOO_BIG}",
+    ),
+    "optimal_positive_parameter": (
+        lambda: optimal_positive_parameter(BEYOND_FLOAT, 2),
+        f"^`sq_norm` {_TOO_BIG}",
+    ),
+    "check_psd-tol": (lambda: psd.check_psd(G, tol=BEYOND_FLOAT), f"^`tol` {_TOO_BIG}"),
+    "mercer-tol": (lambda: psd.mercer_features(G, tol=BEYOND_FLOAT), f"^`tol` {_TOO_BIG}"),
+    "nystrom-tol": (lambda: psd.Nystrom(Linear(), X, tol=BEYOND_FLOAT), f"^`tol` {_TOO_BIG}"),
+    "trials_needed": (lambda: stats.trials_needed(1.0, BEYOND_FLOAT), f"^`tolerance` {_TOO_BIG}"),
+    "confidence_interval": (
+        lambda: stats.Moments.from_samples(X).confidence_interval(BEYOND_FLOAT),
+        f"^`alpha` {_TOO_BIG}",
+    ),
+    "run_trials": (
+        lambda: stats.run_trials(lambda rng, c: rng.normal(size=(c, 1)), BEYOND_FLOAT, seed=0),
+        r"^the schedule of 1\d{400} trials .* would need .* \(about 10\^",
+    ),
+}
+
+
 STATS_BAD = {
     "Moments.merge": (lambda: stats.Moments.from_samples(np.ones((3, 2))).merge(5), "`other`"),
     "Moments.variance-ddof": (
@@ -406,9 +473,13 @@ def test_an_unknown_std_ratio_gives_the_true_uninformative_answer_inf(ratio):
     assert (np.asarray(stats.berry_esseen_bound(ratio, 10)) >= 0).all()
 
 
-@pytest.mark.parametrize("name", sorted(STATS_BAD))
+#: one table: the helpers' bad arguments and the numbers beyond float64
+REFUSED = {**STATS_BAD, **{f"beyond-float-{k}": v for k, v in BEYOND_FLOAT_CALLS.items()}}
+
+
+@pytest.mark.parametrize("name", sorted(REFUSED))
 def test_helpers_refuse_what_would_give_garbage_or_a_silent_cast(name):
-    call, message = STATS_BAD[name]
+    call, message = REFUSED[name]
     with pytest.raises(InvalidArgument, match=message):
         call()
 

@@ -69,7 +69,11 @@ def _address_space_headroom() -> int | None:
     return soft - used
 
 
-def _gib(nbytes: float) -> str:
+def _gib(nbytes: int) -> str:
+    """``nbytes`` in GiB to one decimal; a count beyond float64 as its power of ten."""
+    gib = nbytes // 1024**3
+    if gib >= 10**300:  # int / int beyond float64's range raises OverflowError
+        return f"about 10^{len(str(gib)) - 1} GiB"
     return f"{nbytes / 1024**3:.1f} GiB"
 
 

@@ -356,7 +356,14 @@ def as_real(
             value = value.item()
         else:
             raise InvalidArgument(f"`{name}` must be a real number, got {describe(value)}")
-    value = float(value)
+    try:
+        value = float(value)
+    except OverflowError:  # an integer (or Fraction) beyond the float64 range
+        digits = len(str(abs(int(value))))
+        raise InvalidArgument(
+            f"`{name}` must be finite in float64 (at most about 1.8e308), got a number of "
+            f"{digits} digits"
+        ) from None
     if not math.isfinite(value):
         raise InvalidArgument(f"`{name}` must be finite, got {value}")
     if positive and not value > 0:

@@ -35,7 +35,6 @@ roles are filled before any kernel exists.
 from __future__ import annotations
 
 import abc
-import math
 import numbers
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -47,6 +46,7 @@ from kernelcheck._src.core.validate import (
     all_finite,
     as_int,
     as_points,
+    as_real,
     check_choice,
     describe,
     result_dtype,
@@ -82,11 +82,8 @@ def promote(value: Any, name: str) -> Kernel:
     """
     if isinstance(value, Kernel):
         return value
-    if _is_real_number(value):
-        value = float(value)
-        if not math.isfinite(value):  # named here: Constant would call it `c`
-            raise InvalidArgument(f"`{name}` must be finite, got {value}")
-        return ROLES["constant"](value)
+    if _is_real_number(value):  # named here: Constant would call it `c`
+        return ROLES["constant"](as_real(value, name))
     raise InvalidArgument(f"`{name}` must be a Kernel or a real number, got {describe(value)}")
 
 
@@ -186,13 +183,13 @@ class Kernel(abc.ABC):
         if isinstance(other, Kernel):
             return ROLES["product"](self, other)
         if _is_real_number(other):
-            return ROLES["scaled"](float(other), self)
+            return ROLES["scaled"](as_real(other, "other"), self)
         _refuse_array(other)
         return NotImplemented
 
     def __rmul__(self, other: Any) -> Kernel:
         if _is_real_number(other):
-            return ROLES["scaled"](float(other), self)
+            return ROLES["scaled"](as_real(other, "other"), self)
         _refuse_array(other)
         return NotImplemented
 

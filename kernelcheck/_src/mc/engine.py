@@ -496,7 +496,8 @@ def berry_esseen_bound(std_ratio, n: int) -> np.ndarray:
     0.004748
     """
     n = as_int(n, "n", minimum=1)
-    return BERRY_ESSEEN_C * _std_ratio(std_ratio) / math.sqrt(n)
+    root = math.sqrt(n) if n < 2**1000 else math.exp(0.5 * math.log(n))  # float(n) overflows
+    return BERRY_ESSEEN_C * _std_ratio(std_ratio) / root
 
 
 def _std_ratio(value) -> np.ndarray:
