@@ -22,6 +22,18 @@ def as_scheduler_address(value: Any, name: str = "scheduler") -> str:
     Returns the address stripped of surrounding blanks.  Whether a
     scheduler answers there is not checked here (the command line probes it
     before any work).
+
+    Parameters
+    ----------
+    value : str
+        The caller's address.
+    name : str, default "scheduler"
+        The argument's name, used in messages.
+
+    Returns
+    -------
+    str
+        The address without surrounding blanks.
     """
     expected = f"a scheduler address such as 'tcp://10.0.0.5:8786', got {describe(value)}"
     if not isinstance(value, str) or not value.strip():
@@ -51,7 +63,18 @@ def as_scheduler_address(value: Any, name: str = "scheduler") -> str:
 
 
 def scheduler_host_port(address: str) -> tuple[str, int] | None:
-    """``(host, port)`` of a TCP-like address from :func:`as_scheduler_address`, else None."""
+    """``(host, port)`` of a TCP-like address from :func:`as_scheduler_address`, else None.
+
+    Parameters
+    ----------
+    address : str
+        An address :func:`as_scheduler_address` accepted.
+
+    Returns
+    -------
+    tuple of (str, int) or None
+        Its host and port; None for a scheme without them (``ucx``, ``inproc``).
+    """
     scheme, sep, rest = address.partition("://")
     if not sep:
         scheme, rest = "tcp", address

@@ -37,7 +37,8 @@ def call_user(fn: Callable, label: str, *args: Any, **kwargs: Any) -> Any:
     * NumPy array arguments are passed as copies, so a callable that writes
       into its argument never changes the caller's data (nor the verdict);
     * the call waits at most until the deadline of the enclosing
-      :func:`user_deadline` (see :func:`run_user`);
+      :func:`~kernelcheck._src.core.deadline.user_deadline` (see
+      :func:`~kernelcheck._src.core.deadline.run_user`);
     * kernelcheck's own errors (:data:`OWN_ERRORS`) pass through unchanged;
     * any other exception becomes :class:`InvalidArgument` whose message is
       ``f"{label} raised {type}: {message}"``, chained to the original.
@@ -49,8 +50,25 @@ def call_user(fn: Callable, label: str, *args: Any, **kwargs: Any) -> Any:
       -- is refused with :class:`InvalidArgument` ``f"{label} returned ..."``
       (NumPy would drop an imaginary part with only a warning, and read an
       object array entry by entry).  Everything else is returned as it is:
-      callers read arrays with :func:`as_array` (or :func:`as_real`), which
+      callers read arrays with :func:`~kernelcheck._src.core.validate.as_array`
+      (or :func:`~kernelcheck._src.core.validate.as_real`), which
       also refuses NaN and Inf, naming the call.
+
+    Parameters
+    ----------
+    fn : callable
+        The user's callable.
+    label : str
+        How the messages name the call.
+    *args : object
+        Its positional arguments (NumPy arrays are copied).
+    **kwargs : object
+        Its keyword arguments (passed as they are).
+
+    Returns
+    -------
+    object
+        What ``fn`` returned.
     """
     args = tuple(a.copy() if isinstance(a, np.ndarray) else a for a in args)
     try:
@@ -69,7 +87,18 @@ def call_user(fn: Callable, label: str, *args: Any, **kwargs: Any) -> Any:
 
 
 def not_real(value: Any) -> bool:
-    """A complex, object, string or bytes array or scalar (a NumPy one, a Python one, a tensor)."""
+    """A complex, object, string or bytes array or scalar (a NumPy one, a Python one, a tensor).
+
+    Parameters
+    ----------
+    value : object
+        A user's result.
+
+    Returns
+    -------
+    bool
+        Whether it is numbers but not real numbers.
+    """
     if isinstance(value, (complex, str, bytes)):
         return True
     if isinstance(value, (np.ndarray, np.generic)):

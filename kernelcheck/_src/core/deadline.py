@@ -52,6 +52,12 @@ def user_deadline(timeout: float | None) -> Iterator[None]:
 
     ``None`` sets no deadline (and keeps an enclosing one).  Deadlines nest:
     an inner block can only shorten the time left.
+
+    Parameters
+    ----------
+    timeout : float or None
+        Seconds from now (positive and finite, see :func:`as_timeout`), or
+        None for no deadline of this block's own.
     """
     if timeout is None:
         yield
@@ -76,6 +82,11 @@ def within_deadline(limit: tuple[float, float] | None) -> Iterator[None]:
     deadline is the same instant (``time.monotonic`` counts from one origin
     on a machine), never restarted.  ``None``, or a context already under a
     deadline, changes nothing.
+
+    Parameters
+    ----------
+    limit : tuple of (float, float) or None
+        ``(monotonic deadline, timeout)`` as :func:`current_deadline` gave it.
     """
     if limit is None or _DEADLINE.get() is not None:
         yield
@@ -162,6 +173,22 @@ def run_user(fn: Callable, label: str, *args: Any, **kwargs: Any) -> Any:
     is dropped; it holds only copies of the caller's arrays).  To bound a
     process whatever it runs, bound the process (the command line's
     ``--timeout`` exits).
+
+    Parameters
+    ----------
+    fn : callable
+        The user's callable.
+    label : str
+        How the messages name the call.
+    *args : object
+        Its positional arguments.
+    **kwargs : object
+        Its keyword arguments.
+
+    Returns
+    -------
+    object
+        What ``fn`` returned.
     """
     limit = _DEADLINE.get()
     if limit is None:
@@ -203,7 +230,20 @@ def run_user(fn: Callable, label: str, *args: Any, **kwargs: Any) -> Any:
 
 
 def as_timeout(value: Any, name: str = "timeout") -> float | None:
-    """``None`` (no limit) or a positive finite number of seconds."""
+    """``None`` (no limit) or a positive finite number of seconds.
+
+    Parameters
+    ----------
+    value : float or None
+        The caller's timeout in seconds.
+    name : str, default "timeout"
+        The argument's name, used in messages.
+
+    Returns
+    -------
+    float or None
+        ``value`` as a float; None for no limit.
+    """
     if value is None:
         return None
     return as_real(value, name, positive=True)
@@ -214,8 +254,18 @@ def honours_timeout(func: Callable) -> Callable:
 
     ``func`` declares (and documents) a keyword argument ``timeout`` and may
     ignore it: the decorator validates it (:func:`as_timeout`) and bounds
-    every user call made through :func:`call_user` / :func:`run_user` while
-    ``func`` runs.
+    every user call made through :func:`~kernelcheck._src.core.calls.call_user`
+    or :func:`run_user` while ``func`` runs.
+
+    Parameters
+    ----------
+    func : callable
+        A verifier with a keyword argument ``timeout``.
+
+    Returns
+    -------
+    callable
+        ``func`` running under the deadline of its ``timeout``.
     """
     default = inspect.signature(func).parameters["timeout"].default
 

@@ -87,6 +87,15 @@ def check_size(elements: int, what: str, *, itemsize: int = 8) -> None:
     :func:`memory_budget` allows.  ``elements`` is an exact Python integer
     (products of sizes never wrap around as fixed-width integers do).
 
+    Parameters
+    ----------
+    elements : int
+        The number of entries the intermediate will have.
+    what : str
+        What it is, as the message names it (``"the Gram block"``).
+    itemsize : int, default 8
+        Bytes per entry.
+
     Examples
     --------
     >>> check_size(10**6, "a small Gram block")

@@ -31,6 +31,18 @@ def as_rng(seed: Any, name: str = "seed") -> np.random.Generator:
 
     ``None`` is refused: every random function in kernelcheck is reproducible,
     so the caller states the seed.
+
+    Parameters
+    ----------
+    seed : int, numpy.random.SeedSequence or numpy.random.Generator
+        The caller's seed (a non-negative int); a Generator is returned as it is.
+    name : str, default "seed"
+        The argument's name, used in messages.
+
+    Returns
+    -------
+    numpy.random.Generator
+        The generator.
     """
     if isinstance(seed, np.random.Generator):
         return seed
@@ -45,6 +57,18 @@ def as_seed_sequence(seed: Any, name: str = "seed") -> np.random.SeedSequence:
     An int or a SeedSequence is used as is; a Generator gives up 128 bits of
     its stream as entropy (deterministic, and it advances the Generator).
     ``None`` is refused, as by :func:`as_rng`.
+
+    Parameters
+    ----------
+    seed : int, numpy.random.SeedSequence or numpy.random.Generator
+        The caller's seed (a non-negative int).
+    name : str, default "seed"
+        The argument's name, used in messages.
+
+    Returns
+    -------
+    numpy.random.SeedSequence
+        The root seed.
     """
     if isinstance(seed, np.random.SeedSequence):
         return seed

@@ -58,7 +58,18 @@ __all__ = [
 
 
 def describe(value: Any) -> str:
-    """A short description of ``value`` for error messages (type, shape, dtype)."""
+    """A short description of ``value`` for error messages (type, shape, dtype).
+
+    Parameters
+    ----------
+    value : object
+        Anything a caller passed.
+
+    Returns
+    -------
+    str
+        ``"array of shape (2, 3) and dtype float64"``, ``"str 'abc'"``, ...
+    """
     if isinstance(value, np.ndarray):
         return f"array of shape {value.shape} and dtype {value.dtype}"
     shape = getattr(value, "shape", None)
@@ -79,6 +90,18 @@ def to_numpy(value: Any, name: str) -> np.ndarray:
     is exact: NumPy has no bfloat16); anything else goes through
     :func:`numpy.asarray`.  Raises :class:`InvalidArgument` naming ``name``
     for strings and for what NumPy cannot read.
+
+    Parameters
+    ----------
+    value : array_like or tensor
+        The caller's array.
+    name : str
+        The argument's name, used in messages.
+
+    Returns
+    -------
+    numpy.ndarray
+        A base ndarray; it may share memory with ``value``.
     """
     if isinstance(value, np.ndarray):
         return _base_ndarray(value, name)
@@ -129,7 +152,18 @@ def _base_ndarray(arr: np.ndarray, name: str) -> np.ndarray:
 
 
 def result_dtype(*arrays: np.ndarray) -> np.dtype:
-    """float32 when every array is float32, else float64."""
+    """float32 when every array is float32, else float64.
+
+    Parameters
+    ----------
+    *arrays : numpy.ndarray
+        The inputs of a computation.
+
+    Returns
+    -------
+    numpy.dtype
+        The dtype its result is computed in.
+    """
     if arrays and all(a.dtype == np.float32 for a in arrays):
         return np.dtype(np.float32)
     return np.dtype(np.float64)
@@ -153,13 +187,15 @@ def as_array(
         The caller's input.
     name : str
         The argument's name, used in messages.
-    ndim, min_ndim : int, optional
-        Exact or minimum number of dimensions.
-    allow_empty : bool
+    ndim : int, optional
+        The exact number of dimensions (default: any).
+    min_ndim : int, optional
+        The minimum number of dimensions (default: any).
+    allow_empty : bool, default False
         Whether an array with a zero-length axis is accepted.
     dtype : dtype, optional
         Force this floating dtype (default: float32 stays, all else float64).
-    finite : bool
+    finite : bool, default True
         Check that every entry is finite (default).  ``False`` is for a caller
         that checks a result every non-finite entry provably reaches, and then
         names the argument with :func:`check_finite`: the contract (NaN or Inf
@@ -215,6 +251,16 @@ def all_finite(a: np.ndarray) -> bool:
     NaN and Inf propagate through a sum, so a finite sum proves every entry
     finite with no boolean temporary (one pass); a sum that is not finite (a
     bad entry, or the sum itself overflowing) is decided entry by entry.
+
+    Parameters
+    ----------
+    a : numpy.ndarray
+        A numeric array.
+
+    Returns
+    -------
+    bool
+        Whether no entry is NaN or infinite.
     """
     if not a.size:
         return True
@@ -225,7 +271,15 @@ def all_finite(a: np.ndarray) -> bool:
 
 
 def check_finite(arr: np.ndarray, name: str) -> None:
-    """Raise :class:`InvalidArgument` if ``arr`` holds a NaN or an Inf (see :func:`all_finite`)."""
+    """Raise :class:`InvalidArgument` if ``arr`` holds a NaN or an Inf (see :func:`all_finite`).
+
+    Parameters
+    ----------
+    arr : numpy.ndarray
+        A numeric array.
+    name : str
+        The argument's name, used in the message.
+    """
     if not all_finite(arr):
         bad = np.argwhere(~np.isfinite(arr))
         first = tuple(int(i) for i in bad[0])
@@ -244,6 +298,18 @@ def check_computed(value: Any, what: str) -> np.ndarray:
     compares through here first: a verdict is computed from finite reals
     only.  ``what`` names the quantity as the report would (``"phi(X) @
     phi(Y).T"``, ``"the tolerance"``).  Returns ``value`` as an array.
+
+    Parameters
+    ----------
+    value : array_like
+        The computed quantity.
+    what : str
+        What it is, as the report names it.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``value`` as an array.
 
     Examples
     --------
@@ -279,6 +345,22 @@ def as_points(
     """A point set of shape (n, d): a finite real 2-d array.
 
     A 1-d input is *not* promoted silently: a point set has one row per point.
+
+    Parameters
+    ----------
+    value : array_like
+        The caller's points.
+    name : str
+        The argument's name, used in messages.
+    dim : int, optional
+        The number of columns required (default: any).
+    allow_empty : bool, default False
+        Whether zero points are accepted.
+
+    Returns
+    -------
+    numpy.ndarray
+        A finite (n, d) floating array (see :func:`as_array`).
     """
     arr = as_array(value, name, allow_empty=allow_empty)
     if arr.ndim != 2:
@@ -312,6 +394,18 @@ def as_square_matrix(value: Any, name: str) -> np.ndarray:
     The size is checked before the matrix is converted or copied: a
     broadcast view of 50000 x 50000 takes no memory, its working copies
     (:data:`SQUARE_WORKING_COPIES` of them) 75 GiB.
+
+    Parameters
+    ----------
+    value : array_like
+        The caller's matrix.
+    name : str
+        The argument's name, used in messages.
+
+    Returns
+    -------
+    numpy.ndarray
+        A finite (n, n) floating array (see :func:`as_array`).
     """
     arr = to_numpy(value, name)
     if arr.ndim == 2 and arr.shape[0] == arr.shape[1]:
@@ -328,7 +422,24 @@ def as_square_matrix(value: Any, name: str) -> np.ndarray:
 
 
 def as_int(value: Any, name: str, *, minimum: int | None = None, maximum: int | None = None) -> int:
-    """An integer (not a bool, not a float), within optional bounds."""
+    """An integer (not a bool, not a float), within optional bounds.
+
+    Parameters
+    ----------
+    value : int
+        The caller's integer (a Python or NumPy integer).
+    name : str
+        The argument's name, used in messages.
+    minimum : int, optional
+        The smallest value accepted (default: no bound).
+    maximum : int, optional
+        The largest value accepted (default: no bound).
+
+    Returns
+    -------
+    int
+        ``value`` as a Python int.
+    """
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
         if isinstance(value, float) and value.is_integer():
             hint = f" (got the float {value!r}; pass int({value!r}))"
@@ -350,7 +461,25 @@ def as_real(
     positive: bool = False,
     nonnegative: bool = False,
 ) -> float:
-    """A finite real number (bools refused), optionally positive or non-negative."""
+    """A finite real number (bools refused), optionally positive or non-negative.
+
+    Parameters
+    ----------
+    value : float
+        The caller's number (Python or NumPy, or a 0-d array); an integer
+        beyond the float64 range is refused.
+    name : str
+        The argument's name, used in messages.
+    positive : bool, default False
+        Require ``value > 0``.
+    nonnegative : bool, default False
+        Require ``value >= 0``.
+
+    Returns
+    -------
+    float
+        ``value`` as a Python float.
+    """
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
         if isinstance(value, np.ndarray) and value.ndim == 0 and value.dtype.kind in "iuf":
             value = value.item()
@@ -374,7 +503,20 @@ def as_real(
 
 
 def as_probability(value: Any, name: str) -> float:
-    """A number strictly between 0 and 1 (a significance level, a confidence)."""
+    """A number strictly between 0 and 1 (a significance level, a confidence).
+
+    Parameters
+    ----------
+    value : float
+        The caller's number.
+    name : str
+        The argument's name, used in messages.
+
+    Returns
+    -------
+    float
+        ``value`` as a Python float in (0, 1).
+    """
     value = as_real(value, name)
     if not 0.0 < value < 1.0:
         raise InvalidArgument(f"`{name}` must lie strictly between 0 and 1, got {value}")
@@ -382,7 +524,22 @@ def as_probability(value: Any, name: str) -> float:
 
 
 def check_choice(value: Any, name: str, choices) -> Any:
-    """``value`` must be one of ``choices``."""
+    """``value`` must be one of ``choices``.
+
+    Parameters
+    ----------
+    value : object
+        The caller's choice.
+    name : str
+        The argument's name, used in messages.
+    choices : collection
+        The accepted values, listed in the message.
+
+    Returns
+    -------
+    object
+        ``value``.
+    """
     try:
         known = value in choices
     except (TypeError, ValueError):  # an array compares elementwise: not a choice
@@ -394,14 +551,40 @@ def check_choice(value: Any, name: str, choices) -> Any:
 
 
 def check_callable(value: Any, name: str) -> Any:
-    """``value`` must be callable."""
+    """``value`` must be callable.
+
+    Parameters
+    ----------
+    value : object
+        The caller's callable.
+    name : str
+        The argument's name, used in messages.
+
+    Returns
+    -------
+    object
+        ``value``.
+    """
     if not callable(value):
         raise InvalidArgument(f"`{name}` must be callable, got {describe(value)}")
     return value
 
 
 def as_executor(value: Any, name: str = "executor") -> Any:
-    """``None`` or a :class:`concurrent.futures.Executor`-like object (it has ``submit``)."""
+    """``None`` or a :class:`concurrent.futures.Executor`-like object (it has ``submit``).
+
+    Parameters
+    ----------
+    value : concurrent.futures.Executor or None
+        The caller's executor.
+    name : str, default "executor"
+        The argument's name, used in messages.
+
+    Returns
+    -------
+    concurrent.futures.Executor or None
+        ``value``.
+    """
     if value is not None and not callable(getattr(value, "submit", None)):
         raise InvalidArgument(
             f"`{name}` must be a concurrent.futures.Executor (an object with submit), "
@@ -411,7 +594,20 @@ def as_executor(value: Any, name: str = "executor") -> Any:
 
 
 def as_bool(value: Any, name: str) -> bool:
-    """``True`` or ``False`` (NumPy booleans too); anything else (``1``, ``"yes"``) is refused."""
+    """``True`` or ``False`` (NumPy booleans too); anything else (``1``, ``"yes"``) is refused.
+
+    Parameters
+    ----------
+    value : bool
+        The caller's flag.
+    name : str
+        The argument's name, used in messages.
+
+    Returns
+    -------
+    bool
+        ``value`` as a Python bool.
+    """
     if not isinstance(value, (bool, np.bool_)):
         raise InvalidArgument(f"`{name}` must be True or False, got {describe(value)}")
     return bool(value)
@@ -421,6 +617,20 @@ def as_float_dtype(value: Any, name: str = "dtype", *, allowed=("float64", "floa
     """A floating dtype among ``allowed`` (names in ``rounding.PRECISIONS``).
 
     Accepts NumPy dtypes and types and their names; returns the NumPy dtype.
+
+    Parameters
+    ----------
+    value : dtype, type or str
+        The caller's dtype.
+    name : str, default "dtype"
+        The argument's name, used in messages.
+    allowed : tuple of str, default ("float64", "float32")
+        The accepted dtype names.
+
+    Returns
+    -------
+    numpy.dtype
+        The dtype.
     """
     try:
         dt = np.dtype(value)
@@ -434,7 +644,22 @@ def as_float_dtype(value: Any, name: str = "dtype", *, allowed=("float64", "floa
 
 
 def as_int_tuple(value: Any, name: str, *, minimum: int | None = None) -> tuple[int, ...]:
-    """A tuple of integers (e.g. a ``batch_shape``), each at least ``minimum``."""
+    """A tuple of integers (e.g. a ``batch_shape``), each at least ``minimum``.
+
+    Parameters
+    ----------
+    value : tuple of int
+        The caller's tuple.
+    name : str
+        The argument's name, used in messages.
+    minimum : int, optional
+        The smallest entry accepted (default: no bound).
+
+    Returns
+    -------
+    tuple of int
+        The entries as Python ints.
+    """
     if not isinstance(value, tuple):
         raise InvalidArgument(f"`{name}` must be a tuple of ints, got {describe(value)}")
     return tuple(as_int(v, name, minimum=minimum) for v in value)
