@@ -21,7 +21,7 @@ from kernelcheck._src.features.random import (
     TrigonometricRandomFeatures,
     optimal_positive_parameter,
 )
-from kernelcheck._src.kernels.featuremap import FORMS, ExactFeatureMap, FeatureMap
+from kernelcheck._src.kernels.featuremap import EXACT_MAP_FORMS, ExactFeatureMap, FeatureMap
 from kernelcheck._src.kernels.monomials import (
     monomial_dim,
     unweighted_monomials,
@@ -31,7 +31,7 @@ from kernelcheck._src.kernels.monomials import (
 __all__ = [
     "FeatureMap",
     "ExactFeatureMap",
-    "FORMS",
+    "EXACT_MAP_FORMS",
     "monomial_dim",
     "weighted_monomials",
     "unweighted_monomials",

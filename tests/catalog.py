@@ -28,7 +28,7 @@ import numpy as np
 import pytest
 
 from kernelcheck.features import (
-    FORMS,
+    EXACT_MAP_FORMS,
     HyperbolicRandomFeatures,
     OptimalPositiveRandomFeatures,
     PositiveRandomFeatures,
@@ -291,7 +291,7 @@ FEATURE_MAPS = [
     FeatureMapExample(f"{form}-{e.id}", kernel=e.kernel, form=form)
     for e in KERNELS
     if e.finite
-    for form in FORMS
+    for form in EXACT_MAP_FORMS
 ] + [
     _random(PositiveRandomFeatures, positive=True, mse_source="Choromanski et al. 2021, Lemma 2"),
     _random(

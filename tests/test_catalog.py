@@ -23,7 +23,7 @@ import pytest
 
 from kernelcheck import kernels as K
 from kernelcheck.errors import InfiniteFeatureSpace, InvalidArgument
-from kernelcheck.features import ESTIMATORS, FORMS
+from kernelcheck.features import ESTIMATORS, EXACT_MAP_FORMS
 from tests import catalog
 from tests.conftest import CATALOGUE_ARGUMENTS, KNOWN_LIBRARY_BUGS
 
@@ -84,7 +84,7 @@ def test_every_public_kernel_node_has_an_example():
 
 def test_feature_maps_are_every_exact_map_and_every_random_class():
     exact = [e.value for e in catalog.feature_maps(catalog.is_exact_map)]
-    assert exact == [(e.kernel, form) for e in ENTRIES if e.finite for form in FORMS]
+    assert exact == [(e.kernel, form) for e in ENTRIES if e.finite for form in EXACT_MAP_FORMS]
     random = [e.value for e in catalog.feature_maps(catalog.is_random_map)]
     assert random == list(ESTIMATORS.values())
 

@@ -15,14 +15,30 @@ one of callback-taking public calls, each run against every attack of its class.
 from __future__ import annotations
 
 import threading
+import time
 
 import numpy as np
 import pytest
 
 from kernelcheck import attention, psd, stats, testing, verify
 from kernelcheck.errors import InvalidArgument, NumericalFailure
-from kernelcheck.features import PositiveRandomFeatures, unweighted_monomials, weighted_monomials
-from kernelcheck.kernels import Gaussian, Linear, Polynomial, exp, kernel_from_function
+from kernelcheck.features import (
+    OptimalPositiveRandomFeatures,
+    PositiveRandomFeatures,
+    optimal_positive_parameter,
+    unweighted_monomials,
+    weighted_monomials,
+)
+from kernelcheck.kernels import (
+    Constant,
+    Exponential,
+    Gaussian,
+    Laplacian,
+    Linear,
+    Polynomial,
+    exp,
+    kernel_from_function,
+)
 
 pytestmark = pytest.mark.filterwarnings("ignore:the matrix subclass:PendingDeprecationWarning")
 
@@ -230,6 +246,38 @@ SIZE_CASES = {
         " np.zeros((50000, 2)), trials=10, seed=0)"
     ),
     "random-features": "PositiveRandomFeatures(2, 10**9, seed=0)(np.zeros((4, 2)))",
+    # a projection that fits, applied to points whose feature matrix does not
+    "random-features-rows": "PositiveRandomFeatures(2, 10**5, seed=0)(np.zeros((10**5, 2)))",
+    "random-features-log_features": (
+        "PositiveRandomFeatures(2, 10**5, seed=0).log_features(np.zeros((10**5, 2)))"
+    ),
+    "optimal-random-features-rows": (
+        "OptimalPositiveRandomFeatures(2, 10**5, seed=0)(np.zeros((10**5, 2)))"
+    ),
+    "hyperbolic-random-features-log_features": (
+        "HyperbolicRandomFeatures(2, 10**5, seed=0).log_features(np.zeros((10**5, 2)))"
+    ),
+    # small maps, results of one entry per pair of 10^5 points
+    "random-features-estimate": (
+        "PositiveRandomFeatures(2, 4, seed=0).estimate(np.zeros((10**5, 2)))"
+    ),
+    "trigonometric-estimate": (
+        "TrigonometricRandomFeatures(2, 4, seed=0).estimate(np.zeros((10**5, 2)))"
+    ),
+    "random-features-theory": "PositiveRandomFeatures(2, 4, seed=0).theory(np.zeros((10**5, 2)))",
+    "random-features-mse": (
+        "PositiveRandomFeatures(2, 4, seed=0).theoretical_mse(np.zeros((10**5, 2)))"
+    ),
+    "sampler-estimates": (
+        "PositiveRandomFeatures.sampler(2, 4).batch_estimates(0, 10**4, np.zeros((3000, 2)))"
+    ),
+    "sampler-features-of-a-trial": (
+        "PositiveRandomFeatures.sampler(2, 10**7).batch_estimates(0, 2, np.zeros((3000, 2)))"
+    ),
+    # an orthogonal draw whose one copy fits and whose working copies do not
+    "orthogonal-random-features": (
+        "PositiveRandomFeatures(16, 16 * 10**6, seed=0, orthogonal=True)"
+    ),
 }
 
 SIZE_CHILD = """
@@ -237,7 +285,12 @@ import resource, sys, numpy as np
 resource.setrlimit(resource.RLIMIT_AS, (6 * 1024**3, 6 * 1024**3))
 from kernelcheck import attention, psd, stats, verify
 from kernelcheck.errors import InvalidArgument
-from kernelcheck.features import PositiveRandomFeatures
+from kernelcheck.features import (
+    HyperbolicRandomFeatures,
+    OptimalPositiveRandomFeatures,
+    PositiveRandomFeatures,
+    TrigonometricRandomFeatures,
+)
 from kernelcheck.kernels import Exponential, Gaussian
 for name, code in CASES.items():
     try:
@@ -270,6 +323,58 @@ def test_size_scaling_arguments_are_refused_up_front_under_a_6_gib_address_space
     for name, outcome in lines.items():
         assert outcome.startswith("REFUSED") and "would need" in outcome, (name, outcome)
         assert "GiB" in outcome, (name, outcome)
+
+
+#: An integer beyond float64 (``float(BEYOND_FLOAT)`` raises OverflowError).
+BEYOND_FLOAT = 10**400
+_TOO_BIG = r"must be finite in float64 \(at most about 1.8e308\), got a number of 401 digits"
+
+#: every public number argument of kernels, features, psd and stats given BEYOND_FLOAT:
+#: refused naming the argument, never an OverflowError; a count that size is a size
+#: refusal saying how much memory it would need
+BEYOND_FLOAT_CALLS = {
+    "Constant": (lambda: Constant(BEYOND_FLOAT), f"^`c` {_TOO_BIG}"),
+    "Polynomial-c": (lambda: Polynomial(2, c=BEYOND_FLOAT), f"^`c` {_TOO_BIG}"),
+    "Exponential": (lambda: Exponential(BEYOND_FLOAT), f"^`scale` {_TOO_BIG}"),
+    "Gaussian": (lambda: Gaussian(BEYOND_FLOAT), f"^`lengthscale` {_TOO_BIG}"),
+    "Laplacian": (lambda: Laplacian(BEYOND_FLOAT), f"^`lengthscale` {_TOO_BIG}"),
+    "scaled-left": (lambda: BEYOND_FLOAT * Linear(), f"^`other` {_TOO_BIG}"),
+    "scaled-right": (lambda: Linear() * BEYOND_FLOAT, f"^`other` {_TOO_BIG}"),
+    "sum": (lambda: Linear() + BEYOND_FLOAT, f"^`other` {_TOO_BIG}"),
+    "random-features-scale": (
+        lambda: PositiveRandomFeatures(2, 4, seed=0, scale=BEYOND_FLOAT),
+        f"^`scale` {_TOO_BIG}",
+    ),
+    "random-features-dim": (
+        lambda: PositiveRandomFeatures(BEYOND_FLOAT, 4, seed=0),
+        # 8 bytes x 4 * 10^400 entries / 2^30 = 2.98 * 10^392 GiB
+        r"^the projection would need 4\d{400} entries \(about 10\^392 GiB\)",
+    ),
+    "optimal-A": (
+        lambda: OptimalPositiveRandomFeatures(2, 4, seed=0, A=BEYOND_FLOAT),
+        f"^`A` {_TOO_BIG}",
+    ),
+    "optimal-sq_norm": (
+        lambda: OptimalPositiveRandomFeatures(2, 4, seed=0, sq_norm=BEYOND_FLOAT),
+        f"^`sq_norm` {_TOO_BIG}",
+    ),
+    "optimal_positive_parameter": (
+        lambda: optimal_positive_parameter(BEYOND_FLOAT, 2),
+        f"^`sq_norm` {_TOO_BIG}",
+    ),
+    "check_psd-tol": (lambda: psd.check_psd(G, tol=BEYOND_FLOAT), f"^`tol` {_TOO_BIG}"),
+    "mercer-tol": (lambda: psd.mercer_features(G, tol=BEYOND_FLOAT), f"^`tol` {_TOO_BIG}"),
+    "nystrom-tol": (lambda: psd.Nystrom(Linear(), X, tol=BEYOND_FLOAT), f"^`tol` {_TOO_BIG}"),
+    "trials_needed": (lambda: stats.trials_needed(1.0, BEYOND_FLOAT), f"^`tolerance` {_TOO_BIG}"),
+    "confidence_interval": (
+        lambda: stats.Moments.from_samples(X).confidence_interval(BEYOND_FLOAT),
+        f"^`alpha` {_TOO_BIG}",
+    ),
+    "run_trials": (
+        lambda: stats.run_trials(lambda rng, c: rng.normal(size=(c, 1)), BEYOND_FLOAT, seed=0),
+        r"^the schedule of 1\d{400} trials .* would need .* \(about 10\^",
+    ),
+}
 
 
 STATS_BAD = {
@@ -368,9 +473,13 @@ def test_an_unknown_std_ratio_gives_the_true_uninformative_answer_inf(ratio):
     assert (np.asarray(stats.berry_esseen_bound(ratio, 10)) >= 0).all()
 
 
-@pytest.mark.parametrize("name", sorted(STATS_BAD))
+#: one table: the helpers' bad arguments and the numbers beyond float64
+REFUSED = {**STATS_BAD, **{f"beyond-float-{k}": v for k, v in BEYOND_FLOAT_CALLS.items()}}
+
+
+@pytest.mark.parametrize("name", sorted(REFUSED))
 def test_helpers_refuse_what_would_give_garbage_or_a_silent_cast(name):
-    call, message = STATS_BAD[name]
+    call, message = REFUSED[name]
     with pytest.raises(InvalidArgument, match=message):
         call()
 
@@ -468,10 +577,74 @@ def test_a_blocking_user_callable_is_abandoned_at_the_timeout(name):
         RELEASE.clear()
 
 
-@pytest.mark.parametrize("bad", [0, -1.0, float("nan"), "2", True])
+def _slow_first(fn):
+    """``fn``, whose first call takes 0.05 s: the verifier's thread waits for it on a deadline."""
+    calls = []
+
+    def call(*args):
+        if not calls:
+            calls.append(None)
+            time.sleep(0.05)
+        return fn(*args)
+
+    return call
+
+
+def _softmax_layer(Q, K, V):
+    return attention.softmax(Q, K, V).output
+
+
+#: verifiers with ``timeout=``, each given a correct user callable that is slow once
+SLOW_CALLS = {
+    "verify.feature_map": lambda t: verify.feature_map(
+        _slow_first(lambda Z: Z), X, kernel=Linear(), timeout=t
+    ),
+    "verify.kernel": lambda t: verify.kernel(
+        kernel_from_function(_slow_first(lambda x, y: float(x @ y))), X, timeout=t
+    ),
+    "verify.unbiased": lambda t: verify.unbiased(
+        _slow_first(lambda rng: Linear().features()), Linear(), X, trials=4, seed=0, timeout=t
+    ),
+    "testing.assert_unbiased": lambda t: testing.assert_unbiased(
+        _slow_first(lambda rng: Linear().features()), Linear(), X, trials=4, seed=0, timeout=t
+    ),
+    "verify.random_feature_attention": lambda t: verify.random_feature_attention(
+        _slow_first(lambda Q, K, V, m, rng: np.zeros((Q.shape[0], V.shape[1]))),
+        X,
+        X,
+        X,
+        trials=4,
+        seed=0,
+        timeout=t,
+    ),
+    "verify.attention": lambda t: verify.attention(
+        _slow_first(_softmax_layer), cases=("random",), timeout=t
+    ),
+}
+
+
+@pytest.mark.parametrize("timeout", [1e10, 1e300, float(np.finfo(np.float64).max)])
+@pytest.mark.parametrize("name", sorted(SLOW_CALLS))
+def test_a_timeout_beyond_the_platforms_clock_holds_and_the_call_is_judged(name, timeout):
+    """A finite timeout longer than ``threading`` can wait in one call still bounds the call.
+
+    The result is the report of the check (whatever its verdict), never an error
+    blaming the user's callable for the deadline's own overflow.
+    """
+    report = SLOW_CALLS[name](timeout)
+    assert hasattr(report, "passed"), report
+
+
+@pytest.mark.parametrize("bad", [0, -1.0, float("nan"), float("inf"), -float("inf"), "2", True])
 @pytest.mark.parametrize(
     "name",
-    ["verify.feature_map", "verify.kernel", "verify.unbiased", "verify.random_feature_attention"],
+    [
+        "verify.feature_map",
+        "verify.kernel",
+        "verify.unbiased",
+        "verify.random_feature_attention",
+        "verify.attention",
+    ],
 )
 def test_timeout_must_be_a_positive_number(name, bad):
     call = {
@@ -483,6 +656,7 @@ def test_timeout_must_be_a_positive_number(name, bad):
         "verify.random_feature_attention": lambda: verify.random_feature_attention(
             lambda Q, K, V, m, rng: np.zeros((3, 3)), X, X, X, trials=4, seed=0, timeout=bad
         ),
+        "verify.attention": lambda: verify.attention(_softmax_layer, timeout=bad),
     }[name]
     with pytest.raises(InvalidArgument, match=r"`timeout`"):
         call()

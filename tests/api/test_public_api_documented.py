@@ -150,3 +150,32 @@ def test_public_name_is_in_the_reference(module, name):
         if any(getattr(mod, n, None) is obj for n in getattr(mod, "__all__", [])):
             return
     pytest.fail(f"{module}.{name} appears on no page of docs/reference")
+
+
+def _exports() -> dict[str, list[tuple[str, object]]]:
+    """``{name: [(module, object), ...]}`` over the ``__all__`` of every public module."""
+    found: dict[str, list[tuple[str, object]]] = {}
+    for module in PUBLIC:
+        if module == "kernelcheck.cli":
+            continue  # the command line exports no library names
+        mod = importlib.import_module(module)
+        for name in getattr(mod, "__all__", ()):
+            found.setdefault(name, []).append((module, getattr(mod, name)))
+    return found
+
+
+def test_a_public_table_means_one_thing_in_every_module_that_exports_it():
+    """``kernelcheck.X.NAME`` and ``kernelcheck.Y.NAME`` of data (a tuple, a table) are one object.
+
+    Functions and classes may share a verb across modules (``verify.write_report``
+    and ``claims.write_report`` write their own reports); a constant under one
+    name in two modules would be read as the same list of kinds.
+    """
+    clashes = {
+        name: [module for module, _ in places]
+        for name, places in _exports().items()
+        if not callable(places[0][1])
+        and not isinstance(places[0][1], types.ModuleType)
+        and any(obj is not places[0][1] for _, obj in places[1:])
+    }
+    assert not clashes, clashes

@@ -13,14 +13,17 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
+from kernelcheck import claims, verify
+from kernelcheck._src.core.files import as_output_folder
 from kernelcheck._src.core.rounding import PRECISIONS, feature_product_bound
 from kernelcheck._src.core.validate import (
     as_array,
-    as_output_folder,
     check_computed,
     to_numpy,
 )
 from kernelcheck.errors import InvalidArgument, NumericalFailure
+from kernelcheck.kernels import Linear
+from kernelcheck.scaling import run_scaling
 
 
 @pytest.mark.parametrize(
@@ -105,6 +108,69 @@ def test_an_output_folder_on_proc_names_the_path():
     with pytest.raises(InvalidArgument) as info:
         as_output_folder(target)
     assert str(info.value).startswith(f"`out` {target!r}: cannot write into '/proc/self'")
+
+
+def _unbiased_report():
+    X = np.random.default_rng(3).normal(size=(3, 2))
+    return verify.unbiased(lambda rng: Linear().features(), Linear(), X, trials=4, seed=0)
+
+
+def _scaling(out):
+    return run_scaling(
+        sizes=(8, 16, 32), d=2, num_features=4, repeats=1, forms=["parallel"], out=out
+    )
+
+
+EMPTY_ESSAY = claims.EssayReport(results=(), level="quick", duration=0.0)
+
+#: Every public call that writes into a folder it is given: ``(call(folder), argument name)``.
+#: Each checks the folder before it renders, measures or writes anything.
+FOLDER_CALLS = {
+    "as_output_folder": (lambda out: as_output_folder(out, "out"), "out"),
+    "verify.write_report": (lambda out: verify.write_report(_unbiased_report(), out), "out_dir"),
+    "claims.write_report": (lambda out: claims.write_report(EMPTY_ESSAY, out), "out_dir"),
+    "scaling.run_scaling": (_scaling, "out"),
+}
+
+#: Folder paths no file system can take, each with what the refusal says; ``{tmp}`` is a
+#: writable folder, so only the path's own fault can refuse it.
+BAD_FOLDERS = {
+    "NUL byte": ("{tmp}/a\0b", r"holds a NUL byte at position"),
+    "lone surrogate": ("{tmp}/a\ud800", r"cannot be encoded as a file name"),
+    "name too long": ("{tmp}/" + "a" * 300, r"File name too long"),
+    "name too long below a new folder": (
+        "{tmp}/new/" + "a" * 300,
+        r"is 300 bytes long; the file system in .* takes names of at most",
+    ),
+    "path too long": ("{tmp}/" + "/".join(["abcdefgh"] * 600), r"File name too long"),
+}
+
+
+@pytest.mark.parametrize("bad", sorted(BAD_FOLDERS))
+@pytest.mark.parametrize("call", sorted(FOLDER_CALLS))
+def test_a_folder_no_file_system_can_take_is_refused_by_name_before_any_work(tmp_path, call, bad):
+    fn, name = FOLDER_CALLS[call]
+    template, message = BAD_FOLDERS[bad]
+    folder = template.format(tmp=tmp_path)
+    with pytest.raises(InvalidArgument, match=f"^`{name}` .*{message}"):
+        fn(folder)
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # nothing written
+
+
+@pytest.mark.parametrize("bad", ["NUL byte", "lone surrogate"])
+def test_an_input_file_no_file_system_can_name_is_refused_by_name(tmp_path, bad):
+    from kernelcheck._src.core.files import as_input_file
+
+    template, message = BAD_FOLDERS[bad]
+    with pytest.raises(InvalidArgument, match=f"^`file` .*{message}"):
+        as_input_file(template.format(tmp=tmp_path))
+
+
+def test_a_loop_of_links_is_named_as_one(tmp_path):
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    with pytest.raises(InvalidArgument, match=r"is a dangling link \(or a loop of links\)"):
+        as_output_folder(tmp_path / "a" / "report")
 
 
 def _finfo(name):
@@ -274,7 +340,7 @@ def _complex_results():
 
 
 def test_a_callable_returning_a_complex_tensor_of_any_framework_is_refused():
-    from kernelcheck._src.core.validate import call_user
+    from kernelcheck._src.core.calls import call_user
 
     for name, value in _complex_results().items():
         with pytest.raises(InvalidArgument, match=r"^`f` returned .*expected real numbers"):

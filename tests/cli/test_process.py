@@ -16,6 +16,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from kernelcheck import cli
@@ -266,6 +267,22 @@ def test_timeout_ends_the_command_with_exit_code_3_and_one_line(tmp_path):
         f"kernelcheck essay: timed out after 0.5 s; nothing was written to {out}"
     )
     assert not out.exists() or not any(out.iterdir())
+
+
+def test_a_timeout_beyond_the_clock_s_range_still_holds_and_lets_the_command_finish(tmp_path):
+    """``--timeout 1e10``: longer than ``threading`` can wait at once; the watchdog lives on.
+
+    The run ends on its own with its verdict (exit 0), no traceback from the
+    watchdog thread on stderr.
+    """
+    K = tmp_path / "K.npy"
+    np.save(K, np.eye(3))
+    proc = subprocess.run(
+        [sys.executable, "-m", "kernelcheck", "psd", str(K), "--timeout", "1e10"],
+        capture_output=True, text=True, timeout=TIMEOUT, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr and "Error" not in proc.stderr
 
 
 @pytest.mark.parametrize(

@@ -5,17 +5,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from kernelcheck._src.core.memory import check_size
 from kernelcheck._src.core.validate import (
     as_array,
     as_int,
     as_points,
     as_probability,
     as_real,
-    as_rng,
     as_square_matrix,
     check_callable,
     check_choice,
-    check_size,
 )
 from kernelcheck.errors import InvalidArgument
 
@@ -58,9 +57,6 @@ def test_extended_precision_is_refused_not_rounded():
         (lambda: as_real(-1.0, "c", nonnegative=True), ">= 0"),
         (lambda: as_probability(1.0, "alpha"), "strictly between 0 and 1"),
         (lambda: as_probability(0.0, "alpha"), "strictly between 0 and 1"),
-        (lambda: as_rng(None), "must be given"),
-        (lambda: as_rng(-1), "non-negative int"),
-        (lambda: as_rng(1.5), "non-negative int"),
         (lambda: check_choice("x", "method", ("a", "b")), "one of 'a', 'b'"),
         (lambda: check_callable(1, "f"), "must be callable"),
         (lambda: check_size(2**40, "the Gram block"), "GiB"),
@@ -71,9 +67,5 @@ def test_validation_table(call, message):
         call()
 
 
-def test_rng_is_reproducible_and_passes_generators_through():
-    g = np.random.default_rng(3)
-    assert as_rng(g) is g
-    assert as_rng(7).random() == as_rng(7).random()
-    assert as_rng(np.random.SeedSequence(7)).random() == np.random.default_rng(7).random()
+def test_as_real_reads_numpy_scalars_and_0_d_arrays():
     assert as_real(np.float32(0.5), "c") == 0.5 and as_real(np.array(2.0), "c") == 2.0

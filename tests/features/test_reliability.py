@@ -21,6 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
+from kernelcheck._src.features.base import ORTHOGONAL_WORKING_COPIES
 from kernelcheck.errors import InvalidArgument, NumericalFailure
 from kernelcheck.features import (
     OptimalPositiveRandomFeatures,
@@ -99,7 +100,12 @@ OTHER_BAD = [
     (lambda: draw_projection(None, 2, 3), "`rng` must be given"),
     (lambda: draw_projection(0, 10**6, 10**6), "the projection would need 1000000000000 entries"),
     (lambda: draw_projection(0, 1000, 1000, batch=10**6), "would need 1000000000000 entries"),
-    (lambda: draw_projection(0, 10**5, 10**5, orthogonal=True), "would need 10000000000 entries"),
+    (
+        # one 10^5 x 10^5 block and its working copies
+        lambda: draw_projection(0, 10**5, 10**5, orthogonal=True),
+        f"the projection and its {ORTHOGONAL_WORKING_COPIES - 1} working copies would need "
+        f"{ORTHOGONAL_WORKING_COPIES * 10**10} entries",
+    ),
     (lambda: optimal_positive_parameter(-1.0, 2), "`sq_norm` must be >= 0"),
     (lambda: optimal_positive_parameter(math.nan, 2), "`sq_norm` must be finite"),
     (lambda: optimal_positive_parameter(1.0, 0), "`dim` must be >= 1"),

@@ -27,6 +27,7 @@ from kernelcheck._src.features.random import PositiveRandomFeatures
 from kernelcheck._src.mc import engine as _stats
 from kernelcheck.errors import InvalidArgument, NumericalFailure
 from kernelcheck.stats import (
+    BERRY_ESSEEN_C,
     Moments,
     berry_esseen_bound,
     central_from_raw_ratios,
@@ -393,6 +394,39 @@ def test_central_moments_of_mean_against_the_gamma_law():
         assert got[2] == pytest.approx(var)
         assert got[3] == pytest.approx(g.stats(moments="s") * var**1.5)
         assert got[4] == pytest.approx((g.stats(moments="k") + 3) * var**2)
+
+
+@pytest.mark.parametrize(
+    "central, m, expected",
+    [
+        # N(0, 1): the mean of m copies is N(0, 1/m), fourth moment 3 / m^2; the sum's
+        # fourth moment 3 m^2 = 3 * 2^1060 is beyond float64
+        ([1.0, 0.0, 1.0, 0.0, 3.0], 2**530, [1.0, 0.0, 2.0**-530, 0.0, 3 * 2.0**-1060]),
+        # variance 2^1000 over more copies than float64 can count
+        ([1.0, 0.0, 2.0**1000], 2**1100, [1.0, 0.0, 2.0**-100]),
+    ],
+)
+def test_central_moments_of_the_mean_of_very_many_copies(central, m, expected):
+    """``E (mean - mu)^k`` for m a power of two is reached by halving mixes only.
+
+    Each mix of two equal means multiplies by powers of 1/2 and adds terms of
+    which at most one is non-zero per order here (odd moments vanish), so every
+    step is exact in binary and the result equals the formula exactly.
+    """
+    got = central_moments_of_mean(np.array(central), m)
+    assert got.tolist() == expected
+
+
+def test_the_berry_esseen_bound_at_more_trials_than_float64_counts():
+    """``C / sqrt(n)`` at n = 2^1100 is ``C 2^-550``.
+
+    Computed as ``exp(ln(n) / 2)``: the rounding of ``x = ln(n) / 2 = 381.2``
+    becomes a relative error of at most ``|x| u`` in the exponential, plus
+    one rounding of the exponential and one of the product: ``(|x| + 2) u``.
+    """
+    got = float(berry_esseen_bound(1.0, 2**1100))
+    u = 2.0**-53
+    assert got == pytest.approx(BERRY_ESSEEN_C * 2.0**-550, rel=(550 * math.log(2) + 2) * u)
 
 
 def test_central_from_raw_ratios_lognormal():

@@ -511,12 +511,12 @@ def test_run_scaling_bad_input(kwargs):
         run_scaling(**{"sizes": (16, 32, 64), "forms": ("parallel",), **kwargs})
 
 
-def test_run_scaling_out_must_be_a_directory(tmp_path):
+def test_run_scaling_out_must_be_a_folder(tmp_path):
     from kernelcheck.scaling import run_scaling
 
     f = tmp_path / "file"
     f.write_text("x")
-    with pytest.raises(InvalidArgument, match="directory"):
+    with pytest.raises(InvalidArgument, match=r"^`out` must be a folder, but .* is a file"):
         run_scaling(sizes=(16, 32, 64), forms=("parallel",), out=f)
 
 

@@ -33,10 +33,11 @@ from kernelcheck._src.claims.registry import (
     run_claims,
 )
 from kernelcheck._src.core import report as bundle
+from kernelcheck._src.core.files import as_output_folder
 from kernelcheck._src.core.outcome import Outcome, exit_code
 from kernelcheck._src.core.report import new_figure, png_bytes
 from kernelcheck._src.core.results import ResultMixin
-from kernelcheck._src.core.validate import as_output_folder, check_callable, check_choice, describe
+from kernelcheck._src.core.validate import check_callable, check_choice, describe
 from kernelcheck.errors import InvalidArgument
 
 __all__ = ["EssayReport", "run_essay", "write_report", "exit_code_for"]

@@ -71,7 +71,7 @@ def load_matrix(
     skipped the header row of ... (a,b)
     [[1.0, 0.0], [0.0, 1.0]]
     """
-    from kernelcheck._src.core.validate import as_input_file
+    from kernelcheck._src.core.files import as_input_file
 
     path = Path(path)
     suffix = path.suffix.lower()
@@ -117,7 +117,7 @@ def _check_npy_header(fh: IO[bytes], what: str, available: int | None) -> None:
     """
     from numpy.lib import format as npy
 
-    from kernelcheck._src.core.validate import check_size
+    from kernelcheck._src.core.memory import check_size
 
     version = npy.read_magic(fh)
     if version == (1, 0):
@@ -234,7 +234,7 @@ def header_row(lines: Any, delimiter: str | None) -> tuple[int, str | None]:
 
 def _check_text_file(path: Path) -> None:
     """A text matrix file: no NUL byte in its first 64 KiB, and its numbers fit in memory."""
-    from kernelcheck._src.core.validate import check_size
+    from kernelcheck._src.core.memory import check_size
 
     size = path.stat().st_size
     with open(path, "rb") as fh:

@@ -118,7 +118,7 @@ def check_out(args: argparse.Namespace) -> None:
         :func:`~kernelcheck._src.core.validate.as_output_folder`).
     """
     if args.out is not None:
-        from kernelcheck._src.core.validate import as_output_folder
+        from kernelcheck._src.core.files import as_output_folder
 
         as_output_folder(args.out, "--out")
 
@@ -147,7 +147,7 @@ def check_scheduler(args: argparse.Namespace) -> None:
     address = getattr(args, "scheduler", None)
     if address is None:
         return
-    from kernelcheck._src.core.validate import as_scheduler_address, scheduler_host_port
+    from kernelcheck._src.core.addresses import as_scheduler_address, scheduler_host_port
 
     address = as_scheduler_address(address, "--scheduler")
     target = scheduler_host_port(address)

@@ -47,13 +47,20 @@ def start_deadline(seconds: float | None, prog: str, out: Any) -> threading.Even
     threading.Event
         Set it when the command is done; the deadline then never fires.
     """
+    from kernelcheck._src.core.waits import wait_for
+
     done = threading.Event()
     if seconds is None:
         return done
 
     def fire() -> None:
-        if done.wait(seconds):
-            return
+        try:
+            if wait_for(done, seconds):
+                return
+        except BaseException:  # noqa: BLE001 - a watchdog that cannot wait ends the run
+            with contextlib.suppress(Exception):
+                sys.stderr.write(f"{prog}: the --timeout watchdog failed; stopping\n")
+            os._exit(EXIT_INCONCLUSIVE)
         from kernelcheck._src.core.atomic import BUNDLE_LOCK
         from kernelcheck._src.core.report import written_folders
 

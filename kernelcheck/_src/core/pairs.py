@@ -1,6 +1,6 @@
 """Calls of a user's two-argument function on every pair of points (plain-Python kernels).
 
-:func:`call_user_pairs` is :func:`~kernelcheck._src.core.validate.call_user`
+:func:`call_user_pairs` is :func:`~kernelcheck._src.core.calls.call_user`
 for a Gram matrix's n m calls, with its contract and without its per-call
 generic work.
 """
@@ -12,8 +12,9 @@ from typing import Any
 
 import numpy as np
 
+from kernelcheck._src.core.calls import OWN_ERRORS, not_real
 from kernelcheck._src.core.deadline import current_deadline, run_user
-from kernelcheck._src.core.validate import OWN_ERRORS, describe, not_real
+from kernelcheck._src.core.validate import describe
 from kernelcheck.errors import InvalidArgument
 
 __all__ = ["call_user_pairs"]

@@ -42,7 +42,8 @@ from kernelcheck._src.core.atomic import (
     signals_deferred,
     terminate_raises,
 )
-from kernelcheck._src.core.validate import as_output_folder, describe
+from kernelcheck._src.core.files import as_output_folder
+from kernelcheck._src.core.validate import describe
 from kernelcheck.errors import InvalidArgument
 
 __all__ = [

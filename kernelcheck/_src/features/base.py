@@ -26,14 +26,14 @@ from typing import Any
 
 import numpy as np
 
+from kernelcheck._src.core.memory import check_size
 from kernelcheck._src.core.rounding import precision
+from kernelcheck._src.core.seeds import as_rng
 from kernelcheck._src.core.validate import (
     as_bool,
     as_int,
     as_points,
     as_real,
-    as_rng,
-    check_size,
     describe,
 )
 from kernelcheck._src.features.moments import central_from_raw_ratios, central_moments_of_mean
@@ -46,6 +46,7 @@ __all__ = [
     "ChunkEstimates",
     "draw_projection",
     "check_log_scale",
+    "ORTHOGONAL_WORKING_COPIES",
 ]
 
 _FLOAT64 = precision(np.float64)
@@ -112,7 +113,9 @@ def draw_projection(
     lead: tuple[int, ...] = () if batch is None else (count,)
     blocks = -(-m // dim)
     per = blocks * dim * dim if orthogonal else m * dim
-    check_size(per * count, "the projection")
+    copies = ORTHOGONAL_WORKING_COPIES if orthogonal else 1
+    what = f" and its {copies - 1} working copies" if copies > 1 else ""
+    check_size(copies * per * count, f"the projection{what}")
     if not orthogonal:
         return rng.standard_normal(lead + (m, dim))
     Q = haar_factor(rng.standard_normal(lead + (blocks, dim, dim)))
@@ -121,6 +124,12 @@ def draw_projection(
     rows = np.swapaxes(Q, -1, -2) * norms[..., None]
     return rows.reshape(lead + (blocks * dim, dim))[..., :m, :]
 
+
+#: Arrays of the projection's size an orthogonal draw counts on: at most four
+#: are held at once (the Gaussian blocks, the Q and R of their QR, Q with R's
+#: signs moved into it), beside small ones (the signs, the chi norms); one
+#: more covers those.
+ORTHOGONAL_WORKING_COPIES = 5
 
 #: Largest block size d, and fewest blocks per unit of d, for which
 #: :func:`haar_factor` runs Gram-Schmidt on the whole batch instead of one
@@ -200,7 +209,6 @@ class RandomFeatures(FeatureMap):
         self._m = as_int(num_features, "num_features", minimum=1)
         self._orthogonal = as_bool(orthogonal, "orthogonal")
         self._scale = as_real(scale, "scale", positive=True)
-        check_size(self._m * self._dim, "the projection")
         W = draw_projection(as_rng(seed), self._dim, self._m, orthogonal=self._orthogonal)
         W.setflags(write=False)
         self._W = W
@@ -268,6 +276,12 @@ class RandomFeatures(FeatureMap):
         X = as_points(X, name, dim=self._dim)
         return X * math.sqrt(self._scale)
 
+    def _prepare_features(self, X, name: str) -> np.ndarray:
+        """:meth:`_prepare`, refusing before any work a feature matrix this process cannot hold."""
+        Xs = self._prepare(X, name)
+        check_size(Xs.shape[0] * self._per_row * self._m, "the feature matrix")
+        return Xs
+
     def _parts(self, P: np.ndarray, sq: np.ndarray, wsq: np.ndarray):
         """(F, log_scale) from projections P (..., n, m), |x'|^2 (..., n), |w|^2 (..., m)."""
         raise NotImplementedError  # pragma: no cover
@@ -282,8 +296,7 @@ class RandomFeatures(FeatureMap):
         return self._scaled_features(X, "X")
 
     def _scaled_features(self, X, name: str) -> tuple[np.ndarray, np.ndarray]:
-        Xs = self._prepare(X, name)
-        check_size(Xs.shape[0] * self._per_row * self._m, "the feature matrix")
+        Xs = self._prepare_features(X, name)
         P = Xs @ self._W.T
         sq = np.einsum("ij,ij->i", Xs, Xs)
         wsq = np.einsum("ij,ij->i", self._W, self._W)
@@ -317,6 +330,9 @@ class RandomFeatures(FeatureMap):
         ``exp(ls_x[:, None] + ls_y[None, :]) * (F_x @ F_y.T)``: the same
         estimator as ``self(X) @ self(Y).T`` without intermediate overflow.
         """
+        nx = as_points(X, "X", dim=self._dim).shape[0]
+        ny = nx if Y is None else as_points(Y, "Y", dim=self._dim).shape[0]
+        check_size(2 * nx * ny, f"the kernel estimate ({nx} x {ny}) and its scale")
         FX, lx = self._scaled_features(X, "X")
         FY, ly = (FX, lx) if Y is None else self._scaled_features(Y, "Y")
         with np.errstate(over="ignore"):
@@ -377,6 +393,8 @@ def _theory(fmap: RandomFeatures, X, Y, order: int) -> dict:
     order = as_int(order, "order", minimum=2, maximum=8)
     Xs = fmap._prepare(X, "X")
     Ys = Xs if Y is None else fmap._prepare(Y, "Y")
+    nx, ny = Xs.shape[0], Ys.shape[0]
+    check_size((order + 2) * nx * ny, f"the {order + 1} moments and the mean of {nx} x {ny} pairs")
     with np.errstate(over="ignore", invalid="ignore"):
         mean = np.exp(Xs @ Ys.T)
         log_r = np.stack([fmap._log_raw_ratio(j, Xs, Ys) for j in range(order + 1)])
@@ -472,7 +490,9 @@ class RandomFeatureSampler:
         points (so every evaluation path draws the same stream for the same seed).
         """
         m, d = self.num_features, self.dim
-        chunk = self._chunk(m * d + 2 * rows * self._proto._per_row * m)
+        D = self._proto._per_row * m
+        check_size(rows * D, f"the features of one trial ({rows} points x {D} features)")
+        chunk = self._chunk(m * d + 2 * rows * D)
         done = 0
         while done < n:
             c = min(chunk, n - done)
@@ -503,6 +523,10 @@ class RandomFeatureSampler:
         n = as_int(n, "n", minimum=1)
         Xs = self._proto._prepare(X, "X")
         Ys = Xs if Y is None else self._proto._prepare(Y, "Y")
+        nx, ny = Xs.shape[0], Ys.shape[0]
+        check_size(
+            2 * n * nx * ny, f"the estimates of {n} trials of {nx} x {ny} pairs and their scales"
+        )
         # each chunk is written into its rows of the two results (no list of
         # chunks concatenated at the end: two result-sized copies fewer)
         est = np.empty((n, Xs.shape[0], Ys.shape[0]))

@@ -64,22 +64,30 @@ def central_from_raw_ratios(log_r: np.ndarray) -> np.ndarray:
     return out
 
 
-def _convolve(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def _mix(a: np.ndarray, b: np.ndarray, p: float, q: float) -> np.ndarray:
+    """Central moments of ``p U + q V`` for independent centred U, V with moments ``a``, ``b``.
+
+    ``E (p U + q V)^k = sum_j C(k, j) p^j q^(k - j) E U^j E V^(k - j)``.
+    """
     K = a.shape[0] - 1
     out = np.zeros_like(a)
     with np.errstate(over="ignore", invalid="ignore"):
         for k in range(K + 1):
             for j in range(k + 1):
-                out[k] = out[k] + comb(k, j, exact=True) * a[j] * b[k - j]
+                out[k] = out[k] + comb(k, j, exact=True) * p**j * q ** (k - j) * a[j] * b[k - j]
     return out
 
 
 def central_moments_of_mean(central: np.ndarray, m: int) -> np.ndarray:
     """Central moments of the mean of ``m`` i.i.d. copies of Z from those of Z.
 
-    ``central[k]`` is ``E (Z - E Z)^k`` (k = 0..K, ``central[0] = 1``); the sum
-    of independent centred variables has ``E (U+V)^k = sum_j C(k,j) E U^j E V^(k-j)``,
-    applied by binary powering, then divided by ``m^k``.
+    ``central[k]`` is ``E (Z - E Z)^k`` (k = 0..K, ``central[0] = 1``).  The
+    mean of ``a + b`` copies is ``p A + q B`` for the means A, B of ``a`` and
+    ``b`` copies, ``p = a / (a + b)``, ``q = b / (a + b)``, whose moments are
+    ``sum_j C(k,j) p^j q^(k-j) E A^j E B^(k-j)`` (independent, centred): applied
+    by binary powering on the means themselves, so every intermediate is a
+    moment of a mean, no larger than Z's, for any ``m`` (the moments of the
+    sum, ``m^k`` times larger, overflow float64 for large ``m``).
 
     Examples
     --------
@@ -90,18 +98,15 @@ def central_moments_of_mean(central: np.ndarray, m: int) -> np.ndarray:
     """
     m = as_int(m, "m", minimum=1)
     central = as_moment_array(central, "central", min_ndim=1)
-    result = None
-    power = central
+    result, count = central, 0  # the mean of `count` copies (none yet)
+    power, size = central, 1  # the mean of `size` copies
     e = m
     while e:
         if e & 1:
-            result = power if result is None else _convolve(result, power)
+            total = count + size
+            result = power if not count else _mix(result, power, count / total, size / total)
+            count = total
         e >>= 1
         if e:
-            power = _convolve(power, power)
-    K = central.shape[0] - 1
-    scale = np.array([float(m) ** -k for k in range(K + 1)]).reshape(
-        (K + 1,) + (1,) * (central.ndim - 1)
-    )
-    with np.errstate(over="ignore", invalid="ignore"):
-        return result * scale
+            power, size = _mix(power, power, 0.5, 0.5), 2 * size
+    return result

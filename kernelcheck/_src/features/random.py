@@ -163,7 +163,7 @@ class PositiveRandomFeatures(RandomFeatures):
 
     def log_features(self, X) -> np.ndarray:
         """``log phi(X)`` (n, D), exact in log space for any norm."""
-        Xs = self._prepare(X, "X")
+        Xs = self._prepare_features(X, "X")
         sq = np.einsum("ij,ij->i", Xs, Xs)
         L = Xs @ self._W.T
         L -= (0.5 * sq + 0.5 * math.log(self._m))[:, None]
@@ -255,7 +255,7 @@ class HyperbolicRandomFeatures(RandomFeatures):
 
     def log_features(self, X) -> np.ndarray:
         """``log phi(X)`` (n, D), exact in log space for any norm."""
-        Xs = self._prepare(X, "X")
+        Xs = self._prepare_features(X, "X")
         sq = np.einsum("ij,ij->i", Xs, Xs)
         P = Xs @ self._W.T
         base = -0.5 * sq[:, None] - 0.5 * math.log(2 * self._m)
@@ -367,7 +367,7 @@ class OptimalPositiveRandomFeatures(RandomFeatures):
 
     def log_features(self, X) -> np.ndarray:
         """``log phi(X)`` (n, D), exact in log space for any norm."""
-        Xs = self._prepare(X, "X")
+        Xs = self._prepare_features(X, "X")
         wsq = np.einsum("ij,ij->i", self._W, self._W)
         sq = np.einsum("ij,ij->i", Xs, Xs)
         A = self._A

@@ -35,23 +35,23 @@ roles are filled before any kernel exists.
 from __future__ import annotations
 
 import abc
-import math
 import numbers
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from kernelcheck._src.core.memory import check_size
 from kernelcheck._src.core.validate import (
     all_finite,
     as_int,
     as_points,
+    as_real,
     check_choice,
-    check_size,
     describe,
     result_dtype,
 )
-from kernelcheck._src.kernels.featuremap import FORMS, ExactFeatureMap
+from kernelcheck._src.kernels.featuremap import EXACT_MAP_FORMS, ExactFeatureMap
 from kernelcheck.errors import InfiniteFeatureSpace, InvalidArgument, NumericalFailure
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -82,11 +82,8 @@ def promote(value: Any, name: str) -> Kernel:
     """
     if isinstance(value, Kernel):
         return value
-    if _is_real_number(value):
-        value = float(value)
-        if not math.isfinite(value):  # named here: Constant would call it `c`
-            raise InvalidArgument(f"`{name}` must be finite, got {value}")
-        return ROLES["constant"](value)
+    if _is_real_number(value):  # named here: Constant would call it `c`
+        return ROLES["constant"](as_real(value, name))
     raise InvalidArgument(f"`{name}` must be a Kernel or a real number, got {describe(value)}")
 
 
@@ -186,13 +183,13 @@ class Kernel(abc.ABC):
         if isinstance(other, Kernel):
             return ROLES["product"](self, other)
         if _is_real_number(other):
-            return ROLES["scaled"](float(other), self)
+            return ROLES["scaled"](as_real(other, "other"), self)
         _refuse_array(other)
         return NotImplemented
 
     def __rmul__(self, other: Any) -> Kernel:
         if _is_real_number(other):
-            return ROLES["scaled"](float(other), self)
+            return ROLES["scaled"](as_real(other, "other"), self)
         _refuse_array(other)
         return NotImplemented
 
@@ -319,13 +316,13 @@ class Kernel(abc.ABC):
             For kernels whose feature space is infinite; the message says how
             to truncate (``exp(k, order=M)``) or sample (random features).
         """
-        check_choice(form, "form", FORMS)
+        check_choice(form, "form", EXACT_MAP_FORMS)
         self._require_finite()
         return ExactFeatureMap(self, form)
 
     def feature_dim(self, d: int, form: str = "symmetric") -> int:
         """Output dimension D of ``features(form)`` on inputs of dimension ``d``."""
-        check_choice(form, "form", FORMS)
+        check_choice(form, "form", EXACT_MAP_FORMS)
         d = as_int(d, "d", minimum=1)
         self._require_finite()
         return self._feature_dim(d, form)

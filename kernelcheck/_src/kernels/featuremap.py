@@ -16,16 +16,20 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from kernelcheck._src.core.memory import check_size
 from kernelcheck._src.core.rounding import feature_product_bound
-from kernelcheck._src.core.validate import as_int, as_points, check_choice, check_size, describe
+from kernelcheck._src.core.validate import as_int, as_points, check_choice, describe
 from kernelcheck.errors import InvalidArgument, NumericalFailure
 
-__all__ = ["FeatureMap", "ExactFeatureMap", "KernelNode", "FORMS"]
+__all__ = ["FeatureMap", "ExactFeatureMap", "KernelNode", "EXACT_MAP_FORMS"]
 
-#: The exact-map forms: ``"symmetric"`` keeps each unique monomial once with
-#: the multinomial weight ``sqrt(m! / alpha!)`` (C(d+m-1, m) coordinates for
-#: degree m); ``"tensor"`` keeps every ordered product (d**m coordinates).
-FORMS = ("symmetric", "tensor")
+#: The values of ``form`` of an exact feature map (``k.features(form)``), the
+#: layout of its monomial coordinates: ``"symmetric"`` keeps each unique
+#: monomial once with the multinomial weight ``sqrt(m! / alpha!)``
+#: (C(d+m-1, m) coordinates for degree m); ``"tensor"`` keeps every ordered
+#: product (d**m coordinates).  Not the attention forms
+#: (:data:`kernelcheck.attention.FORMS`).
+EXACT_MAP_FORMS = ("symmetric", "tensor")
 
 
 @runtime_checkable
@@ -114,7 +118,7 @@ class ExactFeatureMap(FeatureMap):
     def __init__(self, kernel: KernelNode, form: str = "symmetric"):
         if not isinstance(kernel, KernelNode):
             raise InvalidArgument(f"`kernel` must be a kernelcheck Kernel, got {describe(kernel)}")
-        check_choice(form, "form", FORMS)
+        check_choice(form, "form", EXACT_MAP_FORMS)
         kernel._require_finite()
         self._kernel = kernel
         self.form = form

@@ -3,7 +3,7 @@
 :func:`kernel_from_function` wraps ``f(x, y) -> float`` as a candidate kernel
 node (:class:`FunctionKernel`) that :func:`kernelcheck.verify.kernel` can
 judge.  The user's function is called through
-:func:`~kernelcheck._src.core.validate.call_user`: it receives copies of the
+:func:`~kernelcheck._src.core.calls.call_user`: it receives copies of the
 points (so it cannot change the caller's ``X``) and an exception it raises is
 reported as ``"`f` (name) raised ..."``.
 """
@@ -14,12 +14,12 @@ from collections.abc import Callable
 
 import numpy as np
 
+from kernelcheck._src.core.calls import call_user
 from kernelcheck._src.core.pairs import call_user_pairs
 from kernelcheck._src.core.validate import (
     as_array,
     as_bool,
     as_real,
-    call_user,
     check_callable,
     describe,
     result_dtype,

@@ -15,7 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from kernelcheck._src.core.validate import as_int, as_points, check_size
+from kernelcheck._src.core.memory import check_size
+from kernelcheck._src.core.validate import as_int, as_points
 from kernelcheck.errors import NumericalFailure
 
 __all__ = [

@@ -39,7 +39,10 @@ from typing import Any
 import numpy as np
 from scipy.special import ndtri
 
+from kernelcheck._src.core.calls import call_user
+from kernelcheck._src.core.memory import check_size
 from kernelcheck._src.core.results import ResultMixin
+from kernelcheck._src.core.seeds import as_seed_sequence, child_seed
 from kernelcheck._src.core.validate import (
     as_array,
     as_bool,
@@ -47,11 +50,8 @@ from kernelcheck._src.core.validate import (
     as_int,
     as_probability,
     as_real,
-    as_seed_sequence,
-    call_user,
     check_callable,
     check_finite,
-    check_size,
     describe,
 )
 from kernelcheck._src.features.moments import as_moment_array
@@ -64,7 +64,6 @@ __all__ = [
     "Moments",
     "run_trials",
     "shard_seed",
-    "child_seed",
     "root_seed_sequence",
     "DEFAULT_SHARD_SIZE",
     "BERRY_ESSEEN_C",
@@ -312,39 +311,13 @@ def root_seed_sequence(seed: Any) -> np.random.SeedSequence:
 
     An int or a SeedSequence is used as is; a Generator gives up 128 bits of
     its stream as entropy (deterministic, and it advances the Generator).
-    See :func:`kernelcheck._src.core.validate.as_seed_sequence`.
+    See :func:`kernelcheck._src.core.seeds.as_seed_sequence`.
     """
     return as_seed_sequence(seed, "seed")
 
 
-def _check_root(root: Any) -> None:
-    if not isinstance(root, np.random.SeedSequence):
-        raise InvalidArgument(
-            f"`root` must be a numpy.random.SeedSequence (see root_seed_sequence), "
-            f"got {describe(root)}"
-        )
-
-
-def child_seed(root: np.random.SeedSequence, *path: int) -> np.random.SeedSequence:
-    """The one rule for deriving seeds: the child of ``root`` at ``path``.
-
-    ``child_seed(root, k)`` is the k-th child ``root.spawn`` would give, and
-    ``child_seed(root, k, j)`` the j-th child of that one: the spawn key of
-    ``root`` extended by ``path``.  Every seeded part of a run (the shards of
-    :func:`run_trials`, a sampler's probe trial, a sweep's points) takes its
-    seed from here, at a path no other part uses, so the parts are
-    independent and each depends only on the root seed and its path.
-    """
-    _check_root(root)
-    keys = tuple(as_int(k, "path", minimum=0) for k in path)
-    return np.random.SeedSequence(
-        root.entropy, spawn_key=tuple(root.spawn_key) + keys, pool_size=root.pool_size
-    )
-
-
 def shard_seed(root: np.random.SeedSequence, k: int) -> np.random.SeedSequence:
     """The seed of shard ``k``: ``child_seed(root, k)``, the k-th child of ``root.spawn``."""
-    _check_root(root)
     return child_seed(root, as_int(k, "k", minimum=0))
 
 
@@ -523,7 +496,8 @@ def berry_esseen_bound(std_ratio, n: int) -> np.ndarray:
     0.004748
     """
     n = as_int(n, "n", minimum=1)
-    return BERRY_ESSEEN_C * _std_ratio(std_ratio) / math.sqrt(n)
+    root = math.sqrt(n) if n < 2**1000 else math.exp(0.5 * math.log(n))  # float(n) overflows
+    return BERRY_ESSEEN_C * _std_ratio(std_ratio) / root
 
 
 def _std_ratio(value) -> np.ndarray:

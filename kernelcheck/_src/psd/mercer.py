@@ -19,10 +19,11 @@ from typing import Any
 import numpy as np
 import scipy.linalg
 
+from kernelcheck._src.core.calls import call_user
 from kernelcheck._src.core.outcome import Outcome, outcome_of
 from kernelcheck._src.core.results import ResultMixin
 from kernelcheck._src.core.rounding import Tolerance
-from kernelcheck._src.core.validate import as_array, as_points, call_user, describe
+from kernelcheck._src.core.validate import as_array, as_points, describe
 from kernelcheck._src.kernels.featuremap import FeatureMap
 from kernelcheck._src.psd.inputs import check_psd_iv
 from kernelcheck._src.psd.tolerance import eigh_error, frobenius

@@ -46,17 +46,18 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from kernelcheck._src.attention.registry import cost_model, get_form
+from kernelcheck._src.core.calls import call_user
+from kernelcheck._src.core.files import as_output_folder
+from kernelcheck._src.core.memory import check_size
 from kernelcheck._src.core.progress import check_budget, progress_bar
 from kernelcheck._src.core.report import environment, render_plots, write_bundle
+from kernelcheck._src.core.seeds import as_seed_sequence, child_seed
 from kernelcheck._src.core.validate import (
     as_bool,
     as_int,
     as_probability,
-    as_rng,
-    call_user,
     check_callable,
     check_choice,
-    check_size,
     describe,
 )
 from kernelcheck._src.scaling.fit import STATISTICS
@@ -91,6 +92,9 @@ __all__ = [
 #: Shortest timed repeat (seconds): a repeat of a cheap size loops over several calls, so a
 #: preemption on a busy machine (caches refilled after it) is averaged over them.
 _MIN_TIME = 0.01
+#: Child paths below the run's root seed: the inputs, and the order of the
+#: rounds (one more level: the form's index in ``SCALING_FORMS``).
+_INPUTS_PATH, _ORDER_PATH = 0, 1
 
 
 class _ScalingArgs(NamedTuple):
@@ -103,7 +107,8 @@ class _ScalingArgs(NamedTuple):
     repeats: int
     statistic: str
     confidence: float
-    seeds: tuple[int, int]  # the inputs' seed and the rounds' order seed
+    inputs_seed: np.random.SeedSequence  # the root seed's child at _INPUTS_PATH
+    order_seed: np.random.SeedSequence  # at _ORDER_PATH: form k's rounds' order is its child k
     out: Path | None
     quick: bool
     forms: tuple[str, ...]
@@ -186,18 +191,13 @@ def _run_scaling_iv(
     repeats = as_int(repeats, "repeats", minimum=1)
     check_choice(statistic, "statistic", STATISTICS)
     confidence = as_probability(confidence, "confidence")
-    rng = as_rng(seed)
+    root = as_seed_sequence(seed)
     if progress is not None:
         check_callable(progress, "progress")
     largest = max(max(s) for s in sizes.values())
     check_size(largest * max(3 * d, 2 * num_features), f"the inputs at n = {largest}")
     if out is not None:
-        if not isinstance(out, (str, os.PathLike)):
-            raise InvalidArgument(f"`out` must be a directory path, got {describe(out)}")
-        out = Path(out)
-        if out.exists() and not out.is_dir():
-            raise InvalidArgument(f"`out` must be a directory, but {str(out)!r} is a file")
-    seeds = rng.integers(0, 2**63 - 1, size=2)
+        out = as_output_folder(out, "out")
     return _ScalingArgs(
         sizes=sizes,
         d=d,
@@ -206,7 +206,8 @@ def _run_scaling_iv(
         repeats=repeats,
         statistic=statistic,
         confidence=confidence,
-        seeds=(int(seeds[0]), int(seeds[1])),
+        inputs_seed=child_seed(root, _INPUTS_PATH),
+        order_seed=child_seed(root, _ORDER_PATH),
         out=out,
         quick=quick,
         forms=forms,
@@ -324,7 +325,7 @@ def run_scaling(
     """
     iv = _run_scaling_iv(**locals())  # every argument, checked before any work
     t_start = time.perf_counter()
-    inputs = Inputs(iv.d, iv.D, iv.seeds[0], {k: max(s) for k, s in iv.sizes.items()})
+    inputs = Inputs(iv.d, iv.D, iv.inputs_seed, {k: max(s) for k, s in iv.sizes.items()})
     limiter, thread_note = _thread_limit(iv.threads)
     with limiter:
         plan = _plan(iv, inputs)
@@ -378,7 +379,7 @@ def _plan(iv: _ScalingArgs, inputs: Inputs) -> _Plan:
     before the estimate is accepted).  A repeat lasts at least the shortest
     repeat :data:`_MIN_TIME`; each size also gets ``iv.warmup`` untimed calls.
     """
-    pilot = Inputs(iv.d, iv.D, iv.seeds[0], {k: min(s) for k, s in iv.sizes.items()})
+    pilot = Inputs(iv.d, iv.D, iv.inputs_seed, {k: min(s) for k, s in iv.sizes.items()})
     steps: dict[str, dict[int, float]] = {}
     total = 0.0
     for key in iv.forms:
@@ -443,7 +444,7 @@ def _measure_form(key: str, iv: _ScalingArgs, inputs: Inputs, step) -> FormScali
         cost=lambda n: float(model(n).flops),
         label=spec.label,
         clock=iv.clock,
-        seed=np.random.SeedSequence([iv.seeds[1], list(SCALING_FORMS).index(key)]),
+        seed=child_seed(iv.order_seed, list(SCALING_FORMS).index(key)),
         progress=step,
     )
     accepted = accepted_range(spec.exponent, sizes)

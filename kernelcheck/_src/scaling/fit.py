@@ -23,16 +23,16 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from kernelcheck._src.core.memory import check_size
 from kernelcheck._src.core.outcome import Outcome
 from kernelcheck._src.core.results import ResultMixin
+from kernelcheck._src.core.seeds import as_rng
 from kernelcheck._src.core.validate import (
     as_array,
     as_int,
     as_probability,
     as_real,
-    as_rng,
     check_choice,
-    check_size,
     describe,
 )
 from kernelcheck._src.scaling.sizes import as_sizes

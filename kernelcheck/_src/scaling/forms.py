@@ -24,6 +24,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from kernelcheck._src.attention.registry import FORMS, family_of
+from kernelcheck._src.core.seeds import child_seed
 from kernelcheck._src.scaling.sizes import geometric_sizes
 from kernelcheck.errors import InvalidArgument
 
@@ -115,30 +116,39 @@ class Inputs:
     Gaussian ``Q, K, V`` of shape (n, d); their positive random features of
     exp(q.k / sqrt d) for the linear forms; the per-token inputs of the form's
     family (gates in (0.9, 1) for the gated forms, from the family's
-    :class:`~kernelcheck._src.attention.common.spec.TokenInput`).  Each matrix has its own
-    stream from ``seed``, so the first n rows are the same bytes whatever the largest size is.
+    :class:`~kernelcheck._src.attention.common.spec.TokenInput`).  Each matrix, and
+    the feature map, has its own stream, the child of ``root`` at its path in
+    :data:`_PATHS` (the i-th per-token input of a family at ``(tokens, i)``), so the
+    first n rows are the same bytes whatever the largest size is.
     """
 
-    def __init__(self, d: int, D: int, seed: int, largest: Mapping[str, int]):
-        self.d, self.D, self.seed = d, D, seed
+    #: Child paths below ``root``: queries, keys, values, the feature map, and the
+    #: per-token inputs (one level deeper: their index in the family's list).
+    _PATHS = {"Q": 0, "K": 1, "V": 2, "features": 3, "tokens": 4}
+
+    def __init__(self, d: int, D: int, root: np.random.SeedSequence, largest: Mapping[str, int]):
+        self.d, self.D, self.root = d, D, root
         self.largest = dict(largest)
         self._cache: dict[str, tuple] = {}
 
-    def _normal(self, which: int, n: int) -> np.ndarray:
-        return np.random.default_rng([self.seed, which]).standard_normal((n, self.d))
+    def _rng(self, which: str, *below: int) -> np.random.Generator:
+        return np.random.default_rng(child_seed(self.root, self._PATHS[which], *below))
+
+    def _normal(self, which: str, n: int) -> np.ndarray:
+        return self._rng(which).standard_normal((n, self.d))
 
     def _exact(self) -> tuple:
         if "quadratic" not in self._cache:
             n = self.largest["quadratic"]
-            self._cache["quadratic"] = tuple(self._normal(w, n) for w in range(3))
+            self._cache["quadratic"] = tuple(self._normal(w, n) for w in ("Q", "K", "V"))
         return self._cache["quadratic"]
 
     def _linear(self) -> tuple:
         if "linear" not in self._cache:
             n = self.largest["linear"]
-            phi = _feature_map(self.d, self.D, self.seed)
-            pq, pk = phi(self._normal(0, n)), phi(self._normal(1, n))
-            self._cache["linear"] = (pq, pk, self._normal(2, n))
+            phi = _feature_map(self.d, self.D, self._rng("features"))
+            pq, pk = phi(self._normal("Q", n)), phi(self._normal("K", n))
+            self._cache["linear"] = (pq, pk, self._normal("V", n))
         return self._cache["linear"]
 
     def _token_inputs(self, entry: Any) -> tuple:
@@ -153,7 +163,7 @@ class Inputs:
                     raise InvalidArgument(
                         f"the {ti.name} of the {family.name} family have no sampler"
                     )
-                draws.append(ti.sample(np.random.default_rng([self.seed, 20 + i]), (n,)))
+                draws.append(ti.sample(self._rng("tokens", i), (n,)))
             self._cache[key] = tuple(draws)
         return self._cache[key]
 
@@ -173,7 +183,7 @@ class Inputs:
         return total
 
 
-def _feature_map(d: int, D: int, seed: int):
+def _feature_map(d: int, D: int, seed: np.random.Generator):
     """Positive random features of exp(q.k / sqrt d), the softmax kernel (C13)."""
     from kernelcheck._src.features.random import PositiveRandomFeatures
 

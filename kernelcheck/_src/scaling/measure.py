@@ -42,18 +42,17 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from kernelcheck._src.core.calls import OWN_ERRORS, call_user
+from kernelcheck._src.core.memory import check_size
 from kernelcheck._src.core.results import ResultMixin
+from kernelcheck._src.core.seeds import as_rng
 from kernelcheck._src.core.validate import (
-    OWN_ERRORS,
     as_array,
     as_bool,
     as_int,
     as_real,
-    as_rng,
-    call_user,
     check_callable,
     check_choice,
-    check_size,
     describe,
 )
 from kernelcheck._src.scaling.fit import STATISTICS, ExponentFit, fit_exponent, reduce_repeats

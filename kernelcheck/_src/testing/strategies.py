@@ -15,7 +15,7 @@ from kernelcheck._src.core.validate import as_int, as_real
 from kernelcheck._src.kernels.base import Kernel
 from kernelcheck._src.kernels.catalog import LEAVES, Leaf, LeafParam
 from kernelcheck._src.kernels.combinators import Exp, Power, Product, Scaled, Sum
-from kernelcheck._src.kernels.featuremap import FORMS
+from kernelcheck._src.kernels.featuremap import EXACT_MAP_FORMS
 from kernelcheck.errors import InvalidArgument
 
 __all__ = ["point_sets", "point_set_pairs", "kernels", "feature_maps"]
@@ -210,5 +210,5 @@ def feature_maps(
 
     return st.tuples(
         kernels(max_depth=max_depth, max_features=max_features, feature_dim_at=feature_dim_at),
-        st.sampled_from(FORMS),
+        st.sampled_from(EXACT_MAP_FORMS),
     ).map(build)

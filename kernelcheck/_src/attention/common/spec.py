@@ -26,8 +26,9 @@ import numpy as np
 
 from kernelcheck._src.attention.common.blocking import chunked_products
 from kernelcheck._src.attention.common.exact import mp_dot, mp_matrix, over_batch, weighted_rows
+from kernelcheck._src.core.calls import call_user
 from kernelcheck._src.core.rounding import gamma
-from kernelcheck._src.core.validate import as_array, call_user, describe
+from kernelcheck._src.core.validate import as_array, describe
 from kernelcheck.errors import InvalidArgument
 
 __all__ = ["SpecOptions", "TokenInput", "FamilySpec", "FeatureSpec", "callable_name"]

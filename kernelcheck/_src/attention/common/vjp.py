@@ -14,8 +14,9 @@ from typing import NamedTuple
 
 import numpy as np
 
+from kernelcheck._src.core.memory import check_size
 from kernelcheck._src.core.rounding import eta, gamma, unit_roundoff
-from kernelcheck._src.core.validate import as_array, check_size, describe
+from kernelcheck._src.core.validate import as_array, describe
 from kernelcheck.errors import InvalidArgument
 
 

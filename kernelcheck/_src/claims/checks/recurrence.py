@@ -29,6 +29,7 @@ from kernelcheck._src.claims.checks.common import (
 )
 from kernelcheck._src.claims.examples import recurrence_feature_maps
 from kernelcheck._src.core.rounding import gamma
+from kernelcheck._src.core.seeds import child_seed
 from kernelcheck._src.features.random import PositiveRandomFeatures
 from kernelcheck._src.kernels.combinators import exp
 from kernelcheck._src.kernels.leaves import Exponential, Linear
@@ -101,13 +102,15 @@ def _random_feature_errors(Q, K_, V, A, ms, draws: int) -> np.ndarray:
     """RMS error against softmax of positive-random-feature attention, shape (len(ms), draws).
 
     Entry (i, r) is the RMS error over the outputs of draw r of ``ms[i]``
-    features (every draw from its own seed, so all entries are independent).
+    features (every draw from its own seed, the child ``(m, r)`` of the root
+    seed 15, so all entries are independent).
     """
     d = Q.shape[1]
+    root = np.random.SeedSequence(15)
     out = np.empty((len(ms), draws))
     for i, m in enumerate(ms):
         for r_ in range(draws):
-            rf = PositiveRandomFeatures(d, m, seed=np.random.SeedSequence([15, m, r_]))
+            rf = PositiveRandomFeatures(d, m, seed=child_seed(root, m, r_))
             out[i, r_] = np.sqrt(np.mean((parallel(rf(Q), rf(K_), V) - A) ** 2))
     return out
 

@@ -29,12 +29,10 @@ from typing import Any
 
 import numpy as np
 
+from kernelcheck._src.core.calls import call_user
+from kernelcheck._src.core.deadline import honours_timeout
 from kernelcheck._src.core.rounding import Tolerance
-from kernelcheck._src.core.validate import (
-    call_user,
-    honours_timeout,
-)
-from kernelcheck._src.mc.engine import child_seed, root_seed_sequence
+from kernelcheck._src.core.seeds import child_seed
 from kernelcheck._src.verify.attention.cases import (
     Case,
 )
@@ -198,12 +196,11 @@ def attention(
 
 def _run(opts: AttentionOptions) -> AttentionReport:
     """Every case, then the extra checks, each with a child seed of its own; the report."""
-    root = root_seed_sequence(opts.rng)
     judged = [
-        run_case(opts.run, c, _extras(opts, c, np.random.default_rng(child_seed(root, i))))
+        run_case(opts.run, c, _extras(opts, c, np.random.default_rng(child_seed(opts.root, 1, i))))
         for i, c in enumerate(opts.cases)
     ]
-    checks = _extra_checks(opts, judged, np.random.default_rng(child_seed(root, len(judged))))
+    checks = _extra_checks(opts, judged, np.random.default_rng(child_seed(opts.root, 2)))
     return _report(opts, [j.case for j in judged], checks)
 
 

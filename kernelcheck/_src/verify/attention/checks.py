@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from kernelcheck._src.attention.common.types import State
-from kernelcheck._src.core.validate import call_user
+from kernelcheck._src.core.calls import call_user
 from kernelcheck._src.verify.adapters import round_to
 from kernelcheck._src.verify.attention.cases import from_layout, to_layout
 from kernelcheck._src.verify.attention.report import AttentionCase, failed_case, skipped_case

@@ -17,17 +17,17 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from kernelcheck._src.attention.registry import FAMILY_OPTIONS, SELECTING_OPTIONS, select_family
+from kernelcheck._src.core.memory import check_size
 from kernelcheck._src.core.rounding import Precision, precision
+from kernelcheck._src.core.seeds import as_seed_sequence, child_seed
 from kernelcheck._src.core.validate import (
     as_bool,
     as_int,
     as_int_tuple,
     as_probability,
     as_real,
-    as_rng,
     check_callable,
     check_choice,
-    check_size,
 )
 from kernelcheck._src.verify.adapters import adapter
 from kernelcheck._src.verify.attention.cases import (
@@ -55,7 +55,7 @@ class AttentionOptions(NamedTuple):
     """The validated options of one call, by name, passed down as one record."""
 
     run: Run
-    rng: np.random.Generator
+    root: np.random.SeedSequence  # the call's seed: cases (child 0), inputs (1, i), checks (2)
     cases: list[Case]
     constants: dict[str, np.ndarray]  # per-token inputs fixed per head by the options
     samplers: dict[str, Any]  # per-token inputs drawn per case, handed to fn
@@ -223,7 +223,7 @@ def attention_options(fn, **o) -> AttentionOptions:
     family = _family_iv(o)
     o["causal"] = causal = as_bool(o["causal"], "causal")
     ref = _reference_iv(o, family)
-    rng = as_rng(o["seed"])
+    root = as_seed_sequence(o["seed"])
     n = as_int(o["n"], "n", minimum=2)
     fixed_d = o["d"] is not None
     d = 8 if o["d"] is None else as_int(o["d"], "d", minimum=1)
@@ -245,6 +245,7 @@ def attention_options(fn, **o) -> AttentionOptions:
         cases = [user_case(o["inputs"], layout)]
     else:
         _check_case_sizes(n, d, d_v, batch)
+        rng = np.random.default_rng(child_seed(root, 0))
         cases = generate_cases(rng, n, d, d_v, batch, fixed_d=fixed_d, names=names)
     seed = o["seed"]
     seed_value = (
@@ -269,7 +270,7 @@ def attention_options(fn, **o) -> AttentionOptions:
     if o["vjp"] is not None:
         check_callable(o["vjp"], "vjp")
     return AttentionOptions(
-        run=run, rng=rng, cases=cases, constants=constants, samplers=samplers, state=state,
+        run=run, root=root, cases=cases, constants=constants, samplers=samplers, state=state,
         read_state=o["read_state"], check_causality=check and causal, grad=grad, vjp=o["vjp"],
         state_layout=check_choice(o["state_layout"], "state_layout", STATE_LAYOUTS),
     )  # fmt: skip

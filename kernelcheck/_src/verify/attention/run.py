@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from kernelcheck._src.core.calls import call_user
 from kernelcheck._src.core.rounding import (
     PRECISIONS,
     Precision,
@@ -22,7 +23,6 @@ from kernelcheck._src.core.rounding import (
     precision,
     probabilistic_lambda,
 )
-from kernelcheck._src.core.validate import call_user
 from kernelcheck._src.verify.adapters import Adapter, round_to
 from kernelcheck._src.verify.attention.cases import (
     Case,

@@ -23,7 +23,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from kernelcheck._src.core.validate import call_user, describe
+from kernelcheck._src.core.calls import call_user
+from kernelcheck._src.core.validate import describe
 from kernelcheck.errors import InvalidArgument
 
 __all__ = ["Domain", "as_domain"]

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from kernelcheck._src.core.calls import call_user
+from kernelcheck._src.core.deadline import honours_timeout
 from kernelcheck._src.core.outcome import Outcome, outcome_of
 from kernelcheck._src.core.results import ResultMixin
 from kernelcheck._src.core.rounding import Tolerance, default_feature_ops, feature_product_bound
@@ -19,11 +21,9 @@ from kernelcheck._src.core.validate import (
     as_array,
     as_int,
     as_points,
-    call_user,
     check_callable,
     check_computed,
     describe,
-    honours_timeout,
 )
 from kernelcheck._src.kernels.base import Kernel
 from kernelcheck._src.kernels.featuremap import ExactFeatureMap, FeatureMap

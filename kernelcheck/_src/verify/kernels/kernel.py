@@ -35,9 +35,11 @@ import numpy as np
 import scipy.linalg
 import scipy.optimize
 
+from kernelcheck._src.core.deadline import honours_timeout
 from kernelcheck._src.core.outcome import Outcome, outcome_of
 from kernelcheck._src.core.results import ResultMixin
 from kernelcheck._src.core.rounding import Tolerance
+from kernelcheck._src.core.seeds import child_seed
 from kernelcheck._src.core.validate import (
     as_bool,
     as_executor,
@@ -45,7 +47,6 @@ from kernelcheck._src.core.validate import (
     as_points,
     check_choice,
     describe,
-    honours_timeout,
 )
 from kernelcheck._src.kernels.base import Kernel
 from kernelcheck._src.kernels.function import kernel_from_function
@@ -460,7 +461,7 @@ def _search(
             "`seed` must be a non-negative int or a numpy.random.SeedSequence, "
             f"got {describe(seed)}"
         )
-    children = ss.spawn(budget)
+    children = [child_seed(ss, i) for i in range(budget)]
     best: _Candidate | None = None
     done = 0
     for start in range(0, budget, ROUND):

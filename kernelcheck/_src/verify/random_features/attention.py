@@ -22,24 +22,24 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from kernelcheck._src.attention.families.kernelized.forms import kernelized
-from kernelcheck._src.core.deadline import current_deadline, within_deadline
+from kernelcheck._src.core.calls import call_user
+from kernelcheck._src.core.deadline import current_deadline, honours_timeout, within_deadline
 from kernelcheck._src.core.outcome import Outcome, outcome_of
 from kernelcheck._src.core.results import ResultMixin
 from kernelcheck._src.core.rounding import gamma
+from kernelcheck._src.core.seeds import child_seed
 from kernelcheck._src.core.validate import (
     as_bool,
     as_int,
     as_points,
     as_probability,
-    call_user,
     check_callable,
     describe,
-    honours_timeout,
     to_numpy,
 )
 from kernelcheck._src.kernels.base import Kernel
 from kernelcheck._src.kernels.leaves import Exponential
-from kernelcheck._src.mc.engine import DEFAULT_SHARD_SIZE, child_seed, root_seed_sequence
+from kernelcheck._src.mc.engine import DEFAULT_SHARD_SIZE, root_seed_sequence
 from kernelcheck._src.verify.random_features.attention_stats import asymptotic_bias
 from kernelcheck._src.verify.random_features.ratio_bias import (
     bias_norms,

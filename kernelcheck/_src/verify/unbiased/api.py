@@ -25,22 +25,22 @@ from typing import Any, NamedTuple
 import numpy as np
 from scipy.special import ndtri
 
+from kernelcheck._src.core.deadline import honours_timeout
+from kernelcheck._src.core.memory import check_size
 from kernelcheck._src.core.rounding import Tolerance
+from kernelcheck._src.core.seeds import child_seed
 from kernelcheck._src.core.validate import (
     as_bool,
     as_int,
     as_points,
     as_probability,
     check_callable,
-    check_size,
     describe,
-    honours_timeout,
 )
 from kernelcheck._src.mc.engine import (
     BERRY_ESSEEN_C,
     DEFAULT_SHARD_SIZE,
     Moments,
-    child_seed,
     root_seed_sequence,
     run_trials,
 )
@@ -68,7 +68,7 @@ DEFAULT_BE_TOLERANCE = 0.02
 
 VERDICTS = ("pass", "exact", "fail", "untestable")
 
-#: Seed paths (:func:`kernelcheck._src.mc.engine.child_seed`) beyond any shard
+#: Seed paths (:func:`kernelcheck._src.core.seeds.child_seed`) beyond any shard
 #: index: the probe trial that checks the sampler, then one per sweep point.
 _PROBE_PATH = 2**32
 _SWEEP_PATH = 2**32 + 1

@@ -8,6 +8,8 @@ sets and writes the report files.
 
 from __future__ import annotations
 
+import numpy as np
+
 from kernelcheck._src.core.validate import as_int, check_choice
 from kernelcheck._src.features.random import ESTIMATORS
 from kernelcheck._src.kernels.leaves import Exponential
@@ -40,7 +42,8 @@ def run_unbiased_cli(
 
     Builds the sampler ``ESTIMATORS[estimator].sampler(dim, num_features,
     orthogonal=..., scale=...)``, two point sets ``X`` and ``Y`` from
-    :func:`default_points` (seeds ``seed`` and ``seed + 1``), runs
+    :func:`default_points` (drawn one after the other from the stream of
+    ``seed`` itself, which the trials, seeded by its children, never use), runs
     :func:`unbiased` against ``Exponential(scale)`` and, if ``out`` is given,
     writes the report with :func:`write_report`.  ``executor`` and ``shards``
     are passed to :func:`unbiased` (they never change the report).
@@ -54,8 +57,9 @@ def run_unbiased_cli(
     check_choice(estimator, "estimator", tuple(ESTIMATORS))
     sampler = ESTIMATORS[estimator].sampler(dim, num_features, orthogonal=orthogonal, scale=scale)
     seed = as_int(seed, "seed", minimum=0)
-    X = default_points(points, dim, seed=seed, max_norm=max_norm)
-    Y = default_points(points, dim, seed=seed + 1, max_norm=max_norm)
+    rng = np.random.default_rng(seed)
+    X = default_points(points, dim, seed=rng, max_norm=max_norm)
+    Y = default_points(points, dim, seed=rng, max_norm=max_norm)
     report = unbiased(
         sampler,
         Exponential(scale),

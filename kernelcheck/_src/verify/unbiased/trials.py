@@ -13,9 +13,10 @@ from typing import Any
 
 import numpy as np
 
+from kernelcheck._src.core.calls import call_user
 from kernelcheck._src.core.deadline import current_deadline, within_deadline
 from kernelcheck._src.core.rounding import default_feature_ops, inner_product_factor
-from kernelcheck._src.core.validate import call_user, describe
+from kernelcheck._src.core.validate import describe
 from kernelcheck.errors import InvalidArgument
 
 __all__ = ["SamplerTrials", "BatchTrials", "trial_function", "sampler_name"]

@@ -15,8 +15,10 @@ from typing import Any
 import numpy as np
 
 from kernelcheck._src.core import report as bundle
+from kernelcheck._src.core.files import as_output_folder
 from kernelcheck._src.core.report import new_figure, png_bytes, size_ticks
-from kernelcheck._src.core.validate import as_int, as_output_folder, as_real, as_rng, describe
+from kernelcheck._src.core.seeds import as_rng
+from kernelcheck._src.core.validate import as_int, as_real, describe
 from kernelcheck._src.verify.unbiased.results import UnbiasedReport
 from kernelcheck.errors import InvalidArgument
 

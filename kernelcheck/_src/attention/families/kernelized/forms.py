@@ -13,10 +13,8 @@ from kernelcheck._src.attention.common.blocking import (
 )
 from kernelcheck._src.attention.common.inputs import kernelized_iv
 from kernelcheck._src.attention.common.types import finish
-from kernelcheck._src.core.validate import (
-    call_user,
-    describe,
-)
+from kernelcheck._src.core.calls import call_user
+from kernelcheck._src.core.validate import describe
 from kernelcheck.errors import InvalidArgument
 
 

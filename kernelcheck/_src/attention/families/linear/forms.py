@@ -31,12 +31,12 @@ from kernelcheck._src.attention.common.types import (
     finish,
     finish_unnormalized,
 )
+from kernelcheck._src.core.memory import check_size
 from kernelcheck._src.core.validate import (
     as_bool,
     as_float_dtype,
     as_int,
     as_int_tuple,
-    check_size,
 )
 from kernelcheck.errors import InvalidArgument
 

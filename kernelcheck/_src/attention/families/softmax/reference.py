@@ -17,7 +17,8 @@ from kernelcheck._src.attention.common.exact import (
 )
 from kernelcheck._src.attention.common.spec import FamilySpec, callable_name, weighted_average
 from kernelcheck._src.attention.families.softmax.vjp import softmax_vjp_with_bounds
-from kernelcheck._src.core.validate import as_real, call_user
+from kernelcheck._src.core.calls import call_user
+from kernelcheck._src.core.validate import as_real
 
 __all__ = ["SoftmaxSpec"]
 
