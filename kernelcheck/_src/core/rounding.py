@@ -31,6 +31,8 @@ from kernelcheck.errors import InvalidArgument
 __all__ = [
     "Precision",
     "PRECISIONS",
+    "PRODUCT_ONLY",
+    "STORAGE_FORMATS",
     "ieee_format",
     "ieee_formats",
     "precision",
@@ -54,7 +56,7 @@ class Precision:
     Attributes
     ----------
     name : str
-        ``"float64"``, ``"float32"``, ``"float16"`` or ``"bfloat16"``.
+        ``"float64"``, ``"float32"``, ``"float16"``, ``"bfloat16"`` or ``"tf32"``.
     u : float
         Unit roundoff ``2**-p`` for ``p`` significand bits (with the hidden bit).
     eta : float
@@ -98,7 +100,18 @@ def ieee_format(name: str, p: int, emin: int, emax: int) -> Precision:
 
 def ieee_formats() -> dict[str, Precision]:
     """The formats kernelcheck's error models know, by name: IEEE 754 binary64,
-    binary32, binary16, and bfloat16 (binary32's exponent with 8 significand bits).
+    binary32, binary16, bfloat16 (binary32's exponent with 8 significand bits) and
+    TF32 (binary32's exponent with 11 significand bits).
+
+    TF32 (NVIDIA's TensorFloat-32) is the format the operands of a float32
+    matrix product are rounded to on GPU tensor cores (PyTorch's
+    ``allow_tf32``, JAX's default precision on accelerators): 1 sign bit, 8
+    exponent bits, 10 stored fraction bits, so ``u = 2**-11`` as in float16
+    but with float32's range; the products of two TF32 numbers are exact in
+    float32 and are accumulated in float32.  No array is stored in it (see
+    :data:`PRODUCT_ONLY`).  Its subnormals are binary32's subnormals with 10
+    fraction bits (spacing ``2**-136``); like every format here it is modelled
+    with gradual underflow.
 
     Called once at import to build :data:`PRECISIONS`; each call builds the
     table anew from the formats' bit layouts.
@@ -107,12 +120,15 @@ def ieee_formats() -> dict[str, Precision]:
     --------
     >>> ieee_formats()["bfloat16"].u == 2.0**-8
     True
+    >>> ieee_formats()["tf32"].u == 2.0**-11
+    True
     """
     layouts = {
         "float64": (53, -1022, 1023),
         "float32": (24, -126, 127),
         "float16": (11, -14, 15),
         "bfloat16": (8, -126, 127),
+        "tf32": (11, -126, 127),
     }
     return {name: ieee_format(name, *layout) for name, layout in layouts.items()}
 
@@ -120,21 +136,38 @@ def ieee_formats() -> dict[str, Precision]:
 #: The formats kernelcheck's error models know, by name (see :func:`ieee_formats`).
 PRECISIONS: dict[str, Precision] = ieee_formats()
 
+#: Formats that exist only inside a matrix product: no array holds them, so they are
+#: never a layer's input or output dtype, only the rounding of a product's operands
+#: (a :class:`RoundingModel`'s ``storage``).
+PRODUCT_ONLY: tuple[str, ...] = ("tf32",)
+
+#: The formats an array can be stored in: :data:`PRECISIONS` without :data:`PRODUCT_ONLY`.
+STORAGE_FORMATS: tuple[str, ...] = tuple(n for n in PRECISIONS if n not in PRODUCT_ONLY)
+
+#: Other spellings of a format's name, as frameworks and vendors write them.
+_ALIASES = {"tensorfloat32": "tf32", "tfloat32": "tf32"}
+
 
 def precision(dtype: Any = np.float64) -> Precision:
     """The :class:`Precision` of a dtype: a NumPy dtype or type, its name, or a
     PyTorch / JAX dtype object (read by its name, e.g. ``torch.bfloat16``).
 
+    ``"tf32"`` (also spelled ``"tensorfloat32"``, ``"tfloat32"``) names the
+    operand format of TF32 matrix products; it is a format of the error model,
+    not an array dtype (:data:`PRODUCT_ONLY`).
+
     Raises
     ------
     InvalidArgument
-        For anything that is not one of the four formats of :data:`PRECISIONS`.
+        For anything that is not one of the formats of :data:`PRECISIONS`.
 
     Examples
     --------
     >>> precision("bfloat16").u == 2.0**-8
     True
     >>> precision(np.float32).eta == float(np.finfo(np.float32).smallest_subnormal)
+    True
+    >>> precision("TF32").u == precision("float16").u and precision("tf32").max > 3e38
     True
     """
     if isinstance(dtype, Precision):
@@ -149,7 +182,7 @@ def precision(dtype: Any = np.float64) -> Precision:
             # torch.float32 prints as "torch.float32", jnp.bfloat16 has __name__
             text = getattr(dtype, "__name__", None) or str(dtype)
             name = text.rsplit(".", 1)[-1].lower()
-    found = PRECISIONS.get(name)
+    found = PRECISIONS.get(_ALIASES.get(name, name))
     if found is None:
         listed = ", ".join(PRECISIONS)
         raise InvalidArgument(
@@ -301,6 +334,16 @@ class RoundingModel:
     the few storage roundings stay worst-case.  Every kernelcheck error bound
     that takes ``dtype`` accepts a RoundingModel.
 
+    TF32 matrix products (float32 operands rounded to TF32, ``u = 2**-11``,
+    their exact products accumulated in float32) are the same composition
+    with ``storage = precision("tf32")``: each term of such a sum carries the
+    TF32 roundings of the operands along its path (two per matrix product it
+    passes through) and ``k`` float32 accumulation roundings, so
+    ``RoundingModel(precision("float32"), precision("tf32"), storage_ops=s)``
+    with ``s`` that count.  An implementation that truncates the operands to
+    TF32 instead of rounding them to nearest errs by less than ``2 u`` per
+    operand: two roundings each (``gamma_2`` covers ``2 u``).
+
     Attributes
     ----------
     accumulate, storage : Precision
@@ -310,6 +353,13 @@ class RoundingModel:
         None for the worst-case model.
     failure : float or None
         The probability the probabilistic model's bound fails (None: worst case).
+
+    Examples
+    --------
+    >>> tf32 = RoundingModel(precision("float32"), precision("tf32"), storage_ops=4)
+    >>> g = tf32.gamma(100)   # 100 float32 accumulations, 4 TF32 operand roundings
+    >>> bool(gamma(4, "tf32") < g < gamma(4, "tf32") + 2 * gamma(100, "float32"))
+    True
     """
 
     accumulate: Precision
