@@ -45,6 +45,8 @@ __all__ = [
     "default_feature_ops",
     "RoundingModel",
     "probabilistic_lambda",
+    "model_for_data",
+    "STRUCTURED_DATA",
     "Tolerance",
 ]
 
@@ -312,7 +314,8 @@ def probabilistic_lambda(terms: float, failure: float) -> float:
     except with probability at most ``2 exp(-lambda^2 (1 - u)^2 / 2)``.  A
     union bound over ``terms`` such products gives ``lambda =
     sqrt(2 log(2 terms / failure))`` (u small, the ``(1 - u)^2`` folded into a
-    one-percent margin).
+    one-percent margin).  Which data the model may be used on at all:
+    :func:`model_for_data`.
     """
     terms = max(float(terms), 1.0)
     return 1.01 * math.sqrt(2.0 * math.log(2.0 * terms / float(failure)))
@@ -353,6 +356,9 @@ class RoundingModel:
         None for the worst-case model.
     failure : float or None
         The probability the probabilistic model's bound fails (None: worst case).
+    fallback : str
+        Why a worst-case model stands where the probabilistic one was asked
+        for ("" otherwise; see :func:`model_for_data`).
 
     Examples
     --------
@@ -367,6 +373,7 @@ class RoundingModel:
     storage_ops: int = 0
     lam: float | None = None
     failure: float | None = None
+    fallback: str = ""
 
     def gamma(self, k: float) -> float:
         """The relative factor of ``k`` accumulation roundings and the storage roundings."""
@@ -388,9 +395,91 @@ class RoundingModel:
             f"probability <= {self.failure:.1g})"
         )
         text = f"accumulate in {self.accumulate.name}, {kind}"
+        if self.fallback:
+            text += f" ({self.fallback})"
         if self.storage_ops:
             text += f"; {self.storage_ops} roundings per term stored in {self.storage.name}"
         return text
+
+
+#: Why :func:`model_for_data` judges data that was not drawn at random with the worst case.
+STRUCTURED_DATA = (
+    "worst case: the probabilistic model assumes independent rounding errors, which "
+    "data that is not an independent random draw per token (repeated, constant or "
+    "given tokens) need not have"
+)
+
+
+def model_for_data(
+    accumulate: Any,
+    storage: Any,
+    storage_ops: int = 0,
+    *,
+    failure: float | None = None,
+    terms: float = 1.0,
+    iid: bool = False,
+) -> RoundingModel:
+    """The rounding model to judge a computation on given data: probabilistic only where it holds.
+
+    The model behind ``verify.attention``'s tolerances (claims C1, C10, C14,
+    C19, C20).
+    The probabilistic model (``failure`` given; Higham and Mary's bound with
+    ``lambda = probabilistic_lambda(terms, failure)``) assumes that the
+    rounding errors of a sum are independent with mean zero.  Data decides
+    whether they are.  While a running sum ``s`` stays in one binade it is a
+    multiple of ``ulp(s)``, so the error of ``fl(s + x)`` depends on ``x mod
+    ulp(s)`` alone: terms that repeat (a constant sequence, a few tokens
+    repeated) or vary slowly repeat their rounding errors, which then add up
+    like ``n u`` instead of ``sqrt(n) u``.  A correct float32 prefix-sum layer
+    on a constant sequence of n = 4096 tokens errs by ``0.50 n u``, 1.24
+    times the probabilistic tolerance at ``failure = 1e-9``, on every run.
+    No test of the data can tell all such structure apart (a slowly varying
+    sequence has distinct terms and coherent errors), so the rule goes by
+    where the data came from:
+
+    * ``iid=True`` -- every token drawn independently from a continuous law
+      by the checker itself: the terms' low-order bits, and with them the
+      rounding errors, are then independent draws, and the model's
+      probability is a probability over that draw: the probabilistic model;
+    * ``iid=False`` -- anything else (the caller's own inputs, tokens
+      repeated by construction): the worst-case model, which holds for every
+      input, with :data:`STRUCTURED_DATA` as its ``fallback`` so reports say why.
+
+    The rule never lowers a tolerance: on data it does not trust it gives
+    the worst case, on random data exactly the probabilistic model.
+
+    Parameters
+    ----------
+    accumulate, storage : Precision, str or dtype
+        The precisions of the sums and of stored intermediates.
+    storage_ops : int, default 0
+        Storage roundings per term (see :class:`RoundingModel`).
+    failure : float or None, default None
+        The probabilistic model's failure probability; None for the worst case.
+    terms : float, default 1.0
+        The number of products its union bound covers (see :func:`probabilistic_lambda`).
+    iid : bool, default False
+        Whether the data was drawn by the checker, independently per token from
+        a continuous law.
+
+    Returns
+    -------
+    RoundingModel
+
+    Examples
+    --------
+    >>> model_for_data("float32", "float32", failure=1e-9, terms=1e6, iid=True).lam is None
+    False
+    >>> given = model_for_data("float32", "float32", failure=1e-9, terms=1e6, iid=False)
+    >>> given.lam is None, given.fallback == STRUCTURED_DATA
+    (True, True)
+    """
+    acc, sto = precision(accumulate), precision(storage)
+    if failure is None:
+        return RoundingModel(acc, sto, storage_ops)
+    if not iid:
+        return RoundingModel(acc, sto, storage_ops, fallback=STRUCTURED_DATA)
+    return RoundingModel(acc, sto, storage_ops, probabilistic_lambda(terms, failure), failure)
 
 
 def default_feature_ops(d: int) -> int:
