@@ -36,6 +36,7 @@ __all__ = [
     "ieee_format",
     "ieee_formats",
     "precision",
+    "given_precision",
     "unit_roundoff",
     "eta",
     "gamma",
@@ -191,6 +192,44 @@ def precision(dtype: Any = np.float64) -> Precision:
             f"`dtype` must be one of {listed} (or their dtype objects), got {dtype!r}"
         )
     return found
+
+
+def given_precision(value: Any) -> Precision | None:
+    """The floating format an array or tensor came in, read before any conversion.
+
+    Validation widens what NumPy cannot compute in (float16 to float64, a
+    PyTorch bfloat16 tensor to float32) -- exactly, but the precision the
+    values were rounded to is then no longer visible.  A tolerance that
+    models that rounding reads it here first: the :class:`Precision` of
+    ``value.dtype`` when that is a storage format (float64, float32,
+    float16, bfloat16; NumPy, PyTorch, JAX or ml_dtypes dtypes), else None
+    (no dtype, an integer or boolean one: exact data, read as the converted
+    array's precision).
+
+    Parameters
+    ----------
+    value : object
+        An array-like as the caller passed it.
+
+    Returns
+    -------
+    Precision or None
+
+    Examples
+    --------
+    >>> given_precision(np.zeros(2, dtype=np.float16)).name
+    'float16'
+    >>> given_precision([1.0, 2.0]) is None, given_precision(np.arange(3)) is None
+    (True, True)
+    """
+    dtype = getattr(value, "dtype", None)
+    if dtype is None:
+        return None
+    try:
+        p = precision(dtype)
+    except InvalidArgument:
+        return None
+    return p if p.name in STORAGE_FORMATS else None
 
 
 def unit_roundoff(dtype: Any = np.float64) -> float:
