@@ -165,10 +165,8 @@ def unbiased(
     * a test of ``bias = 0`` per pair: with the closed-form variance
       ``sigma^2`` when the sampler provides it (``sample.theory``, i.i.d.
       maps of :mod:`kernelcheck.features`): ``z = |mean - k| / (sigma / sqrt N)``;
-      otherwise with the sample variance.  The rounding tolerance of the pair
-      is subtracted from ``|mean - k|`` first, so rounding never fails a pair
-      (it is in the unit roundoff of the format the features come in: a
-      float32 sampler's estimates carry float32 rounding);
+      otherwise with the sample variance.  The pair's rounding tolerance (in the
+      features' format) is subtracted from ``|mean - k|``: rounding never fails;
     * Berry-Esseen gate: a pair whose bound ``C rho / (sigma^3 sqrt N)``
       (C = 0.4748, ``rho / sigma^3 <= sqrt(kurtosis)``) exceeds
       ``be_tolerance`` is "untestable at this N, needs about K trials" -- unless
