@@ -13,7 +13,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from kernelcheck._src.core.rounding import PRECISIONS, STORAGE_FORMATS, feature_product_bound
+from kernelcheck._src.core.rounding import ARRAY_FORMATS, PRECISIONS, feature_product_bound
 from kernelcheck._src.core.validate import (
     as_array,
     as_output_folder,
@@ -114,7 +114,7 @@ def _finfo(name):
     return np.finfo(np.dtype(name))
 
 
-@pytest.mark.parametrize("name", sorted(STORAGE_FORMATS))
+@pytest.mark.parametrize("name", sorted(ARRAY_FORMATS))
 def test_each_precision_agrees_with_the_formats_own_constants(name):
     """The error model's constants of a format against NumPy's (ml_dtypes' for bfloat16)."""
     p, fi = PRECISIONS[name], _finfo(name)

@@ -20,9 +20,9 @@ import numpy as np
 import pytest
 
 from kernelcheck._src.core.rounding import (
+    ARRAY_FORMATS,
     PRECISIONS,
     PRODUCT_ONLY,
-    STORAGE_FORMATS,
     RoundingModel,
     gamma,
     precision,
@@ -133,7 +133,7 @@ def test_every_spelling_of_tf32_gives_its_precision(spelling):
 
 def test_tf32_is_no_array_dtype():
     assert PRODUCT_ONLY == ("tf32",)
-    assert "tf32" in PRECISIONS and "tf32" not in STORAGE_FORMATS
+    assert "tf32" in PRECISIONS and "tf32" not in ARRAY_FORMATS
     with pytest.raises(InvalidArgument, match=r"^`dtype` tf32 is the operand format"):
         adapter("numpy", "tf32")
 

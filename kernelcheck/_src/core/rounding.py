@@ -32,7 +32,7 @@ __all__ = [
     "Precision",
     "PRECISIONS",
     "PRODUCT_ONLY",
-    "STORAGE_FORMATS",
+    "ARRAY_FORMATS",
     "ieee_format",
     "ieee_formats",
     "precision",
@@ -108,7 +108,7 @@ def ieee_formats() -> dict[str, Precision]:
 
     TF32 (NVIDIA's TensorFloat-32) is the format the operands of a float32
     matrix product are rounded to on GPU tensor cores (PyTorch's
-    ``allow_tf32``, JAX's default precision on accelerators): 1 sign bit, 8
+    ``allow_tf32``, JAX's default matmul precision on NVIDIA GPUs): 1 sign bit, 8
     exponent bits, 10 stored fraction bits, so ``u = 2**-11`` as in float16
     but with float32's range; the products of two TF32 numbers are exact in
     float32 and are accumulated in float32.  No array is stored in it (see
@@ -145,7 +145,7 @@ PRECISIONS: dict[str, Precision] = ieee_formats()
 PRODUCT_ONLY: tuple[str, ...] = ("tf32",)
 
 #: The formats an array can be stored in: :data:`PRECISIONS` without :data:`PRODUCT_ONLY`.
-STORAGE_FORMATS: tuple[str, ...] = tuple(n for n in PRECISIONS if n not in PRODUCT_ONLY)
+ARRAY_FORMATS: tuple[str, ...] = tuple(n for n in PRECISIONS if n not in PRODUCT_ONLY)
 
 #: Other spellings of a format's name, as frameworks and vendors write them.
 _ALIASES = {"tensorfloat32": "tf32", "tfloat32": "tf32"}
@@ -229,7 +229,7 @@ def given_precision(value: Any) -> Precision | None:
         p = precision(dtype)
     except InvalidArgument:
         return None
-    return p if p.name in STORAGE_FORMATS else None
+    return p if p.name in ARRAY_FORMATS else None
 
 
 def unit_roundoff(dtype: Any = np.float64) -> float:
