@@ -187,9 +187,11 @@ def precision(dtype: Any = np.float64) -> Precision:
             name = text.rsplit(".", 1)[-1].lower()
     found = PRECISIONS.get(_ALIASES.get(name, name))
     if found is None:
-        listed = ", ".join(PRECISIONS)
+        listed = ", ".join(ARRAY_FORMATS)
         raise InvalidArgument(
-            f"`dtype` must be one of {listed} (or their dtype objects), got {dtype!r}"
+            f"`dtype` must be one of {listed} (or their dtype objects), got {dtype!r} "
+            f"(the error model also knows {', '.join(PRODUCT_ONLY)}, the operand format of "
+            "matrix products on tensor cores)"
         )
     return found
 
