@@ -38,6 +38,12 @@ CATALOGUE_ARGUMENTS = {
     # the attention registry (the value is the Family; for forms (Family, Form))
     "attention_family": [pytest.param(fam, id=fam.name) for fam in FAMILIES],
     "attention_form": [pytest.param((fam, f), id=f.name) for fam in FAMILIES for f in fam.forms],
+    "attention_state_form": [
+        pytest.param((fam, f), id=f.name)
+        for fam in FAMILIES
+        for f in fam.forms
+        if {"initial_state", "return_state"} <= set(f.options)
+    ],
 }
 
 

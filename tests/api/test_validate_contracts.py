@@ -15,7 +15,7 @@ import pytest
 
 from kernelcheck import claims, verify
 from kernelcheck._src.core.files import as_output_folder
-from kernelcheck._src.core.rounding import PRECISIONS, feature_product_bound
+from kernelcheck._src.core.rounding import ARRAY_FORMATS, PRECISIONS, feature_product_bound
 from kernelcheck._src.core.validate import (
     as_array,
     check_computed,
@@ -180,7 +180,7 @@ def _finfo(name):
     return np.finfo(np.dtype(name))
 
 
-@pytest.mark.parametrize("name", sorted(PRECISIONS))
+@pytest.mark.parametrize("name", sorted(ARRAY_FORMATS))
 def test_each_precision_agrees_with_the_formats_own_constants(name):
     """The error model's constants of a format against NumPy's (ml_dtypes' for bfloat16)."""
     p, fi = PRECISIONS[name], _finfo(name)

@@ -145,7 +145,7 @@ def test_the_forms_of_a_family_agree_within_their_bounds(attention_family):
 
 
 @pytest.mark.parametrize("cut", [1, 7, 10, 12])
-def test_a_state_handed_over_at_any_cut_gives_the_outputs_of_one_pass(attention_form, cut):
+def test_a_state_handed_over_at_any_cut_gives_the_outputs_of_one_pass(attention_state_form, cut):
     """Prefill ``0:cut`` then the rest: the outputs and final state of one pass.
 
     The hand-over is the same computation with a chunk boundary at the cut
@@ -154,9 +154,7 @@ def test_a_state_handed_over_at_any_cut_gives_the_outputs_of_one_pass(attention_
     within it of the exact output.  The states agree within twice the
     family's state bound.
     """
-    fam, form = attention_form
-    if "initial_state" not in form.options:
-        pytest.skip(f"{form.name} takes no state")
+    fam, form = attention_state_form
     rng = np.random.default_rng(cut)
     args = _arguments(fam, rng, 13, (2,))
     kw = _options(form, chunk_size=5)
@@ -181,11 +179,9 @@ def test_a_state_handed_over_at_any_cut_gives_the_outputs_of_one_pass(attention_
     assert np.all(np.abs(got - ref) <= room)
 
 
-def test_the_recurrent_state_does_not_grow_with_n(attention_form):
+def test_the_recurrent_state_does_not_grow_with_n(attention_state_form):
     """C11: a form carrying a state holds as many numbers after 10 tokens as after 10^6."""
-    fam, form = attention_form
-    if "return_state" not in form.options:
-        pytest.skip(f"{form.name} carries no state")
+    fam, form = attention_state_form
     sizes = {cost_model(form.name, n, 3, 4, 2).state_size for n in (10, 1000, 10**6)}
     assert len(sizes) == 1
     _, state = form.call(*_arguments(fam, np.random.default_rng(1), 5), causal=True,

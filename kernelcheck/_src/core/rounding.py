@@ -31,9 +31,12 @@ from kernelcheck.errors import InvalidArgument
 __all__ = [
     "Precision",
     "PRECISIONS",
+    "PRODUCT_ONLY",
+    "ARRAY_FORMATS",
     "ieee_format",
     "ieee_formats",
     "precision",
+    "given_precision",
     "unit_roundoff",
     "eta",
     "gamma",
@@ -43,6 +46,8 @@ __all__ = [
     "default_feature_ops",
     "RoundingModel",
     "probabilistic_lambda",
+    "model_for_data",
+    "STRUCTURED_DATA",
     "Tolerance",
 ]
 
@@ -54,7 +59,7 @@ class Precision:
     Attributes
     ----------
     name : str
-        ``"float64"``, ``"float32"``, ``"float16"`` or ``"bfloat16"``.
+        ``"float64"``, ``"float32"``, ``"float16"``, ``"bfloat16"`` or ``"tf32"``.
     u : float
         Unit roundoff ``2**-p`` for ``p`` significand bits (with the hidden bit).
     eta : float
@@ -98,7 +103,18 @@ def ieee_format(name: str, p: int, emin: int, emax: int) -> Precision:
 
 def ieee_formats() -> dict[str, Precision]:
     """The formats kernelcheck's error models know, by name: IEEE 754 binary64,
-    binary32, binary16, and bfloat16 (binary32's exponent with 8 significand bits).
+    binary32, binary16, bfloat16 (binary32's exponent with 8 significand bits) and
+    TF32 (binary32's exponent with 11 significand bits).
+
+    TF32 (NVIDIA's TensorFloat-32) is the format the operands of a float32
+    matrix product are rounded to on GPU tensor cores (PyTorch's
+    ``allow_tf32``, JAX's default matmul precision on NVIDIA GPUs): 1 sign bit, 8
+    exponent bits, 10 stored fraction bits, so ``u = 2**-11`` as in float16
+    but with float32's range; the products of two TF32 numbers are exact in
+    float32 and are accumulated in float32.  No array is stored in it (see
+    :data:`PRODUCT_ONLY`).  Its subnormals are binary32's subnormals with 10
+    fraction bits (spacing ``2**-136``); like every format here it is modelled
+    with gradual underflow.
 
     Called once at import to build :data:`PRECISIONS`; each call builds the
     table anew from the formats' bit layouts.
@@ -107,12 +123,15 @@ def ieee_formats() -> dict[str, Precision]:
     --------
     >>> ieee_formats()["bfloat16"].u == 2.0**-8
     True
+    >>> ieee_formats()["tf32"].u == 2.0**-11
+    True
     """
     layouts = {
         "float64": (53, -1022, 1023),
         "float32": (24, -126, 127),
         "float16": (11, -14, 15),
         "bfloat16": (8, -126, 127),
+        "tf32": (11, -126, 127),
     }
     return {name: ieee_format(name, *layout) for name, layout in layouts.items()}
 
@@ -120,21 +139,38 @@ def ieee_formats() -> dict[str, Precision]:
 #: The formats kernelcheck's error models know, by name (see :func:`ieee_formats`).
 PRECISIONS: dict[str, Precision] = ieee_formats()
 
+#: Formats that exist only inside a matrix product: no array holds them, so they are
+#: never a layer's input or output dtype, only the rounding of a product's operands
+#: (a :class:`RoundingModel`'s ``storage``).
+PRODUCT_ONLY: tuple[str, ...] = ("tf32",)
+
+#: The formats an array can be stored in: :data:`PRECISIONS` without :data:`PRODUCT_ONLY`.
+ARRAY_FORMATS: tuple[str, ...] = tuple(n for n in PRECISIONS if n not in PRODUCT_ONLY)
+
+#: Other spellings of a format's name, as frameworks and vendors write them.
+_ALIASES = {"tensorfloat32": "tf32", "tfloat32": "tf32"}
+
 
 def precision(dtype: Any = np.float64) -> Precision:
     """The :class:`Precision` of a dtype: a NumPy dtype or type, its name, or a
     PyTorch / JAX dtype object (read by its name, e.g. ``torch.bfloat16``).
 
+    ``"tf32"`` (also spelled ``"tensorfloat32"``, ``"tfloat32"``) names the
+    operand format of TF32 matrix products; it is a format of the error model,
+    not an array dtype (:data:`PRODUCT_ONLY`).
+
     Raises
     ------
     InvalidArgument
-        For anything that is not one of the four formats of :data:`PRECISIONS`.
+        For anything that is not one of the formats of :data:`PRECISIONS`.
 
     Examples
     --------
     >>> precision("bfloat16").u == 2.0**-8
     True
     >>> precision(np.float32).eta == float(np.finfo(np.float32).smallest_subnormal)
+    True
+    >>> precision("TF32").u == precision("float16").u and precision("tf32").max > 3e38
     True
     """
     if isinstance(dtype, Precision):
@@ -149,13 +185,53 @@ def precision(dtype: Any = np.float64) -> Precision:
             # torch.float32 prints as "torch.float32", jnp.bfloat16 has __name__
             text = getattr(dtype, "__name__", None) or str(dtype)
             name = text.rsplit(".", 1)[-1].lower()
-    found = PRECISIONS.get(name)
+    found = PRECISIONS.get(_ALIASES.get(name, name))
     if found is None:
-        listed = ", ".join(PRECISIONS)
+        listed = ", ".join(ARRAY_FORMATS)
         raise InvalidArgument(
-            f"`dtype` must be one of {listed} (or their dtype objects), got {dtype!r}"
+            f"`dtype` must be one of {listed} (or their dtype objects), got {dtype!r} "
+            f"(the error model also knows {', '.join(PRODUCT_ONLY)}, the operand format of "
+            "matrix products on tensor cores)"
         )
     return found
+
+
+def given_precision(value: Any) -> Precision | None:
+    """The floating format an array or tensor came in, read before any conversion.
+
+    Validation widens what NumPy cannot compute in (float16 to float64, a
+    PyTorch bfloat16 tensor to float32) -- exactly, but the precision the
+    values were rounded to is then no longer visible.  A tolerance that
+    models that rounding reads it here first: the :class:`Precision` of
+    ``value.dtype`` when that is a storage format (float64, float32,
+    float16, bfloat16; NumPy, PyTorch, JAX or ml_dtypes dtypes), else None
+    (no dtype, an integer or boolean one: exact data, read as the converted
+    array's precision).
+
+    Parameters
+    ----------
+    value : object
+        An array-like as the caller passed it.
+
+    Returns
+    -------
+    Precision or None
+
+    Examples
+    --------
+    >>> given_precision(np.zeros(2, dtype=np.float16)).name
+    'float16'
+    >>> given_precision([1.0, 2.0]) is None, given_precision(np.arange(3)) is None
+    (True, True)
+    """
+    dtype = getattr(value, "dtype", None)
+    if dtype is None:
+        return None
+    try:
+        p = precision(dtype)
+    except InvalidArgument:
+        return None
+    return p if p.name in ARRAY_FORMATS else None
 
 
 def unit_roundoff(dtype: Any = np.float64) -> float:
@@ -279,7 +355,8 @@ def probabilistic_lambda(terms: float, failure: float) -> float:
     except with probability at most ``2 exp(-lambda^2 (1 - u)^2 / 2)``.  A
     union bound over ``terms`` such products gives ``lambda =
     sqrt(2 log(2 terms / failure))`` (u small, the ``(1 - u)^2`` folded into a
-    one-percent margin).
+    one-percent margin).  Which data the model may be used on at all:
+    :func:`model_for_data`.
     """
     terms = max(float(terms), 1.0)
     return 1.01 * math.sqrt(2.0 * math.log(2.0 * terms / float(failure)))
@@ -301,6 +378,16 @@ class RoundingModel:
     the few storage roundings stay worst-case.  Every kernelcheck error bound
     that takes ``dtype`` accepts a RoundingModel.
 
+    TF32 matrix products (float32 operands rounded to TF32, ``u = 2**-11``,
+    their exact products accumulated in float32) are the same composition
+    with ``storage = precision("tf32")``: each term of such a sum carries the
+    TF32 roundings of the operands along its path (two per matrix product it
+    passes through) and ``k`` float32 accumulation roundings, so
+    ``RoundingModel(precision("float32"), precision("tf32"), storage_ops=s)``
+    with ``s`` that count.  An implementation that truncates the operands to
+    TF32 instead of rounding them to nearest errs by less than ``2 u`` per
+    operand: two roundings each (``gamma_2`` covers ``2 u``).
+
     Attributes
     ----------
     accumulate, storage : Precision
@@ -310,6 +397,16 @@ class RoundingModel:
         None for the worst-case model.
     failure : float or None
         The probability the probabilistic model's bound fails (None: worst case).
+    fallback : str
+        Why a worst-case model stands where the probabilistic one was asked
+        for ("" otherwise; see :func:`model_for_data`).
+
+    Examples
+    --------
+    >>> tf32 = RoundingModel(precision("float32"), precision("tf32"), storage_ops=4)
+    >>> g = tf32.gamma(100)   # 100 float32 accumulations, 4 TF32 operand roundings
+    >>> bool(gamma(4, "tf32") < g < gamma(4, "tf32") + 2 * gamma(100, "float32"))
+    True
     """
 
     accumulate: Precision
@@ -317,6 +414,7 @@ class RoundingModel:
     storage_ops: int = 0
     lam: float | None = None
     failure: float | None = None
+    fallback: str = ""
 
     def gamma(self, k: float) -> float:
         """The relative factor of ``k`` accumulation roundings and the storage roundings."""
@@ -338,9 +436,91 @@ class RoundingModel:
             f"probability <= {self.failure:.1g})"
         )
         text = f"accumulate in {self.accumulate.name}, {kind}"
+        if self.fallback:
+            text += f" ({self.fallback})"
         if self.storage_ops:
             text += f"; {self.storage_ops} roundings per term stored in {self.storage.name}"
         return text
+
+
+#: Why :func:`model_for_data` judges data that was not drawn at random with the worst case.
+STRUCTURED_DATA = (
+    "worst case: the probabilistic model assumes independent rounding errors, which "
+    "data that is not an independent random draw per token (repeated, constant or "
+    "given tokens) need not have"
+)
+
+
+def model_for_data(
+    accumulate: Any,
+    storage: Any,
+    storage_ops: int = 0,
+    *,
+    failure: float | None = None,
+    terms: float = 1.0,
+    iid: bool = False,
+) -> RoundingModel:
+    """The rounding model to judge a computation on given data: probabilistic only where it holds.
+
+    The model behind ``verify.attention``'s tolerances (claims C1, C10, C14,
+    C19, C20).
+    The probabilistic model (``failure`` given; Higham and Mary's bound with
+    ``lambda = probabilistic_lambda(terms, failure)``) assumes that the
+    rounding errors of a sum are independent with mean zero.  Data decides
+    whether they are.  While a running sum ``s`` stays in one binade it is a
+    multiple of ``ulp(s)``, so the error of ``fl(s + x)`` depends on ``x mod
+    ulp(s)`` alone: terms that repeat (a constant sequence, a few tokens
+    repeated) or vary slowly repeat their rounding errors, which then add up
+    like ``n u`` instead of ``sqrt(n) u``.  A correct float32 prefix-sum layer
+    on a constant sequence of n = 4096 tokens errs by ``0.50 n u``, 1.24
+    times the probabilistic tolerance at ``failure = 1e-9``, on every run.
+    No test of the data can tell all such structure apart (a slowly varying
+    sequence has distinct terms and coherent errors), so the rule goes by
+    where the data came from:
+
+    * ``iid=True`` -- every token drawn independently from a continuous law
+      by the checker itself: the terms' low-order bits, and with them the
+      rounding errors, are then independent draws, and the model's
+      probability is a probability over that draw: the probabilistic model;
+    * ``iid=False`` -- anything else (the caller's own inputs, tokens
+      repeated by construction): the worst-case model, which holds for every
+      input, with :data:`STRUCTURED_DATA` as its ``fallback`` so reports say why.
+
+    The rule never lowers a tolerance: on data it does not trust it gives
+    the worst case, on random data exactly the probabilistic model.
+
+    Parameters
+    ----------
+    accumulate, storage : Precision, str or dtype
+        The precisions of the sums and of stored intermediates.
+    storage_ops : int, default 0
+        Storage roundings per term (see :class:`RoundingModel`).
+    failure : float or None, default None
+        The probabilistic model's failure probability; None for the worst case.
+    terms : float, default 1.0
+        The number of products its union bound covers (see :func:`probabilistic_lambda`).
+    iid : bool, default False
+        Whether the data was drawn by the checker, independently per token from
+        a continuous law.
+
+    Returns
+    -------
+    RoundingModel
+
+    Examples
+    --------
+    >>> model_for_data("float32", "float32", failure=1e-9, terms=1e6, iid=True).lam is None
+    False
+    >>> given = model_for_data("float32", "float32", failure=1e-9, terms=1e6, iid=False)
+    >>> given.lam is None, given.fallback == STRUCTURED_DATA
+    (True, True)
+    """
+    acc, sto = precision(accumulate), precision(storage)
+    if failure is None:
+        return RoundingModel(acc, sto, storage_ops)
+    if not iid:
+        return RoundingModel(acc, sto, storage_ops, fallback=STRUCTURED_DATA)
+    return RoundingModel(acc, sto, storage_ops, probabilistic_lambda(terms, failure), failure)
 
 
 def default_feature_ops(d: int) -> int:

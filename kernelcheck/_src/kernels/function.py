@@ -134,6 +134,55 @@ class FunctionKernel(Kernel):
             )
         return G
 
+    def gram_extended(self, X) -> np.ndarray | None:
+        """The Gram of ``f`` on ``X``, points and arithmetic in ``numpy.longdouble``, or None.
+
+        A function without an error model can still be asked what its Gram
+        is in a wider format: the same formula evaluated on long double
+        points (64 significand bits on x86, ``u = 2^-64``, 2048 times
+        float64's precision) errs about 2048 times less.  ``f`` is called as
+        :meth:`_gram` calls it (pairs, broadcast or blocks), through
+        :func:`~kernelcheck._src.core.validate.call_user`.
+
+        Parameters
+        ----------
+        X : numpy.ndarray, shape (n, d)
+            The points (float64).
+
+        Returns
+        -------
+        numpy.ndarray of numpy.longdouble, shape (n, n), or None
+            None where no wider evaluation exists: the platform's long double
+            is float64 itself, or ``f`` does not keep it (raises, returns
+            another dtype, a non-finite or misshapen result, or only float64
+            numbers -- it computed in float64 inside).
+        """
+        if np.finfo(np.longdouble).nmant <= np.finfo(np.float64).nmant:
+            return None
+        L = np.asarray(X, dtype=np.longdouble)
+        n = L.shape[0]
+        label = f"`f` ({self.name}) on long double points"
+        try:
+            if self.blocks:
+                G = call_user(self._call_array, label, L, L)
+            elif self.vectorized:
+                G = call_user(self._call_array, label, L[:, None, :], L[None, :, :])
+            else:
+                G = np.empty((n, n), dtype=np.longdouble)
+                for i in range(n):
+                    for j in range(n):
+                        v = call_user(self.function, label, L[i].copy(), L[j].copy())
+                        if not isinstance(v, np.longdouble):
+                            return None
+                        G[i, j] = v
+        except InvalidArgument:
+            return None
+        if not isinstance(G, np.ndarray) or G.dtype != np.longdouble or G.shape != (n, n):
+            return None
+        if not np.isfinite(G).all() or np.array_equal(G.astype(np.float64), G):
+            return None
+        return G
+
     def _gram_err(self, X, Y):
         if self.bound is None:
             raise InvalidArgument(

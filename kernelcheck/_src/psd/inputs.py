@@ -33,7 +33,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from kernelcheck._src.core.rounding import Tolerance, unit_roundoff
+from kernelcheck._src.core.rounding import Tolerance, given_precision, unit_roundoff
 from kernelcheck._src.core.validate import (
     as_bool,
     as_int,
@@ -91,17 +91,23 @@ def check_psd_iv(
 ) -> PSDInput:
     """Check the arguments of :func:`~kernelcheck.psd.check_psd` (also used by ``mercer_features``).
 
-    ``K`` must be a finite real square matrix (float32 is widened exactly).
-    A non-symmetric ``K`` is decided through its exact symmetric part when
-    the asymmetry is at rounding level or ``symmetrize`` is true (see the
-    module docstring); otherwise the error names ``option``, the option in the
-    caller's own terms (``"symmetrize=True"``, ``"--symmetrize"``).  ``tol``
-    becomes a :class:`Tolerance` by
-    :func:`~kernelcheck._src.psd.tolerance.resolve_tolerance` (the default in
-    the unit roundoff of the dtype ``K`` was given in).
+    ``K`` must be a finite real square matrix (float32, float16 and
+    bfloat16 are widened exactly).  A non-symmetric ``K`` is decided through
+    its exact symmetric part when the asymmetry is at rounding level or
+    ``symmetrize`` is true (see the module docstring); otherwise the error
+    names ``option``, the option in the caller's own terms
+    (``"symmetrize=True"``, ``"--symmetrize"``).  ``tol`` becomes a
+    :class:`Tolerance` by
+    :func:`~kernelcheck._src.psd.tolerance.resolve_tolerance`.  The rounding
+    level of both -- the asymmetry limit and the default tolerance -- is in
+    the unit roundoff of the format ``K`` was given in, read before the
+    widening (:func:`~kernelcheck._src.core.rounding.given_precision`: a
+    float16 array is judged with ``u = 2^-11``, a bfloat16 tensor with
+    ``2^-8``), since that is the rounding its entries carry.
     """
+    given = given_precision(K)
     A = as_square_matrix(K, "K")
-    in_dtype = A.dtype
+    in_dtype = A.dtype if given is None else given
     A = np.asarray(A, dtype=np.float64)  # float32 -> float64 is exact
     method = check_choice(method, "method", METHODS)
     symmetrize = as_bool(symmetrize, "symmetrize")

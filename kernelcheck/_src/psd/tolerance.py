@@ -20,8 +20,9 @@ import math
 import numpy as np
 from scipy.linalg import blas
 
-from kernelcheck._src.core.rounding import Tolerance, eta, gamma, unit_roundoff
+from kernelcheck._src.core.rounding import Tolerance, eta, gamma, precision, unit_roundoff
 from kernelcheck._src.core.validate import as_real
+from kernelcheck.errors import InvalidArgument
 
 __all__ = ["EIGH_P", "eigh_error", "frobenius", "default_tolerance", "resolve_tolerance"]
 
@@ -72,7 +73,9 @@ def default_tolerance(K, *, dtype=np.float64) -> Tolerance:
     """The default tolerance of :func:`~kernelcheck.psd.check_psd`: what rounding cannot resolve.
 
     ``tol = 2 gamma_{n+2} max(||K||_F, sum_i |K_ii|)`` in the unit roundoff
-    ``u`` of ``dtype`` (the dtype the entries were computed in), where
+    ``u`` of ``dtype`` (the format the entries were computed and stored in:
+    2^-53 for float64, 2^-24 for float32, 2^-11 for float16, 2^-8 for
+    bfloat16), where
 
     * ``gamma_{n+2} ||K||_F`` bounds ``||E||_2`` for an entrywise perturbation
       ``|E_ij| <= gamma_{n+2} |K_ij|``: the rounding error of a Gram matrix
@@ -87,16 +90,37 @@ def default_tolerance(K, *, dtype=np.float64) -> Tolerance:
       each entry may lose up to ``(n + 2) eta`` absolutely, and
       ``||E||_2 <= n max |E_ij|``.
 
+    What a verdict at this tolerance means: the matrix as given is exact data
+    (every rung decides ``lambda_min`` of ``K`` itself), and the tolerance
+    asks whether it is within rounding of a PSD one.  If ``K`` is a Gram
+    ``G`` (PSD) computed in ``dtype`` under the model above, ``||K - G||_2``
+    is about ``gamma_{n+2} ||K||_F <= tol / 2``, so ``lambda_min(K) >=
+    -tol``: ``NOT_PSD`` proves that ``K``
+    is no such rounding of a PSD matrix, and ``is_psd`` says that rounding in
+    ``dtype`` explains any negative eigenvalue.  A 16-bit ``K`` therefore
+    gets a tolerance in its own ``u``, thousands of times float64's: a
+    float16 Gram of a PSD kernel is negative by about ``u_16 ||K||``, which
+    is rounding, not a violation.  ``tol=0`` asks the exact question of the
+    given entries whatever their format.
+
     Parameters
     ----------
     K : array_like (n, n)
-    dtype : dtype
-        float64 (default) or float32.
+        The matrix (its values; its format is ``dtype``).
+    dtype : dtype, str or Precision, default float64
+        The format the entries were given in: float64, float32, float16 or
+        bfloat16.
 
     Returns
     -------
     Tolerance
         Absolute tolerance on ``lambda_min``.
+
+    Raises
+    ------
+    InvalidArgument
+        Naming ``K`` and ``tol`` when ``(n + 2) u >= 1/2`` (n >= 1022 in
+        float16, n >= 126 in bfloat16): the model gives no bound there.
 
     Examples
     --------
@@ -107,6 +131,14 @@ def default_tolerance(K, *, dtype=np.float64) -> Tolerance:
     """
     A = np.asarray(K, dtype=np.float64)
     n = A.shape[0]
+    p = precision(dtype)
+    if not (n + 2) * p.u < 0.5:
+        raise InvalidArgument(
+            f"`K` came in {p.name} with n = {n}: the default tolerance models each entry "
+            f"with up to n + 2 roundings in {p.name} (u = {p.u:.3g}), which bounds nothing "
+            "once (n + 2) u >= 1/2; pass `tol=` (an absolute tolerance on lambda_min, such "
+            "as the entries' own error bound times n), or K in a wider format"
+        )
     g = gamma(n + 2, dtype)
     fro = frobenius(A)
     with np.errstate(over="ignore"):
@@ -121,7 +153,8 @@ def default_tolerance(K, *, dtype=np.float64) -> Tolerance:
     u = unit_roundoff(dtype)
     return Tolerance(
         value,
-        f"2 gamma_(n+2) max(||K||_F, sum|K_ii|) + n (n+2) eta with n = {n}, u = {u:.3g}, "
+        f"2 gamma_(n+2) max(||K||_F, sum|K_ii|) + n (n+2) eta with n = {n}, u = {u:.3g} "
+        f"({p.name}), "
         f"||K||_F = {fro:.3g}, sum|K_ii| = {tr:.3g}",
     )
 

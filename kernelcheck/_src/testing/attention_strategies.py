@@ -7,7 +7,7 @@ from typing import Any, NamedTuple
 import numpy as np
 from hypothesis import strategies as st
 
-from kernelcheck._src.core.rounding import PRECISIONS
+from kernelcheck._src.core.rounding import ARRAY_FORMATS
 from kernelcheck._src.core.validate import as_int, as_real, check_choice
 from kernelcheck.errors import InvalidArgument
 
@@ -81,7 +81,7 @@ def attention_inputs(
     shapes = tuple(tuple(as_int(b, "batch_shapes", minimum=1) for b in s) for s in batch_shapes)
     if not shapes:
         raise InvalidArgument("`batch_shapes` must hold at least one shape")
-    names = tuple(check_choice(t, "dtypes", tuple(PRECISIONS)) for t in dtypes)
+    names = tuple(check_choice(t, "dtypes", ARRAY_FORMATS) for t in dtypes)
     if not names:
         raise InvalidArgument("`dtypes` must hold at least one precision")
     max_norm = as_real(max_norm, "max_norm", positive=True)

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from kernelcheck._src.core.rounding import PRECISIONS, Precision, precision
+from kernelcheck._src.core.rounding import PRECISIONS, PRODUCT_ONLY, Precision, precision
 from kernelcheck._src.core.validate import check_choice, describe
 from kernelcheck.errors import InvalidArgument
 
@@ -49,7 +49,16 @@ def round_to(x: np.ndarray, prec: Precision | str) -> np.ndarray:
 
     Every result is exactly representable in ``prec``; values beyond its
     largest finite number raise :class:`InvalidArgument` (an input that does
-    not fit the layer's precision is the caller's to scale).
+    not fit the layer's precision is the caller's to scale).  For ``"tf32"``
+    the result is a float32 number with its 13 lowest fraction bits zero: the
+    operand a TF32 matrix product uses in place of ``x``.
+
+    Examples
+    --------
+    >>> float(round_to(np.array(1.0 + 2.0**-11), "tf32")[()])   # a tie: to the even 1
+    1.0
+    >>> float(round_to(np.array(1.0 + 3 * 2.0**-11), "tf32")[()]) == 1.0 + 2.0**-9
+    True
     """
     p = precision(prec)
     x = np.asarray(x, dtype=np.float64)
@@ -106,6 +115,12 @@ class Adapter:
     def native_dtype(self) -> Any:
         """The framework's dtype object for :attr:`precision`."""
         name = self.precision.name
+        if name in PRODUCT_ONLY:
+            raise InvalidArgument(
+                f"`dtype` {name} is the operand format of matrix products, not an array dtype: "
+                "pass dtype='float32' and describe the products with a RoundingModel whose "
+                f"storage is {name}"
+            )
         if self.framework == "torch":
             return getattr(self.module, name)
         if self.framework == "jax":
@@ -225,7 +240,8 @@ def adapter(framework: Any = "numpy", dtype: Any = "float64", device: Any = None
 
     ``dtype`` is a format name (``"float64"``, ``"float32"``, ``"float16"``,
     ``"bfloat16"``), a NumPy dtype, or the framework's own dtype object
-    (``torch.bfloat16``, ``jnp.float32``).
+    (``torch.bfloat16``, ``jnp.float32``); ``"tf32"``, a format no array is
+    stored in, is refused.
     """
     framework = check_choice(framework, "framework", FRAMEWORKS)
     prec = precision(dtype)

@@ -34,6 +34,21 @@ CASES = (
     "positive values",
 )
 
+#: The generated cases whose tokens are each drawn independently from a continuous
+#: law: the data the probabilistic error model may judge
+#: (:func:`~kernelcheck._src.core.rounding.model_for_data`).  "repeated tokens"
+#: repeats three tokens, and the caller's own inputs are not a random draw:
+#: both are judged with the worst case.
+IID_CASES = (
+    "random",
+    "odd length",
+    "n=1",
+    "d=1",
+    "large norms",
+    "tiny norms",
+    "positive values",
+)
+
 #: Layouts of the arrays handed to the layer: ``"...nd"`` (batch and heads
 #: leading, then tokens, then features) or ``"bnhd"`` (batch, tokens, heads,
 #: features: flash-linear-attention and many torch layers; gates ``(b, n, h)``).

@@ -20,11 +20,12 @@ from kernelcheck._src.core.rounding import (
     PRECISIONS,
     Precision,
     RoundingModel,
+    model_for_data,
     precision,
-    probabilistic_lambda,
 )
 from kernelcheck._src.verify.adapters import Adapter, round_to
 from kernelcheck._src.verify.attention.cases import (
+    IID_CASES,
     Case,
     from_layout,
     to_layout,
@@ -85,14 +86,18 @@ def _is_16bit(p: Precision) -> bool:
     return p.u > PRECISIONS["float32"].u
 
 
-def rounding_model(run: Run, out_dtype: str, shape: tuple) -> tuple[RoundingModel, int, str]:
+def rounding_model(
+    run: Run, out_dtype: str, shape: tuple, iid: bool = False
+) -> tuple[RoundingModel, int, str]:
     """The model the layer is judged with, the roundings it did to its inputs, a note.
 
     Storage is the declared ``dtype`` (or the output's precision when none is
     declared); accumulation is ``accumulate`` (default float32 for 16-bit
     storage, else the storage precision).  A layer handed float64 inputs that
     computes in a lower precision rounds them itself: two more roundings per
-    term.
+    term.  The probabilistic model judges only a case drawn at random, token
+    by token (``iid``); any other case the worst case
+    (:func:`~kernelcheck._src.core.rounding.model_for_data`), and the note says so.
     """
     note = ""
     if run.dtype is None:
@@ -110,11 +115,10 @@ def rounding_model(run: Run, out_dtype: str, shape: tuple) -> tuple[RoundingMode
     if acc is None:
         acc = precision("float32") if _is_16bit(storage) else storage
     storage_ops = 0 if storage.u <= acc.u else run.reference.family.storage_ops
-    lam = None
-    if run.failure is not None:
-        terms = float(np.prod(shape, dtype=np.float64)) * shape[-2] * 8
-        lam = probabilistic_lambda(terms, run.failure)
-    model = RoundingModel(acc, storage, storage_ops, lam, run.failure)
+    terms = float(np.prod(shape, dtype=np.float64)) * shape[-2] * 8
+    model = model_for_data(acc, storage, storage_ops, failure=run.failure, terms=terms, iid=iid)
+    if model.fallback:
+        note = f"{note}; {model.fallback}" if note else model.fallback
     cast_ops = 2 if handed.u < storage.u else 0
     return model, cast_ops, note
 
@@ -302,7 +306,7 @@ def run_case(run: Run, case: Case, extras) -> Judged:
     got, dname, problem = read_output(run, raw, ref.shape)
     if got is None or problem and not dname:
         return _judged(failed_case(case.name, shape, problem))
-    model, cast_ops, note = rounding_model(run, dname, shape)
+    model, cast_ops, note = rounding_model(run, dname, shape, case.name in IID_CASES)
     range_problem = _out_of_range(ref_obj.largest_intermediates(args, kw), model)
     if range_problem:
         return _judged(skipped_case(case.name, shape, range_problem))

@@ -54,7 +54,11 @@ from kernelcheck._src.psd.ladder import check_psd
 from kernelcheck._src.psd.result import PSDResult, Verdict
 from kernelcheck._src.psd.tolerance import default_tolerance, frobenius
 from kernelcheck._src.verify.kernels.domain import Domain, as_domain
-from kernelcheck._src.verify.kernels.precision import precision_ladder, rounding_reason
+from kernelcheck._src.verify.kernels.precision import (
+    precision_ladder,
+    rounding_reason,
+    unmodelled_witness,
+)
 from kernelcheck.errors import InvalidArgument, NumericalFailure
 
 __all__ = ["kernel", "KernelReport"]
@@ -257,10 +261,9 @@ def _points_report(
             reason="the precision ladder neither converged nor shrank" + extra,
             **common,
         )
+    if r.verdict is Verdict.NOT_PSD and not has_model:
+        return _unmodelled_report(k, X, G, r, tol, extra, common)
     if r.verdict is Verdict.NOT_PSD:
-        note = (
-            "" if has_model else " (no rounding-error model for this kernel: float resolution only)"
-        )
         return KernelReport(
             False,
             "violation",
@@ -268,8 +271,7 @@ def _points_report(
             witness_value=r.witness_value,
             ladder=(("float64", r.witness_value),),
             reason=f"v^T G v / v^T v = {r.witness_value:.6g} < -tol = {-tol.value:.3g}, "
-            "exact on the "
-            f"float Gram{note}" + extra,
+            "exact on the float Gram" + extra,
             **common,
         )
     if r.is_psd:
@@ -280,6 +282,31 @@ def _points_report(
             why += f"; lambda_min = {lam:.3g} >= -tol (mpmath ladder unavailable)"
         return KernelReport(True, "psd", reason=why + extra, **common)
     return KernelReport(False, "inconclusive", reason=r.reason + extra, **common)
+
+
+def _unmodelled_report(k, X, G, r: PSDResult, tol: Tolerance, extra: str, common) -> KernelReport:
+    """A float witness of a kernel without an error model, confirmed or not.
+
+    Rounding-level evidence cannot convict a function whose error is unknown:
+    :func:`~kernelcheck._src.verify.kernels.precision.unmodelled_witness`
+    re-evaluates it in long double where it keeps that format, else asks
+    for a margin beyond any rounding; unconfirmed, the report is
+    ``"rounding"`` (passed) or ``"inconclusive"``, never ``"violation"``.
+    """
+    steps, verdict, value, why = unmodelled_witness(k, X, G, r.witness, tol.value)
+    reason = (
+        f"v^T G v / v^T v = {r.witness_value:.6g} < -tol = {-tol.value:.3g} on the float Gram, "
+        f"and the kernel has no rounding-error model: {why}"
+    )
+    return KernelReport(
+        verdict == "rounding",
+        verdict,
+        witness=r.witness,
+        witness_value=value,
+        ladder=steps,
+        reason=reason + extra,
+        **common,
+    )
 
 
 # ---------------------------------------------------------------------------

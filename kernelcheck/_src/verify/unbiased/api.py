@@ -165,8 +165,8 @@ def unbiased(
     * a test of ``bias = 0`` per pair: with the closed-form variance
       ``sigma^2`` when the sampler provides it (``sample.theory``, i.i.d.
       maps of :mod:`kernelcheck.features`): ``z = |mean - k| / (sigma / sqrt N)``;
-      otherwise with the sample variance.  The rounding tolerance of the pair
-      is subtracted from ``|mean - k|`` first, so rounding never fails a pair;
+      otherwise with the sample variance.  The pair's rounding tolerance (in the
+      features' format) is subtracted from ``|mean - k|``: rounding never fails;
     * Berry-Esseen gate: a pair whose bound ``C rho / (sigma^3 sqrt N)``
       (C = 0.4748, ``rho / sigma^3 <= sqrt(kurtosis)``) exceeds
       ``be_tolerance`` is "untestable at this N, needs about K trials" -- unless
@@ -301,7 +301,8 @@ def _report(sample, target, seed, a: _UnbiasedArgs, kind, pairs, tests, points) 
         sweep=tuple(points),
         tolerance=Tolerance(
             float(tol_max),
-            "2 |target error bound| + gamma_(D+2 ops) (1 + gamma_D), ops = 2 d + 8, "
+            "2 |target error bound| + gamma_(D+2 ops) (1 + gamma_D), ops = 2 d + 8 (the "
+            "2 ops feature roundings in the unit roundoff of the features' own format), "
             "max_t |phi(x)|_2 |phi(y)|_2 (largest over pairs)",
         ),
         notes=tuple(_notes(tests, a.alpha, a.be_tol, kind)),
@@ -319,7 +320,8 @@ def _notes(tests: int, alpha: float, be_tol: float, kind: str) -> list[str]:
         f"({'closed-form kurtosis' if kind == 'exact' else 'sample kurtosis'}).",
         "Zero-variance pairs are judged against the rounding tolerance "
         "2 |error bound of the target| + gamma_(D+2 ops) (1 + gamma_D) max_t |phi(x)| |phi(y)| "
-        "with ops = 2 d + 8 roundings per feature entry.",
+        "with ops = 2 d + 8 roundings per feature entry, in the unit roundoff of the format "
+        "the features come in (float32 for a float32 sampler; the product in float64).",
     ]
     if kind == "exact":
         notes.append(

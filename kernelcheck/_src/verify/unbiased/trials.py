@@ -3,7 +3,10 @@
 One trial draws a feature map ``phi = sample(rng)`` and returns the estimates
 ``phi(x_i) . phi(y_j)`` of every pair with a rounding scale for each (the
 engine :func:`kernelcheck._src.mc.engine.run_trials` keeps its maximum).  The
-trial functions are module-level classes, so process executors can pickle them.
+rounding scale is in the format the map's features come in (a float32
+sampler's features carry float32 roundings, whatever precision kernelcheck
+then forms their products in).  The trial functions are module-level
+classes, so process executors can pickle them.
 """
 
 from __future__ import annotations
@@ -15,14 +18,29 @@ import numpy as np
 
 from kernelcheck._src.core.calls import call_user
 from kernelcheck._src.core.deadline import current_deadline, within_deadline
-from kernelcheck._src.core.rounding import default_feature_ops, inner_product_factor
+from kernelcheck._src.core.rounding import (
+    PRECISIONS,
+    Precision,
+    RoundingModel,
+    default_feature_ops,
+    gamma,
+    given_precision,
+    inner_product_factor,
+)
 from kernelcheck._src.core.validate import describe
 from kernelcheck.errors import InvalidArgument
 
 __all__ = ["SamplerTrials", "BatchTrials", "trial_function", "sampler_name"]
 
 
-def _check_features(F: Any, X: np.ndarray, name: str, D: int | None) -> np.ndarray:
+_FLOAT64 = PRECISIONS["float64"]
+
+
+def _check_features(
+    F: Any, X: np.ndarray, name: str, D: int | None
+) -> tuple[np.ndarray, Precision]:
+    """The features in float64 and the format they came in (float64 for exact integers)."""
+    fmt = given_precision(F) or _FLOAT64
     arr = np.asarray(F)
     if arr.dtype.kind not in "biuf":
         raise InvalidArgument(
@@ -42,15 +60,33 @@ def _check_features(F: Any, X: np.ndarray, name: str, D: int | None) -> np.ndarr
             f"`sample` returned a feature map whose output on `{name}` holds NaN or Inf "
             f"(first at index {bad}: {arr[bad]!r})"
         )
-    return arr
+    return arr, fmt
 
 
-def _rounding_scale(D: int, d: int) -> float:
-    """``gamma_(D + 2 ops)(1 + gamma_D)``, ``ops = 2 d + 8``: a length-D inner product of
-    feature entries computed with the user-map model of
-    :func:`~kernelcheck._src.core.rounding.default_feature_ops` (the built-in
-    random features fit it)."""
-    return inner_product_factor(D, 2 * default_feature_ops(d))
+def _rounding_scale(D: int, d: int, fmt: Precision = _FLOAT64) -> float:
+    """The relative rounding error of one estimate ``phi(x) . phi(y)``, times ``|phi(x)| |phi(y)|``.
+
+    Each feature entry carries ``ops = 2 d + 8`` roundings, the user-map
+    model of :func:`~kernelcheck._src.core.rounding.default_feature_ops` (the
+    built-in random features fit it), in the format ``fmt`` the features
+    came in; kernelcheck forms the length-D product in float64.  So:
+
+    * float64 features: ``gamma_(D + 2 ops)(1 + gamma_D)`` (Higham, Lemma
+      3.3: ``D + 2 ops`` roundings per term; ``(1 + gamma_D)`` for the
+      norms' own rounding);
+    * features in a coarser format (float32, float16, bfloat16):
+      ``((1 + gamma_D)(1 + gamma_(2 ops)(fmt)) - 1)(1 + gamma_D)``, the
+      ``2 ops`` roundings of the two entries in ``fmt``'s unit roundoff and
+      the ``D`` of the float64 product in float64's
+      (:class:`~kernelcheck._src.core.rounding.RoundingModel`).
+
+    The estimate's error is at most this times ``sum_k |phi_k(x)| |phi_k(y)|
+    <= |phi(x)|_2 |phi(y)|_2`` (Cauchy-Schwarz).
+    """
+    ops = 2 * default_feature_ops(d)
+    if fmt.u <= _FLOAT64.u:
+        return inner_product_factor(D, ops)
+    return RoundingModel(_FLOAT64, fmt, storage_ops=ops).gamma(D) * (1.0 + gamma(D))
 
 
 class SamplerTrials:
@@ -70,7 +106,8 @@ class SamplerTrials:
             return self._trials(rng, n)
 
     def _trials(self, rng, n):
-        FXs, FYs = [], []
+        FXs, FYs, scales = [], [], []
+        d = self.X.shape[1]
         for _ in range(n):
             phi = call_user(self.sample, "`sample`: the call sample(rng)", rng)
             if not callable(phi):
@@ -78,28 +115,28 @@ class SamplerTrials:
                     f"`sample(rng)` must return a feature map (a callable X -> (n, D)), "
                     f"got {describe(phi)}"
                 )
-            FX = _check_features(
+            FX, fx = _check_features(
                 call_user(phi, "`sample`: the call phi(X)", self.X), self.X, "X", None
             )
-            FY = _check_features(
+            FY, fy = _check_features(
                 call_user(phi, "`sample`: the call phi(Y)", self.Y), self.Y, "Y", FX.shape[1]
             )
             FXs.append(FX)
             FYs.append(FY)
+            scales.append(_rounding_scale(FX.shape[1], d, max(fx, fy, key=lambda p: p.u)))
         dims = {F.shape[1] for F in FXs}
         if len(dims) == 1:
             FX, FY = np.stack(FXs), np.stack(FYs)
             est = FX @ np.swapaxes(FY, -1, -2)
             nx = np.sqrt(np.einsum("tij,tij->ti", FX, FX))
             ny = np.sqrt(np.einsum("tij,tij->ti", FY, FY))
-            bound = _rounding_scale(FX.shape[2], self.X.shape[1]) * nx[:, :, None] * ny[:, None, :]
+            bound = np.asarray(scales)[:, None, None] * nx[:, :, None] * ny[:, None, :]
         else:
             est = np.stack([a @ b.T for a, b in zip(FXs, FYs, strict=True)])
             bound = np.stack(
                 [
-                    _rounding_scale(a.shape[1], self.X.shape[1])
-                    * np.outer(np.linalg.norm(a, axis=1), np.linalg.norm(b, axis=1))
-                    for a, b in zip(FXs, FYs, strict=True)
+                    c * np.outer(np.linalg.norm(a, axis=1), np.linalg.norm(b, axis=1))
+                    for a, b, c in zip(FXs, FYs, scales, strict=True)
                 ]
             )
         return est, bound
