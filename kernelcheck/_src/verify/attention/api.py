@@ -214,12 +214,12 @@ def _extra_checks(opts: AttentionOptions, judged, rng) -> list[AttentionCase]:
         checks.append(causality_check(opts.run, base, rng))
     if opts.state:
         read = state_reader(opts.run.adapter, opts.read_state, opts.state_layout)
-        checks += state_checks(opts.run, base, read)
+        checks += state_checks(opts.run, judged, read, ("random", "user inputs", "across blocks"))
     if takes(opts.run.fn, "chunk_size", explicitly=True):
         checks += chunk_size_checks(opts.run, base)
     if opts.grad:
         for j in judged:
-            if j.case.name in ("random", "positive values", "user inputs"):
+            if j.case.name in ("random", "positive values", "user inputs", "across blocks"):
                 checks += grad_checks(opts.run, j, rng, opts.vjp)
     return checks
 

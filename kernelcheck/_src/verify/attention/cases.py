@@ -32,7 +32,14 @@ CASES = (
     "large norms",
     "tiny norms",
     "positive values",
+    "across blocks",
 )
+
+#: Length of the "across blocks" case: ``3 * 64 + 5`` tokens cross the block and
+#: chunk sizes layers use (16, 32, 64, 128) and are a multiple of none of them, so a
+#: block boundary, a partial last block and the state carried between blocks are
+#: all exercised.
+ACROSS_BLOCKS = 197
 
 #: The generated cases whose tokens are each drawn independently from a continuous
 #: law: the data the probabilistic error model may judge
@@ -47,6 +54,7 @@ IID_CASES = (
     "large norms",
     "tiny norms",
     "positive values",
+    "across blocks",
 )
 
 #: Layouts of the arrays handed to the layer: ``"...nd"`` (batch and heads
@@ -121,6 +129,8 @@ def generate_cases(
         small * normal(n, d),
         0.5 + rng.random(batch + (n, d_v)),
     )
+    m = ACROSS_BLOCKS
+    made["across blocks"] = (normal(m, d), normal(m, d), normal(m, d_v))
     for name in names:
         if name == "d=1" and fixed_d and d != 1:
             out.append(

@@ -31,6 +31,7 @@ from kernelcheck._src.core.validate import (
 )
 from kernelcheck._src.verify.adapters import adapter
 from kernelcheck._src.verify.attention.cases import (
+    ACROSS_BLOCKS,
     CASES,
     LAYOUTS,
     Case,
@@ -313,13 +314,13 @@ def _qk_group_iv(qk_heads, batch: tuple[int, ...], inputs) -> int:
 def _check_case_sizes(n: int, d: int, d_v: int, batch: tuple[int, ...]) -> None:
     """Refuse, before any draw, cases that cannot fit in memory.
 
-    The eight generated cases hold about ``9 n + 7`` tokens of ``2 d + d_v``
-    numbers per batch entry (``odd length`` has ``2 n + 5``); the layer's
-    inputs in its framework, its output and the float64 reference hold a few
-    times as much again (a factor 3 is counted).
+    The generated cases hold about ``9 n + 7 + ACROSS_BLOCKS`` tokens of
+    ``2 d + d_v`` numbers per batch entry (``odd length`` has ``2 n + 5``);
+    the layer's inputs in its framework, its output and the float64 reference
+    hold a few times as much again (a factor 3 is counted).
     """
     per_token = 2 * d + d_v
-    elements = 3 * math.prod(batch) * (9 * n + 7) * per_token
+    elements = 3 * math.prod(batch) * (9 * n + 7 + ACROSS_BLOCKS) * per_token
     check_size(elements, f"the cases of verify.attention (n = {n}, batch_shape = {batch})")
 
 

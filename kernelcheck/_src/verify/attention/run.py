@@ -80,6 +80,7 @@ class Judged(NamedTuple):
     args: tuple
     kw: dict
     output: np.ndarray | None = None  # the layer's output on the case (float64, internal layout)
+    state: Any = None  # the state the layer returned with it (state=True), as the layer gave it
 
 
 def _is_16bit(p: Precision) -> bool:
@@ -296,9 +297,8 @@ def run_case(run: Run, case: Case, extras) -> Judged:
             return _judged(skipped_case(case.name, shape, f"reference does not accept d=1: {exc}"))
         raise
     try:
-        raw = output_of(
-            run, call_layer(run, Q, K, V, g, **({"initial_state": None} if run.state else {}))
-        )
+        returned = call_layer(run, Q, K, V, g, **({"initial_state": None} if run.state else {}))
+        raw = output_of(run, returned)
     except InvalidArgument:
         raise
     except Exception as exc:  # the user's code failed on this input: a finding, not a crash
@@ -317,12 +317,12 @@ def run_case(run: Run, case: Case, extras) -> Judged:
         c = AttentionCase(
             case.name, shape, False, math.inf, math.inf, math.inf, where, float(tol[where]), problem
         )
-        return Judged(c, Q, K, V, g, ref, tol, model, args, kw)
+        return Judged(c, Q, K, V, g, ref, tol, model, args, kw, None, _state_of(run, returned))
     result = compare(case.name, shape, got, ref, tol, note)
     if result.passed is False:
         diagnosis = diagnose(ref_obj.spec, args, kw, got, tol, g, ref)
         result = dataclasses.replace(result, diagnosis=diagnosis)
-    return Judged(result, Q, K, V, g, ref, tol, model, args, kw, got)
+    return Judged(result, Q, K, V, g, ref, tol, model, args, kw, got, _state_of(run, returned))
 
 
 def _out_of_range(largest: tuple[float, float], model: RoundingModel) -> str:
@@ -340,6 +340,11 @@ def _out_of_range(largest: tuple[float, float], model: RoundingModel) -> str:
                 "arithmetic"
             )
     return ""
+
+
+def _state_of(run: Run, returned):
+    """The state of ``(out, state)`` with ``state=True`` (None otherwise)."""
+    return returned[1] if run.state else None
 
 
 def _judged(case: AttentionCase) -> Judged:
