@@ -247,8 +247,8 @@ def _report(opts: AttentionOptions, results, checks) -> AttentionReport:
     )
     if run.reference.stabilizer:
         notes.append(
-            f"stabilizer eps = {run.reference.stabilizer:g} in the normaliser: the tolerance "
-            "includes its exact effect |a| eps / den"
+            f"stabilizer eps = {run.reference.stabilizer:g} in the normaliser: the reference "
+            "is the stabilised output num / (den + eps), its gradient likewise"
         )
     common: dict[str, Any] = dict(
         largest_error=largest.max_error if largest else math.nan,

@@ -84,8 +84,18 @@ class Reference:
         return self.spec.arguments(Q, K, V, extras)
 
     def output(self, args, kw):
-        """The reference output (raises BadNormalizer / NumericalFailure where undefined)."""
-        return self.form.call(*args, causal=self.causal, **kw)
+        """The reference output (raises BadNormalizer / NumericalFailure where undefined).
+
+        With a declared stabiliser ``eps`` it is the stabilised output
+        ``num / (den + eps) = a den / (den + eps)``, formed in float64 from
+        the reference's own output and normalisers: exactly what the layer
+        computes, not a tolerance widened around the plain output.
+        """
+        out = self.form.call(*args, causal=self.causal, **kw)
+        if not self.stabilizer:
+            return out
+        den = self.normalizers(args, kw)
+        return out * (den / (den + self.stabilizer))
 
     def largest_intermediates(self, args, kw) -> tuple[float, float]:
         """Bounds on the magnitudes a layer stores and accumulates (see the family's spec)."""
@@ -113,7 +123,7 @@ class Reference:
             *args, causal=self.causal, dtype=model, extra_ops=extra + cast_ops, **layer
         )
         if self.stabilizer:
-            tol = tol + self._stabilizer_effect(args, kw, reference)
+            tol = tol + self._stabilizer_rounding(reference)
         return tol
 
     def normalizers(self, args, kw) -> np.ndarray:
@@ -121,17 +131,14 @@ class Reference:
         report = self.form.call(*args, causal=self.causal, on_bad_normalizer="report", **kw)
         return np.asarray(report.normalizer, dtype=np.float64)[..., None]
 
-    def _stabilizer_effect(self, args, kw, reference) -> np.ndarray:
-        """``|a| eps / den``: the change ``num / den -> num / (den + eps)`` at every entry.
+    def _stabilizer_rounding(self, reference) -> np.ndarray:
+        """The float64 rounding of ``a den / (den + eps)``: three operations, ``gamma_4 |a'|``.
 
-        Computed in float64 from the reference's own normalisers; the few
-        roundings of the quotient are covered by a factor ``1 + gamma_4``.
+        The form's bound for ``num / den`` bounds the stabilised quotient's
+        error too: ``den + eps >= den`` only shrinks every term divided by
+        the normaliser (``eps >= 0``).
         """
-        den = self.normalizers(args, kw)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            effect = np.abs(reference) * self.stabilizer / den
-        effect = np.where(den > 0, effect, np.inf)
-        return effect * (1.0 + gamma(4))
+        return np.abs(reference) * gamma(4)
 
 
 def scale_option(scale: Any):

@@ -29,7 +29,9 @@ class LinearSpec(FeatureSpec):
     def vjp(self, args, kw, Q, K, V, G, model):
         """dV of :func:`~kernelcheck.attention.linear_vjp` (dQ, dK go through the feature map)."""
         models = ((model, self.extra_ops(Q.shape[-1])), (None, 0))
+        eps = self.options.stabilizer or 0.0
         ref, (b, b64) = linear_vjp_with_bounds(
-            args[0], args[1], V, G, causal=self.causal, normalize=self.normalize, models=models
-        )
+            args[0], args[1], V, G, causal=self.causal, normalize=self.normalize, models=models,
+            stabilizer=eps if self.normalize else 0.0,
+        )  # fmt: skip
         return [("dV", 2, ref.dV, b.dV + b64.dV)]
