@@ -19,6 +19,7 @@ layouts), their rounding and validation.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
@@ -160,8 +161,11 @@ class FamilySpec:
     has_state = False
     #: The registered form whose final state the state checks compare with.
     state_form: str | None = None
-    #: The gradients :meth:`vjp` gives a reference for, of ``("dQ", "dK", "dV")``.
+    #: The gradients :meth:`vjp` gives a reference for, of ``("dQ", "dK", "dV", ...)``.
     gradients: tuple[str, ...] = ()
+    #: Whether :meth:`vjp`'s dQ and dK are with respect to the features ``phi(Q)``,
+    #: ``phi(K)`` (the verifier carries them through the feature map's Jacobian).
+    feature_gradients = False
     #: Why the other gradients are not checked (reported with them).
     gradients_not_checked = "no reference gradient for this family"
 
@@ -291,6 +295,10 @@ def weighted_average(E: np.ndarray, V: np.ndarray, normalize: bool) -> np.ndarra
 class FeatureSpec(FamilySpec):
     """The families on feature maps (linear, gated, ...): ``phi`` applied to float64 rows.
 
+    Their reference gradients dQ, dK are with respect to the features
+    (:attr:`feature_gradients`); ``verify.attention`` carries them through
+    the map's Jacobian.
+
     Their reference takes ``(phi(Q), phi(K), V, ...)``; the layer's own feature
     map adds ``2 ops`` roundings per term (one map on each side); the state
     ``[S, z]`` (``S`` alone unnormalised) is handed over and bounded as the
@@ -298,6 +306,7 @@ class FeatureSpec(FamilySpec):
     """
 
     has_state = True
+    feature_gradients = True
 
     @property
     def normalize(self) -> bool:
@@ -439,7 +448,7 @@ def _phi(which: Callable | None, X: np.ndarray, name: str) -> np.ndarray:
     shape = X.shape
     flat = X.reshape(-1, shape[-1])
     P = as_array(
-        call_user(which, f"`feature_map` ({name})", flat),
+        call_user(lambda rows: _evaluate(which, rows), f"`feature_map` ({name})", flat),
         f"feature_map({name})",
         dtype=np.float64,
         allow_empty=True,
@@ -452,6 +461,43 @@ def _phi(which: Callable | None, X: np.ndarray, name: str) -> np.ndarray:
     if not np.isfinite(P).all():
         raise InvalidArgument(f"`feature_map` returned a non-finite feature on {name}")
     return P.reshape(shape[:-1] + (P.shape[1],))
+
+
+def _evaluate(which: Callable, rows: np.ndarray):
+    """``which(rows)``; a map written in torch or jax operations gets their float64 arrays.
+
+    The map is tried on the NumPy rows first; if that raises, on the same
+    rows as a float64 array of each framework already imported, its result
+    read back to NumPy.  The first error is re-raised when none applies.
+    """
+    try:
+        return which(rows)
+    except Exception as first:  # noqa: BLE001 - tried in the frameworks, else re-raised
+        for to, back in _framework_arrays():
+            try:
+                return back(which(to(rows.copy())))
+            except Exception:  # noqa: BLE001, S112 - not a map of this framework
+                continue
+        raise first
+
+
+def _framework_arrays():
+    """``(to, back)`` conversions of float64 rows for torch and jax, if imported."""
+    out = []
+    if "torch" in sys.modules:
+        import torch
+
+        out.append((torch.from_numpy, lambda t: t.detach().cpu().numpy()))
+    if "jax" in sys.modules:
+        import jax
+        import jax.numpy as jnp
+
+        def to_jax(rows):
+            with jax.enable_x64(True):
+                return jnp.asarray(rows, dtype=jnp.float64)
+
+        out.append((to_jax, np.asarray))
+    return out
 
 
 def callable_name(f) -> str:

@@ -228,7 +228,9 @@ def _report(opts: AttentionOptions, results, checks) -> AttentionReport:
     run = opts.run
     everything = [*results, *checks]
     judged = [c for c in results if c.passed is not None]
+    not_checked = _not_checked(checks)
     passed = bool(judged) and all(c.passed for c in everything if c.passed is not None)
+    passed = passed and not not_checked
     worst = max(
         (c for c in everything if c.passed is not None),
         key=lambda c: c.ratio if not math.isnan(c.ratio) else math.inf,
@@ -257,6 +259,7 @@ def _report(opts: AttentionOptions, results, checks) -> AttentionReport:
         framework=run.adapter.framework,
         precision=prec,
         notes=tuple(notes),
+        not_checked=not_checked,
     )
     if worst is None:
         return AttentionReport(False, run.reference.name, run.reference.causal, None, math.nan,
@@ -273,6 +276,24 @@ def _report(opts: AttentionOptions, results, checks) -> AttentionReport:
         tuple(results),
         run.seed_value,
         **common,
+    )
+
+
+#: The checks a call asks for by an option (``grad=True``, ``state=True``), by name prefix.
+_REQUESTED = ("gradient", "final state", "state hand-over")
+
+
+def _not_checked(checks) -> tuple[str, ...]:
+    """The requested checks that could not be judged, each with its reason.
+
+    A check skipped because its case itself could not be judged (a
+    generated case outside the layer's range) is the case's business, not a
+    requested check left out.
+    """
+    return tuple(
+        f"{c.name} ({c.note})"
+        for c in checks
+        if c.passed is None and c.name.startswith(_REQUESTED) and not c.note.startswith("case '")
     )
 
 

@@ -26,6 +26,7 @@ from kernelcheck._src.attention.common.types import State
 from kernelcheck._src.core.calls import call_user
 from kernelcheck._src.verify.adapters import round_to
 from kernelcheck._src.verify.attention.cases import from_layout, to_layout
+from kernelcheck._src.verify.attention.jacobian import feature_jacobians, through_features
 from kernelcheck._src.verify.attention.report import AttentionCase, failed_case, skipped_case
 from kernelcheck._src.verify.attention.run import (
     Judged,
@@ -362,6 +363,12 @@ def _layer_vjp(run: Run, Q, K, V, extras, G, vjp):
     return out
 
 
+def _feature_jacobians(run: Run, j0: Judged) -> dict:
+    """The query and key feature maps' Jacobians at the case's inputs (None: not available)."""
+    options = run.reference.spec.options
+    return {0: feature_jacobians(options.phi_q, j0.Q), 1: feature_jacobians(options.phi_k, j0.K)}
+
+
 def _group_sum(run: Run, X: np.ndarray) -> np.ndarray:
     """Sum over the value heads of each query/key group: (..., H, n, d) -> (..., H / r, n, d)."""
     shape = X.shape[:-3] + (X.shape[-3] // run.qk_group, run.qk_group) + X.shape[-2:]
@@ -398,7 +405,20 @@ def grad_checks(run: Run, j0: Judged, rng: np.random.Generator, vjp=None) -> lis
     except Exception as exc:  # noqa: BLE001 - the layer's backward failed: a finding
         return [failed_case(label, shape, f"the backward pass raised {type(exc).__name__}: {exc}")]
     out = []
+    unchecked = [g for g in ("dQ", "dK", "dV") if g not in spec.gradients]
+    reason = spec.gradients_not_checked
+    jacobians = _feature_jacobians(run, j0) if spec.feature_gradients else {}
     for name, index, r, t in spec.vjp(j0.args, j0.kw, j0.Q, j0.K, j0.V, G, j0.model):
+        if index < 2 and spec.feature_gradients:
+            J = jacobians[index]
+            if J is None:
+                unchecked.append(name)
+                reason = (
+                    "the feature map cannot be differentiated by torch or jax (a map in NumPy "
+                    "operations): write it in torch or jax operations for dQ and dK"
+                )
+                continue
+            r, t = through_features(J, r, t, j0.model, spec.extra_ops(j0.Q.shape[-1]) // 2)
         g_ = got[index]
         if index < 2 and run.qk_group > 1:  # a query/key head's gradient sums its group's
             r, t = _group_sum(run, r), _group_sum(run, t)
@@ -409,10 +429,7 @@ def grad_checks(run: Run, j0: Judged, rng: np.random.Generator, vjp=None) -> lis
             out.append(failed_case(case, shape, f"{name} holds NaN or Inf"))
         else:
             out.append(compare(case, shape, g_, r, t))
-    unchecked = [g for g in ("dQ", "dK", "dV") if g not in spec.gradients]
     if unchecked:
-        what = ", ".join(unchecked)
-        out.append(
-            skipped_case(f"gradient {what} ({j0.case.name})", shape, spec.gradients_not_checked)
-        )
+        what = ", ".join(sorted(set(unchecked), key=unchecked.index))
+        out.append(skipped_case(f"gradient {what} ({j0.case.name})", shape, reason))
     return out

@@ -126,6 +126,10 @@ class AttentionReport(ResultMixin):
     notes : tuple of str
         What else the reader should know (a declared precision that differs
         from the output's, a stabiliser, skipped checks).
+    not_checked : tuple of str
+        The checks the call asked for (gradients, state) that could not be
+        judged, each with the reason; while any is listed the report does not
+        pass (its outcome is inconclusive unless something failed).
     """
 
     passed: bool
@@ -143,6 +147,7 @@ class AttentionReport(ResultMixin):
     framework: str = "numpy"
     precision: str = ""
     notes: tuple = ()
+    not_checked: tuple = ()
 
     @property
     def outcome(self) -> Outcome:
@@ -162,7 +167,7 @@ class AttentionReport(ResultMixin):
     def __str__(self) -> str:
         kind = "causal" if self.causal else "bidirectional"
         judged = sum(c.passed is not None for c in self.cases)
-        head = "PASS" if self.passed else "FAIL"
+        head = "PASS" if self.passed else ("FAIL" if self.failures() else "INCONCLUSIVE")
         text = f"{head}: fn vs {self.reference} ({kind}) on {judged} cases"
         if self.checks:
             text += f" and {sum(c.passed is not None for c in self.checks)} checks"
@@ -184,6 +189,8 @@ class AttentionReport(ResultMixin):
             diagnoses = [c.diagnosis for c in failed if c.diagnosis]
             if diagnoses:
                 text += f"; diagnosis: {diagnoses[0]}"
+        if self.not_checked:
+            text += "; not checked: " + "; ".join(self.not_checked)
         if judged == 0:
             text += "; no case could be judged"
         return text

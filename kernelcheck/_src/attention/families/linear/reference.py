@@ -12,8 +12,7 @@ class LinearSpec(FeatureSpec):
     """Linear attention with a feature map, normalised or not (claims C10, C14, C19)."""
 
     state_form = "chunked"
-    gradients = ("dV",)
-    gradients_not_checked = "the feature map's Jacobian is the layer's own: dV checked"
+    gradients = ("dQ", "dK", "dV")
 
     def describe(self) -> str:
         kind = "normalised" if self.normalize else "unnormalised"
@@ -27,11 +26,15 @@ class LinearSpec(FeatureSpec):
         return args[:3]
 
     def vjp(self, args, kw, Q, K, V, G, model):
-        """dV of :func:`~kernelcheck.attention.linear_vjp` (dQ, dK go through the feature map)."""
+        """:func:`~kernelcheck.attention.linear_vjp`: dphi_q, dphi_k (as dQ, dK) and dV, bounded."""
         models = ((model, self.extra_ops(Q.shape[-1])), (None, 0))
         eps = self.options.stabilizer or 0.0
         ref, (b, b64) = linear_vjp_with_bounds(
             args[0], args[1], V, G, causal=self.causal, normalize=self.normalize, models=models,
             stabilizer=eps if self.normalize else 0.0,
         )  # fmt: skip
-        return [("dV", 2, ref.dV, b.dV + b64.dV)]
+        return [
+            ("dQ", 0, ref.dA, b.dA + b64.dA),
+            ("dK", 1, ref.dB, b.dB + b64.dB),
+            ("dV", 2, ref.dV, b.dV + b64.dV),
+        ]
