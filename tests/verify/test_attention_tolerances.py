@@ -106,3 +106,48 @@ def test_mixed_sign_features_a_correct_layer_passes_its_gradient_check(dtype):
     report = verify.attention(cumulative_layer(), **kw)
     assert report.passed, report.details()
     assert verify.attention(cumulative_layer(1.01), **kw).passed is False
+
+
+def elu1_torch(X):
+    return torch.where(X > 0, X + 1.0, torch.exp(torch.clamp(X, max=0.0)))
+
+
+def gla_style_layer(late_factor: float = 1.0):
+    """Gated linear attention in bfloat16 with float32 arithmetic: decays from log-gate sums.
+
+    ``late_factor`` scales the outputs from ``n / 2`` on (a systematic error
+    the storage format's roundings must not be allowed to hide).
+    """
+
+    def layer(Q, K, V, g):
+        q, k, v, lg = (x.float() for x in (Q, K, V, torch.log(g.float())))
+        pq, pk = elu1_torch(q), elu1_torch(k)
+        L = torch.cumsum(lg, dim=-1)
+        n = q.shape[-2]
+        keep = torch.tril(torch.ones(n, n, dtype=torch.bool))
+        decay = torch.exp(torch.where(keep, L[..., :, None] - L[..., None, :], -torch.inf))
+        out = ((pq @ pk.transpose(-1, -2)) * decay) @ v
+        out[..., n // 2 :, :] *= late_factor
+        return out.to(torch.bfloat16)
+
+    return layer
+
+
+def elu1_np(X):
+    return np.where(X > 0, X + 1.0, np.exp(np.minimum(X, 0.0)))
+
+
+def _gla_gates(rng, shape):
+    return rng.uniform(0.8, 1.0, size=shape)
+
+
+def test_gated_decays_are_bounded_in_the_accumulation_precision_not_the_storage_format():
+    """bf16 storage, float32 accumulation, n = 256: a 20% error from n/2 on is caught.
+
+    The log sums of the gates run in float32; multiplying them by bfloat16's
+    storage roundings (the old model) allowed about 25% at |L| ~ 25.
+    """
+    kw = dict(framework="torch", dtype="bfloat16", feature_map=elu1_np, normalize=False,
+              causal=True, decay=_gla_gates, n=256, cases=("random", "positive values"))  # fmt: skip
+    assert verify.attention(gla_style_layer(), **kw).passed
+    assert not verify.attention(gla_style_layer(1.2), **kw).passed

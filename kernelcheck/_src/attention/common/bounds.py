@@ -93,7 +93,13 @@ def linear_family_bound(phi_q, phi_k, V, causal, dt, extra_ops, normalize, M0, l
     ``c = 10`` for ``dtype`` float64 and for the float64 share of every bound
     (a layer in a coarser precision keeps ``c = 6``: the products are only
     formed in float64).  The decays themselves are at most ``1 + 10 u``, so
-    no term grows beyond ``rho``.
+    no term grows beyond ``rho``.  For a :class:`RoundingModel` the log sums
+    and ``exp`` run in its accumulation precision: ``rho`` takes that
+    precision's ``gamma`` and ``u``, never the storage format's (a 16-bit
+    layer accumulating in float32 stores its decays, one storage rounding
+    per term already among the model's ``storage_ops``; multiplying the log
+    sums by the storage format's error would let errors of several percent
+    pass on long sequences).
     """
     n, D = phi_k.shape[-2], phi_q.shape[-1]  # n: the number of keys summed over
     W = (with_ones(V) if normalize else V).astype(np.float64)
@@ -118,7 +124,8 @@ def linear_family_bound(phi_q, phi_k, V, causal, dt, extra_ops, normalize, M0, l
     if log_gates is not None:
         L = -np.cumsum(log_gates.astype(np.float64), axis=-1)[..., None]  # |L_i| >= 0
         c_dt = 10.0 if dt == np.dtype(np.float64) else 6.0  # see the docstring
-        rho_dt = np.expm1(2.0 * gamma(n + 5, dt) * L) + c_dt * unit_roundoff(dt)
+        acc = dt.accumulate if isinstance(dt, RoundingModel) else dt
+        rho_dt = np.expm1(2.0 * gamma(n + 5, acc) * L) + c_dt * unit_roundoff(acc)
         rho64 = np.expm1(2.0 * gamma(n + 5, np.float64) * L) + 10.0 * unit_roundoff(np.float64)
         # absH was formed with float64 decays: the exact sums are within (1 + 2 rho64)
         absH = absH * (1.0 + 2.0 * rho64)
