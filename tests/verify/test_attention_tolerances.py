@@ -148,6 +148,7 @@ def test_gated_decays_are_bounded_in_the_accumulation_precision_not_the_storage_
     storage roundings (the old model) allowed about 25% at |L| ~ 25.
     """
     kw = dict(framework="torch", dtype="bfloat16", feature_map=elu1_np, normalize=False,
-              causal=True, decay=_gla_gates, n=256, cases=("random", "positive values"))  # fmt: skip
+              causal=True, decay=_gla_gates, n=256,
+              cases=("random", "positive values"))  # fmt: skip
     assert verify.attention(gla_style_layer(), **kw).passed
     assert not verify.attention(gla_style_layer(1.2), **kw).passed

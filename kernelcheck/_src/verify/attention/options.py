@@ -18,7 +18,7 @@ import numpy as np
 
 from kernelcheck._src.attention.registry import FAMILY_OPTIONS, SELECTING_OPTIONS, select_family
 from kernelcheck._src.core.memory import check_size
-from kernelcheck._src.core.rounding import Precision, precision
+from kernelcheck._src.core.rounding import PRODUCT_ONLY, Precision, precision
 from kernelcheck._src.core.seeds import as_seed_sequence, child_seed
 from kernelcheck._src.core.validate import (
     as_bool,
@@ -138,11 +138,18 @@ def _token_inputs_iv(family, o: dict, causal: bool, batch: tuple[int, ...]):
 
 
 def _precision_iv(framework, dtype, device, accumulate):
+    """The adapter (inputs handed over), the declared precision and the accumulation one.
+
+    A product-only format (``dtype="tf32"``: float32 inputs whose products
+    round their operands to TF32) hands the layer float32 arrays and is the
+    storage format of the error model, with float32 accumulation.
+    """
     if dtype is None:
         prec = precision("float64" if framework == "numpy" else "float32")
     else:
         prec = precision(dtype)
-    ad = adapter(framework, prec, device)
+    handed = precision("float32") if prec.name in PRODUCT_ONLY else prec
+    ad = adapter(framework, handed, device)
     try:
         acc = None if accumulate is None else precision(accumulate)
     except InvalidArgument as exc:  # precision() speaks of a dtype; this one is `accumulate`

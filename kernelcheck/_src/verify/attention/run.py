@@ -18,6 +18,7 @@ import numpy as np
 from kernelcheck._src.core.calls import call_user
 from kernelcheck._src.core.rounding import (
     PRECISIONS,
+    PRODUCT_ONLY,
     Precision,
     RoundingModel,
     model_for_data,
@@ -96,18 +97,20 @@ def rounding_model(
     declared); accumulation is ``accumulate`` (default float32 for 16-bit
     storage, else the storage precision).  A layer handed float64 inputs that
     computes in a lower precision rounds them itself: two more roundings per
-    term.  The probabilistic model judges only a case drawn at random, token
-    by token (``iid``); any other case the worst case
+    term.  ``dtype="tf32"`` (float32 arrays, products of TF32-rounded
+    operands, float32 sums) is the storage format of the model, its operand
+    roundings among the family's ``storage_ops``.  The probabilistic model
+    judges only a case drawn at random, token by token (``iid``); any other
+    case the worst case
     (:func:`~kernelcheck._src.core.rounding.model_for_data`), and the note says so.
     """
     note = ""
+    handed = run.adapter.precision
     if run.dtype is None:
         storage = precision(out_dtype)
-        handed = run.adapter.precision
     else:
         storage = run.dtype
-        handed = run.dtype
-        if out_dtype != storage.name:
+        if out_dtype not in (storage.name, handed.name):
             note = (
                 f"fn returned {out_dtype} while computing in {storage.name} (dtype=): judged "
                 f"in {storage.name}"
@@ -120,7 +123,8 @@ def rounding_model(
     model = model_for_data(acc, storage, storage_ops, failure=run.failure, terms=terms, iid=iid)
     if model.fallback:
         note = f"{note}; {model.fallback}" if note else model.fallback
-    cast_ops = 2 if handed.u < storage.u else 0
+    # a product-only format (TF32) rounds the operands of products: among storage_ops
+    cast_ops = 2 if handed.u < storage.u and storage.name not in PRODUCT_ONLY else 0
     return model, cast_ops, note
 
 
