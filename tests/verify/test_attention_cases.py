@@ -111,3 +111,24 @@ def test_chunk_boundary_and_partial_chunk_bugs_fail_the_default_call(bug):
 def test_the_long_case_crosses_every_common_block_size_and_is_a_multiple_of_none():
     assert "across blocks" in CASES
     assert ACROSS_BLOCKS > 128 and all(ACROSS_BLOCKS % b for b in (16, 32, 64, 128))
+
+
+def clamped_gates_layer(floor: float):
+    """A gated layer that clamps its gates below at ``floor`` (a log-safety habit)."""
+
+    def layer(Q, K, V, g):
+        return gated_chunked(elu1(Q), elu1(K), V, np.maximum(g, floor), chunk_size=16)
+
+    return layer
+
+
+def test_gates_near_zero_are_a_case_of_their_own():
+    """Gates clamped at 1e-3 agree with the exact ones on ordinary gates, not near 0."""
+    kw = dict(feature_map=elu1, normalize=False, causal=True, decay=_gates)
+    assert verify.attention(clamped_gates_layer(0.0), **kw).passed
+    report = verify.attention(clamped_gates_layer(1e-3), **kw)
+    failed = {c.name for c in report.failures()}
+    assert failed == {"random, gates near 0"} | {
+        name for name in failed if name.startswith("final state")
+    }
+    assert "random, gates near 1" in {c.name for c in report.cases}

@@ -101,6 +101,10 @@ class TokenInput(NamedTuple):
     per_token : bool
         False for a parameter of each head rather than of each token (RWKV-6's
         bonus ``u``): shape ``batch + (width,)``, no token axis.
+    stress : callable or None
+        ``stress(rng, shape) -> {label: values}``: values that break layers
+        (gates near 0, exactly 0, near 1), each run by ``verify.attention``
+        as a case of its own when the layer takes this input.
     """
 
     name: str
@@ -111,6 +115,7 @@ class TokenInput(NamedTuple):
     loggable: bool = False
     positive: bool = False
     per_token: bool = True
+    stress: Callable[..., dict] | None = None
 
     @property
     def trailing(self) -> int:

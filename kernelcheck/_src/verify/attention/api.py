@@ -200,8 +200,30 @@ def _run(opts: AttentionOptions) -> AttentionReport:
         run_case(opts.run, c, _extras(opts, c, np.random.default_rng(child_seed(opts.root, 1, i))))
         for i, c in enumerate(opts.cases)
     ]
+    judged += _stress_cases(opts, np.random.default_rng(child_seed(opts.root, 3)))
     checks = _extra_checks(opts, judged, np.random.default_rng(child_seed(opts.root, 2)))
     return _report(opts, [j.case for j in judged], checks)
+
+
+def _stress_cases(opts: AttentionOptions, rng: np.random.Generator) -> list:
+    """The ``random`` case again with each stress value of each per-token input handed to fn.
+
+    Only inputs the layer takes (drawn per case, not its own constants) are
+    stressed; the other per-token inputs are drawn as for any case.
+    """
+    base = next((c for c in opts.cases if c.name == "random" and not c.skip), None)
+    if base is None or base.Q is None:
+        return []
+    out = []
+    for ti in opts.run.passed:
+        if ti.stress is None:
+            continue
+        shape = _extras(opts, base, rng)[ti.name].shape
+        for label, values in ti.stress(rng, shape).items():
+            extras = _extras(opts, base, rng)
+            extras[ti.name] = np.asarray(ti.validate(values, shape, label), dtype=np.float64)
+            out.append(run_case(opts.run, base._replace(name=f"random, {label}"), extras))
+    return out
 
 
 def _extra_checks(opts: AttentionOptions, judged, rng) -> list[AttentionCase]:

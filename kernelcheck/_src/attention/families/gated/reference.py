@@ -24,8 +24,20 @@ def _sample(rng, shape):
     return rng.uniform(0.9, 1.0, size=shape)
 
 
+def _stress(rng, shape):
+    """Gates near 0 (the state forgotten at almost every token: decays below the
+    normal range within a few tokens) and gates near 1 (1 - 1e-6: decays that
+    round to 1 in 16 bits, log gates of about -1e-6 summed over the sequence)."""
+    return {
+        "gates near 0": rng.uniform(1e-6, 1e-3, size=shape),
+        "gates near 1": 1.0 - rng.uniform(0.0, 1e-6, size=shape),
+    }
+
+
 #: The gates ``g_t`` in (0, 1], one per token and head, supplied by ``decay=``.
-GATES = TokenInput("gates", "decay", _gates, sample=_sample, loggable=True, positive=True)
+GATES = TokenInput(
+    "gates", "decay", _gates, sample=_sample, loggable=True, positive=True, stress=_stress
+)
 
 
 class GatedSpec(FeatureSpec):
