@@ -148,6 +148,30 @@ class Adapter:
             arr = jax.device_put(arr, self.device)
         return arr
 
+    def to_framework_int(self, x: np.ndarray) -> Any:
+        """Integers (sequence offsets, ...) as an int64 array of the framework (int32 in jax).
+
+        Parameters
+        ----------
+        x : numpy.ndarray
+            The integers.
+
+        Returns
+        -------
+        numpy.ndarray, torch.Tensor or jax.Array
+        """
+        ints = np.asarray(x, dtype=np.int64)
+        if self.framework == "numpy":
+            return ints.copy()
+        if self.framework == "torch":
+            return self.module.tensor(ints, device=self.device)
+        arr = self.module.asarray(ints.astype(np.int32))
+        if self.device is not None:
+            import jax
+
+            arr = jax.device_put(arr, self.device)
+        return arr
+
     def to_numpy(self, value: Any, name: str = "output") -> tuple[np.ndarray, str]:
         """A layer's output read back: float64 values and the name of the format it came in.
 

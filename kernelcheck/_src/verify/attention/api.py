@@ -44,7 +44,12 @@ from kernelcheck._src.verify.attention.checks import (
     state_reader,
     takes,
 )
-from kernelcheck._src.verify.attention.options import AttentionOptions, attention_options
+from kernelcheck._src.verify.attention.options import (
+    AttentionOptions,
+    attention_options,
+    offsets_iv,
+)
+from kernelcheck._src.verify.attention.reference import PACKED
 from kernelcheck._src.verify.attention.report import AttentionCase, AttentionReport
 from kernelcheck._src.verify.attention.run import Run, run_case
 
@@ -73,7 +78,21 @@ def _extras(opts: AttentionOptions, case: Case, rng: np.random.Generator) -> dic
                 # one value per head, the same for every token: a token axis before the width's
                 value = np.expand_dims(value, ti.axis)
             out[ti.name] = np.broadcast_to(value, shape).copy()
+    packed = _offsets(opts, n, rng)
+    if packed is not None:
+        out[PACKED] = packed
     return out
+
+
+def _offsets(opts: AttentionOptions, n: int, rng: np.random.Generator):
+    """The case's sequence offsets: as given, or ``offsets(rng, n)`` checked; None unpacked."""
+    given = opts.run.offsets
+    if given is None:
+        return None
+    if not callable(given):
+        return np.asarray(given, dtype=np.int64)
+    drawn = call_user(given, "`offsets`", rng, n)
+    return offsets_iv(drawn, "offsets(rng, n)", n)
 
 
 @honours_timeout
@@ -82,7 +101,7 @@ def attention(
     normalize: bool = True, scale: Any = None, stabilizer: float | None = None,
     feature_ops: int | None = None, seed: Any = 0, n: int = 16, d: int | None = None,
     d_v: int | None = None, batch_shape: tuple = (), layout: str = "...nd",
-    qk_heads: int | None = None, cases: Any = None, inputs: Any = None,
+    qk_heads: int | None = None, offsets: Any = None, cases: Any = None, inputs: Any = None,
     dtype: Any = None, framework: str = "numpy", device: Any = None, accumulate: Any = None,
     error_model: str = "worst-case", failure_probability: float = 1e-9, state: bool = False,
     read_state: Any = None, state_layout: str = "key-major", check_causality: bool = True,
@@ -128,6 +147,8 @@ def attention(
         The layout of the arrays handed to ``fn``.
     qk_heads : int, default None
         Query/key heads when fewer than the value heads ``batch_shape[-1]``.
+    offsets : sequence of int or callable, default None
+        Packed sequences: ``cu_seqlens`` (handed to ``fn`` by that name), or ``offsets(rng, n)``.
     cases : str or list of str, default None
         Case names to run (None: all).
     inputs : (Q, K, V), default None
@@ -173,19 +194,16 @@ def attention(
 
     Examples
     --------
-    >>> import numpy as np
     >>> from kernelcheck import verify
-    >>> def unnormalised(Q, K, V):   # forgot to divide by the row sums
-    ...     S = Q @ K.T / np.sqrt(Q.shape[-1])
-    ...     return np.exp(S - S.max(axis=-1, keepdims=True)) @ V
-    >>> report = verify.attention(unnormalised)
-    >>> report.passed, "missing normaliser" in report.failures()[0].diagnosis
-    (False, True)
+    >>> from kernelcheck.attention import softmax
+    >>> verify.attention(lambda Q, K, V: softmax(Q, K, V, causal=True), causal=True).passed
+    True
     """
     opts = attention_options(
         fn, kernel=kernel, feature_map=feature_map, causal=causal, normalize=normalize,
         scale=scale, stabilizer=stabilizer, feature_ops=feature_ops, seed=seed, n=n, d=d,
-        d_v=d_v, batch_shape=batch_shape, layout=layout, qk_heads=qk_heads, cases=cases,
+        d_v=d_v, batch_shape=batch_shape, layout=layout, qk_heads=qk_heads, offsets=offsets,
+        cases=cases,
         inputs=inputs, dtype=dtype, framework=framework, device=device, accumulate=accumulate,
         error_model=error_model, failure_probability=failure_probability, state=state,
         read_state=read_state, state_layout=state_layout, check_causality=check_causality,

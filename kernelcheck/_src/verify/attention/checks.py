@@ -27,6 +27,7 @@ from kernelcheck._src.core.calls import call_user
 from kernelcheck._src.verify.adapters import round_to
 from kernelcheck._src.verify.attention.cases import from_layout, to_layout
 from kernelcheck._src.verify.attention.jacobian import feature_jacobians, through_features
+from kernelcheck._src.verify.attention.reference import PACKED
 from kernelcheck._src.verify.attention.report import AttentionCase, failed_case, skipped_case
 from kernelcheck._src.verify.attention.run import (
     Judged,
@@ -206,20 +207,26 @@ def final_state_check(run: Run, j0: Judged, read) -> AttentionCase:
     form = run.reference.family.state_form
     if form is None:  # the options were validated: state=True needs a family with a state
         raise InvalidArgument(f"{spec.describe()} has no recurrent state")
-    lead = spec.state_arguments(j0.args)
-    _, ref_state = form.call(*lead, causal=True, normalize=spec.normalize, return_state=True)
+    pieces = run.reference.for_case(j0.extras).pieces(j0.args)
+    refs, bounds = [], []
+    for args in pieces:  # packed sequences: one final state per sequence, stacked first
+        _, ref_state = form.call(*spec.state_arguments(args), causal=True,
+                                 normalize=spec.normalize, return_state=True)  # fmt: skip
+        refs.append(_state_matrix(ref_state))
+        bounds.append(spec.state_bound(args, j0.model, args[0].shape[-2]))
+    packed = PACKED in j0.extras
+    refM = np.stack(refs) if packed else refs[0]
+    bound = np.stack(bounds) if packed else bounds[0]
     try:
         state = read(j0.state)
     except InvalidArgument:
         raise
     except Exception as exc:  # noqa: BLE001 - the user's converter failed: a finding
         return failed_case(name, shape, f"reading the state raised {type(exc).__name__}: {exc}")
-    refM, gotS = _state_matrix(ref_state), _state_matrix(state)
-    if gotS is None or refM is None or gotS.shape != refM.shape:
-        got_shape = None if gotS is None else gotS.shape
-        want = None if refM is None else refM.shape
-        return failed_case(name, shape, f"state of shape {got_shape}, expected {want}")
-    return compare(name, shape, gotS, refM, spec.state_bound(j0.args, j0.model, j0.Q.shape[-2]))
+    gotS = _state_matrix(state)
+    if gotS.shape != refM.shape:
+        return failed_case(name, shape, f"state of shape {gotS.shape}, expected {refM.shape}")
+    return compare(name, shape, gotS, refM, bound)
 
 
 def _state_matrix(state: State):
@@ -243,8 +250,12 @@ def _split_check(run, j0) -> AttentionCase:
     """Prefill half the tokens, then the rest but two, then the last two one at a time.
 
     The layer's own state object is handed back to it as it returned it; the
-    converter only reads it (to compare with the reference).
+    converter only reads it (to compare with the reference).  Packed
+    sequences: the first sequence alone, each piece handed over as one
+    sequence of its own.
     """
+    if PACKED in j0.extras:
+        j0 = _first_sequence(run, j0)
     Q, K, V, g = j0.Q, j0.K, j0.V, j0.extras
     n, shape = Q.shape[-2], tuple(Q.shape)
     name = f"state hand-over ({j0.case.name})"
@@ -284,8 +295,23 @@ def _split_check(run, j0) -> AttentionCase:
 
 
 def _take_tokens(run: Run, extras, a: int, b: int) -> dict:
-    """Tokens ``a:b`` of every per-token input."""
-    return {ti.name: ti.take(extras[ti.name], a, b) for ti in run.reference.family.token_inputs}
+    """Tokens ``a:b`` of every per-token input (packed: one sequence of ``b - a`` tokens)."""
+    out = {ti.name: ti.take(extras[ti.name], a, b) for ti in run.reference.family.token_inputs}
+    if PACKED in extras:
+        out[PACKED] = np.array([0, b - a])
+    return out
+
+
+def _first_sequence(run: Run, j0: Judged) -> Judged:
+    """The judged case cut to its first packed sequence (its reference and tolerance too)."""
+    end = int(j0.extras[PACKED][1])
+    args = run.reference.for_case(j0.extras).pieces(j0.args)[0]
+    assert j0.reference is not None and j0.tolerance is not None  # a judged case
+    extras = _take_tokens(run, j0.extras, 0, end)
+    return j0._replace(
+        Q=j0.Q[..., :end, :], K=j0.K[..., :end, :], V=j0.V[..., :end, :], extras=extras,
+        reference=j0.reference[..., :end, :], tolerance=j0.tolerance[..., :end, :], args=args,
+    )  # fmt: skip
 
 
 def chunk_size_checks(run: Run, j0: Judged, sizes=(1, 3, 16)) -> list[AttentionCase]:
@@ -322,6 +348,8 @@ def _layer_vjp(run: Run, Q, K, V, extras, G, vjp):
     """
     a = run.adapter
     kwargs = {**(run.fn_kwargs or {}), **({"initial_state": None} if run.state else {})}
+    if extras.get(PACKED) is not None:
+        kwargs[PACKED] = run.adapter.to_framework_int(extras[PACKED])
     extra = token_arguments(run, extras)
     cot = to_layout(round_to(G, a.precision), run.layout)
     if a.framework == "torch":
@@ -408,7 +436,8 @@ def grad_checks(run: Run, j0: Judged, rng: np.random.Generator, vjp=None) -> lis
     unchecked = [g for g in ("dQ", "dK", "dV") if g not in spec.gradients]
     reason = spec.gradients_not_checked
     jacobians = _feature_jacobians(run, j0) if spec.feature_gradients else {}
-    for name, index, r, t in spec.vjp(j0.args, j0.kw, j0.Q, j0.K, j0.V, G, j0.model):
+    reference = run.reference.for_case(j0.extras)
+    for name, index, r, t in reference.vjp(j0.args, j0.kw, j0.Q, j0.K, j0.V, G, j0.model):
         if index < 2 and spec.feature_gradients:
             J = jacobians[index]
             if J is None:

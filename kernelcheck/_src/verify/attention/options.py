@@ -233,6 +233,9 @@ def attention_options(fn, **o) -> AttentionOptions:
     ref = _reference_iv(o, family)
     root = as_seed_sequence(o["seed"])
     n = as_int(o["n"], "n", minimum=2)
+    offsets = _packed_iv(o["offsets"], o["inputs"])
+    if offsets is not None and not callable(offsets):
+        n = int(offsets[-1])  # the cases run at the offsets' length
     fixed_d = o["d"] is not None
     d = 8 if o["d"] is None else as_int(o["d"], "d", minimum=1)
     d_v = d if o["d_v"] is None else as_int(o["d_v"], "d_v", minimum=1)
@@ -255,6 +258,8 @@ def attention_options(fn, **o) -> AttentionOptions:
         _check_case_sizes(n, d, d_v, batch)
         rng = np.random.default_rng(child_seed(root, 0))
         cases = generate_cases(rng, n, d, d_v, batch, fixed_d=fixed_d, names=names)
+        if offsets is not None and not callable(offsets):
+            cases = [_packed_length(c, n) for c in cases]
     seed = o["seed"]
     seed_value = (
         int(seed) if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool) else None
@@ -271,7 +276,7 @@ def attention_options(fn, **o) -> AttentionOptions:
         failure=failure if error_model == "probabilistic" else None,
         passed=tuple(ti for ti in family.token_inputs if ti.name in samplers),
         seed_value=seed_value, state=state, fn_kwargs=dict(fn_kwargs or {}),
-        log_gates=as_bool(o["log_gates"], "log_gates"), qk_group=group,
+        log_gates=as_bool(o["log_gates"], "log_gates"), qk_group=group, offsets=offsets,
     )  # fmt: skip
     check = as_bool(o["check_causality"], "check_causality")
     grad = as_bool(o["grad"], "grad")
@@ -299,6 +304,61 @@ def _feature_pair(feature_map) -> tuple[Any, Any] | None:
         )
     check_callable(feature_map, "feature_map")
     return feature_map, feature_map
+
+
+def _packed_length(case: Case, n: int) -> Case:
+    """A generated case of another length than fixed offsets give is skipped, saying so."""
+    if case.Q is None or case.Q.shape[-2] == n:
+        return case
+    reason = f"packed sequences: the offsets give every case n = {n} tokens"
+    return Case(case.name, None, None, None, reason)
+
+
+def _packed_iv(offsets, inputs):
+    """``offsets``: None, a sampler ``offsets(rng, n)``, or fixed offsets (checked here)."""
+    if offsets is None or callable(offsets):
+        return offsets
+    arr = offsets_iv(offsets, "offsets")
+    if inputs is not None and len(inputs) == 3 and np.shape(inputs[0])[-2] != arr[-1]:
+        raise InvalidArgument(
+            f"`offsets` must end at the length of the user inputs, "
+            f"{np.shape(inputs[0])[-2]}, got {arr.tolist()}"
+        )
+    return arr
+
+
+def offsets_iv(value, name: str, n: int | None = None) -> np.ndarray:
+    """Sequence offsets (``cu_seqlens``): integers ``0 = o_0 < o_1 < ... < o_N`` (``= n``).
+
+    Parameters
+    ----------
+    value : sequence of int
+        The offsets.
+    name : str
+        The option's name for messages.
+    n : int, optional
+        The number of tokens they must partition.
+
+    Returns
+    -------
+    numpy.ndarray of int64
+    """
+    arr = np.asarray(value)
+    if arr.ndim != 1 or arr.size < 2 or arr.dtype.kind not in "iu":
+        raise InvalidArgument(
+            f"`{name}` must be a 1-D sequence of at least two integers (cu_seqlens), got {value!r}"
+        )
+    arr = arr.astype(np.int64)
+    if arr[0] != 0 or not np.all(np.diff(arr) > 0):
+        raise InvalidArgument(
+            f"`{name}` must start at 0 and increase strictly (one sequence between two "
+            f"offsets), got {arr.tolist()}"
+        )
+    if n is not None and arr[-1] != n:
+        raise InvalidArgument(
+            f"`{name}` must end at the number of tokens n = {n}, got {arr.tolist()}"
+        )
+    return arr
 
 
 def _qk_group_iv(qk_heads, batch: tuple[int, ...], inputs) -> int:

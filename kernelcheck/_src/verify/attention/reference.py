@@ -23,7 +23,11 @@ from kernelcheck._src.attention.common.spec import SpecOptions
 from kernelcheck._src.attention.registry import Family, select_family
 from kernelcheck._src.core.rounding import RoundingModel, gamma
 
-__all__ = ["Reference", "scale_option"]
+__all__ = ["Reference", "PackedReference", "PACKED", "scale_option"]
+
+#: The key of a case's sequence offsets among its per-token inputs, and the keyword
+#: ``fn`` gets them by (flash-linear-attention's name).
+PACKED = "cu_seqlens"
 
 
 class Reference:
@@ -126,6 +130,19 @@ class Reference:
             tol = tol + self._stabilizer_rounding(reference)
         return tol
 
+    def vjp(self, args, kw, Q, K, V, G, model) -> list:
+        """The family's reference gradients (see its specification's ``vjp``)."""
+        return self.spec.vjp(args, kw, Q, K, V, G, model)
+
+    def pieces(self, args) -> list[tuple]:
+        """The form's arguments of each sequence: one sequence, as they are."""
+        return [args]
+
+    def for_case(self, extras) -> Reference | PackedReference:
+        """This reference, or the packed one when the case's tokens hold several sequences."""
+        offsets = extras.get(PACKED)
+        return self if offsets is None else PackedReference(self, offsets)
+
     def normalizers(self, args, kw) -> np.ndarray:
         """The reference's normalisers, shape (..., n, 1) (float64)."""
         report = self.form.call(*args, causal=self.causal, on_bad_normalizer="report", **kw)
@@ -139,6 +156,81 @@ class Reference:
         the normaliser (``eps >= 0``).
         """
         return np.abs(reference) * gamma(4)
+
+
+class PackedReference:
+    """The reference of packed sequences: each one on its own, the results joined.
+
+    ``offsets`` (``cu_seqlens``: ``0 = o_0 < o_1 < ... < o_N = n``) cut the
+    tokens into N sequences; no state leaks from one to the next, so the
+    reference output, its tolerance and its gradients are the plain
+    reference's on each piece, concatenated along the tokens, and the final
+    states are stacked, one per sequence.
+
+    Parameters
+    ----------
+    reference : Reference
+        The reference of one sequence.
+    offsets : numpy.ndarray of int
+        The sequences' boundaries.
+    """
+
+    def __init__(self, reference: Reference, offsets: np.ndarray):
+        self.plain = reference
+        self.offsets = [int(o) for o in offsets]
+        self.family, self.spec, self.form = reference.family, reference.spec, reference.form
+        self.causal, self.stabilizer = reference.causal, reference.stabilizer
+
+    def __getattr__(self, name: str):
+        return getattr(self.plain, name)
+
+    def pieces(self, args) -> list[tuple]:
+        """The form's arguments of each sequence (per-token inputs cut, the others as they are)."""
+        by_name = {ti.name: ti for ti in self.family.token_inputs}
+        out = []
+        for a, b in zip(self.offsets[:-1], self.offsets[1:], strict=True):
+            head = tuple(x[..., a:b, :] for x in args[:3])
+            rest = tuple(
+                by_name[name].take(x, a, b) if name in by_name else x
+                for name, x in zip(self.form.requires, args[3:], strict=True)
+            )
+            out.append(head + rest)
+        return out
+
+    def output(self, args, kw):
+        return np.concatenate([self.plain.output(p, kw) for p in self.pieces(args)], axis=-2)
+
+    def tolerance(self, args, kw, model, cast_ops: int, reference, d: int) -> np.ndarray:
+        parts = []
+        for p, (a, b) in zip(self.pieces(args), zip(self.offsets[:-1], self.offsets[1:]),
+                             strict=True):  # fmt: skip
+            parts.append(self.plain.tolerance(p, kw, model, cast_ops, reference[..., a:b, :], d))
+        return np.concatenate(parts, axis=-2)
+
+    def largest_intermediates(self, args, kw) -> tuple[float, float]:
+        sizes = [self.plain.largest_intermediates(p, kw) for p in self.pieces(args)]
+        return max(s[0] for s in sizes), max(s[1] for s in sizes)
+
+    def normalizers(self, args, kw) -> np.ndarray:
+        return np.concatenate([self.plain.normalizers(p, kw) for p in self.pieces(args)], axis=-2)
+
+    def vjp(self, args, kw, Q, K, V, G, model) -> list:
+        """The family's reference gradients of each sequence, joined along the tokens."""
+        joined: dict = {}
+        bounds = list(zip(self.offsets[:-1], self.offsets[1:], strict=True))
+        for p, (a, b) in zip(self.pieces(args), bounds, strict=True):
+            cut = (Q[..., a:b, :], K[..., a:b, :], V[..., a:b, :], G[..., a:b, :])
+            for name, index, r, t in self.spec.vjp(p, kw, *cut, model):
+                joined.setdefault((name, index), []).append((r, t))
+        return [
+            (
+                name,
+                index,
+                np.concatenate([r for r, _ in rt], -2),
+                np.concatenate([t for _, t in rt], -2),
+            )
+            for (name, index), rt in joined.items()
+        ]
 
 
 def scale_option(scale: Any):

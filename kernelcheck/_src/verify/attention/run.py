@@ -32,7 +32,7 @@ from kernelcheck._src.verify.attention.cases import (
     to_layout,
 )
 from kernelcheck._src.verify.attention.diagnosis import diagnose
-from kernelcheck._src.verify.attention.reference import Reference
+from kernelcheck._src.verify.attention.reference import PACKED, Reference
 from kernelcheck._src.verify.attention.report import AttentionCase, failed_case, skipped_case
 from kernelcheck.errors import BadNormalizer, InvalidArgument, NumericalFailure
 
@@ -65,6 +65,7 @@ class Run(NamedTuple):
     fn_kwargs: dict | None = None  # passed to every call of fn
     log_gates: bool = False  # hand fn log(g) instead of g (fla's convention)
     qk_group: int = 1  # value heads per query/key head (grouped heads: Q, K have fewer)
+    offsets: Any = None  # packed sequences: a list of offsets, or a sampler offsets(rng, n)
 
 
 class Judged(NamedTuple):
@@ -157,11 +158,17 @@ def grouped(run: Run, X: np.ndarray) -> np.ndarray:
 
 
 def call_layer(run: Run, Q, K, V, extras, **kwargs):
-    """``fn`` on the rounded inputs, as the layer's framework arrays in its layout."""
+    """``fn`` on the rounded inputs, as the layer's framework arrays in its layout.
+
+    Packed sequences hand the layer their offsets as ``cu_seqlens=``, an
+    integer array of its framework.
+    """
     a = run.adapter
     Q, K = layer_heads(run, Q), layer_heads(run, K)
     args = [a.to_framework(to_layout(X, run.layout)) for X in (Q, K, V)]
     args += token_arguments(run, extras)
+    if extras.get(PACKED) is not None:
+        kwargs[PACKED] = a.to_framework_int(extras[PACKED])
     return call_fn(run.fn, "`fn`", *args, **{**(run.fn_kwargs or {}), **kwargs})
 
 
@@ -276,12 +283,14 @@ def _rounded(run: Run, case: Case, extras):
             # a gate of 1 - 2^-12 rounds to 1 in bfloat16 (fine); one below the range would be 0
             values = np.where(values > 0, values, np.nextafter(0.0, 1.0, dtype=np.float64))
         rounded[ti.name] = values
+    if PACKED in extras:
+        rounded[PACKED] = extras[PACKED]
     return Q, K, V, rounded
 
 
 def run_case(run: Run, case: Case, extras) -> Judged:
     """Run ``fn`` on one case and judge its output (a skipped or failed case is not an error)."""
-    ref_obj = run.reference
+    ref_obj = run.reference.for_case(extras)
     if case.skip or case.Q is None:
         return _judged(skipped_case(case.name, (), case.skip))
     shape = tuple(case.Q.shape)
@@ -323,7 +332,7 @@ def run_case(run: Run, case: Case, extras) -> Judged:
         )
         return Judged(c, Q, K, V, g, ref, tol, model, args, kw, None, _state_of(run, returned))
     result = compare(case.name, shape, got, ref, tol, note)
-    if result.passed is False:
+    if result.passed is False and PACKED not in g:
         diagnosis = diagnose(ref_obj.spec, args, kw, got, tol, g, ref)
         result = dataclasses.replace(result, diagnosis=diagnosis)
     return Judged(result, Q, K, V, g, ref, tol, model, args, kw, got, _state_of(run, returned))
