@@ -82,3 +82,21 @@ def test_the_complex_step_refuses_a_map_that_is_not_analytic():
     expected = np.where(X > 0, 1.0, np.exp(np.minimum(X, 0.0)))
     assert np.allclose(np.diagonal(J, axis1=-2, axis2=-1), expected, rtol=4e-16, atol=0)
     assert np.count_nonzero(J - np.diagonal(J, axis1=-2, axis2=-1)[..., None] * np.eye(3)) == 0
+
+
+def test_the_gradient_check_leaves_the_users_module_as_it_was():
+    """Gradients are taken with respect to the inputs only: no ``.grad`` lands on parameters."""
+
+    class Layer(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.scale = torch.nn.Parameter(torch.tensor(1.0))
+
+        def forward(self, Q, K, V):
+            w = torch.softmax(self.scale * Q @ K.transpose(-1, -2) / Q.shape[-1] ** 0.5, dim=-1)
+            return w @ V
+
+    module = Layer()
+    report = verify.attention(module, framework="torch", grad=True, cases=("random",))
+    assert report.passed, report.details()
+    assert module.scale.grad is None and module.training

@@ -341,54 +341,78 @@ def chunk_size_checks(run: Run, j0: Judged, sizes=(1, 3, 16)) -> list[AttentionC
 
 
 def _layer_vjp(run: Run, Q, K, V, extras, G, vjp):
-    """The layer's gradients of ``<G, out>`` with respect to Q, K, V, from its framework.
+    """The layer's gradients of ``<G, out>``: ``[dQ, dK, dV, *d(per-token inputs handed)]``.
 
-    The forward and backward pass run as one call through :func:`call_fn`
-    (the ``timeout=`` and the check that the gradients are real numbers).
+    torch and jax differentiate with respect to the arrays kernelcheck
+    hands over, never through ``.backward()`` into the user's module (its
+    parameters' ``.grad`` stay as they were); a NumPy layer's ``vjp`` gives
+    ``(dQ, dK, dV)``.  The forward and backward pass run as one call through
+    :func:`call_fn` (the ``timeout=`` and the check that the gradients are
+    real numbers).
     """
     a = run.adapter
     kwargs = {**(run.fn_kwargs or {}), **({"initial_state": None} if run.state else {})}
     if extras.get(PACKED) is not None:
         kwargs[PACKED] = run.adapter.to_framework_int(extras[PACKED])
-    extra = token_arguments(run, extras)
     cot = to_layout(round_to(G, a.precision), run.layout)
+    qkv = (layer_heads(run, Q), layer_heads(run, K), V)
     if a.framework == "torch":
         import torch
 
         def torch_vjp(*ts):
-            out = output_of(run, run.fn(*ts, *extra, **kwargs))
-            out.backward(a.to_framework(cot).to(out.dtype))
-            return tuple(t.grad if t.grad is not None else torch.zeros_like(t) for t in ts)
+            out = output_of(run, run.fn(*ts, **kwargs))
+            grads = torch.autograd.grad(
+                out, ts, grad_outputs=a.to_framework(cot).to(out.dtype), allow_unused=True
+            )
+            return tuple(torch.zeros_like(t) if g is None else g for t, g in zip(ts, grads))
 
-        qkv = (layer_heads(run, Q), layer_heads(run, K), V)
         ts = [a.to_framework(to_layout(X, run.layout), requires_grad=True) for X in qkv]
+        ts += [t.requires_grad_(True) for t in token_arguments(run, extras)]
         grads = call_fn(torch_vjp, "`fn` (its backward pass)", *ts)
     elif a.framework == "jax":
         import jax
 
         def jax_vjp(*xs):
-            def f(q, k, v):
-                return output_of(run, run.fn(q, k, v, *extra, **kwargs))
-
-            out, pull = jax.vjp(f, *xs)
+            out, pull = jax.vjp(lambda *ys: output_of(run, run.fn(*ys, **kwargs)), *xs)
             return tuple(pull(a.to_framework(cot).astype(out.dtype)))
 
-        qkv = (layer_heads(run, Q), layer_heads(run, K), V)
         xs = [a.to_framework(to_layout(X, run.layout)) for X in qkv]
-        grads = call_fn(jax_vjp, "`fn` (its backward pass)", *xs)
+        grads = call_fn(jax_vjp, "`fn` (its backward pass)", *xs, *token_arguments(run, extras))
     else:
         if vjp is None:
             return None
-        qkv = (layer_heads(run, Q), layer_heads(run, K), V)
         grads = call_fn(
             vjp, "`vjp`", *(to_layout(X.copy(), run.layout) for X in qkv),
             to_layout(G, run.layout),
         )  # fmt: skip
     out = []
-    for grad in grads:
+    for i, grad in enumerate(grads):
         arr, _ = a.to_numpy(grad, "gradient")
-        out.append(from_layout(arr, run.layout) if run.layout == "bnhd" else arr)
+        if i < 3:
+            out.append(from_layout(arr, run.layout) if run.layout == "bnhd" else arr)
+        else:  # a per-token input's gradient, back from the layer's layout
+            out.append(run.passed[i - 3].to_layout(arr, run.layout))
     return out
+
+
+def _token_gradient(run: Run, got, extras, index: int, r, t):
+    """The layer's gradient of the family's per-token input ``index - 3``, and the reference's.
+
+    None when the layer was not handed that input (a constant of its own).
+    The family's reference differentiates a loggable input (the gates) in
+    its logarithm; a layer handed the values themselves gives ``dg``, so
+    the reference and its tolerance are divided by ``g`` (exact enough:
+    one rounding, far below the tolerance).
+    """
+    ti = run.reference.family.token_inputs[index - 3]
+    names = [p.name for p in run.passed]
+    if ti.name not in names or len(got) <= 3 + names.index(ti.name):
+        return None
+    g_ = got[3 + names.index(ti.name)]
+    if ti.loggable and not run.log_gates:
+        values = extras[ti.name]
+        r, t = r / values, t / values
+    return g_, r, t
 
 
 def _feature_jacobians(run: Run, j0: Judged) -> dict:
@@ -448,7 +472,13 @@ def grad_checks(run: Run, j0: Judged, rng: np.random.Generator, vjp=None) -> lis
                 )
                 continue
             r, t = through_features(J, r, t, j0.model, spec.extra_ops(j0.Q.shape[-1]) // 2)
-        g_ = got[index]
+        if index >= 3:
+            taken = _token_gradient(run, got, j0.extras, index, r, t)
+            if taken is None:
+                continue
+            g_, r, t = taken
+        else:
+            g_ = got[index]
         if index < 2 and run.qk_group > 1:  # a query/key head's gradient sums its group's
             r, t = _group_sum(run, r), _group_sum(run, t)
         case = f"gradient {name} ({j0.case.name})"
