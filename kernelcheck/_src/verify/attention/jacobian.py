@@ -140,8 +140,18 @@ def _complex_step_jacobians(phi: Callable, flat: np.ndarray) -> np.ndarray | Non
     return J
 
 
+#: Rows on which central differences check the complex step (a piece that is not
+#: analytic, such as ``abs``, is wrong at almost every row, so a sample finds it).
+_CHECKED_ROWS = 64
+
+
 def _differences_agree(phi: Callable, flat: np.ndarray, a: int, Ja: np.ndarray, base) -> bool:
-    """Central differences in coordinate ``a`` agree with ``Ja`` to ``1e-4 (|J| + |phi| + 1)``."""
+    """Central differences in coordinate ``a`` agree with ``Ja`` to ``1e-4 (|J| + |phi| + 1)``.
+
+    On the first :data:`_CHECKED_ROWS` rows.
+    """
+    rows = slice(0, _CHECKED_ROWS)
+    flat, Ja, base = flat[rows], Ja[rows], base[rows]
     s = 1e-5 * (1.0 + np.abs(flat[:, a]))
     up, down = flat.copy(), flat.copy()
     up[:, a] += s
