@@ -12,6 +12,7 @@ __all__ = [
     "InfiniteFeatureSpace",
     "BadNormalizer",
     "NumericalFailure",
+    "Inconclusive",
 ]
 
 
@@ -58,3 +59,41 @@ class NumericalFailure(ArithmeticError):
     Raised instead of returning overflowed, underflowed or NaN results; the
     message gives the reason and, where there is one, the remedy.
     """
+
+
+class Inconclusive(Exception):
+    """A check could not decide: raised by the ``assert_*`` twins of :mod:`kernelcheck.testing`.
+
+    Not an :class:`AssertionError`: an inconclusive verdict does not say the
+    code under test is wrong, only that the evidence (trials, sizes, the
+    regime of an asymptotic law) cannot decide.  The message is the
+    result's one line and what to do; pass ``allow_inconclusive=True`` to a
+    twin to get the result back instead.
+
+    Parameters
+    ----------
+    message : str
+        The result's line and its details.
+    result : object, default None
+        The inconclusive result.
+    advice : str, default ""
+        What to do to get a verdict (more trials, another seed, other sizes).
+
+    Attributes
+    ----------
+    result : object
+        The inconclusive result (its ``to_dict()`` has the numbers).
+    advice : str
+        What to do to get a verdict.
+
+    Examples
+    --------
+    >>> from kernelcheck.errors import Inconclusive
+    >>> issubclass(Inconclusive, AssertionError)
+    False
+    """
+
+    def __init__(self, message: str, result=None, advice: str = ""):
+        super().__init__(message)
+        self.result = result
+        self.advice = advice

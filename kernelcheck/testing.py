@@ -1,7 +1,13 @@
-"""pytest assertions: each verifier's twin raises ``AssertionError`` with its report.
+"""pytest assertions: each verifier's twin returns its result or raises.
 
-The message says what failed, where, by how much and against what tolerance
-(and where that tolerance came from).  Each returns the report when it passes.
+A verified result is returned.  A refuted one raises ``AssertionError``
+whose first line is ``"refuted: "`` and the first failing place (what
+failed, where, by how much and against what tolerance), followed by the
+result's one line and its evidence.  An inconclusive one raises
+:class:`kernelcheck.errors.Inconclusive` -- not an ``AssertionError``: the
+code under test was not shown wrong -- whose message says what to do (more
+trials, another seed, larger m); ``allow_inconclusive=True`` returns the
+result instead.  kernelcheck's own frames are hidden from pytest's traceback.
 
 * :func:`assert_psd` -- :func:`kernelcheck.check_psd` (C5);
 * :func:`assert_kernel` -- :func:`kernelcheck.verify.kernel` (C5, C6);
@@ -12,12 +18,14 @@ The message says what failed, where, by how much and against what tolerance
   (C16).
 """
 
-from kernelcheck._src.psd.ladder import assert_psd
 from kernelcheck._src.verify.attention.api import assert_attention_matches
-from kernelcheck._src.verify.kernels.feature_map import assert_feature_map
-from kernelcheck._src.verify.kernels.kernel import assert_kernel
-from kernelcheck._src.verify.random_features.attention import assert_random_feature_attention
-from kernelcheck._src.verify.unbiased.api import assert_unbiased
+from kernelcheck._src.verify.twins import (
+    assert_feature_map,
+    assert_kernel,
+    assert_psd,
+    assert_random_feature_attention,
+    assert_unbiased,
+)
 
 __all__ = [
     "assert_psd",

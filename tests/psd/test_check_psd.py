@@ -23,9 +23,10 @@ import pytest
 
 from kernelcheck import Gaussian, InvalidArgument
 from kernelcheck._src.psd.highprec import MPMATH_MAX_N
-from kernelcheck._src.psd.ladder import assert_psd
 from kernelcheck._src.psd.tolerance import default_tolerance
+from kernelcheck.errors import Inconclusive
 from kernelcheck.psd import Verdict, check_psd
+from kernelcheck.testing import assert_psd
 from tests.psd import sylvester
 from tests.psd.oracle import assert_witness, hilbert, reference_kind
 
@@ -368,7 +369,7 @@ def test_result_is_frozen_json_and_reads_as_a_verdict():
         r.verdict = Verdict.POSITIVE_DEFINITE  # type: ignore[misc]
     d = json.loads(r.to_json())
     assert d["verdict"] == "not_psd" and d["tol"]["source"]
-    assert str(r).startswith("NOT_PSD (certified")
+    assert str(r).startswith("refuted: not positive semi-definite (certified")
 
 
 def test_assert_psd_message_says_what_where_how_much_tolerance():
@@ -389,7 +390,7 @@ def test_inconclusive_result_fields_and_text():
     assert r.verdict is Verdict.INCONCLUSIVE and r.certified is False and r.is_psd is False
     assert r.eigenvalue_interval() == (-math.inf, math.inf)
     text = str(r)
-    assert text.startswith("INCONCLUSIVE (") and text.endswith(": " + r.reason)
+    assert text.startswith("inconclusive: undecided (") and text.endswith(": " + r.reason)
     assert r.symmetrized is False
     # at tol = 0 no certificate of K + tol I is attempted; the method is the last rung
     n = MPMATH_MAX_N + 2
@@ -435,10 +436,11 @@ def test_assert_psd_message_quotes_the_witness_support_and_margin(k, tol):
 def test_psd_result_str_reads_as_the_verdict():
     pd = check_psd(np.eye(2))
     text = str(pd)
-    assert text.startswith("POSITIVE_DEFINITE (certified by cholesky; n=2")
+    assert text.startswith("verified: positive definite (certified by cholesky; n=2")
     assert text.endswith(")") and pd.reason not in text
     # a forced eigh whose estimate is clear is certified by the Cholesky rung ...
-    assert str(check_psd(np.eye(3), method="eigh")).startswith("POSITIVE_DEFINITE (certified by")
+    eye = str(check_psd(np.eye(3), method="eigh"))
+    assert eye.startswith("verified: positive definite (certified by")
     # ... and an estimate that decides nothing says so
     est = check_psd(np.ones((3, 3)), method="eigh")
     assert not est.certified and "(estimated by eigh;" in str(est)
@@ -453,14 +455,16 @@ def test_assert_psd_passes_psd_and_reports_witness_or_inconclusive():
     with pytest.raises(AssertionError) as info:
         assert_psd(np.array([[1.0, 2.0], [2.0, 1.0]]))
     text = str(info.value)
+    assert text.startswith("refuted: K (2 x 2) is not PSD within tol")
     ref = check_psd(np.array([[1.0, 2.0], [2.0, 1.0]]))
     assert "witness v on indices [0, 1]" in text and f"(exact {ref.witness_value_exact})" in text
     assert f"decided by the {ref.method} rung" in text
     K = np.array([[1.0, 1.0], [1.0, 1.0]])
     r = check_psd(K, tol=0, method="exact", max_exact_n=0)
     assert r.verdict is Verdict.INCONCLUSIVE
-    with pytest.raises(AssertionError, match="inconclusive"):
+    with pytest.raises(Inconclusive, match="^inconclusive: undecided") as info:
         assert_psd(K, tol=0, method="exact", max_exact_n=0)
+    assert not isinstance(info.value, AssertionError) and info.value.result.verdict is r.verdict
     assert assert_psd(K, tol=0, method="exact", max_exact_n=0, allow_inconclusive=True) is not None
 
 

@@ -55,7 +55,7 @@ def test_mercer_features_reproduce_psd_corpus_and_refuse_the_rest(i):
     assert F.rank == int((F.eigenvalues > F.threshold.value).sum())
     assert np.allclose(F.gram(), K, atol=F.error_bound + F.residual)
     assert not F.phi.flags.writeable
-    assert "Phi" in str(F) and ("PASSED" in str(F))
+    assert "Phi" in str(F) and str(F).startswith("verified: ")
 
 
 def test_mercer_threshold_dropping_and_bound():
@@ -79,10 +79,10 @@ def test_mercer_features_str_and_failed_verdict():
     from kernelcheck._src.psd.mercer import MercerFeatures
 
     F = mercer_features(np.diag([4.0, 1.0, 0.0]))
-    assert str(F).startswith("PASSED: Phi (3 x 2) reproduces K with max residual ")
+    assert str(F).startswith("verified: Phi (3 x 2) reproduces K with max residual ")
     assert " <= bound " in str(F)
     failed = MercerFeatures(F.phi, F.rank, F.eigenvalues, Tolerance(0.0, "t"), 1.0, 0.5, False)
-    assert str(failed) == "FAILED: Phi (3 x 2) reproduces K with max residual 1 > bound 0.5"
+    assert str(failed) == "refuted: Phi (3 x 2) reproduces K with max residual 1 > bound 0.5"
 
 
 def test_mercer_features_refuse_an_overflowing_error_bound():

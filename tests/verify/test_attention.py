@@ -309,7 +309,7 @@ def test_undefined_reference_cases_are_skipped():
 def test_report_contents_and_json():
     report = verify.attention(_softmax_layer(scale_fn=lambda d: 1.0), seed=3)
     text = str(report)
-    assert text.startswith("FAIL") and "softmax" in text and "worst error" in text
+    assert text.startswith("refuted: ") and "softmax" in text and "worst error" in text
     data = json.loads(report.to_json())
     assert data["passed"] is False and data["seed"] == 3
     assert data["tolerance"]["source"].startswith("softmax_error_bound")
@@ -318,7 +318,7 @@ def test_report_contents_and_json():
     assert report.worst_error == worst.error and report.where == worst.where
     assert worst.error > report.tolerance.value
     good = verify.attention(_softmax_layer())
-    assert str(good).startswith("PASS") and good.worst_error <= good.tolerance.value
+    assert str(good).startswith("verified: ") and good.worst_error <= good.tolerance.value
 
 
 def test_same_seed_same_report():
@@ -342,7 +342,7 @@ def test_inputs_are_copies():
 def test_assert_twin():
     report = assert_attention_matches(_softmax_layer(), n=5, d=3)
     assert report.passed
-    with pytest.raises(AssertionError, match="FAIL") as info:
+    with pytest.raises(AssertionError, match="^refuted: case 'random'") as info:
         assert_attention_matches(_softmax_layer(normalise=False))
     assert "random" in str(info.value) and "tiny norms" in str(info.value)
 

@@ -15,8 +15,9 @@ import pytest
 
 import kernelcheck as kc
 from kernelcheck import InvalidArgument
-from kernelcheck._src.verify.kernels.kernel import KernelReport, assert_kernel
+from kernelcheck._src.verify.kernels.kernel import KernelReport
 from kernelcheck._src.verify.kernels.precision import rounding_reason
+from kernelcheck.testing import assert_kernel
 from kernelcheck.verify import kernel as verify_kernel
 from tests import catalog
 

@@ -30,13 +30,14 @@ from scipy.special import ndtr, ndtri
 from kernelcheck._src.core.rounding import gamma
 from kernelcheck._src.features.random import ESTIMATORS, PositiveRandomFeatures
 from kernelcheck._src.verify.random_features.ratio_bias import ratio_bias
-from kernelcheck._src.verify.unbiased.api import UnbiasedReport, assert_unbiased
+from kernelcheck._src.verify.unbiased.api import UnbiasedReport
 from kernelcheck._src.verify.unbiased.command import run_unbiased_cli
 from kernelcheck._src.verify.unbiased.stats import holm
 from kernelcheck._src.verify.unbiased.writer import default_points, write_report
 from kernelcheck.errors import InvalidArgument
 from kernelcheck.kernels import Exponential, Gaussian, Linear
 from kernelcheck.stats import BERRY_ESSEEN_C, root_seed_sequence, shard_seed
+from kernelcheck.testing import assert_unbiased
 from kernelcheck.verify import unbiased
 
 D, M = 4, 16
@@ -99,7 +100,7 @@ def test_broken_samplers_are_caught(broken):
 
 
 def test_assert_unbiased_raises_with_the_failing_pairs():
-    with pytest.raises(AssertionError, match="FAIL") as info:
+    with pytest.raises(AssertionError, match="^refuted: the estimate is biased at pair") as info:
         assert_unbiased(one_over_m, Exponential(), X, Y, trials=TRIALS_BROKEN, seed=0)
     assert "pair (0, 0)" in str(info.value)
 
@@ -379,9 +380,9 @@ def test_a_biased_user_sampler_fails_with_the_bias_in_its_reason():
     assert rep.counts["fail"] == len(rep.failures()) >= 1
     f = rep.failures()[0]
     assert f.mean > f.target and "rejected by Holm" in f.reason and "bias" in f.reason
-    assert "FAIL" in str(rep) and str(f).startswith(f"pair ({f.i}, {f.j}): FAIL")
+    assert str(rep).startswith("refuted: ") and str(f).startswith(f"refuted: pair ({f.i}, {f.j})")
     md = rep.to_markdown()
-    assert "**Verdict: FAIL**" in md and md.count("\n| ") >= len(rep.pairs) + 1
+    assert "**Outcome: refuted**" in md and md.count("\n| ") >= len(rep.pairs) + 1
     table = rep.table()
     assert list(table["verdict"]).count("fail") == rep.counts["fail"]
 

@@ -36,7 +36,7 @@ from kernelcheck._src.core import report as bundle
 from kernelcheck._src.core.files import as_output_folder
 from kernelcheck._src.core.outcome import Outcome, exit_code
 from kernelcheck._src.core.report import new_figure, png_bytes
-from kernelcheck._src.core.results import ResultMixin
+from kernelcheck._src.core.results import Result
 from kernelcheck._src.core.validate import check_callable, check_choice, describe
 from kernelcheck.errors import InvalidArgument
 
@@ -62,8 +62,8 @@ def exit_code_for(verdicts: Iterable[ClaimVerdict | str]) -> int:
     return exit_code(verdicts, name="verdicts")
 
 
-@dataclass(frozen=True)
-class EssayReport(ResultMixin):
+@dataclass(frozen=True, repr=False)
+class EssayReport(Result):
     """The verdicts of a run of the claim checks.
 
     Attributes

@@ -48,7 +48,7 @@ from kernelcheck._src.claims.checks import (
 )
 from kernelcheck._src.claims.checks.common import Check
 from kernelcheck._src.core.outcome import Outcome
-from kernelcheck._src.core.results import ResultMixin, to_jsonable
+from kernelcheck._src.core.results import Result, to_jsonable
 from kernelcheck._src.core.validate import check_callable, check_choice, describe
 from kernelcheck.errors import InvalidArgument
 
@@ -90,8 +90,8 @@ GROUPS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
 ClaimVerdict = Outcome
 
 
-@dataclass(frozen=True)
-class ClaimResult(ResultMixin):
+@dataclass(frozen=True, repr=False)
+class ClaimResult(Result):
     """The outcome of one claim's check.
 
     Attributes
@@ -125,7 +125,7 @@ class ClaimResult(ResultMixin):
     claim: str
     verdict: ClaimVerdict
     key_number: str
-    details: dict = field(default_factory=dict)
+    details: dict = field(default_factory=dict)  # type: ignore[assignment]  # the evidence, as data
     duration: float = 0.0
     level: str = "default"
 

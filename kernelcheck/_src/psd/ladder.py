@@ -90,7 +90,6 @@ __all__ = [
     "PSDInput",
     "check_psd",
     "check_psd_iv",
-    "assert_psd",
     "METHODS",
     "BALL_MAX_N",
     "FLINT_EXACT_MAX_N",
@@ -752,44 +751,3 @@ def _first(*rungs):
         if r is not None:
             return r
     return None
-
-
-def assert_psd(
-    K, *, tol=None, method: str = "auto", allow_inconclusive: bool = False, **kwargs
-) -> PSDResult:
-    """Assert that ``K`` is PSD within ``tol`` (pytest twin of :func:`check_psd`, claim C5).
-
-    Raises
-    ------
-    AssertionError
-        With the verdict, the rung, the witness value (``v^T K v / v^T v``, an
-        exact rational), the eigenvalue estimate and the tolerance with its
-        source.  ``INCONCLUSIVE`` fails unless ``allow_inconclusive=True``.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from kernelcheck.testing import assert_psd
-    >>> assert_psd(np.eye(3)).verdict.name
-    'POSITIVE_DEFINITE'
-    """
-    r = check_psd(K, tol=tol, method=method, **kwargs)
-    if r.is_psd or (allow_inconclusive and r.verdict is Verdict.INCONCLUSIVE):
-        return r
-    if r.verdict is Verdict.NOT_PSD:
-        v = r.witness
-        assert r.witness_value is not None  # every NOT_PSD carries a verified witness
-        support = np.flatnonzero(np.asarray([x != 0 for x in v]))
-        where = f"on indices {support[:8].tolist()}{'...' if support.size > 8 else ''}"
-        msg = (
-            f"K ({r.n} x {r.n}) is not PSD within tol = {r.tol.value:.3g} ({r.tol.source}): "
-            f"witness v {where} has v^T K v / v^T v = {r.witness_value:.6g} "
-            f"(exact {r.witness_value_exact}), "
-            f"below -tol by {-(r.witness_value + r.tol.value):.3g}; "
-            f"decided by the {r.method} rung"
-        )
-        if math.isfinite(r.min_eigenvalue):
-            msg += f"; lambda_min ~ {r.min_eigenvalue:.6g}"
-    else:
-        msg = f"PSD check of K ({r.n} x {r.n}) is inconclusive: {r.reason} (tol = {r.tol})"
-    raise AssertionError(msg)

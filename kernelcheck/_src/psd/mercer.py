@@ -20,8 +20,7 @@ import numpy as np
 import scipy.linalg
 
 from kernelcheck._src.core.calls import call_user
-from kernelcheck._src.core.outcome import Outcome, outcome_of
-from kernelcheck._src.core.results import ResultMixin
+from kernelcheck._src.core.results import Result
 from kernelcheck._src.core.rounding import Tolerance
 from kernelcheck._src.core.validate import as_array, as_points, describe
 from kernelcheck._src.kernels.featuremap import FeatureMap
@@ -32,8 +31,8 @@ from kernelcheck.errors import InvalidArgument, NumericalFailure
 __all__ = ["MercerFeatures", "mercer_features", "Nystrom"]
 
 
-@dataclass(frozen=True)
-class MercerFeatures(ResultMixin):
+@dataclass(frozen=True, repr=False)
+class MercerFeatures(Result):
     """Features ``Phi`` (n, r) with ``Phi Phi^T = K`` within an error model (claim C6).
 
     Attributes
@@ -65,17 +64,11 @@ class MercerFeatures(ResultMixin):
     error_bound: float
     passed: bool
 
-    @property
-    def outcome(self) -> Outcome:
-        """Verified when ``Phi Phi^T`` reproduces ``K`` within the tolerance, else refuted."""
-        return outcome_of(self.passed)
-
-    def __str__(self) -> str:
+    def _text(self) -> str:
         n = self.phi.shape[0]
-        verdict = "PASSED" if self.passed else "FAILED"
         op = "<=" if self.passed else ">"
         return (
-            f"{verdict}: Phi ({n} x {self.rank}) reproduces K with max residual "
+            f"Phi ({n} x {self.rank}) reproduces K with max residual "
             f"{self.residual:.3g} {op} bound {self.error_bound:.3g}"
         )
 

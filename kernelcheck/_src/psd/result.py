@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from kernelcheck._src.core.outcome import Outcome
-from kernelcheck._src.core.results import ResultMixin
+from kernelcheck._src.core.results import Result
 from kernelcheck._src.core.rounding import Tolerance
 
 __all__ = ["Verdict", "PSDResult"]
@@ -54,8 +54,17 @@ class Verdict(enum.Enum):
         return Outcome.REFUTED if self is Verdict.NOT_PSD else Outcome.INCONCLUSIVE
 
 
-@dataclass(frozen=True)
-class PSDResult(ResultMixin):
+#: How the one line of a :class:`PSDResult` words each verdict after its outcome.
+VERDICT_WORDS = {
+    Verdict.POSITIVE_DEFINITE: "positive definite",
+    Verdict.POSITIVE_SEMIDEFINITE: "positive semi-definite",
+    Verdict.NOT_PSD: "not positive semi-definite",
+    Verdict.INCONCLUSIVE: "undecided",
+}
+
+
+@dataclass(frozen=True, repr=False)
+class PSDResult(Result):
     """The verdict of :func:`~kernelcheck.psd.check_psd` with its evidence (claim C5).
 
     Attributes
@@ -134,12 +143,12 @@ class PSDResult(ResultMixin):
         """The verdict in the one outcome vocabulary (see :attr:`Verdict.outcome`)."""
         return self.verdict.outcome
 
-    def __bool__(self) -> bool:
-        return self.is_psd
-
-    def __str__(self) -> str:
+    def _text(self) -> str:
         cert = "certified" if self.certified else "estimated"
-        text = f"{self.verdict.name} ({cert} by {self.method}; n={self.n}, tol={self.tol.value:.3g}"
+        text = (
+            f"{VERDICT_WORDS[self.verdict]} ({cert} by {self.method}; n={self.n}, "
+            f"tol={self.tol.value:.3g}"
+        )
         low, high = self.eigenvalue_interval()
         if math.isfinite(low) or math.isfinite(high):
             text += f", lambda_min in [{low:.3g}, {high:.3g}]"
@@ -151,6 +160,29 @@ class PSDResult(ResultMixin):
         if self.verdict is Verdict.INCONCLUSIVE and self.reason:
             text += f": {self.reason}"
         return text
+
+    def first_failure(self) -> str:
+        """For ``NOT_PSD``: the witness, its support and how far below ``-tol`` it lies.
+
+        Returns
+        -------
+        str
+            Empty for the other verdicts.
+        """
+        if self.verdict is not Verdict.NOT_PSD or self.witness_value is None:
+            return ""
+        support = np.flatnonzero(np.asarray([x != 0 for x in self.witness]))
+        where = f"on indices {support[:8].tolist()}{'...' if support.size > 8 else ''}"
+        return (
+            f"K ({self.n} x {self.n}) is not PSD within tol = {self.tol.value:.3g} "
+            f"({self.tol.source}): witness v {where} has v^T K v / v^T v = "
+            f"{self.witness_value:.6g} (exact {self.witness_value_exact}), below -tol by "
+            f"{-(self.witness_value + self.tol.value):.3g}; decided by the {self.method} rung"
+        )
+
+    def advice(self) -> str:
+        """For ``INCONCLUSIVE``: why no rung decided (:attr:`reason`), else empty."""
+        return self.reason if self.verdict is Verdict.INCONCLUSIVE else ""
 
     def eigenvalue_interval(self) -> tuple[float, float]:
         """``(low, high)`` containing ``lambda_min(K)``, rounded outward.

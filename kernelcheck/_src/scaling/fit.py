@@ -25,7 +25,7 @@ import numpy as np
 
 from kernelcheck._src.core.memory import check_size
 from kernelcheck._src.core.outcome import Outcome
-from kernelcheck._src.core.results import ResultMixin
+from kernelcheck._src.core.results import Result
 from kernelcheck._src.core.seeds import as_rng
 from kernelcheck._src.core.validate import (
     as_array,
@@ -54,8 +54,8 @@ STATISTICS = ("median", "min")
 FIT_METHODS = ("theil-sen", "bootstrap", "rounds")
 
 
-@dataclass(frozen=True, eq=False)
-class ExponentFit(ResultMixin):
+@dataclass(frozen=True, eq=False, repr=False)
+class ExponentFit(Result):
     """A fitted power law ``value ~ exp(intercept) * n**slope`` with an interval.
 
     Attributes

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from kernelcheck._src.core.outcome import Outcome, exit_code
-from kernelcheck._src.core.results import ResultMixin
+from kernelcheck._src.core.results import Result
 from kernelcheck._src.scaling.fit import ExponentFit, verdict_outcome
 from kernelcheck._src.scaling.measure import Measurement, plot_measurements
 
@@ -25,8 +25,8 @@ __all__ = ["FormScaling", "ScalingReport", "TITLE"]
 TITLE = "softmax against linear attention"
 
 
-@dataclass(frozen=True, eq=False)
-class FormScaling(ResultMixin):
+@dataclass(frozen=True, eq=False, repr=False)
+class FormScaling(Result):
     """One attention form's measurement, fits and verdict inside a :class:`ScalingReport`.
 
     Attributes
@@ -109,8 +109,8 @@ def _fmt_range(r: tuple[float, float] | None) -> str:
     return "-" if r is None else f"[{r[0]:.2f}, {r[1]:.2f}]"
 
 
-@dataclass(frozen=True, eq=False)
-class ScalingReport(ResultMixin):
+@dataclass(frozen=True, eq=False, repr=False)
+class ScalingReport(Result):
     """Measured exponents of softmax and linear attention (claims C2, C3, C11).
 
     Attributes

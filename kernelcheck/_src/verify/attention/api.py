@@ -349,13 +349,35 @@ def _precision_text(run: Run) -> str:
     return f"inputs handed over in {p.name}; storage {storage}, accumulation {acc}; {model}"
 
 
-def assert_attention_matches(fn: Any, **kwargs: Any) -> AttentionReport:
+def assert_attention_matches(
+    fn: Any, *, allow_inconclusive: bool = False, **kwargs: Any
+) -> AttentionReport:
     """Assert that ``fn`` matches the reference attention; the pytest twin of :func:`attention`.
 
-    Takes the arguments of :func:`attention`.  Returns the report when it
-    passes, else raises ``AssertionError`` whose message is the report's
-    verdict followed by one line per case; kernelcheck's own frames are
-    hidden from pytest's traceback.
+    Parameters
+    ----------
+    fn : callable
+        The layer, as for :func:`attention`.
+    allow_inconclusive : bool, default False
+        Return a report that could judge no case instead of raising
+        :class:`~kernelcheck.errors.Inconclusive`.
+    **kwargs
+        The keyword arguments of :func:`attention`.
+
+    Returns
+    -------
+    AttentionReport
+        The report, when every judged case and check passes.
+
+    Raises
+    ------
+    AssertionError
+        When a case or check fails: the first line is ``"refuted: "`` and the
+        first failing case with its output index, error and tolerance (and
+        the known bug shape it matches), then the report's line and one line
+        per case.  kernelcheck's own frames are hidden from pytest's traceback.
+    kernelcheck.errors.Inconclusive
+        When no case could be judged (unless ``allow_inconclusive``).
 
     Examples
     --------
@@ -365,8 +387,10 @@ def assert_attention_matches(fn: Any, **kwargs: Any) -> AttentionReport:
     >>> assert_attention_matches(layer, causal=True).passed
     True
     """
+    from kernelcheck._src.core.results import assert_result
+    from kernelcheck._src.core.validate import as_bool
+
     __tracebackhide__ = True
+    allow_inconclusive = as_bool(allow_inconclusive, "allow_inconclusive")
     report = attention(fn, **kwargs)
-    if not report.passed:
-        raise AssertionError(f"{report}\n{report.details()}")
-    return report
+    return assert_result(report, allow_inconclusive=allow_inconclusive)

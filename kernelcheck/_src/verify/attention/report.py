@@ -6,14 +6,14 @@ import math
 from dataclasses import dataclass
 
 from kernelcheck._src.core.outcome import Outcome
-from kernelcheck._src.core.results import ResultMixin
+from kernelcheck._src.core.results import Result
 from kernelcheck._src.core.rounding import Tolerance
 
 __all__ = ["AttentionCase", "AttentionReport"]
 
 
-@dataclass(frozen=True)
-class AttentionCase(ResultMixin):
+@dataclass(frozen=True, repr=False)
+class AttentionCase(Result):
     """One input (or one extra check) and how ``fn`` did on it.
 
     Attributes
@@ -59,11 +59,10 @@ class AttentionCase(ResultMixin):
     detectable: float = math.nan
     diagnosis: str = ""
 
-    def __str__(self) -> str:
+    def _text(self) -> str:
         if self.passed is None:
             return f"{self.name}: skipped ({self.note})"
-        verdict = "ok" if self.passed else "FAIL"
-        text = f"{self.name} {self.shape}: {verdict}, largest error {self.max_error:.3g}"
+        text = f"{self.name} {self.shape}: largest error {self.max_error:.3g}"
         if self.max_error_at is not None:
             text += f" at {self.max_error_at}"
         if self.where is not None:
@@ -79,6 +78,28 @@ class AttentionCase(ResultMixin):
             text += f"; diagnosis: {self.diagnosis}"
         return text
 
+    def first_failure(self) -> str:
+        """Where this case fails: the entry, its error against its tolerance, the note.
+
+        Returns
+        -------
+        str
+            Empty unless the case failed.
+        """
+        if self.passed is not False:
+            return ""
+        text = f"case '{self.name}' (Q of shape {self.shape})"
+        if self.where is not None and math.isfinite(self.error):
+            text += (
+                f" at output index {self.where}: |fn - reference| = {self.error:.3g} > "
+                f"tolerance {self.tolerance:.3g} ({self.ratio:.3g}x)"
+            )
+        if self.note:
+            text += f": {self.note}"
+        if self.diagnosis:
+            text += f"; diagnosis: {self.diagnosis}"
+        return text
+
 
 def failed_case(name: str, shape: tuple, note: str) -> AttentionCase:
     """A case the user's function failed outright (raised, or returned unusable output)."""
@@ -90,8 +111,8 @@ def skipped_case(name: str, shape: tuple, note: str) -> AttentionCase:
     return AttentionCase(name, shape, None, math.nan, math.nan, math.nan, None, math.nan, note)
 
 
-@dataclass(frozen=True)
-class AttentionReport(ResultMixin):
+@dataclass(frozen=True, repr=False)
+class AttentionReport(Result):
     """Report of :func:`attention`: does ``fn`` match the reference form?
 
     Attributes
@@ -164,11 +185,10 @@ class AttentionReport(ResultMixin):
         """The cases and checks that could not be judged."""
         return tuple(c for c in (*self.cases, *self.checks) if c.passed is None)
 
-    def __str__(self) -> str:
+    def _text(self) -> str:
         kind = "causal" if self.causal else "bidirectional"
         judged = sum(c.passed is not None for c in self.cases)
-        head = "PASS" if self.passed else ("FAIL" if self.failures() else "INCONCLUSIVE")
-        text = f"{head}: fn vs {self.reference} ({kind}) on {judged} cases"
+        text = f"fn vs {self.reference} ({kind}) on {judged} cases"
         if self.checks:
             text += f" and {sum(c.passed is not None for c in self.checks)} checks"
         if self.worst_case is not None and self.where is not None:
@@ -194,6 +214,24 @@ class AttentionReport(ResultMixin):
         if judged == 0:
             text += "; no case could be judged"
         return text
+
+    def first_failure(self) -> str:
+        """The first failing case or check, where and by how much ("" when none failed).
+
+        Returns
+        -------
+        str
+        """
+        failed = self.failures()
+        return failed[0].first_failure() if failed else ""
+
+    def advice(self) -> str:
+        """For a run that judged nothing: why the cases were skipped; else empty."""
+        if self.outcome is not Outcome.INCONCLUSIVE:
+            return ""
+        notes = sorted({c.note for c in self.skipped() if c.note})
+        why = f" (skipped: {notes[0]})" if notes else ""
+        return f"no case could be judged{why}: give inputs the reference is defined on"
 
     def details(self) -> str:
         """One line per case and check, then the notes."""

@@ -14,8 +14,7 @@ import numpy as np
 
 from kernelcheck._src.core.calls import call_user
 from kernelcheck._src.core.deadline import honours_timeout
-from kernelcheck._src.core.outcome import Outcome, outcome_of
-from kernelcheck._src.core.results import ResultMixin
+from kernelcheck._src.core.results import Result
 from kernelcheck._src.core.rounding import Tolerance, default_feature_ops, feature_product_bound
 from kernelcheck._src.core.validate import (
     as_array,
@@ -32,8 +31,8 @@ from kernelcheck.errors import InvalidArgument
 __all__ = ["feature_map", "FeatureMapReport"]
 
 
-@dataclass(frozen=True)
-class FeatureMapReport(ResultMixin):
+@dataclass(frozen=True, repr=False)
+class FeatureMapReport(Result):
     """Outcome of :func:`feature_map`.
 
     Attributes
@@ -50,6 +49,8 @@ class FeatureMapReport(ResultMixin):
         (i, j) of the worst entry relative to its tolerance.
     worst_ratio : float
         ``|error| / tolerance`` at that entry (``<= 1`` means within).
+    kernel_value, feature_value : float
+        ``k(x_i, y_j)`` and ``phi(x_i) . phi(y_j)`` at that entry.
     tolerance : Tolerance
         The largest entry of the entrywise tolerance and its error model.
     """
@@ -68,12 +69,7 @@ class FeatureMapReport(ResultMixin):
     feature_value: float
     tolerance: Tolerance
 
-    @property
-    def outcome(self) -> Outcome:
-        """Verified when every entry is within its tolerance, else refuted."""
-        return outcome_of(self.passed)
-
-    def __str__(self) -> str:
+    def _text(self) -> str:
         verdict = "reproduces" if self.passed else "does NOT reproduce"
         i, j = self.worst_index
         return (
@@ -82,6 +78,26 @@ class FeatureMapReport(ResultMixin):
             f"{self.feature_value:.6g} vs {self.kernel_value:.6g}, "
             f"{self.worst_ratio:.3g} x its tolerance"
         )
+
+    def first_failure(self) -> str:
+        """The worst entry: ``phi(x_i) . phi(y_j)`` against ``k(x_i, y_j)`` and its tolerance.
+
+        Returns
+        -------
+        str
+            Empty when the report passes.
+        """
+        if self.passed:
+            return ""
+        i, j = self.worst_index
+        return (
+            f"phi(X)[{i}] . phi(Y)[{j}] = {self.feature_value:.6g} but k(X[{i}], Y[{j}]) = "
+            f"{self.kernel_value:.6g}: {self.worst_ratio:.3g} x its tolerance"
+        )
+
+    def details(self) -> str:
+        """The tolerance and the error model it came from."""
+        return f"tolerance: {self.tolerance}"
 
 
 def _apply(phi, X: np.ndarray, name: str) -> np.ndarray:
@@ -201,21 +217,3 @@ def feature_map(
         feature_value=float(F[worst]),
         tolerance=tolerance,
     )
-
-
-def assert_feature_map(
-    phi, X, Y=None, *, kernel: Kernel | None = None, feature_ops=None
-) -> FeatureMapReport:
-    """pytest twin of :func:`feature_map`: raise ``AssertionError`` with the report.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from kernelcheck import Linear
-    >>> from kernelcheck.testing import assert_feature_map
-    >>> _ = assert_feature_map(Linear().features(), np.eye(3))
-    """
-    report = feature_map(phi, X, Y, kernel=kernel, feature_ops=feature_ops)
-    if not report.passed:
-        raise AssertionError(str(report) + f"; tolerance {report.tolerance}")
-    return report

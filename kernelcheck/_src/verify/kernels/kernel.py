@@ -37,7 +37,7 @@ import scipy.optimize
 
 from kernelcheck._src.core.deadline import honours_timeout
 from kernelcheck._src.core.outcome import Outcome, outcome_of
-from kernelcheck._src.core.results import ResultMixin
+from kernelcheck._src.core.results import Result
 from kernelcheck._src.core.rounding import Tolerance
 from kernelcheck._src.core.seeds import child_seed
 from kernelcheck._src.core.validate import (
@@ -80,8 +80,8 @@ _CONFIRM = 3
 VERDICTS = ("psd", "rounding", "violation", "no_counterexample", "inconclusive")
 
 
-@dataclass(frozen=True)
-class KernelReport(ResultMixin):
+@dataclass(frozen=True, repr=False)
+class KernelReport(Result):
     """What :func:`kernel` found (claims C5, C6).
 
     Attributes
@@ -136,9 +136,6 @@ class KernelReport(ResultMixin):
     restarts: int = 0
     reason: str = ""
 
-    def __bool__(self) -> bool:
-        return self.passed
-
     @property
     def outcome(self) -> Outcome:
         """``violation`` refuted, ``inconclusive`` inconclusive, every other verdict verified."""
@@ -146,14 +143,60 @@ class KernelReport(ResultMixin):
             return Outcome.INCONCLUSIVE
         return outcome_of(self.passed)
 
-    def __str__(self) -> str:
-        head = "PASSED" if self.passed else "FAILED"
-        text = f"{head}: {self.kernel} -- {self.verdict} ({self.mode}"
+    def _text(self) -> str:
+        text = f"{self.kernel} -- {self.verdict} ({self.mode}"
         if self.points is not None:
             text += f", {self.points.shape[0]} points in R^{self.points.shape[1]}"
         if self.witness_value is not None:
             text += f", v^T G v / v^T v = {self.witness_value:.3g}"
         return text + f"): {self.reason}"
+
+    def first_failure(self) -> str:
+        """For a violation: the witness points' count and ``v^T G v / v^T v`` against ``-tol``.
+
+        Returns
+        -------
+        str
+            Empty unless the verdict is ``"violation"``.
+        """
+        if self.verdict != "violation" or self.points is None:
+            return ""
+        tol = "" if self.tol is None else f" < -tol = {-self.tol.value:.3g}"
+        value = "" if self.witness_value is None else f" = {self.witness_value:.6g}"
+        return (
+            f"{self.kernel} is not a kernel: on {self.points.shape[0]} points in "
+            f"R^{self.points.shape[1]} (below) the witness v has v^T G v / v^T v{value}{tol}"
+        )
+
+    def advice(self) -> str:
+        """For an inconclusive report: why, and what to try; else empty."""
+        if self.outcome is not Outcome.INCONCLUSIVE:
+            return ""
+        if self.mode == "search":
+            return "search again with a larger budget or another seed"
+        return "evaluate the Gram in higher precision (a kernel with _mp) or use fewer points"
+
+    def details(self) -> str:
+        """The points, the witness, ``v^T G v / v^T v`` per precision, the tolerance, the budget."""
+        lines = []
+        if self.points is not None:
+            pts = np.array2string(np.asarray(self.points), precision=6, threshold=40)
+            lines.append(f"points ({self.points.shape[0]} x {self.points.shape[1]}):\n{pts}")
+        if self.witness is not None:
+            lines.append(
+                "witness v = "
+                + np.array2string(np.asarray(self.witness, dtype=float), precision=6, threshold=40)
+            )
+        if self.ladder:
+            lines.append(
+                "v^T G v / v^T v by precision: "
+                + ", ".join(f"{p}: {v:.6g}" for p, v in self.ladder)
+            )
+        if self.tol is not None:
+            lines.append(f"tolerance on lambda_min: {self.tol}")
+        if self.budget:
+            lines.append(f"budget: {self.budget}")
+        return "\n".join(lines)
 
     def shrinks(self) -> bool | None:
         """Whether the witness value is >= 0 or moved toward it as precision rose.
@@ -740,45 +783,3 @@ def kernel(
         return _points_report(k, X, symmetrize=symmetrize, extra=note)
     rep = _search(k, dim, seed, budget, executor, explore, space)
     return dataclasses.replace(rep, reason=rep.reason + note) if note else rep
-
-
-def assert_kernel(kernel_, X=None, **kwargs) -> KernelReport:
-    """Assert that ``kernel_`` is a kernel (pytest twin of :func:`kernel`, claims C5, C6).
-
-    Raises
-    ------
-    AssertionError
-        With the verdict, the witness points and vector, the value
-        ``v^T G v / v^T v`` at each precision of the ladder and the tolerance
-        with its source.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from kernelcheck import Linear
-    >>> from kernelcheck.testing import assert_kernel
-    >>> assert_kernel(Linear(), np.eye(3)).passed
-    True
-    """
-    rep = kernel(kernel_, X, **kwargs)
-    if rep.passed:
-        return rep
-    lines = [f"{rep.kernel} is not shown to be a kernel: {rep.verdict} ({rep.mode} mode)"]
-    if rep.points is not None:
-        pts = np.array2string(np.asarray(rep.points), precision=6, threshold=40)
-        lines.append(f"points ({rep.points.shape[0]} x {rep.points.shape[1]}):\n{pts}")
-    if rep.witness is not None:
-        lines.append(
-            "witness v = "
-            + np.array2string(np.asarray(rep.witness, dtype=float), precision=6, threshold=40)
-        )
-    if rep.ladder:
-        lines.append(
-            "v^T G v / v^T v by precision: " + ", ".join(f"{p}: {v:.6g}" for p, v in rep.ladder)
-        )
-    if rep.tol is not None:
-        lines.append(f"tolerance on lambda_min: {rep.tol}")
-    if rep.budget:
-        lines.append(f"budget: {rep.budget}")
-    lines.append(rep.reason)
-    raise AssertionError("\n".join(lines))

@@ -25,7 +25,7 @@ from kernelcheck._src.attention.families.kernelized.forms import kernelized
 from kernelcheck._src.core.calls import call_user
 from kernelcheck._src.core.deadline import current_deadline, honours_timeout, within_deadline
 from kernelcheck._src.core.outcome import Outcome, outcome_of
-from kernelcheck._src.core.results import ResultMixin
+from kernelcheck._src.core.results import Result
 from kernelcheck._src.core.rounding import gamma
 from kernelcheck._src.core.seeds import child_seed
 from kernelcheck._src.core.validate import (
@@ -53,7 +53,6 @@ from kernelcheck.errors import InvalidArgument, NumericalFailure
 __all__ = [
     "random_feature_attention",
     "RandomFeatureAttentionReport",
-    "assert_random_feature_attention",
 ]
 
 _PROBE_PATH = 7  # child of the root seed used by the one probe call
@@ -107,8 +106,8 @@ def _call_layer(fn, Q, K, V, m, rng, dtype_out: list) -> np.ndarray:
     return a.ravel()
 
 
-@dataclass(frozen=True)
-class RandomFeatureAttentionReport(ResultMixin):
+@dataclass(frozen=True, repr=False)
+class RandomFeatureAttentionReport(Result):
     """Report of :func:`random_feature_attention`.
 
     Attributes
@@ -207,37 +206,78 @@ class RandomFeatureAttentionReport(ResultMixin):
         sigma = median_finite(self.asymptotic_bias_se) * math.sqrt(self.trials)
         return float(trials_to_detect(sigma, bias, self.critical, float(ndtri(self.power))))
 
-    def __str__(self) -> str:
-        rms = float(np.sqrt(np.mean(self.exact**2)))
+    def _worst(self) -> tuple[int, ...]:
         k = int(np.argmax(np.where(np.isnan(self.z), -1.0, self.z)))  # an infinite z is the worst
-        worst = np.unravel_index(k, self.z.shape)
-        head = (
-            f"random-feature attention: {self.verdict.upper()} -- bias at m -> inf "
+        return tuple(int(i) for i in np.unravel_index(k, self.z.shape))
+
+    def _text(self) -> str:
+        rms = float(np.sqrt(np.mean(self.exact**2)))
+        worst = self._worst()
+        return (
+            f"random-feature attention: bias at m -> inf "
             f"{self.asymptotic_bias[worst]:.3g} +- {self.asymptotic_bias_se[worst]:.2g} at output "
-            f"{tuple(int(i) for i in worst)} (z = {self.z[worst]:.3g}; exact RMS {rms:.3g}); "
+            f"{worst} (z = {self.z[worst]:.3g}; exact RMS {rms:.3g}); "
             f"C16 law beta/m + gamma/m^2: beta = {self.beta:.3g} +- {self.beta_se:.2g}, "
             f"fit p = {self.gof_p:.3g}; {self.trials} redraws per m, m = {self.num_features}; "
             f"detects an asymptotic bias of {self.detectable_bias:.2g} "
             f"({100 * self.detectable_relative:.2g}% of the RMS output, median entry) "
             f"with probability {self.power:g}"
         )
+
+    def advice(self) -> str:
+        """What to do when the report does not pass, in one sentence ("" when it passes)."""
         if self.passed:
-            return head
+            return ""
         if self.inconclusive:
             return (
-                f"{head}.  Not judged: the smallest m ({min(self.num_features)}) is below the "
-                f"relative variance {self.relative_variance:.3g} of one feature, where the 1/m "
-                f"expansion does not hold yet: use m well above it"
+                f"the smallest m ({min(self.num_features)}) is below the relative variance "
+                f"{self.relative_variance:.3g} of one feature, where the 1/m expansion does not "
+                "hold yet: use m well above it"
             )
         if _exact_miss(self.rejected, self.asymptotic_bias_se):
             return (
-                f"{head}.  The output does not vary over redraws at an entry that differs from "
-                "the exact output beyond rounding: an exact difference, not a statistical one"
+                "the output does not vary over redraws at an entry that differs from the exact "
+                "output beyond rounding: an exact difference, not a statistical one"
             )
         return (
-            f"{head}.  A correct layer fails at rate {self.alpha:g}: confirm with more trials "
+            f"a correct layer fails at rate {self.alpha:g}: confirm with more trials "
             f"or another seed (about {format_trials(self.trials_to_confirm)} redraws per m)"
         )
+
+    def first_failure(self) -> str:
+        """The most significant rejected entry, or the rejected C16 law ("" when none).
+
+        Returns
+        -------
+        str
+        """
+        if self.inconclusive or self.passed:
+            return ""
+        if self.rejected.any():
+            i, e = self._worst()
+            return (
+                f"output ({i}, {e}) is biased at m -> inf: {self.asymptotic_bias[i, e]:.3g} +- "
+                f"{self.asymptotic_bias_se[i, e]:.2g} (z = {self.z[i, e]:.3g}; exact "
+                f"{self.exact[i, e]:.6g})"
+            )
+        return f"the bias does not follow beta/m + gamma/m^2 (fit p = {self.gof_p:.3g})"
+
+    def details(self) -> str:
+        """The rejected entries (at most 20), and the C16 law when it is rejected."""
+        lines = []
+        idx = np.argwhere(self.rejected)
+        for i, e in idx[:20]:
+            lines.append(
+                f"  output ({i}, {e}): exact {self.exact[i, e]:.6g}, bias at m -> inf "
+                f"{self.asymptotic_bias[i, e]:.3g} +- {self.asymptotic_bias_se[i, e]:.2g}"
+            )
+        if len(idx) > 20:
+            lines.append(f"  ... and {len(idx) - 20} more entries")
+        if self.law_rejected:
+            lines.append(
+                f"  the bias does not follow beta/m + gamma/m^2 (fit p = {self.gof_p:.3g})"
+            )
+        return "\n".join(lines)
 
 
 class _Args(NamedTuple):
@@ -445,56 +485,3 @@ def _relative_variance(a: _Args) -> float:
     s = ((a.Q[:, None, :] + a.K[None, :, :]) ** 2).sum(axis=-1)
     with np.errstate(over="ignore"):
         return float(np.expm1(a.kernel.scale * s).max())
-
-
-def assert_random_feature_attention(
-    fn, Q, K, V, *, allow_inconclusive: bool = False, **kwargs
-) -> RandomFeatureAttentionReport:
-    """pytest twin of :func:`random_feature_attention`: raise ``AssertionError`` unless it passes.
-
-    Parameters
-    ----------
-    fn, Q, K, V, **kwargs
-        As for :func:`random_feature_attention` (``seed`` is required).
-    allow_inconclusive : bool
-        Return an inconclusive report (a test rejected before the 1/m regime)
-        instead of failing, as :func:`kernelcheck.testing.assert_psd` does.
-
-    Raises
-    ------
-    AssertionError
-        With the one-line verdict (the largest asymptotic bias, the C16 fit,
-        and how many redraws a confirming run needs) and the rejected entries.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> def biased(Q, K, V, m, rng):   # the features of another kernel: exp(q . k / 2)
-    ...     W = rng.standard_normal((m, Q.shape[1])) / np.sqrt(2)
-    ...     phi = lambda X: np.exp(X @ W.T - (X * X).sum(1, keepdims=True) / 4)
-    ...     fq, fk = phi(Q), phi(K)
-    ...     return (fq @ (fk.T @ V)) / (fq @ fk.sum(0))[:, None]
-    >>> Q, K = 0.5 * np.eye(2), 0.5 * np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
-    >>> V = np.eye(3)[:, :2]
-    >>> try:
-    ...     assert_random_feature_attention(biased, Q, K, V, trials=300, seed=0)
-    ... except AssertionError as e:
-    ...     print(str(e).split(" -- ")[0])
-    random-feature attention: FAIL
-    """
-    allow_inconclusive = as_bool(allow_inconclusive, "allow_inconclusive")
-    report = random_feature_attention(fn, Q, K, V, **kwargs)
-    if report.passed or (allow_inconclusive and report.inconclusive):
-        return report
-    lines = [str(report)]
-    idx = np.argwhere(report.rejected)
-    for i, e in idx[:20]:
-        lines.append(
-            f"  output ({i}, {e}): exact {report.exact[i, e]:.6g}, bias at m -> inf "
-            f"{report.asymptotic_bias[i, e]:.3g} +- {report.asymptotic_bias_se[i, e]:.2g}"
-        )
-    if len(idx) > 20:
-        lines.append(f"  ... and {len(idx) - 20} more entries")
-    if report.law_rejected:
-        lines.append(f"  the bias does not follow beta/m + gamma/m^2 (fit p = {report.gof_p:.3g})")
-    raise AssertionError("\n".join(lines))

@@ -18,8 +18,7 @@ from scipy.special import chdtrc, ndtri
 
 from kernelcheck._src.attention.families.kernelized.forms import kernelized
 from kernelcheck._src.attention.families.linear.forms import parallel
-from kernelcheck._src.core.outcome import Outcome, outcome_of
-from kernelcheck._src.core.results import ResultMixin
+from kernelcheck._src.core.results import Result
 from kernelcheck._src.core.rounding import default_feature_ops, gamma
 from kernelcheck._src.core.validate import as_int, as_points, as_probability, describe
 from kernelcheck._src.mc.engine import (
@@ -71,8 +70,8 @@ class AttentionTrials:
         return np.concatenate(outs)
 
 
-@dataclass(frozen=True)
-class RatioBiasResult(ResultMixin):
+@dataclass(frozen=True, repr=False)
+class RatioBiasResult(Result):
     """Report of :func:`ratio_bias` (claim C16).
 
     Attributes
@@ -123,14 +122,9 @@ class RatioBiasResult(ResultMixin):
     alpha: float
     sampler: str
 
-    @property
-    def outcome(self) -> Outcome:
-        """Verified when the 1/m bias is found and its model fits, else refuted."""
-        return outcome_of(self.passed)
-
-    def __str__(self) -> str:
+    def _text(self) -> str:
         return (
-            f"ratio bias (C16): {'PASS' if self.passed else 'FAIL'} -- attention output "
+            "ratio bias (C16): attention output "
             f"bias |b| = {self.bias_norm[0]:.3g} at m = {self.num_features[0]}; "
             f"b(m) = beta/m + gamma/m^2 with beta = {self.beta:.3g} +- {self.beta_se:.2g} "
             f"(z = {self.beta / self.beta_se:.3g}), fit p = {self.gof_p:.3g}; "

@@ -30,7 +30,6 @@ from kernelcheck._src.core.memory import check_size
 from kernelcheck._src.core.rounding import Tolerance
 from kernelcheck._src.core.seeds import child_seed
 from kernelcheck._src.core.validate import (
-    as_bool,
     as_int,
     as_points,
     as_probability,
@@ -56,7 +55,6 @@ from kernelcheck.errors import InvalidArgument
 
 __all__ = [
     "unbiased",
-    "assert_unbiased",
     "UnbiasedReport",
     "PairResult",
     "SweepPoint",
@@ -459,46 +457,3 @@ def _sweep(sample, a: _UnbiasedArgs, t, run: Callable) -> list[SweepPoint]:
             )
         )
     return points
-
-
-def assert_unbiased(
-    sample, target, X, Y=None, *, allow_inconclusive: bool = False, **kwargs
-) -> UnbiasedReport:
-    """pytest twin of :func:`unbiased`: raise ``AssertionError`` unless the report passes.
-
-    Parameters
-    ----------
-    sample, target, X, Y, **kwargs
-        As for :func:`unbiased` (``trials`` and ``seed`` are required).
-    allow_inconclusive : bool
-        Return an inconclusive report instead of failing (as
-        :func:`kernelcheck.testing.assert_psd` does): some pairs were untestable
-        at this number of trials, none failed.  A failing report always raises.
-
-    Raises
-    ------
-    AssertionError
-        With the one-line verdict (including what to do: the trials that would
-        decide or confirm, "confirm with more trials or another seed") and the
-        failing or untestable pairs.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from kernelcheck.kernels import Exponential
-    >>> from kernelcheck.features import PositiveRandomFeatures
-    >>> X = 1.5 * np.eye(2)   # |x + y|^2 = 9: too skewed to test with 500 trials
-    >>> rep = assert_unbiased(PositiveRandomFeatures.sampler(2, 8), Exponential(), X,
-    ...                       trials=500, seed=0, allow_inconclusive=True)
-    >>> rep.verdict
-    'inconclusive'
-    """
-    allow_inconclusive = as_bool(allow_inconclusive, "allow_inconclusive")
-    report = unbiased(sample, target, X, Y, **kwargs)
-    if report.passed or (allow_inconclusive and report.verdict == "inconclusive"):
-        return report
-    bad = report.failures() + report.untestable()
-    lines = [str(report)] + [str(p) for p in bad[:20]]
-    if len(bad) > 20:
-        lines.append(f"... and {len(bad) - 20} more pairs")
-    raise AssertionError("\n".join(lines))

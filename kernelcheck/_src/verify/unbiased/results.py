@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from kernelcheck._src.core.outcome import Outcome
-from kernelcheck._src.core.results import ResultMixin
+from kernelcheck._src.core.results import Result, ResultMixin
 from kernelcheck._src.core.rounding import Tolerance
 from kernelcheck._src.core.validate import as_real
 
@@ -46,8 +46,8 @@ def _pct(x: float) -> str:
     return "n/a" if not math.isfinite(x) else f"{100 * x:.3g}%"
 
 
-@dataclass(frozen=True)
-class PairResult(ResultMixin):
+@dataclass(frozen=True, repr=False)
+class PairResult(Result):
     """The verdict on one pair (x_i, y_j).
 
     Attributes
@@ -125,10 +125,22 @@ class PairResult(ResultMixin):
             return None
         return abs(self.mse - self.theory_mse) <= self.mse_halfwidth
 
-    def __str__(self) -> str:
+    @property
+    def passed(self) -> bool:
+        """``verdict`` is ``"pass"`` or ``"exact"``."""
+        return self.verdict in ("pass", "exact")
+
+    @property
+    def outcome(self) -> Outcome:
+        """``pass`` and ``exact`` verified, ``fail`` refuted, ``untestable`` inconclusive."""
+        if self.verdict == "untestable":
+            return Outcome.INCONCLUSIVE
+        return Outcome.VERIFIED if self.passed else Outcome.REFUTED
+
+    def _text(self) -> str:
         return (
-            f"pair ({self.i}, {self.j}): {self.verdict.upper()} -- mean {self.mean:.6g} vs "
-            f"target {self.target:.6g} (z = {self.z:.3g}, {self.test}); {self.reason}"
+            f"pair ({self.i}, {self.j}): mean {self.mean:.6g} vs target {self.target:.6g} "
+            f"(z = {self.z:.3g}, {self.test} test); {self.reason}"
         )
 
 
@@ -146,8 +158,8 @@ class SweepPoint(ResultMixin):
     theory_relative_rmse: float
 
 
-@dataclass(frozen=True)
-class UnbiasedReport(ResultMixin):
+@dataclass(frozen=True, repr=False)
+class UnbiasedReport(Result):
     """Report of :func:`~kernelcheck.verify.unbiased` (claims C13, C17, C18).
 
     Attributes
@@ -307,17 +319,32 @@ class UnbiasedReport(ResultMixin):
             f"({_pct(EXAMPLE_SMALL_BIAS)}: about {format_trials(k)})"
         )
 
-    def __str__(self) -> str:
+    def _text(self) -> str:
         c = self.counts
-        text = (
-            f"unbiased: {self.verdict.upper()} -- {len(self.pairs)} pairs "
-            f"({c.get('pass', 0)} pass, {c.get('exact', 0)} exact, {c.get('fail', 0)} fail, "
-            f"{c.get('untestable', 0)} untestable) after {self.trials} trials of "
-            f"{self.sampler} vs {self.target}; family-wise false-alarm rate {self.alpha:g} "
-            f"(Holm); {self._detectable_text()}"
+        return (
+            f"{len(self.pairs)} pairs ({c.get('pass', 0)} pass, {c.get('exact', 0)} exact, "
+            f"{c.get('fail', 0)} fail, {c.get('untestable', 0)} untestable) after "
+            f"{self.trials} trials of {self.sampler} vs {self.target}; family-wise false-alarm "
+            f"rate {self.alpha:g} (Holm); {self._detectable_text()}"
         )
-        advice = self.advice()
-        return text + (f"; {advice}" if advice else "")
+
+    def first_failure(self) -> str:
+        """The first failing pair in words ("" when none fails).
+
+        Returns
+        -------
+        str
+        """
+        failed = self.failures()
+        return f"the estimate is biased at {failed[0]._text()}" if failed else ""
+
+    def details(self) -> str:
+        """The failing and untestable pairs, one per line (at most 20)."""
+        bad = self.failures() + self.untestable()
+        lines = [str(p) for p in bad[:20]]
+        if len(bad) > 20:
+            lines.append(f"... and {len(bad) - 20} more pairs")
+        return "\n".join(lines)
 
     def table(self) -> dict[str, np.ndarray]:
         """Columns of the per-pair table as arrays."""
@@ -329,7 +356,7 @@ class UnbiasedReport(ResultMixin):
         lines = [
             "# Unbiasedness report",
             "",
-            f"**Verdict: {self.verdict.upper()}**",
+            f"**Outcome: {self.outcome}**",
             "",
             f"- sampler: `{self.sampler}`",
             f"- target kernel: `{self.target}`",
