@@ -187,9 +187,11 @@ def _check_result(K, r, tol_value):
         assert q < -Fraction(tol_value)
         assert r.witness_value == float(q)
         assert r.witness_value_exact == f"{q.numerator}/{q.denominator}"
-        # the interval's upper end is the exact quotient rounded up, never to nearest
-        high = r.eigenvalue_interval()[1]
+        # the proven upper bound is the exact quotient rounded up, never to nearest; the
+        # interval (with the eigh estimate's enclosure) lies below it
+        high = r.upper_bound
         assert Fraction(high) >= q and high <= np.nextafter(r.witness_value, np.inf)
+        assert r.eigenvalue_interval()[1] <= high
     elif r.verdict is Verdict.POSITIVE_SEMIDEFINITE:
         if r.certified:
             assert psd_t

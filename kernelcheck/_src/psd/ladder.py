@@ -103,6 +103,11 @@ BALL_MAX_N = 400
 #: bits (an integer Gram: about a second at n = 300); a float matrix spread
 #: over many binades keeps :data:`~kernelcheck._src.psd.exact.EXACT_MAX_N`.
 FLINT_EXACT_MAX_N = 1000
+
+#: Largest n for which a ``NOT_PSD`` verdict also encloses ``lambda_min`` with the
+#: eigh rung's estimate and error model (``gamma_{p(n)} ||K||_F``): one LAPACK call
+#: for the smallest eigenpair, a few times the Cholesky that refuted ``K``.
+ENCLOSURE_MAX_N = 3000
 FLINT_SMALL_BITS = 64
 
 _DIRECT = float(np.nextafter(0.0, 1.0))  # eta: the smallest subnormal
@@ -217,6 +222,8 @@ class _Ladder:
         )
 
     def not_psd(self, method, w: Witness, reason):
+        if not math.isfinite(self.lam) and self.n <= ENCLOSURE_MAX_N:
+            self.estimate()  # a refuted K gets the eigh rung's enclosure of lambda_min too
         return self.result(Verdict.NOT_PSD, method, True, reason, w)
 
     def check(self, v):
@@ -351,15 +358,19 @@ class _Ladder:
             )
         return None
 
-    def eigh(self):
-        self.rungs.append("eigh")
+    def estimate(self):
+        """LAPACK's smallest eigenpair of ``H``: sets ``lam``, ``lam_err``; returns the vector."""
         K = self.K
         w, V = scipy.linalg.eigh(K, subset_by_index=[0, 0], check_finite=False)
         # the model's error, plus underflow (each of ~n^2 operations loses <= eta)
         err = eigh_error(K) + (self.n + 2) ** 2 * _DIRECT + self.lo
         self.lam = float(w[0]) / self.sigma
         self.lam_err = _up(scale_up(err, self.sigma) * (1.0 + 2.0**-52))
-        cand = self.check(V[:, 0])
+        return V[:, 0]
+
+    def eigh(self):
+        self.rungs.append("eigh")
+        cand = self.check(self.estimate())
         if cand is not None:
             return self.not_psd("eigh", cand, "eigenvector of the smallest eigenvalue is a witness")
         return None
@@ -592,7 +603,11 @@ def check_psd(
     * eigh rung: LAPACK's symmetric eigensolvers are backward stable; the
       computed eigenvalue is within ``p(n) u ||K||_2`` of the exact one; we
       report ``gamma_{p(n)} ||K||_F`` as that bound, ``p(n) = 64 (n + 2)``
-      (:func:`~kernelcheck._src.psd.tolerance.eigh_error`).
+      (:func:`~kernelcheck._src.psd.tolerance.eigh_error`).  A ``NOT_PSD``
+      verdict of another rung with ``n <= ENCLOSURE_MAX_N`` (3000) carries
+      this estimate too, so ``eigenvalue_interval()`` is finite: for
+      ``[[1, 2], [2, 1]]`` it is ``[-1 - 9e-14, -1 + 9e-14]``, not
+      ``[-inf, -0.6]`` (the witness alone bounds ``lambda_min`` from above).
     * Witness values are exact rationals (see ``witness_value_exact``).
 
     A Gram matrix of a true kernel that is singular (a linear kernel with more
