@@ -172,7 +172,8 @@ def run(args: argparse.Namespace) -> int:
         fm = feature_map(kernel.features(args.form), X)
         found["feature_map_report"] = fm.to_dict()
         found["feature_dim"] = kernel.feature_dim(args.dim, args.form)
-        lines.append(verdict_line(fm, f"features ({args.form}, D = {found['feature_dim']}): {fm}"))
+        detail = f"features ({args.form}, D = {found['feature_dim']}): {fm.description()}"
+        lines.append(verdict_line(fm, detail))
         reports.append(fm)
     code = exit_code(reports)
     if args.json:

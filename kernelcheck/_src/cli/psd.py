@@ -34,15 +34,6 @@ def _methods() -> tuple[str, ...]:
 #: ``--method`` choices: the rungs of ``check_psd`` (``psd.inputs.METHODS``), read when needed.
 METHOD_NAMES = CatalogueChoices(_methods)
 
-#: How ``kernelcheck psd`` words each PSD verdict after its outcome.
-PSD_WORDS = {
-    "POSITIVE_DEFINITE": "positive definite",
-    "POSITIVE_SEMIDEFINITE": "positive semi-definite",
-    "NOT_PSD": "not positive semi-definite",
-    "INCONCLUSIVE": "undecided",
-}
-
-
 def add_parser(sub: Any) -> None:
     """Add ``psd`` and its options to the commands ``sub`` (``add_subparsers()``).
 
@@ -122,9 +113,5 @@ def run(args: argparse.Namespace) -> int:
         }
         print_json(NAME, result.outcome, found)
     else:
-        text = str(result)
-        name = result.verdict.name
-        if text.startswith(name):
-            text = PSD_WORDS.get(name, name.lower()) + text[len(name) :]
-        print(verdict_line(result, f"{args.file} is {text}"))
+        print(verdict_line(result, f"{args.file} is {result.description()}"))
     return result.outcome.exit_code

@@ -12,7 +12,8 @@ Results are frozen dataclasses.  Those that carry a verdict derive from
   ``inconclusive``), and ``passed`` is true exactly when it is ``verified``;
 * ``str(result)`` is one line that starts with that word
   (``"refuted: ..."``) and, when the result is not verified, says what to do
-  (:meth:`Result.advice`);
+  (:meth:`Result.advice`); :meth:`Result.description` is the line without
+  the word;
 * ``repr(result)`` is short (at most :data:`REPR_WIDTH` characters): the
   class, the outcome and the start of the line; the evidence is in
   :meth:`Result.details`, ``to_dict()`` and the fields;
@@ -150,6 +151,19 @@ class Result(ResultMixin):
         """The one line after the outcome word (subclasses give theirs)."""
         return type(self).__name__
 
+    def description(self) -> str:
+        """What the result found, in one line, without the outcome word in front.
+
+        ``str(result)`` is ``f"{result.outcome}: {result.description()}"`` (plus
+        what to do, when not verified); a caller that words the outcome itself
+        (the command line) prints this.
+
+        Returns
+        -------
+        str
+        """
+        return self._text()
+
     def advice(self) -> str:
         """What to do next, in one sentence ("" when there is nothing to do).
 
@@ -178,7 +192,7 @@ class Result(ResultMixin):
         return ""
 
     def __str__(self) -> str:
-        text = f"{self.outcome}: {self._text()}"
+        text = f"{self.outcome}: {self.description()}"
         advice = self.advice() if self.outcome is not Outcome.VERIFIED else ""
         if advice and advice not in text:
             text += f"; what to do: {advice}"
