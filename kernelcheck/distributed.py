@@ -6,7 +6,7 @@
 :func:`kernelcheck.stats.run_trials`.  Results equal the single-process results
 for the same seed, bit for bit, on any number of workers or shards;
 :func:`suggested_shards` picks a number of shards (tasks) for a cluster.  Needs the
-extra ``kernelcheck[distributed]``.  See ``docs/distributed.md``.
+extra ``kernelcheck-attention[distributed]``.  See ``docs/distributed.md``.
 
 Examples
 --------

@@ -188,7 +188,7 @@ def test_without_matplotlib_every_out_says_the_plots_were_skipped(
     assert code in (0, 1, 3), captured.err
     assert "Traceback" not in captured.err
     assert PLOTS_SKIPPED in captured.out.splitlines(), captured.out
-    assert "pip install 'kernelcheck[plots]'" in PLOTS_SKIPPED
+    assert "pip install 'kernelcheck-attention[plots]'" in PLOTS_SKIPPED
     assert not list(out.glob("*.png"))
     (markdown,) = out.glob("*.md")
     assert PLOTS_SKIPPED in markdown.read_text(encoding="utf-8")

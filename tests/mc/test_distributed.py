@@ -268,6 +268,6 @@ def test_bad_arguments_are_refused_before_any_cluster_starts(kwargs, name):
 
 def test_missing_distributed_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "distributed", None)  # import raises ImportError
-    with pytest.raises(InvalidArgument, match=r"kernelcheck\[distributed\]"):
+    with pytest.raises(InvalidArgument, match=r"kernelcheck-attention\[distributed\]"):
         with dask_executor(workers=1):
             pass  # pragma: no cover

@@ -346,7 +346,7 @@ def test_plot_without_matplotlib_says_how_to_install(tmp_path, monkeypatch):
     f = _Counter()
     m = measure(f, (8, 16, 32), make_input=f.make_input, repeats=1)
     monkeypatch.setitem(sys.modules, "matplotlib", None)
-    with pytest.raises(ImportError, match=r"pip install 'kernelcheck\[plots\]'"):
+    with pytest.raises(ImportError, match=r"pip install 'kernelcheck-attention\[plots\]'"):
         m.plot(tmp_path / "m.png")
     assert not list(tmp_path.iterdir())
 
@@ -475,7 +475,7 @@ def test_run_scaling_without_matplotlib_writes_the_report_and_says_why_no_plot(
         sizes=(16, 32, 64), num_features=4, repeats=1, forms=("parallel",), out=out
     )
     assert report.plot_path is None
-    assert any("pip install 'kernelcheck[plots]'" in note for note in report.notes)
+    assert any("pip install 'kernelcheck-attention[plots]'" in note for note in report.notes)
     assert sorted(p.name for p in out.iterdir()) == ["scaling.json", "scaling.md"]
     assert "scaling.png" not in (out / "scaling.md").read_text()
 

@@ -62,7 +62,8 @@ __all__ = [
 
 #: The note a report carries when its plots could not be drawn.
 PLOTS_SKIPPED = (
-    "plots skipped: matplotlib is not installed (pip install 'kernelcheck[plots]' installs it)"
+    "plots skipped: matplotlib is not installed "
+    "(pip install 'kernelcheck-attention[plots]' installs it)"
 )
 
 

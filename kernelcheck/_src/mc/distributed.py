@@ -38,8 +38,8 @@ from kernelcheck.errors import InvalidArgument
 
 __all__ = ["dask_executor", "suggested_shards"]
 
-#: Extra that installs the engine: ``pip install "kernelcheck[distributed]"``.
-INSTALL_HINT = 'pip install "kernelcheck[distributed]"'
+#: Extra that installs the engine: ``pip install "kernelcheck-attention[distributed]"``.
+INSTALL_HINT = 'pip install "kernelcheck-attention[distributed]"'
 
 #: Dask setting whose default (65536) :func:`dask_executor` unsets for local workers.
 _TRIM_KEY = "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_"
@@ -140,7 +140,7 @@ def dask_executor(
     ------
     InvalidArgument
         When ``distributed`` is not installed (the extra
-        ``kernelcheck[distributed]`` installs it), or for bad arguments.
+        ``kernelcheck-attention[distributed]`` installs it), or for bad arguments.
 
     Notes
     -----
