@@ -1,4 +1,10 @@
-"""Hypothesis strategies for attention inputs, to drive ``verify.attention(..., inputs=...)``."""
+"""Hypothesis strategies for attention inputs, to drive ``verify.attention(..., inputs=...)``.
+
+Every number is drawn through Hypothesis (``hypothesis.extra.numpy.arrays``),
+not generated from a drawn seed, so a failing example shrinks to a short
+sequence of small, readable values (zeros, ones, halves) and Hypothesis'
+own edge cases (repeated rows, zeros, the largest norm) come for free.
+"""
 
 from __future__ import annotations
 
@@ -6,9 +12,11 @@ from typing import Any, NamedTuple
 
 import numpy as np
 from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 
 from kernelcheck._src.core.rounding import ARRAY_FORMATS
 from kernelcheck._src.core.validate import as_int, as_real, check_choice
+from kernelcheck._src.testing.strategies import rows_within_norm
 from kernelcheck.errors import InvalidArgument
 
 __all__ = ["AttentionInputs", "attention_inputs"]
@@ -57,7 +65,10 @@ def attention_inputs(
     causal : bool, optional
         Fixed, or drawn when None.
     max_norm : float
-        Largest row norm of Q and K (logits stay below ``max_norm**2``).
+        Largest row norm of Q and K (logits stay below ``max_norm**2``).  Rows
+        are drawn entry by entry in ``[-max_norm, max_norm]``, scaled back
+        onto the ball when longer, then scaled by 1, 0.25 or 1e-3 (small
+        norms: near-uniform softmax weights, rounding-level logits).
     positive_values : bool
         Values in [0.5, 1.5] (the power case) instead of [-2, 2].
 
@@ -86,27 +97,31 @@ def attention_inputs(
         raise InvalidArgument("`dtypes` must hold at least one precision")
     max_norm = as_real(max_norm, "max_norm", positive=True)
 
+    value_range = (0.5, 1.5) if positive_values else (-2.0, 2.0)
+
     @st.composite
     def draw(data):
         batch = data(st.sampled_from(shapes))
         n = data(st.integers(min_n, max_n))
         dd = d if d is not None else data(st.integers(1, max_d))
         dv = d_v if d_v is not None else dd
-        seed = data(st.integers(0, 2**32 - 1))
-        rng = np.random.default_rng(seed)
-        norms = data(st.floats(1e-3, max_norm))
-
-        def rows(k):
-            X = rng.standard_normal(batch + (n, k))
-            length = np.linalg.norm(X, axis=-1, keepdims=True)
-            return X / np.where(length > 0, length, 1.0) * norms * rng.random(batch + (n, 1))
-
-        V = (
-            0.5 + rng.random(batch + (n, dv))
-            if positive_values
-            else rng.uniform(-2, 2, batch + (n, dv))
-        )
+        # rows within max_norm, then a common scale: 1 (the simplest, where shrinking
+        # goes), or small norms, where rounding and softmax's near-uniform weights live
+        scale = data(st.sampled_from(_SCALES))
+        Q = scale * rows_within_norm(data(_array(batch + (n, dd), -max_norm, max_norm)), max_norm)
+        K = scale * rows_within_norm(data(_array(batch + (n, dd), -max_norm, max_norm)), max_norm)
+        V = data(_array(batch + (n, dv), *value_range))
         is_causal = causal if causal is not None else data(st.booleans())
-        return AttentionInputs(rows(dd), rows(dd), V, bool(is_causal), data(st.sampled_from(names)))
+        return AttentionInputs(Q, K, V, bool(is_causal), data(st.sampled_from(names)))
 
     return draw()
+
+
+#: Common scales of the rows of Q and K, simplest first.
+_SCALES = (1.0, 0.25, 1e-3)
+
+
+def _array(shape: tuple, lo: float, hi: float) -> st.SearchStrategy[np.ndarray]:
+    """float64 arrays of ``shape`` with entries in ``[lo, hi]``, drawn entry by entry."""
+    elements = st.floats(lo, hi, allow_nan=False, allow_infinity=False, allow_subnormal=False)
+    return hnp.arrays(np.float64, shape, elements=elements)

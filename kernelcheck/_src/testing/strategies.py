@@ -18,7 +18,7 @@ from kernelcheck._src.kernels.combinators import Exp, Power, Product, Scaled, Su
 from kernelcheck._src.kernels.featuremap import EXACT_MAP_FORMS
 from kernelcheck.errors import InvalidArgument
 
-__all__ = ["point_sets", "point_set_pairs", "kernels", "feature_maps"]
+__all__ = ["point_sets", "point_set_pairs", "kernels", "feature_maps", "rows_within_norm"]
 
 
 def _bounds(name: str, lo: int, hi: int, *, minimum: int) -> tuple[int, int]:
@@ -29,18 +29,30 @@ def _bounds(name: str, lo: int, hi: int, *, minimum: int) -> tuple[int, int]:
     return lo, hi
 
 
-def _rows_with_bounded_norm(arr: np.ndarray, max_norm: float) -> np.ndarray:
-    """Scale rows longer than ``max_norm`` back inside the ball.
+def rows_within_norm(arr: np.ndarray, max_norm: float) -> np.ndarray:
+    """Scale rows (along the last axis) longer than ``max_norm`` back inside the ball.
 
     A computed norm carries a relative error up to ``gamma_(d+1)`` depending on
     the summation order, so rescaled rows are pulled in by ``(d + 4) eps``: any
     norm routine then reports them ``<= max_norm``.
+
+    Parameters
+    ----------
+    arr : numpy.ndarray, shape (..., d)
+        Rows of floats.
+    max_norm : float
+        The largest Euclidean norm of a row.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``arr`` itself when every row is within, else a copy with the long rows scaled.
     """
-    norms = np.sqrt(np.einsum("ij,ij->i", arr, arr))
+    norms = np.sqrt(np.einsum("...i,...i->...", arr, arr))
     too_big = norms > max_norm
     if too_big.any():
         arr = arr.copy()
-        margin = 1.0 - (arr.shape[1] + 4) * float(np.finfo(arr.dtype).eps)
+        margin = 1.0 - (arr.shape[-1] + 4) * float(np.finfo(arr.dtype).eps)
         arr[too_big] *= (max_norm * margin / norms[too_big])[:, None].astype(arr.dtype)
     return arr
 
@@ -56,7 +68,7 @@ def _points(draw, n, d, max_norm, dtype):
         width=np.dtype(dtype).itemsize * 8,
     )
     arr = draw(hnp.arrays(dtype, (n, d), elements=elements))
-    return _rows_with_bounded_norm(arr, max_norm)
+    return rows_within_norm(arr, max_norm)
 
 
 def point_sets(

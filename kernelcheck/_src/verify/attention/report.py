@@ -90,8 +90,11 @@ class AttentionCase(Result):
             return ""
         text = f"case '{self.name}' (Q of shape {self.shape})"
         if self.where is not None and math.isfinite(self.error):
+            token = ""
+            if len(self.where) >= 2 and len(self.shape) >= 2:
+                token = f" (token {self.where[-2]} of {self.shape[-2]})"
             text += (
-                f" at output index {self.where}: |fn - reference| = {self.error:.3g} > "
+                f" at output index {self.where}{token}: |fn - reference| = {self.error:.3g} > "
                 f"tolerance {self.tolerance:.3g} ({self.ratio:.3g}x)"
             )
         if self.note:
