@@ -77,7 +77,7 @@ def seed_for(nodeid: str, base_seed: int = _DEFAULT_BASE_SEED) -> int:
     ----------
     nodeid : str
         The pytest node id, e.g. ``"tests/test_x.py::test_y[3]"``.
-    base_seed : int
+    base_seed : int, default 0
         The run's base seed (``--kernelcheck-seed``).
 
     Returns

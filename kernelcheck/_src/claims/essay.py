@@ -52,6 +52,11 @@ def exit_code_for(verdicts: Iterable[ClaimVerdict | str]) -> int:
     vocabulary) or their values; anything else (a bare string, an unknown
     verdict) raises :class:`~kernelcheck.errors.InvalidArgument`.
 
+    Parameters
+    ----------
+    verdicts : iterable of ClaimVerdict or str
+        The verdicts, or their values (``"verified"``, ``"refuted"``, ``"inconclusive"``).
+
     Examples
     --------
     >>> exit_code_for(["verified", "inconclusive"])
@@ -129,7 +134,14 @@ class EssayReport(Result):
         return buf.getvalue()
 
     def details_text(self, width: int = 100) -> str:
-        """Each claim's statements with their verdict and evidence, wrapped to ``width``."""
+        """Each claim's statements with their verdict and evidence, wrapped to ``width``.
+
+        Parameters
+        ----------
+        width : int, default 100
+            The line width to wrap to.
+
+        """
         out = []
         for r in self.results:
             out.append(
@@ -188,7 +200,7 @@ class EssayReport(Result):
 
         Parameters
         ----------
-        plots : dict, optional
+        plots : dict or None, default None
             ``{claim id: file name}`` of plots to link from each section.
         """
         plots = plots or {}
@@ -371,15 +383,15 @@ def run_essay(
 
     Parameters
     ----------
-    claim_ids : iterable of str, optional
+    claim_ids : iterable of str or None, default None
         Claims to run (default: every registered claim, C1..C20).
-    level : {"quick", "default", "thorough"}
+    level : {"quick", "default", "thorough"}, default "default"
         ``quick`` runs in under 30 s, ``default`` in under 3 minutes on 2 cores.
-    stream : text stream, optional
+    stream : text stream or None, default None
         When given, the table is printed to it row by row as checks finish.
-    on_result : callable, optional
+    on_result : callable or None, default None
         Called with each :class:`ClaimResult` as it is known.
-    executor : concurrent.futures.Executor, optional
+    executor : concurrent.futures.Executor or None, default None
         Where the Monte Carlo and search checks run (see
         :func:`kernelcheck.claims.run_claims`); the report is the same.
 
@@ -527,6 +539,13 @@ def write_report(report: EssayReport, out_dir: str | Path) -> list[Path]:
     :func:`kernelcheck._src.core.report.write_bundle`: all new files or (on
     an error or an interrupt before the renames) none of them.  Without
     matplotlib the report has no plots and ``report.md`` says so.
+
+    Parameters
+    ----------
+    report : EssayReport
+        The run to write.
+    out_dir : str or pathlib.Path
+        The folder (created if missing).
 
     Returns
     -------

@@ -185,8 +185,8 @@ class Claim:
 
         Parameters
         ----------
-        level : {"quick", "default", "thorough"}
-        executor : concurrent.futures.Executor, optional
+        level : {"quick", "default", "thorough"}, default "default"
+        executor : concurrent.futures.Executor or None, default None
             Where a Monte Carlo or search check runs its work (ignored by the
             other checks); the verdict and numbers are the same as in-process.
 
@@ -427,6 +427,11 @@ def registry() -> dict[str, Claim]:
 def get_claim(claim_id: str) -> Claim:
     """The claim with id ``claim_id`` (case-insensitive, e.g. ``"c5"``).
 
+    Parameters
+    ----------
+    claim_id : str
+        ``"C1"`` .. ``"C20"``, in any case.
+
     Raises
     ------
     InvalidArgument
@@ -479,14 +484,14 @@ def run_claims(
 
     Parameters
     ----------
-    claim_ids : iterable of str, optional
+    claim_ids : iterable of str or None, default None
         Ids such as ``["C1", "C5"]`` (at least one; checked before any check
         runs).  A bare string is refused: it would be read letter by letter.
-    level : {"quick", "default", "thorough"}
-    on_result : callable, optional
+    level : {"quick", "default", "thorough"}, default "default"
+    on_result : callable or None, default None
         Called with each :class:`ClaimResult` as soon as it is known
         (progress); an exception it raises becomes :class:`InvalidArgument`.
-    executor : concurrent.futures.Executor, optional
+    executor : concurrent.futures.Executor or None, default None
         Runs the Monte Carlo trials (C13, C16, C17, C18) and the counterexample
         search (C5) on it, e.g. ``kernelcheck.distributed.dask_executor()``.
         The verdicts and numbers are identical to an in-process run.

@@ -81,15 +81,17 @@ def draw_projection(
     ----------
     rng : int, SeedSequence or Generator
         Source of randomness.
-    dim, num_features : int
-        d and m.
-    orthogonal : bool
+    dim : int
+        The input dimension d (columns).
+    num_features : int
+        The number of rows m.
+    orthogonal : bool, default False
         i.i.d. rows (False) or blocks of ``dim`` orthogonal rows (True): a Haar
         orthogonal matrix (QR of a Gaussian matrix with the signs of
         ``diag(R)`` moved into Q) whose rows get independent ``chi_dim``
         norms.  ``ceil(m / d)`` independent blocks are stacked and the last is
         truncated to m rows.
-    batch : int, optional
+    batch : int or None, default None
         Draw ``batch`` independent projections at once.
 
     Returns
@@ -412,6 +414,22 @@ class RandomFeatureSampler:
     trials' estimates with batched GEMMs; :meth:`theory` gives the closed-form
     moments (C17).
 
+    Parameters
+    ----------
+    cls : type
+        The random feature map class (e.g. ``PositiveRandomFeatures``); usually
+        built by its ``sampler`` class method.
+    dim : int
+        The input dimension d.
+    num_features : int
+        The number of projection rows m.
+    orthogonal : bool, default False
+        Orthogonal blocks of rows (C18) instead of i.i.d. rows.
+    scale : float, default 1.0
+        The kernel's scale: ``exp(scale x . y)``.
+    **params
+        Further keyword arguments of the map class.
+
     Examples
     --------
     >>> import numpy as np
@@ -467,17 +485,41 @@ class RandomFeatureSampler:
         )
 
     def with_num_features(self, m: int) -> RandomFeatureSampler:
-        """The same sampler with m projection rows."""
+        """The same sampler with m projection rows.
+
+        Parameters
+        ----------
+        m : int
+            The new number of projection rows.
+        """
         return RandomFeatureSampler(
             self.cls, self.dim, m, orthogonal=self.orthogonal, scale=self.scale, **self.params
         )
 
     def theory(self, X, Y=None, *, order: int = 4) -> dict:
-        """Closed-form moments of one estimate (see :meth:`RandomFeatures.theory`)."""
+        """Closed-form moments of one estimate (see :meth:`RandomFeatures.theory`).
+
+        Parameters
+        ----------
+        X : array_like, shape (nx, d)
+            Points.
+        Y : array_like, shape (ny, d), default None
+            Points; None means ``Y = X``.
+        order : int, default 4
+            The highest moment computed.
+        """
         return self._proto.theory(X, Y, order=order)
 
     def theoretical_mse(self, X, Y=None) -> np.ndarray:
-        """Closed-form i.i.d. MSE per pair (an upper bound when orthogonal)."""
+        """Closed-form i.i.d. MSE per pair (an upper bound when orthogonal).
+
+        Parameters
+        ----------
+        X : array_like, shape (nx, d)
+            Points.
+        Y : array_like, shape (ny, d), default None
+            Points; None means ``Y = X``.
+        """
         return self._proto.theoretical_mse(X, Y)
 
     def _chunk(self, per_trial: int) -> int:
@@ -506,7 +548,17 @@ class RandomFeatureSampler:
         return [self._proto._parts(X @ WT, sq, wsq) for X, sq in zip(Xs_list, sqs, strict=True)]
 
     def batch_features(self, rng, n: int, Xs_list):
-        """Yield ``[(F, ls) for each X']`` for chunks of trials (already scaled inputs)."""
+        """Yield ``[(F, ls) for each X']`` for chunks of trials (already scaled inputs).
+
+        Parameters
+        ----------
+        rng : numpy.random.Generator
+            Source of the projections.
+        n : int
+            The number of independent trials.
+        Xs_list : list of numpy.ndarray
+            Inputs already scaled by the map (``_prepare``), one array per point set.
+        """
         rows = sum(X.shape[0] for X in Xs_list)
         sqs = [np.einsum("ij,ij->i", X, X) for X in Xs_list]
         for c, W in self._draws(rng, n, rows):
@@ -518,6 +570,17 @@ class RandomFeatureSampler:
         The second array bounds ``|phi(x)| . |phi(y)|`` by ``|phi(x)|_2 |phi(y)|_2``
         (Cauchy-Schwarz), the scale of the inner product's rounding error.
         ``Y=None`` is ``Y = X`` (the same numbers).
+
+        Parameters
+        ----------
+        rng : numpy.random.Generator
+            Source of the projections.
+        n : int
+            The number of independent trials.
+        X : array_like, shape (nx, d)
+            Points.
+        Y : array_like, shape (ny, d), default None
+            Points; None means ``Y = X``.
         """
         rng = as_rng(rng, "rng")
         n = as_int(n, "n", minimum=1)

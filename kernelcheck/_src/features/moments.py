@@ -46,6 +46,11 @@ def central_from_raw_ratios(log_r: np.ndarray) -> np.ndarray:
     ``mu_k = sum_j C(k, j) (-1)^(k-j) expm1(log r_j)`` (the ``-1`` terms sum to
     zero for k >= 1); ``expm1`` keeps the small-variance case accurate.
     Returns an array (K + 1, ...) with ``mu_0 = 1``, ``mu_1 = 0``.
+
+    Parameters
+    ----------
+    log_r : numpy.ndarray, shape (K + 1, ...)
+        ``log E[(Z / E Z)^j]`` for j = 0..K (``log_r[0] = 0``).
     """
     log_r = as_moment_array(log_r, "log_r", min_ndim=1)
     K = log_r.shape[0] - 1
@@ -88,6 +93,13 @@ def central_moments_of_mean(central: np.ndarray, m: int) -> np.ndarray:
     by binary powering on the means themselves, so every intermediate is a
     moment of a mean, no larger than Z's, for any ``m`` (the moments of the
     sum, ``m^k`` times larger, overflow float64 for large ``m``).
+
+    Parameters
+    ----------
+    central : numpy.ndarray, shape (K + 1, ...)
+        Central moments of Z, ``central[0] = 1``.
+    m : int
+        The number of i.i.d. copies averaged.
 
     Examples
     --------

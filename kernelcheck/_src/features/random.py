@@ -83,6 +83,13 @@ def optimal_positive_parameter(sq_norm: float, dim: int) -> float:
     ``d log(1 - 4A) - (d/2) log(1 - 8A) + 2 (1 - 4A) s^2 / (1 - 8A)``
     (Likhosherstov et al. 2022).  Always ``<= 0``; ``A* = 0`` (FAVOR+) at 0.
 
+    Parameters
+    ----------
+    sq_norm : float
+        The mean of ``|x' + y'|^2`` over the pairs (``x' = sqrt(scale) x``).
+    dim : int
+        Input dimension d.
+
     Examples
     --------
     >>> optimal_positive_parameter(0.0, 4)
@@ -131,9 +138,9 @@ class PositiveRandomFeatures(RandomFeatures):
         Number of projection rows m (D = m).
     seed : int, SeedSequence or Generator
         The projection is drawn from it once, at construction.
-    orthogonal : bool
+    orthogonal : bool, default False
         Orthogonal blocks with exactly N(0, I) rows (C18).
-    scale : float
+    scale : float, default 1.0
         The kernel is ``Exponential(scale)``.
 
     Examples
@@ -162,7 +169,13 @@ class PositiveRandomFeatures(RandomFeatures):
         return P, ls
 
     def log_features(self, X) -> np.ndarray:
-        """``log phi(X)`` (n, D), exact in log space for any norm."""
+        """``log phi(X)`` (n, D), exact in log space for any norm.
+
+        Parameters
+        ----------
+        X : array_like, shape (n, d)
+            Points.
+        """
         Xs = self._prepare_features(X, "X")
         sq = np.einsum("ij,ij->i", Xs, Xs)
         L = Xs @ self._W.T
@@ -195,6 +208,19 @@ class TrigonometricRandomFeatures(RandomFeatures):
     ``exp(|x'+y'|^2) exp(-2 x'.y') (1 - exp(-|x'-y'|^2))^2 / (2m)``; zero at x = y.
 
     Parameters are those of :class:`PositiveRandomFeatures`.
+
+    Parameters
+    ----------
+    dim : int
+        Input dimension d.
+    num_features : int
+        Number of projection rows m (D = 2m).
+    seed : int, SeedSequence or Generator
+        The projection is drawn from it once, at construction.
+    orthogonal : bool, default False
+        Orthogonal blocks with exactly N(0, I) rows (C18).
+    scale : float, default 1.0
+        The kernel is ``Exponential(scale)``.
 
     Examples
     --------
@@ -236,6 +262,19 @@ class HyperbolicRandomFeatures(RandomFeatures):
 
     Parameters are those of :class:`PositiveRandomFeatures`.
 
+    Parameters
+    ----------
+    dim : int
+        Input dimension d.
+    num_features : int
+        Number of projection rows m (D = 2m).
+    seed : int, SeedSequence or Generator
+        The projection is drawn from it once, at construction.
+    orthogonal : bool, default False
+        Orthogonal blocks with exactly N(0, I) rows (C18).
+    scale : float, default 1.0
+        The kernel is ``Exponential(scale)``.
+
     Examples
     --------
     >>> import numpy as np
@@ -254,7 +293,13 @@ class HyperbolicRandomFeatures(RandomFeatures):
         return F, ls
 
     def log_features(self, X) -> np.ndarray:
-        """``log phi(X)`` (n, D), exact in log space for any norm."""
+        """``log phi(X)`` (n, D), exact in log space for any norm.
+
+        Parameters
+        ----------
+        X : array_like, shape (n, d)
+            Points.
+        """
         Xs = self._prepare_features(X, "X")
         sq = np.einsum("ij,ij->i", Xs, Xs)
         P = Xs @ self._W.T
@@ -287,12 +332,20 @@ class OptimalPositiveRandomFeatures(RandomFeatures):
 
     Parameters
     ----------
-    dim, num_features, seed, orthogonal, scale
-        As in :class:`PositiveRandomFeatures` (D = m).
-    sq_norm : float
+    dim : int
+        Input dimension d.
+    num_features : int
+        Number of projection rows m (D = m).
+    seed : int, SeedSequence or Generator
+        The projection is drawn from it once, at construction.
+    orthogonal : bool, default False
+        Orthogonal blocks with exactly N(0, I) rows (C18).
+    scale : float, default 1.0
+        The kernel is ``Exponential(scale)``.
+    sq_norm : float, default 1.0
         Mean of ``|x' + y'|^2`` over the pairs the map is tuned for (default 1.0);
         :meth:`fit` computes it from data.
-    A : float, optional
+    A : float or None, default None
         Use this parameter instead of the optimal one (must be < 1/4).
 
     Examples
@@ -323,7 +376,23 @@ class OptimalPositiveRandomFeatures(RandomFeatures):
 
     @classmethod
     def fit(cls, X, Y, num_features, *, seed, orthogonal=False, scale=1.0):
-        """The map tuned for the pairs of ``X`` and ``Y`` (mean ``|x'+y'|^2`` over all pairs)."""
+        """The map tuned for the pairs of ``X`` and ``Y`` (mean ``|x'+y'|^2`` over all pairs).
+
+        Parameters
+        ----------
+        X : array_like, shape (n, d)
+            Points.
+        Y : array_like, shape (m, d)
+            Points; ``A`` is tuned for the pairs of X and Y.
+        num_features : int
+            Number of projection rows m.
+        seed : int, SeedSequence or Generator
+            The projection is drawn from it once.
+        orthogonal : bool, default False
+            Orthogonal blocks with exactly N(0, I) rows (C18).
+        scale : float, default 1.0
+            The kernel is ``Exponential(scale)``.
+        """
         X = as_points(X, "X")
         Y = as_points(Y, "Y", dim=X.shape[1])
         scale = as_real(scale, "scale", positive=True)
@@ -366,7 +435,13 @@ class OptimalPositiveRandomFeatures(RandomFeatures):
         return F, ls
 
     def log_features(self, X) -> np.ndarray:
-        """``log phi(X)`` (n, D), exact in log space for any norm."""
+        """``log phi(X)`` (n, D), exact in log space for any norm.
+
+        Parameters
+        ----------
+        X : array_like, shape (n, d)
+            Points.
+        """
         Xs = self._prepare_features(X, "X")
         wsq = np.einsum("ij,ij->i", self._W, self._W)
         sq = np.einsum("ij,ij->i", Xs, Xs)

@@ -222,6 +222,13 @@ class Kernel(abc.ABC):
         The inputs are taken as exact binary numbers; the bound is propagated
         through the expression tree to first order with the node rules stated
         in each node's docstring, in the unit roundoff of the result dtype.
+
+        Parameters
+        ----------
+        X : array_like, shape (n, d)
+            Points.
+        Y : array_like, shape (m, d), default None
+            Points; None means ``Y = X``.
         """
         Xa, Ya, _ = _gram_request(X, Y)
         check_size(Xa.shape[0] * Ya.shape[0], f"the Gram block of {self!r}")
@@ -244,6 +251,15 @@ class Kernel(abc.ABC):
         binary float is an mpf); all arithmetic then runs at ``dps`` digits.
         Used by the precision ladder of :func:`kernelcheck.verify.kernel`.
         mpmath is imported here, on first use, not when the kernels are.
+
+        Parameters
+        ----------
+        X : array_like, shape (n, d)
+            Points.
+        Y : array_like, shape (m, d), default None
+            Points; None means ``Y = X``.
+        dps : int, default 50
+            Decimal digits of the mpmath arithmetic.
         """
         import mpmath
 
@@ -306,7 +322,7 @@ class Kernel(abc.ABC):
 
         Parameters
         ----------
-        form : {"symmetric", "tensor"}
+        form : {"symmetric", "tensor"}, default "symmetric"
             For powers and polynomials: the unique monomials with multinomial
             weights (C(d+m-1, m) coordinates) or the full tensor power (d**m).
 
@@ -321,7 +337,15 @@ class Kernel(abc.ABC):
         return ExactFeatureMap(self, form)
 
     def feature_dim(self, d: int, form: str = "symmetric") -> int:
-        """Output dimension D of ``features(form)`` on inputs of dimension ``d``."""
+        """Output dimension D of ``features(form)`` on inputs of dimension ``d``.
+
+        Parameters
+        ----------
+        d : int
+            Input dimension.
+        form : {"symmetric", "tensor"}, default "symmetric"
+            The feature map's form (see :meth:`features`).
+        """
         check_choice(form, "form", EXACT_MAP_FORMS)
         d = as_int(d, "d", minimum=1)
         self._require_finite()

@@ -77,6 +77,13 @@ class Sum(_Binary, role="sum"):
     """``k1 + k2``: a kernel (C9's closure rule); features concatenate.
 
     Error model: ``E = E1 + E2 + u |G|``.
+
+    Parameters
+    ----------
+    left : Kernel or number
+        The first kernel (a number is the constant kernel).
+    right : Kernel or number
+        The second kernel.
     """
 
     __slots__ = ()
@@ -144,6 +151,13 @@ class Scaled(Kernel, role="scaled"):
 
     A negative ``c`` builds a value that is not a kernel (``features()``
     raises; the PSD verdicts refute it).  Error model: ``E = |c| E1 + u |G|``.
+
+    Parameters
+    ----------
+    c : float
+        The factor (a kernel for ``c >= 0``).
+    kernel : Kernel or number
+        The kernel k.
     """
 
     __slots__ = ("c", "kernel", "_depth")
@@ -213,6 +227,13 @@ class Product(_Binary, role="product"):
     """``k1 * k2``: a kernel (Schur product theorem); features are row-wise Kronecker.
 
     Error model: ``E = |G1| E2 + |G2| E1 + E1 E2 + u |G|``.
+
+    Parameters
+    ----------
+    left : Kernel or number
+        The first kernel (a number is the constant kernel).
+    right : Kernel or number
+        The second kernel.
     """
 
     __slots__ = ()
@@ -262,6 +283,13 @@ class Power(Kernel, role="power"):
 
     Error model: computed by binary exponentiation with ``p`` roundings,
     ``E = m (|G1| + E1)^(m-1) E1 + gamma_(p+1) |G|``.
+
+    Parameters
+    ----------
+    kernel : Kernel or number
+        The kernel k.
+    m : int
+        The power, an integer >= 0.
     """
 
     __slots__ = ("kernel", "m", "_depth")
@@ -343,6 +371,13 @@ class Exp(Kernel):
     Error model.  Infinite: ``E = exp(G1 + E1) (expm1(E1) + 2u)``.
     Truncated (Horner, 3 roundings a step): with ``T_M`` the truncated series,
     ``E = T_(M-1)(|G1| + E1) E1 + gamma_(3M+1) T_M(|G1|)``.
+
+    Parameters
+    ----------
+    kernel : Kernel or number
+        The kernel k (a number is the constant kernel).
+    order : int or None, default None
+        Truncate the Taylor series at this degree M; None is the infinite series.
     """
 
     __slots__ = ("kernel", "order", "_depth")
@@ -452,6 +487,13 @@ class Exp(Kernel):
 
 def exp(kernel: Any, order: int | None = None) -> Exp:
     """``exp(k)``, or its Taylor series truncated at ``order=M`` (claims C9, C12).
+
+    Parameters
+    ----------
+    kernel : Kernel or number
+        The kernel k (a number is the constant kernel).
+    order : int or None, default None
+        Truncate the Taylor series at this degree M; None is the infinite series.
 
     Examples
     --------

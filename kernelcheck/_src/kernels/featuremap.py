@@ -78,7 +78,13 @@ class FeatureMap(abc.ABC):
 
     @abc.abstractmethod
     def output_dim(self, d: int) -> int:
-        """Number of features D for inputs of dimension ``d``, without building them."""
+        """Number of features D for inputs of dimension ``d``, without building them.
+
+        Parameters
+        ----------
+        d : int
+            Input dimension.
+        """
 
     @abc.abstractmethod
     def __call__(self, X) -> np.ndarray:
@@ -100,6 +106,13 @@ class ExactFeatureMap(FeatureMap):
     ``gamma_(D + 2 ops) |phi(x)| . |phi(y)|`` (Higham, ch. 3).  See
     :meth:`error_bound`.  A feature beyond the floating-point range raises
     :class:`~kernelcheck.errors.NumericalFailure` (never an ``inf`` feature).
+
+    Parameters
+    ----------
+    kernel : Kernel
+        The kernel whose exact map this is (it must have finite features).
+    form : {"symmetric", "tensor"}, default "symmetric"
+        The symmetric (unique monomials, weighted) or tensor (Kronecker) form.
 
     Examples
     --------
@@ -133,6 +146,13 @@ class ExactFeatureMap(FeatureMap):
         return self._kernel._phi_ops(self.form)
 
     def output_dim(self, d: int) -> int:
+        """Number of features D for inputs of dimension ``d``, without building them.
+
+        Parameters
+        ----------
+        d : int
+            Input dimension.
+        """
         d = as_int(d, "d", minimum=1)
         return self._kernel._feature_dim(d, self.form)
 
@@ -157,6 +177,13 @@ class ExactFeatureMap(FeatureMap):
         feature entries' relative errors (``ops`` each) and the length-D inner
         product's rounding, in the unit roundoff of the result dtype
         (:func:`~kernelcheck._src.core.rounding.feature_product_bound`).
+
+        Parameters
+        ----------
+        X : array_like, shape (n, d)
+            Points.
+        Y : array_like, shape (m, d), default None
+            Points; None means ``Y = X``.
         """
         PX = self(X)
         PY = PX if Y is None else self(Y)

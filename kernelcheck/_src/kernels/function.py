@@ -36,6 +36,21 @@ class FunctionKernel(Kernel):
     Made by :func:`kernel_from_function`.  It has no feature map; its error
     model is the ``error_bound`` it was given (without one ``error_bound``
     raises); ``gram_mp`` works when an ``mp_function`` was supplied.
+
+    Parameters
+    ----------
+    function : callable
+        ``f(x, y) -> float`` (see :func:`kernel_from_function`).
+    vectorized : bool, default False
+        ``f`` takes broadcast arrays and returns the whole block.
+    blocks : bool, default False
+        ``f(X, Y)`` takes the two point sets and returns the Gram block.
+    mp_function : callable or None, default None
+        The same function on mpmath numbers.
+    name : str or None, default None
+        Printed in ``repr`` and messages.
+    error_bound : float or callable or None, default None
+        The rounding-error model of ``f`` (see :func:`kernel_from_function`).
     """
 
     __slots__ = ("function", "vectorized", "blocks", "mp_function", "name", "bound")
@@ -261,9 +276,12 @@ def kernel_from_function(
         ``blocks=True``, ``f(X, Y)`` takes the two point sets of shapes
         (n, d) and (m, d) and returns the (n, m) Gram block (for example
         ``lambda X, Y: np.exp(X @ Y.T)``).
-    vectorized, blocks : bool
-        See above (at most one of them).
-    error_bound : float or callable, optional
+    vectorized : bool, default False
+        ``f`` takes broadcast arrays ``X[:, None, :]``, ``Y[None, :, :]`` and
+        returns the (n, m) block (at most one of ``vectorized`` and ``blocks``).
+    blocks : bool, default False
+        ``f(X, Y)`` takes the two point sets and returns the (n, m) Gram block.
+    error_bound : float or callable or None, default None
         The kernel's rounding-error model: an upper bound of
         ``|f computed - f exact|`` for every entry (a float >= 0), or
         ``error_bound(X, Y) -> (n, m)`` array of entrywise bounds >= 0.  With
@@ -271,11 +289,11 @@ def kernel_from_function(
         :func:`kernelcheck.verify.kernel` sets its tolerance from it and
         :func:`kernelcheck.verify.unbiased` / ``feature_map`` accept it as a
         target.
-    mp_function : callable, optional
+    mp_function : callable or None, default None
         The same function on lists of mpmath numbers, enabling
         :meth:`Kernel.gram_mp` and so the precision ladder of
         :func:`kernelcheck.verify.kernel`.
-    name : str, optional
+    name : str or None, default None
         Printed in ``repr`` and messages; defaults to ``f.__name__``.
 
     Examples

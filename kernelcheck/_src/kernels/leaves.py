@@ -83,6 +83,11 @@ class Constant(Kernel, role="constant"):
     and ``features()`` says so); :func:`kernelcheck.verify.kernel` refutes it.
 
     Error model: exact values; the feature ``sqrt(c)`` has one rounding.
+
+    Parameters
+    ----------
+    c : float
+        The constant (a kernel for ``c >= 0``).
     """
 
     __slots__ = ("c",)
@@ -183,6 +188,13 @@ class Polynomial(_Formula):
     multiplication (``p <= 2 log2(degree) + 1`` roundings), so
     ``|err| <= degree (|s| + e_s)^(degree-1) e_s + gamma_p |s|^degree``.
 
+    Parameters
+    ----------
+    degree : int
+        The power, an integer >= 0.
+    c : float, default 0.0
+        The offset, ``>= 0``.
+
     Examples
     --------
     >>> import numpy as np
@@ -226,6 +238,11 @@ class Exponential(_Formula):
     ``e_s = gamma_(d+1) scale |x| . |y|``; then
     ``|err| <= exp(s + e_s) (expm1(e_s) + 2u)`` (libm's exp is accurate to
     within 1 ulp).
+
+    Parameters
+    ----------
+    scale : float, default 1.0
+        The factor of the inner product, ``> 0``.
     """
 
     __slots__ = ("scale",)
@@ -397,6 +414,11 @@ class Gaussian(_DistanceKernel):
     distance rule), ``|err| <= exp(-t((d2 - e_d2)_+)) t(e_d2) + 4u k + 2 eta``,
     capped at ``max(k, 1 - k)`` (the exact and the computed value both lie
     in [0, 1]).
+
+    Parameters
+    ----------
+    lengthscale : float, default 1.0
+        The length scale l, ``> 0``.
     """
 
     __slots__ = ()
@@ -457,6 +479,11 @@ class Laplacian(_DistanceKernel):
     so the distance error is ``e_r = min(sqrt(e_d2), e_d2 / sqrt(d2)) + 2u r``,
     and ``|err| <= exp(-(r - e_r)_+ / l) e_r / l + 4u k + 2 eta``, capped at
     ``max(k, 1 - k)``.
+
+    Parameters
+    ----------
+    lengthscale : float, default 1.0
+        The length scale l, ``> 0``.
     """
 
     __slots__ = ()

@@ -42,6 +42,13 @@ def check_degree(m: Any, name: str) -> int:
 def monomial_dim(d: int, m: int) -> int:
     """Number of unique degree-``m`` monomials in ``d`` variables, C(d+m-1, m) (claim C8).
 
+    Parameters
+    ----------
+    d : int
+        The number of variables, ``>= 1``.
+    m : int
+        The degree, ``>= 0``.
+
     Examples
     --------
     >>> monomial_dim(3, 2)
@@ -127,6 +134,13 @@ def weighted_monomials(Z: Any, m: int) -> np.ndarray:
     ``Z`` is validated (a finite real (n, D) array) and the output size is
     checked up front; an entry beyond the floating-point range raises
     :class:`~kernelcheck.errors.NumericalFailure`.
+
+    Parameters
+    ----------
+    Z : array_like, shape (n, D)
+        The rows to map (finite, real).
+    m : int
+        The degree, ``>= 0``.
     """
     Z = as_points(Z, "Z")
     m = check_degree(m, "m")
@@ -173,6 +187,13 @@ def unweighted_monomials(X: Any, degree: int) -> np.ndarray:
     **not** reproduce ``(x . y) ** m`` for m >= 2 and d >= 2: the cross terms
     lack their multinomial coefficients.  Provided so the claim can be
     checked; use ``Polynomial(m).features()`` for the correct map.
+
+    Parameters
+    ----------
+    X : array_like, shape (n, d)
+        The rows to map.
+    degree : int
+        The degree m, ``>= 0``.
     """
     X = as_points(X, "X")
     degree = check_degree(degree, "degree")

@@ -112,21 +112,21 @@ def dask_executor(
 
     Parameters
     ----------
-    scheduler : str, optional
+    scheduler : str or None, default None
         Address of a running scheduler, e.g. ``"tcp://10.0.0.5:8786"``.  None
         starts a ``distributed.LocalCluster`` of worker processes on this
         machine for the duration of the block.
-    workers : int, optional
+    workers : int or None, default None
         Number of local worker processes (only without ``scheduler``);
         default ``os.cpu_count() // threads_per_worker``.
-    threads_per_worker : int
+    threads_per_worker : int, default 1
         Threads per local worker (default 1: kernelcheck's tasks are
         NumPy-bound, and processes avoid contention on the GIL).
-    retries : int
+    retries : int, default 2
         Times Dask re-runs a task that raised (keyword-only, default 2).  A
         task lost with its worker is recomputed regardless (Dask's
         ``allowed-failures``); either way it is recomputed from the same seed.
-    timeout : float
+    timeout : float, default 30.0
         Seconds to wait for the scheduler (keyword-only).
 
     Yields
@@ -223,7 +223,7 @@ def suggested_shards(executor: Any, per_thread: int = 4) -> int | None:
     Parameters
     ----------
     executor : concurrent.futures.Executor or None
-    per_thread : int
+    per_thread : int, default 4
         Tasks per worker thread, >= 1.
 
     Returns

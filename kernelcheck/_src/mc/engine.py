@@ -212,6 +212,13 @@ class Moments(ResultMixin):
 
         ``values`` must be finite and real with at least one trial; NaN or Inf
         raises :class:`InvalidArgument` (moments of NaN are no statistics).
+
+        Parameters
+        ----------
+        values : array_like, shape (N, ...)
+            The trials' values, axis 0 the trial axis.
+        aux : array_like or None, default None
+            A companion array of the same shape whose maximum over trials is kept.
         """
         # finite=False: a NaN or Inf entry always reaches the mean (below), which
         # is checked instead of every entry; check_finite then names the entry
@@ -235,7 +242,13 @@ class Moments(ResultMixin):
         return cls(n, mean, m2, m3, m4, mx)
 
     def merge(self, other: Moments) -> Moments:
-        """Exact pairwise merge (Chan et al. 1979; Pebay 2008), ``self`` first."""
+        """Exact pairwise merge (Chan et al. 1979; Pebay 2008), ``self`` first.
+
+        Parameters
+        ----------
+        other : Moments
+            The moments of the trials that follow ``self``'s.
+        """
         if not isinstance(other, Moments):
             raise InvalidArgument(f"`other` must be a Moments, got {describe(other)}")
         na, nb = float(self.count), float(other.count)
@@ -269,7 +282,13 @@ class Moments(ResultMixin):
         return Moments(self.count + other.count, mean, m2, m3, m4, mx)
 
     def variance(self, ddof: int = 1) -> np.ndarray:
-        """Sample variance ``M2 / (N - ddof)``; ``0 <= ddof < N``."""
+        """Sample variance ``M2 / (N - ddof)``; ``0 <= ddof < N``.
+
+        Parameters
+        ----------
+        ddof : int, default 1
+            Delta degrees of freedom.
+        """
         ddof = as_int(ddof, "ddof", minimum=0)
         if ddof >= self.count:
             raise InvalidArgument(
@@ -300,7 +319,13 @@ class Moments(ResultMixin):
             return self.count * (self.m4 / self.m2) / self.m2
 
     def confidence_interval(self, alpha: float = 0.05) -> tuple[np.ndarray, np.ndarray]:
-        """Normal-approximation interval ``mean -/+ z_(1-alpha/2) SE``."""
+        """Normal-approximation interval ``mean -/+ z_(1-alpha/2) SE``.
+
+        Parameters
+        ----------
+        alpha : float, default 0.05
+            One minus the confidence level (two-sided).
+        """
         alpha = as_probability(alpha, "alpha")
         h = float(ndtri(1.0 - alpha / 2.0)) * self.std_error()
         return self.mean - h, self.mean + h
@@ -312,12 +337,25 @@ def root_seed_sequence(seed: Any) -> np.random.SeedSequence:
     An int or a SeedSequence is used as is; a Generator gives up 128 bits of
     its stream as entropy (deterministic, and it advances the Generator).
     See :func:`kernelcheck._src.core.seeds.as_seed_sequence`.
+
+    Parameters
+    ----------
+    seed : int, SeedSequence or Generator
+        The run's seed.
     """
     return as_seed_sequence(seed, "seed")
 
 
 def shard_seed(root: np.random.SeedSequence, k: int) -> np.random.SeedSequence:
-    """The seed of shard ``k``: ``child_seed(root, k)``, the k-th child of ``root.spawn``."""
+    """The seed of shard ``k``: ``child_seed(root, k)``, the k-th child of ``root.spawn``.
+
+    Parameters
+    ----------
+    root : numpy.random.SeedSequence
+        The run's root seed.
+    k : int
+        The shard's index, ``>= 0``.
+    """
     return child_seed(root, as_int(k, "k", minimum=0))
 
 
@@ -392,19 +430,21 @@ def run_trials(
         Number of trials N >= 2.
     seed : int, SeedSequence or Generator
         Root seed; block k uses its k-th spawned child.
-    shard_size : int
+    shard_size : int, default 2048
         Trials per seeded block (the last block may be shorter).  The numbers
         depend on it, never on the executor, the number of workers or ``shards``.
-    executor : concurrent.futures.Executor, optional
+    executor : concurrent.futures.Executor or None, default None
         Where shards run (any object with ``submit``); in-process if None.
-    shards : int, optional
+    shards : int or None, default None
         Number of tasks the blocks are grouped into on ``executor`` (runs of
         consecutive blocks; fewer, larger tasks cut the engine's per-task
         overhead).  Default: one task per block.  Ignored in-process.  Does
         not change the result.
-    progress : bool, optional
+    progress : bool or None, default None
         A tqdm bar on stderr; default: only when stderr is a terminal (and
         only for runs longer than a second).
+    desc : str, default "trials"
+        The bar's label.
 
     Returns
     -------
@@ -490,6 +530,13 @@ def berry_esseen_bound(std_ratio, n: int) -> np.ndarray:
     the (true, uninformative) bound ``inf``.  NaN (a ratio of a zero variance,
     which has no normal approximation to bound) and negative values are refused.
 
+    Parameters
+    ----------
+    std_ratio : float or array_like
+        ``rho / sigma^3`` or an upper bound of it, ``>= 0`` (``inf``: unknown).
+    n : int
+        The number of trials averaged.
+
     Examples
     --------
     >>> round(float(berry_esseen_bound(1.0, 10000)), 6)
@@ -518,6 +565,13 @@ def trials_needed(std_ratio, tolerance: float) -> np.ndarray:
     ``std_ratio`` as for :func:`berry_esseen_bound` (``inf``: unknown, so the
     answer is ``inf``); ``tolerance`` a finite number > 0.  A count beyond the
     float64 range is ``inf`` too.
+
+    Parameters
+    ----------
+    std_ratio : float or array_like
+        As for :func:`berry_esseen_bound` (``inf``: unknown).
+    tolerance : float
+        The largest accepted Berry-Esseen bound, finite and ``> 0``.
 
     Examples
     --------

@@ -560,7 +560,7 @@ def check_psd(
         summing ``K_ij`` and ``K_ji`` in different orders leaves, e.g.
         scikit-learn's ``rbf_kernel``) is decided through its exact symmetric
         part, and the result says so.
-    tol : float, Tolerance or None
+    tol : float, Tolerance or None, default None
         ``None`` (default):
         :func:`~kernelcheck._src.psd.tolerance.default_tolerance`,
         ``2 gamma_{n+2} max(||K||_F, sum_i |K_ii|)``, what rounding cannot
@@ -568,16 +568,16 @@ def check_psd(
         answer is certified or ``INCONCLUSIVE`` with the reason (exact
         arithmetic is used up to ``n = max_exact_n``).  A positive number: an
         absolute tolerance on ``lambda_min``.
-    method : {"auto", "cholesky", "lowrank", "eigh", "ball", "mpmath", "exact"}
+    method : {"auto", "cholesky", "lowrank", "eigh", "ball", "mpmath", "exact"}, default "auto"
         ``"auto"`` runs the ladder (module docstring); the others force one
         rung (after the input checks), returning ``INCONCLUSIVE`` when that
         rung cannot decide.
-    symmetrize : bool
+    symmetrize : bool, default False
         An asymmetry beyond rounding level is an error that states
         ``max |K - K^T|``; with ``symmetrize=True`` the exact symmetric part
         ``(K + K^T) / 2`` is decided instead (never a rounding of it) and the
         result records ``symmetrized=True`` and the asymmetry.
-    max_exact_n : int or None
+    max_exact_n : int or None, default None
         Largest n for exact elimination.  ``None``: 64 (Bareiss on Python
         integers: cost grows like n**3 operations on integers of ~n * 60 bits,
         about 0.3 s at n = 60), or 1000 under FLINT for a matrix whose integer

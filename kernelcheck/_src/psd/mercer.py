@@ -81,6 +81,13 @@ class MercerFeatures(Result):
 
         Reuses this eigendecomposition; raises :class:`InvalidArgument` when
         ``kernel(landmarks)`` is not the matrix these features came from.
+
+        Parameters
+        ----------
+        kernel : Kernel or callable
+            The kernel whose Gram on ``landmarks`` is this ``K``.
+        landmarks : array_like, shape (n, d)
+            The points ``K`` was computed on.
         """
         X = as_points(landmarks, "landmarks")
         if X.shape[0] != self.phi.shape[0]:
@@ -127,13 +134,13 @@ def mercer_features(K, *, tol=None, symmetrize: bool = False) -> MercerFeatures:
     ----------
     K : array_like (n, n)
         Symmetric and PSD within ``tol``.
-    tol : float, Tolerance or None
+    tol : float, Tolerance or None, default None
         Rank threshold and PSD tolerance.  Default: the
         :func:`~kernelcheck.psd.check_psd` default
         ``2 gamma_{n+2} max(||K||_F, sum|K_ii|)`` -- eigenvalues of size
         below it are indistinguishable from zero after rounding, so they are
         dropped (their directions carry no signal).
-    symmetrize : bool
+    symmetrize : bool, default False
         As in :func:`~kernelcheck.psd.check_psd`.
 
     Returns
@@ -222,7 +229,7 @@ class Nystrom(FeatureMap):
     kernel : Kernel
         Any kernelcheck kernel (or a callable ``kernel(X, Y) -> (n, m)``).
     landmarks : array_like (n, d)
-    tol : float, Tolerance or None
+    tol : float, Tolerance or None, default None
         Rank threshold, as in :func:`mercer_features`.
 
     Examples
@@ -282,7 +289,13 @@ class Nystrom(FeatureMap):
         return self.features.rank
 
     def output_dim(self, d: int) -> int:
-        """r, whatever ``d`` (the landmarks fix the feature dimension)."""
+        """r, whatever ``d`` (the landmarks fix the feature dimension).
+
+        Parameters
+        ----------
+        d : int
+            Input dimension (unused: the landmarks fix r).
+        """
         return self.rank
 
     def __call__(self, Y) -> np.ndarray:
@@ -297,7 +310,15 @@ class Nystrom(FeatureMap):
         return C @ self.projection
 
     def approximate_kernel(self, Y, Z=None) -> np.ndarray:
-        """``phi(Y) phi(Z)^T``, the Nystrom approximation of ``kernel(Y, Z)``."""
+        """``phi(Y) phi(Z)^T``, the Nystrom approximation of ``kernel(Y, Z)``.
+
+        Parameters
+        ----------
+        Y : array_like, shape (p, d)
+            Points.
+        Z : array_like, shape (q, d), default None
+            Points; None means ``Z = Y``.
+        """
         PY = self(Y)
         PZ = PY if Z is None else self(Z)
         return PY @ PZ.T

@@ -259,53 +259,53 @@ def run_scaling(
 
     Parameters
     ----------
-    sizes : sequence of int, or dict, optional
+    sizes : sequence of int, or dict or None, default None
         One list of sizes for every form, or ``{"quadratic": [...],
         "linear": [...]}`` by kind.  Default :data:`DEFAULT_SIZES`
         (``quick``: :data:`QUICK_SIZES`, n = 512 .. 4096 and 512 .. 16384).
-    d : int
+    d : int, default 64
         Head and value dimension (default 64).
-    num_features : int, optional
+    num_features : int or None, default None
         Feature dimension D of the linear forms (positive random features of
         exp(q.k / sqrt d)); default 128 (``quick``: 64).
-    chunk_size : int
+    chunk_size : int, default 64
         Chunk length of the causal chunked forms (default 64, the form's own).
-    repeats : int, optional
+    repeats : int or None, default None
         Timed rounds (default 9: the interval drops the lowest and highest
         round slope and covers 96.1%; 6 is the fewest for 95%).
-    statistic : {"min", "median"}
+    statistic : {"min", "median"}, default "min"
         Per-size statistic of the rounds shown in the tables and plots (the
         fit uses every round).
-    confidence : float
+    confidence : float, default 0.95
         Confidence level of the exponent intervals.
-    seed : int, SeedSequence or Generator
+    seed : int, SeedSequence or Generator, default 0
         Seed of the inputs, the random features and the order of the rounds.
-    out : path, optional
+    out : path or None, default None
         Directory to write ``scaling.png``, ``scaling.md`` and ``scaling.json`` into.
-    quick : bool
+    quick : bool, default False
         The shorter run above (the one the essay's C2/C3 check makes).
-    forms : sequence of str
+    forms : sequence of str, default DEFAULT_FORMS
         Keys of :data:`SCALING_FORMS` to measure (default
         :data:`DEFAULT_FORMS`: ``"softmax"``, ``"softmax-causal"``,
         ``"parallel"``, ``"chunked"``, ``"gated-chunked"``; also
         ``"parallel-causal"`` and ``"recurrent"``, the token-by-token
         reference loop).
-    threads : int or None
+    threads : int or None, default 1
         Threads the BLAS may use during the run (default 1, set with
         ``threadpoolctl``); None leaves the BLAS default.
-    clock : {"cpu", "wall"}, optional
+    clock : {"cpu", "wall"} or None, default None
         What is timed (see :func:`measure`).  Default: ``"cpu"`` when
         ``threads == 1``, else ``"wall"`` (CPU time would add up the BLAS
         threads and their spinning).
-    memory : bool
+    memory : bool, default True
         Record each form's peak memory in one untimed traced call per size
         (default True; without it each size gets one warm-up call, not two).
-    progress : callable, optional
+    progress : callable or None, default None
         Called with a line of text as each form finishes.
-    bar : bool or None
+    bar : bool or None, default False
         A progress bar with an ETA on standard error: False (default) never,
         True always, None when standard error is a terminal.
-    yes : bool
+    yes : bool, default False
         Run even when the estimate is longer than 5 minutes or larger than
         2 GiB (a run beyond a day or 80% of the memory is refused anyway).
 

@@ -67,7 +67,7 @@ class ExponentFit(Result):
         The confidence interval for p at level ``confidence``.
     intercept : float
         Natural-log intercept: ``log value ~ intercept + slope * log n``.
-    confidence : float
+    confidence : float, default 0.95
         Confidence level of ``[low, high]``.
     method : str
         ``"theil-sen"`` (Sen's Kendall-tau interval, as in
@@ -121,12 +121,24 @@ class ExponentFit(Result):
         return verdict_outcome(self.verdict)
 
     def predict(self, n) -> np.ndarray:
-        """The fitted law ``exp(intercept) * n**slope`` at sizes ``n``."""
+        """The fitted law ``exp(intercept) * n**slope`` at sizes ``n``.
+
+        Parameters
+        ----------
+        n : array_like
+            Sizes.
+        """
         n = np.asarray(n, dtype=np.float64)
         return np.exp(self.intercept) * n**self.slope
 
     def contains(self, p: float) -> bool:
-        """Whether the exponent ``p`` lies in the confidence interval."""
+        """Whether the exponent ``p`` lies in the confidence interval.
+
+        Parameters
+        ----------
+        p : float
+            An exponent.
+        """
         return bool(self.low <= p <= self.high)
 
     @property
@@ -279,9 +291,9 @@ def fit_exponent(
     values : array_like, shape (k,) or (k, repeats)
         Positive measured values (seconds, bytes, operations).  With several
         repeats per size, the per-size ``statistic`` is fitted.
-    confidence : float
+    confidence : float, default 0.95
         Confidence level of the interval (default 0.95).
-    method : {"theil-sen", "bootstrap", "rounds"}
+    method : {"theil-sen", "bootstrap", "rounds"}, default "theil-sen"
         ``"theil-sen"``: Sen's interval from the distribution of Kendall's
         tau (the numbers of :func:`scipy.stats.theilslopes`), valid for
         independent errors.
@@ -300,13 +312,13 @@ def fit_exponent(
         (needs ``repeats >= 2`` and ``statistic="median"``: the bootstrap of
         a minimum covers only about 90% at a nominal 95% and is refused; the
         median's interval covers at least its level, measured by simulation).
-    statistic : {"median", "min"}
+    statistic : {"median", "min"}, default "median"
         Per-size statistic of the repeats (ignored for 1-d ``values``).
-    n_resamples : int
+    n_resamples : int, default 2000
         Bootstrap resamples (>= 100).
-    seed : int, SeedSequence or Generator
+    seed : int, SeedSequence or Generator, default 0
         Seed of the bootstrap (unused by ``"theil-sen"``).
-    expected : (float, float), optional
+    expected : (float, float) or None, default None
         A range for the exponent.  The verdict is ``"pass"`` when the whole
         interval lies inside it, ``"fail"`` when the interval misses it, and
         ``"inconclusive"`` otherwise.

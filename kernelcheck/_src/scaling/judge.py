@@ -84,6 +84,15 @@ def accepted_range(
     sizes or a ratio ``n_hi / n_lo`` below ``spread**3``; see the module
     docstring for the model.
 
+    Parameters
+    ----------
+    exponent : float
+        The exponent of the cost model.
+    sizes : sequence of int
+        The sizes measured.
+    spread : float, default 2.0
+        The largest ratio of the time per modelled operation across the sizes.
+
     Examples
     --------
     >>> r = accepted_range(2.0, [512, 1024, 2048, 4096, 8192])

@@ -118,7 +118,7 @@ class Measurement(ResultMixin):
         pass; None when memory was not measured.
     model_flops : numpy.ndarray or None
         The cost model's operation count at each size, if one was given.
-    cost_unit : str
+    cost_unit : str, default "flop"
         What the cost model counts (``"flop"`` by default; e.g. ``"entry"``
         for a count of output entries).
     clock : str
@@ -158,6 +158,17 @@ class Measurement(ResultMixin):
 
         ``method`` defaults to :meth:`default_method`: the median of the
         per-round slopes when the sizes were timed in rounds.
+
+        Parameters
+        ----------
+        confidence : float, default 0.95
+            The confidence level of the interval.
+        method : str or None, default None
+            ``"theil-sen"``, ``"bootstrap"`` or ``"rounds"``; None chooses.
+        seed : int, default 0
+            The seed of the bootstrap resampling.
+        expected : tuple of float or None, default None
+            A range to judge the exponent against.
         """
         if method is None:
             method = self.default_method()
@@ -173,7 +184,15 @@ class Measurement(ResultMixin):
         )
 
     def memory_exponent(self, *, confidence: float = 0.95, expected=None) -> ExponentFit | None:
-        """Fit the exponent of peak memory against n; None if not measured or not positive."""
+        """Fit the exponent of peak memory against n; None if not measured or not positive.
+
+        Parameters
+        ----------
+        confidence : float, default 0.95
+            The confidence level of the interval.
+        expected : tuple of float or None, default None
+            A range to judge the exponent against.
+        """
         if self.peak_memory is None or not (self.peak_memory > 0).all():
             return None
         return fit_exponent(
@@ -233,7 +252,13 @@ class Measurement(ResultMixin):
         return "\n".join(lines) + "\n"
 
     def plot(self, path) -> Path:
-        """Write a log-log plot of time and memory against n (see :func:`plot_measurements`)."""
+        """Write a log-log plot of time and memory against n (see :func:`plot_measurements`).
+
+        Parameters
+        ----------
+        path : str or pathlib.Path
+            Where the image is written.
+        """
         return plot_measurements([self], path, title=self.label)
 
 
@@ -270,6 +295,15 @@ def plot_measurements(
     when a cost model was given), each measurement with its points and its
     fitted power law drawn dashed, the slope in the legend.  The PNG (or any
     format matplotlib infers from the suffix) is written atomically.
+
+    Parameters
+    ----------
+    measurements : sequence of Measurement
+        The measurements to draw.
+    path : str or pathlib.Path
+        Where the image is written.
+    title : str or None, default None
+        The figure's title.
     """
     return write_plot(_plot_iv(measurements, path, title), path, title)
 
@@ -529,32 +563,32 @@ def measure(
         Strictly increasing sizes, at least 2 (e.g. :func:`geometric_sizes`).
     make_input : callable
         ``make_input(n)`` returns the arguments for size n.
-    repeats : int
+    repeats : int, default 6
         Timed repeats (rounds) per size (>= 1; default 6, the fewest whose
         per-round interval reaches 95%).
-    warmup : int
+    warmup : int, default 1
         Untimed calls before timing (>= 0).
-    statistic : {"median", "min"}
+    statistic : {"median", "min"}, default "median"
         Per-size statistic of the repeats (the minimum estimates the undisturbed cost).
-    min_time : float
+    min_time : float, default 0.01
         Minimum duration of one repeat in seconds (>= 0).
-    memory : bool
+    memory : bool, default True
         Whether to run the tracemalloc pass.
-    clock : {"wall", "cpu"}
+    clock : {"wall", "cpu"}, default "wall"
         ``"wall"``: elapsed time (:func:`time.perf_counter`).  ``"cpu"``: CPU
         time of the process (:func:`time.process_time`), which does not
         count waiting for a CPU; it adds up BLAS threads, so use it with one.
-    cost : callable or array_like, optional
+    cost : callable or array_like or None, default None
         The cost model: ``cost(n)`` or one operation count per size.
-    cost_unit : str
+    cost_unit : str, default "flop"
         What ``cost`` counts, for the tables and plots (default ``"flop"``).
-    label : str, optional
+    label : str or None, default None
         Name of the measurement (default: ``fn.__name__``).
-    order : {"interleaved", "sequential"}
+    order : {"interleaved", "sequential"}, default "interleaved"
         How the repeats are laid out (see above).
-    seed : int, SeedSequence or Generator
+    seed : int, SeedSequence or Generator, default 0
         Seed of the order of the sizes in each round (interleaved only).
-    progress : callable, optional
+    progress : callable or None, default None
         Called with the size n after each timed repeat at n (to advance a progress bar).
 
     Returns

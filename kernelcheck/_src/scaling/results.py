@@ -223,7 +223,13 @@ class ScalingReport(Result):
         return "\n".join(out)
 
     def plot(self, path) -> Path:
-        """Write the log-log plot of every form (time, memory, model throughput)."""
+        """Write the log-log plot of every form (time, memory, model throughput).
+
+        Parameters
+        ----------
+        path : str or pathlib.Path
+            Where the image is written.
+        """
         return plot_measurements([f.measurement for f in self.forms], path, title=TITLE)
 
 

@@ -25,9 +25,11 @@ def geometric_sizes(start: int, stop: int, *, num: int | None = None) -> tuple[i
 
     Parameters
     ----------
-    start, stop : int
-        First and last size, ``1 <= start < stop <= 2**53``.
-    num : int, optional
+    start : int
+        The first size, ``1 <= start < stop``.
+    stop : int
+        The last size, ``<= 2**53``.
+    num : int or None, default None
         Number of sizes (``>= 2``, at most ``stop - start + 1``), spaced evenly
         in ``log n`` and rounded to integers (duplicates after rounding are
         dropped).  Default: the

@@ -53,23 +53,29 @@ def attention_inputs(
 
     Parameters
     ----------
-    min_n, max_n : int
-        Range of the sequence length.
-    d, d_v : int, optional
-        Fixed key / value dimensions (a layer with a fixed head size); drawn
-        from 1..``max_d`` when None (``d_v`` defaults to ``d``).
-    batch_shapes : sequence of tuples
+    min_n : int, default 1
+        The shortest sequence length.
+    max_n : int, default 32
+        The longest sequence length.
+    d : int or None, default None
+        A fixed key dimension (a layer with a fixed head size); drawn from
+        1..``max_d`` when None.
+    max_d : int, default 8
+        The largest drawn key dimension.
+    d_v : int or None, default None
+        A fixed value dimension; ``d`` (fixed or drawn) when None.
+    batch_shapes : sequence of tuples, default ((), (2,), (2, 3))
         Leading shapes to choose from.
-    dtypes : sequence of str
+    dtypes : sequence of str, default ('float64', 'float32')
         Precisions to choose from (names of float64, float32, float16, bfloat16).
-    causal : bool, optional
+    causal : bool or None, default None
         Fixed, or drawn when None.
-    max_norm : float
+    max_norm : float, default 3.0
         Largest row norm of Q and K (logits stay below ``max_norm**2``).  Rows
         are drawn entry by entry in ``[-max_norm, max_norm]``, scaled back
         onto the ball when longer, then scaled by 1, 0.25 or 1e-3 (small
         norms: near-uniform softmax weights, rounding-level logits).
-    positive_values : bool
+    positive_values : bool, default False
         Values in [0.5, 1.5] (the power case) instead of [-2, 2].
 
     Examples

@@ -86,6 +86,23 @@ def point_sets(
     Rows longer than ``max_norm`` are scaled back onto the ball, so the
     strategy shrinks toward small, simple point sets (zeros, repeated rows).
 
+    Parameters
+    ----------
+    min_points : int, default 1
+        The fewest points.
+    max_points : int, default 8
+        The most points.
+    min_dim : int, default 1
+        The smallest dimension d.
+    max_dim : int, default 6
+        The largest dimension d.
+    dim : int or None, default None
+        A fixed dimension (then ``min_dim`` and ``max_dim`` are not used).
+    max_norm : float, default 2.0
+        The largest Euclidean norm of a row.
+    dtype : numpy dtype, default numpy.float64
+        float64 or float32.
+
     Examples
     --------
     >>> from hypothesis import given
@@ -119,7 +136,23 @@ def point_set_pairs(
     max_norm: float = 2.0,
     dtype=np.float64,
 ) -> st.SearchStrategy[tuple[np.ndarray, np.ndarray]]:
-    """Pairs ``(X, Y)`` of point sets sharing one dimension d (see :func:`point_sets`)."""
+    """Pairs ``(X, Y)`` of point sets sharing one dimension d (see :func:`point_sets`).
+
+    Parameters
+    ----------
+    min_points : int, default 1
+        The fewest points.
+    max_points : int, default 8
+        The most points.
+    min_dim : int, default 1
+        The smallest dimension d.
+    max_dim : int, default 6
+        The largest dimension d.
+    max_norm : float, default 2.0
+        The largest Euclidean norm of a row.
+    dtype : numpy dtype, default numpy.float64
+        float64 or float32.
+    """
     d_lo, d_hi = _bounds("dim", min_dim, max_dim, minimum=1)
     _bounds("points", min_points, max_points, minimum=1)
 
@@ -157,18 +190,20 @@ def kernels(
 
     Parameters
     ----------
-    max_depth : int
+    max_depth : int, default 4
         Largest depth of the tree (a leaf has depth 1).
-    finite : bool
+    finite : bool, default True
         Only nodes with finite feature maps (the catalogue's leaves with
         finite features -- ``Linear``, ``Constant``, ``Polynomial`` -- sums,
         positive scalings, products, powers and truncated ``exp``) when
         True; else also the other leaves (``Exponential``, ``Gaussian``,
         ``Laplacian``) and untruncated ``exp``.
-    max_features, feature_dim_at : int
-        With ``finite=True``, keep only trees whose symmetric feature
-        dimension at input dimension ``feature_dim_at`` is at most
-        ``max_features`` (so that feature maps stay cheap to build).
+    max_features : int, default 2000
+        With ``finite=True``, keep only trees whose symmetric feature dimension
+        at input dimension ``feature_dim_at`` is at most this (so that feature
+        maps stay cheap to build).
+    feature_dim_at : int, default 6
+        The input dimension at which ``max_features`` is judged.
     """
     max_depth = as_int(max_depth, "max_depth", minimum=1, maximum=8)
     max_features = as_int(max_features, "max_features", minimum=1)
@@ -212,6 +247,15 @@ def feature_maps(
 
     Tensor forms larger than ``max_features`` at ``feature_dim_at`` fall back
     to the symmetric form.
+
+    Parameters
+    ----------
+    max_depth : int, default 3
+        Largest depth of the kernel's tree (a leaf has depth 1).
+    max_features : int, default 2000
+        Largest feature dimension at input dimension ``feature_dim_at``.
+    feature_dim_at : int, default 6
+        The input dimension at which ``max_features`` is judged.
     """
 
     def build(pair):

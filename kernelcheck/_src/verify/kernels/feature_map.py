@@ -126,15 +126,17 @@ def feature_map(
     phi : FeatureMap or callable
         An exact map (``k.features()``), or any callable taking (n, d) and
         returning (n, D) (a user's map; tensors are read via ``np.asarray``).
-    X, Y : array_like, shape (n, d), (m, d)
-        Points; ``Y=None`` means ``Y = X``.
-    kernel : Kernel, optional
+    X : array_like, shape (n, d)
+        Points.
+    Y : array_like, shape (m, d), default None
+        Points; None means ``Y = X``.
+    kernel : Kernel or None, default None
         The kernel to reproduce; defaults to ``phi.kernel``.
-    feature_ops : int, optional
+    feature_ops : int or None, default None
         Rounded operations behind one feature entry, for the error model of a
         user map (default: the map's own model for kernelcheck maps, else
         ``2 d + 8``, :func:`~kernelcheck._src.core.rounding.default_feature_ops`).
-    timeout : float, optional
+    timeout : float or None, default None
         Seconds from the start of the check within which every call of
         ``phi`` must return: a call still running then is abandoned (it runs
         on in a background thread; Python cannot stop it) and

@@ -704,21 +704,21 @@ def kernel(
         is accepted with a note in the report: ``f(X, Y) -> (n, m)`` on two
         point sets, or ``f(x, y) -> float`` on two points (probed once); one
         that fits neither is refused at once with what each call raised.
-    X : array_like (n, d), optional
+    X : array_like (n, d) or None, default None
         Points.  Given: judge the Gram ``kernel(X)`` with the precision ladder.
         None: search for a counterexample in ``R^dim``.
-    dim : int, optional
+    dim : int or None, default None
         Dimension for the search (required when ``X`` is None).
-    seed : int or numpy.random.SeedSequence
+    seed : int or numpy.random.SeedSequence, default 0
         Seeds the search; restart ``i`` uses ``SeedSequence(seed).spawn(budget)[i]``.
-    budget : int
+    budget : int, default 32
         Number of restarts of the search (default 32); each restart costs at
         most ``10`` starting point sets plus ``80`` L-BFGS-B iterations on
         2..8 points (a few hundred Gram evaluations).
-    executor : concurrent.futures.Executor, optional
+    executor : concurrent.futures.Executor or None, default None
         Runs the restarts of a round in parallel (a process pool needs a
         picklable kernel).  The report is the same for any executor.
-    explore : {"seeded", "hypothesis"}
+    explore : {"seeded", "hypothesis"}, default "seeded"
         How each restart picks its starting sets.  ``"seeded"`` (default):
         seeded families (Gaussian clouds, near duplicates, collinear points,
         clusters, spheres, mixed scales), reproducible bit for bit in any
@@ -726,18 +726,18 @@ def kernel(
         the normalised smallest eigenvalue); wider, but Hypothesis' generation
         depends on process state even under ``@seed``, so the report may
         differ between processes (not for the verdict on a clear violation).
-    symmetrize : bool
+    symmetrize : bool, default False
         A Gram asymmetric beyond rounding level (``max |G - G^T| > 1024 u
         max |G|``) is an error naming this option; with ``symmetrize=True`` its
         exact symmetric part is judged (see :func:`~kernelcheck.psd.check_psd`).
-    domain : (low, high) or callable, optional
+    domain : (low, high) or callable or None, default None
         Search mode only: where the points live.  ``(low, high)``: a box,
         each a number or an array of length ``dim`` with ``low < high``
         (``-inf`` / ``inf`` allowed for a half-line, e.g. ``(0, inf)`` for
         histogram kernels); every point searched is strictly inside.  A
         callable ``sampler(rng, n) -> (n, dim)`` array: the starting sets are
         drawn from it and not moved by the optimiser.
-    timeout : float, optional
+    timeout : float or None, default None
         Seconds from the start of the check within which every call of a
         user's kernel function must return (in this process:
         :func:`~kernelcheck._src.core.deadline.run_user`; a late call is

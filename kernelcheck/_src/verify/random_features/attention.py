@@ -200,6 +200,11 @@ class RandomFeatureAttentionReport(Result):
 
         ``((z_c + z_power) sigma / |bias|)^2`` with ``sigma`` the median entry's
         standard error times ``sqrt(trials)`` and ``z_c`` Holm's first-step critical value.
+
+        Parameters
+        ----------
+        bias : float
+            The asymptotic bias to detect, ``> 0``.
         """
         from scipy.special import ndtri
 
@@ -359,25 +364,39 @@ def random_feature_attention(
     ----------
     fn : callable
         ``fn(Q, K, V, m, rng) -> (nq, dv)``; it gets copies of float64 arrays.
-    Q, K : array_like, shape (nq, d), (nk, d)
+    Q : array_like, shape (nq, d)
+        Queries.
+    K : array_like, shape (nk, d)
+        Keys.
     V : array_like, shape (nk, dv)
-    kernel : Kernel, optional
+    kernel : Kernel or None, default None
         The kernel the layer's features estimate (default ``Exponential()``,
         ``exp(q . k)``; softmax attention with the ``1/sqrt(d)`` scaling is
         ``Exponential(scale=d ** -0.5)``).
-    num_features : sequence of int
+    num_features : sequence of int, default (16, 32, 64, 128)
         At least three distinct m.
-    trials : int
+    trials : int, default 2000
         Redraws per m.
     seed : int, SeedSequence or Generator
         Root seed (the pilot and every m have their own children).
-    alpha, power : float
-        Family-wise false-alarm rate; power of the detectable-bias statement.
-    causal : bool
+    alpha : float, default 0.01
+        Family-wise false-alarm rate of all the tests (Holm).
+    power : float, default 0.8
+        Power of the detectable-bias statement.
+    causal : bool, default False
         Compare with causal exact attention.
-    executor, shard_size, progress, shards
-        As in :func:`kernelcheck.verify.unbiased`.
-    timeout : float, optional
+    executor : concurrent.futures.Executor or None, default None
+        Runs the trial blocks (:func:`kernelcheck.stats.run_trials`); the
+        result is the same for any executor.
+    shard_size : int, default 2048
+        Trials per seeded block (part of the meaning of the seed).
+
+    progress : bool or None, default None
+        A progress bar on stderr; None: only when stderr is a terminal.
+    shards : int or None, default None
+        Tasks the trial blocks are grouped into on ``executor`` (the result
+        does not depend on it); None: one per block.
+    timeout : float or None, default None
         Seconds from the start within which every call of ``fn`` must return,
         else :class:`InvalidArgument` naming ``timeout``; None waits.
 

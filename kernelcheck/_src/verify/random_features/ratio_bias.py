@@ -178,12 +178,31 @@ def ratio_bias(
     sampler : RandomFeatureSampler
         E.g. ``PositiveRandomFeatures.sampler(d, m)`` (its m is replaced by
         each entry of ``num_features``).
-    Q, K : array_like, shape (nq, d), (nk, d)
+    Q : array_like, shape (nq, d)
+        Queries.
+    K : array_like, shape (nk, d)
+        Keys.
     V : array_like, shape (nk, dv)
-    num_features : sequence of int
+    num_features : sequence of int, default (8, 16, 32, 64, 128)
         At least three values of m.
-    trials, seed, alpha, executor, shard_size, progress, shards
-        As in :func:`kernelcheck.verify.unbiased`.
+    trials : int, default 20000
+        Trials per m.
+    seed : int, SeedSequence or Generator
+        Root seed (the pilot and every m have their own children).
+    alpha : float, default 0.01
+        Level of the z test of ``beta`` and of the goodness of fit.
+
+    executor : concurrent.futures.Executor or None, default None
+        Runs the trial blocks (:func:`kernelcheck.stats.run_trials`); the
+        result is the same for any executor.
+    shard_size : int, default 2048
+        Trials per seeded block (part of the meaning of the seed).
+
+    progress : bool or None, default None
+        A progress bar on stderr; None: only when stderr is a terminal.
+    shards : int or None, default None
+        Tasks the trial blocks are grouped into on ``executor`` (the result
+        does not depend on it); None: one per block.
 
     Returns
     -------

@@ -193,26 +193,33 @@ def unbiased(
         supplies the closed-form theory.
     target : Kernel
         The kernel the sampler claims to estimate.
-    X, Y : array_like, shape (n, d), (n', d)
-        The pairs are all (x_i, y_j); ``Y=None`` means ``Y = X``.
+    X : array_like, shape (n, d)
+        Points; the pairs are all (x_i, y_j).
+    Y : array_like, shape (n', d), default None
+        Points; None means ``Y = X``.
     trials : int
         Number of trials N >= 2.
     seed : int, SeedSequence or Generator
         Root seed (blocks of ``shard_size`` trials use its spawned children).
-    alpha : float
+    alpha : float, default 0.01
         Family-wise false-alarm rate, in (0, 1).
-    executor : concurrent.futures.Executor, optional
+    executor : concurrent.futures.Executor or None, default None
         Runs the shards (:func:`kernelcheck.stats.run_trials`); same result for any executor.
-    power, be_tolerance : float
-        Power of the detectable-bias statement; largest accepted Berry-Esseen bound.
-    shard_size : int
+    power : float, default 0.8
+        Power of the detectable-bias statement.
+    be_tolerance : float, default 0.02
+        Largest accepted Berry-Esseen bound of a pair's normal approximation.
+    shard_size : int, default 2048
         Trials per seeded block (part of the meaning of the seed).
-    sweep : sequence of int, optional
+    sweep : sequence of int or None, default None
         Also measure the relative RMSE at these numbers of features (needs
         ``sample.with_num_features``; plotted by :func:`~kernelcheck.verify.write_report`).
-    progress, shards : bool, int, optional
-        Progress bar (default: when stderr is a terminal); tasks on ``executor``.
-    timeout : float, optional
+    progress : bool or None, default None
+        A progress bar on stderr; None: only when stderr is a terminal.
+    shards : int or None, default None
+        Tasks the trial blocks are grouped into on ``executor`` (the result
+        does not depend on it); None: one per block.
+    timeout : float or None, default None
         Seconds from the start within which all calls of ``sample``, ``phi`` must
         return, else :class:`InvalidArgument` (``docs/reliability.md``); None waits.
 

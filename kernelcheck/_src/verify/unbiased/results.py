@@ -251,6 +251,11 @@ class UnbiasedReport(Result):
         ``ceil(N (delta / r)^2)`` trials, ``delta`` = :attr:`detectable_relative_bias`
         (same ``alpha`` and ``power``).  NaN when no pair is testable.
 
+        Parameters
+        ----------
+        relative_bias : float
+            The relative bias r to detect, ``> 0``.
+
         Examples
         --------
         >>> import numpy as np

@@ -101,6 +101,15 @@ def write_report(report: UnbiasedReport, out_dir, *, plots: bool = True) -> list
     SIGINT and SIGTERM held while they are moved into place, then raised as
     ``InterruptedAfterWrite``).  Without matplotlib (or with ``plots=False``)
     there are no plots, and ``report.md`` says why.  Returns the written paths.
+
+    Parameters
+    ----------
+    report : UnbiasedReport
+        The report to write.
+    out_dir : str or pathlib.Path
+        The folder (created if missing).
+    plots : bool, default True
+        Draw the plots (they need matplotlib).
     """
     if not isinstance(report, UnbiasedReport):
         raise InvalidArgument(f"`report` must be an UnbiasedReport, got {describe(report)}")
@@ -120,6 +129,17 @@ def default_points(n: int, dim: int, *, seed: Any, max_norm: float = 0.5) -> np.
 
     Norm of row i: ``max_norm (i + 1) / n``.  Used by
     :func:`~kernelcheck._src.verify.unbiased.command.run_unbiased_cli`.
+
+    Parameters
+    ----------
+    n : int
+        The number of points.
+    dim : int
+        The dimension.
+    seed : int, SeedSequence or Generator
+        The seed of the directions.
+    max_norm : float, default 0.5
+        The norm of the last row.
 
     Examples
     --------
