@@ -6,7 +6,9 @@ home page, a claims page and a reference page the test checks that the page
 is not blank (its text, and a screenshot of its first screen with real content), that
 its formulas are drawn (SVG elements with a size, no raw TeX in the visible
 text), that roles became links, and that verdict names in tables stay on one
-line in a narrow window.
+line in a narrow window.  On every page of the site, at a desktop width, no
+table and no signature of the reference is clipped: each fits its column
+(none hides columns behind a scroll bar).
 
 Needs ``/usr/bin/chromium`` (``apt-get install -y chromium``; ``.ci/run``
 installs it when it is missing and it runs as root) and the ``playwright``
@@ -179,3 +181,40 @@ def test_verdict_names_do_not_wrap_in_narrow_tables(browser, server, path):
         assert not refused
     finally:
         page.context.close()
+
+
+#: Pixels a table or signature may exceed its box by (sub-pixel rounding of borders).
+SLACK = 2
+
+
+def clipped(browser, url: str) -> list[str]:
+    """Tables and reference signatures of the page at ``url`` wider than their box."""
+    page, _, _ = _open(browser, url)
+    try:
+        return page.evaluate(
+            """slack => {
+              const out = [];
+              document.querySelectorAll('.md-typeset table').forEach((t, i) => {
+                const box = t.closest('.md-typeset__scrollwrap') || t.parentElement;
+                if (box.scrollWidth > box.clientWidth + slack)
+                  out.push(`table ${i} (${t.rows[0].textContent.trim().slice(0, 40)}): `
+                           + `${box.scrollWidth} px in ${box.clientWidth} px`);
+              });
+              document.querySelectorAll('.doc-signature').forEach((e, i) => {
+                if (e.scrollWidth > e.clientWidth + slack)
+                  out.push(`signature ${i} (${e.textContent.trim().slice(0, 40)}): `
+                           + `${e.scrollWidth} px in ${e.clientWidth} px`);
+              });
+              return out;
+            }""",
+            SLACK,
+        )
+    finally:
+        page.context.close()
+
+
+def test_no_table_or_signature_is_clipped(browser, server, site):
+    pages = sorted(p.relative_to(site).as_posix() for p in site.rglob("index.html"))
+    assert len(pages) > 20
+    bad = [f"{path}: {item}" for path in pages for item in clipped(browser, server + path)]
+    assert not bad, f"{len(bad)} clipped tables or signatures:\n" + "\n".join(bad[:30])

@@ -6,6 +6,10 @@ Each test reads every HTML page of the site built by ``mkdocs build --strict``
 * a raw numpydoc role (``:func:``, ``:class:`` ... left as text);
 * a raw formula delimiter (``\\(``, ``\\[``, ``$$``) in the text, or a formula
   element without its typeset SVG;
+* a raw table row (a line of text that starts and ends with ``|``: a
+  Markdown table broken by a blank line renders its rows as text);
+* a formula left as ASCII in a code block (a block with no language whose
+  text reads as mathematics: ``gamma_k``, ``sum_{``, ``<=`` ...): typeset it;
 * a private path ``kernelcheck._src`` anywhere in a page;
 * an internal link, image, script or stylesheet that points to no file, or to
   an anchor the target page does not have;
@@ -29,12 +33,22 @@ RAW_MATH = re.compile(r"\\\(|\\\)|\\\[|\\\]|\$\$")
 _VOID_CODE = {"code", "pre", "script", "style", "svg", "kbd", "samp"}
 
 
+#: ASCII mathematics in a code block: an index in braces (``sum_{j <= i}``), a
+#: rounding constant with its subscript (``gamma_k``, ``gamma_(n+2)``), ``expm1(``.
+ASCII_MATH = re.compile(r"_\{|\b(?:gamma|eta|rho|theta)_(?:\(|[a-z0-9]\b)|\bexpm1\(")
+
+
 class Page(HTMLParser):
     """One HTML page: its visible text outside code, its links, its ids and formulas."""
 
     def __init__(self) -> None:
         super().__init__(convert_charrefs=True)
         self.depth_code = 0
+        self.depth_table = 0
+        self.prose: list[str] = []  # text outside code and tables
+        self.blocks: list[list[str]] = []  # code blocks without a language
+        self._plain_pre = 0
+        self._language = False
         self.text: list[str] = []
         self.all_text: list[str] = []  # code included
         self.links: list[tuple[str, str, str]] = []  # (tag, attribute, url)
@@ -46,6 +60,19 @@ class Page(HTMLParser):
     def handle_starttag(self, tag, attrs):
         a = dict(attrs)
         self._depth += 1
+        if tag == "table":
+            self.depth_table += 1
+        classes = (a.get("class") or "").split()
+        if tag == "div" and "highlight" in classes:  # a code block; the language is here
+            self._language = any(c.startswith("language-") for c in classes)
+        if tag == "code" and self.depth_code == 1 and self._plain_pre:
+            if not any(c.startswith("language-") for c in classes):
+                self.blocks.append([])
+            else:
+                self._plain_pre = 0
+        if tag == "pre":
+            self._plain_pre = 0 if self._language else 1
+            self._language = False
         if tag in _VOID_CODE:
             self.depth_code += 1
         for key in ("id", "name"):
@@ -64,6 +91,10 @@ class Page(HTMLParser):
             self.math.append(self._open_math.pop()[1])
         if tag in _VOID_CODE and self.depth_code:
             self.depth_code -= 1
+        if tag == "pre":
+            self._plain_pre = 0
+        if tag == "table" and self.depth_table:
+            self.depth_table -= 1
         self._depth -= 1
 
     def handle_startendtag(self, tag, attrs):
@@ -74,6 +105,10 @@ class Page(HTMLParser):
         self.all_text.append(data)
         if not self.depth_code:
             self.text.append(data)
+            if not self.depth_table:
+                self.prose.append(data)
+        elif self._plain_pre and self.blocks:
+            self.blocks[-1].append(data)
 
 
 def _pages(site: Path) -> dict[Path, tuple[str, Page]]:
@@ -118,6 +153,37 @@ def raw_math(site: Path, pages) -> list[str]:
         ]
         if not all(page.math):
             bad.append(f"{path.relative_to(site)}: {page.math.count(False)} formulas without SVG")
+    return bad
+
+
+def raw_table_rows(site: Path, pages) -> list[str]:
+    """Lines of prose that are Markdown table rows (``| a | b |``) left as text."""
+    bad = []
+    for path, (_, page) in pages.items():
+        for line in "".join(page.prose).splitlines():
+            line = line.strip()
+            if len(line) > 2 and line.startswith("|") and line.endswith("|"):
+                bad.append(f"{path.relative_to(site)}: {line[:100]}")
+    return bad
+
+
+def ascii_math(site: Path, pages) -> list[str]:
+    """Code blocks of the guides whose text is a formula (typeset it instead).
+
+    Doctest blocks (``>>>``) are code; the API reference shows docstrings as
+    their authors wrote them for a terminal, so it is not read here.
+    """
+    bad = []
+    for path, (_, page) in pages.items():
+        if "reference" in path.relative_to(site).parts:
+            continue
+        for block in page.blocks:
+            text = "".join(block)
+            if ">>>" in text:
+                continue
+            m = ASCII_MATH.search(text)
+            if m:
+                bad.append(f"{path.relative_to(site)}: ...{_context(text, m)}...")
     return bad
 
 
@@ -184,6 +250,16 @@ def test_formulas_are_typeset(site, pages):
     assert formulas > 100, f"only {formulas} formulas on the whole site"
 
 
+def test_no_raw_table_row(site, pages):
+    bad = raw_table_rows(site, pages)
+    assert not bad, f"{len(bad)} table rows rendered as text:\n" + "\n".join(bad[:20])
+
+
+def test_no_formula_left_as_ascii_in_a_code_block(site, pages):
+    bad = ascii_math(site, pages)
+    assert not bad, f"{len(bad)} formulas in code blocks:\n" + "\n".join(bad[:20])
+
+
 def test_no_private_path(site, pages):
     bad = private_paths(site, pages)
     assert not bad, "private paths in the pages:\n" + "\n".join(bad[:20])
@@ -205,7 +281,10 @@ _BAD_PAGE = """<html><head><link rel="stylesheet" href="https://cdn.example/x.cs
 <span class="arithmatex"><svg></svg></span>.</p>
 <p>From kernelcheck._src.psd import it; <a href="other/">ok</a> <a href="other/#there">ok</a>
 <a href="missing/">broken</a> <a href="other/#nowhere">no anchor</a> <a href="#top">self</a></p>
-<pre><code>:func:`shown as code` \\(also code\\)</code></pre></body></html>"""
+<pre><code>:func:`shown as code` \\(also code\\)</code></pre>
+<p>| `a` | b |</p><table><tr><td>| in a table |</td></tr></table>
+<pre><code>E = gamma_k |x| |y|</code></pre>
+<pre><code class="language-python">x = y[0] if a <= b else sum_{x}</code></pre></body></html>"""
 
 
 def test_the_checks_find_what_they_look_for(tmp_path):
@@ -221,6 +300,8 @@ def test_the_checks_find_what_they_look_for(tmp_path):
     links, checked = broken_links(tmp_path, pages)
     assert checked == 5 and len(links) == 3, links  # missing/, #nowhere, #top
     assert len(network_loads(tmp_path, pages)) == 1
+    assert len(raw_table_rows(tmp_path, pages)) == 1
+    assert len(ascii_math(tmp_path, pages)) == 1
 
 
 def test_the_home_page_shows_the_four_verifiers(site, pages):
