@@ -2,7 +2,12 @@
 
     python3 benchmarks/report.py              # refuses to run at a load average above 1
     python3 benchmarks/report.py --allow-load # runs anyway; the output says so
-    python3 benchmarks/report.py --print      # print the section instead of writing the docs
+    python3 benchmarks/report.py --print      # print the sections instead of writing the docs
+    python3 benchmarks/report.py --part costs # only what a check costs (benchmarks/user_costs.py)
+
+The page's first section, what a check costs at the sizes users have, is
+measured by :mod:`user_costs`; the rest of this docstring is about the second,
+the benchmarks next to their floors and peers.
 
 It runs every pytest-benchmark file in ``benchmarks/`` (``bench_*.py``) with
 this module's :class:`Recorder` in place of pytest-benchmark's ``benchmark``
@@ -555,7 +560,29 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--print", action="store_true", help="print instead of writing the docs")
     ap.add_argument("--budget", type=float, default=8.0, help="seconds of rounds per group")
     ap.add_argument("-k", default=None, help="pytest -k expression (a subset, for a try)")
+    ap.add_argument(
+        "--part",
+        choices=("all", "costs", "floors"),
+        default="all",
+        help="costs: what a check costs (first section); floors: the benchmarks next to "
+        "their floors and peers; all: both",
+    )
     args = ap.parse_args(argv)
+    if args.part in ("all", "costs"):
+        import user_costs
+
+        if load()[0] > MAX_LOAD and not args.allow_load:
+            print(f"refused: load average {load()[0]:.2f} > {MAX_LOAD} (use --allow-load to "
+                  "run anyway; the output is then flagged)", file=sys.stderr)  # fmt: skip
+            return 2
+        costs = user_costs.render(user_costs.measure(), user_costs.machine())
+        if args.print:
+            print(costs)
+        else:
+            user_costs.write(costs, DOC)
+            print(f"wrote the costs section of {DOC.relative_to(ROOT)}", file=sys.stderr)
+        if args.part == "costs":
+            return 0
     load0 = load()
     if load0[0] > MAX_LOAD and not args.allow_load:
         print(f"refused: load average {load0[0]:.2f} > {MAX_LOAD} (use --allow-load to run "
