@@ -15,7 +15,7 @@ machine, with the load average at the start and the end of the run:
   causality check) plus one such layer's;
 * ``check_psd`` of a Gaussian Gram matrix (positive definite: the certified
   Cholesky decides) and of an indefinite one (a witness and, up to
-  n = 3000, the enclosure of its smallest eigenvalue) at n = 1000 to 5000.
+  n = 2000, the enclosure of its smallest eigenvalue) at n = 1000 to 5000.
 
 Each is timed once (a check is run once by its user, and the larger ones take
 minutes); a figure at a load average above 1 is flagged, because other work
