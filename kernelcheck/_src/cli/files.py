@@ -45,10 +45,10 @@ def load_matrix(
     ----------
     path : str or Path
         The file.
-    key : str, optional
+    key : str or None, default None
         The array's name inside an ``.npz`` file (default None: needed only
         when the archive holds more than one array).
-    note : callable, optional
+    note : callable or None, default None
         Called with one line when a header row was skipped (default None:
         skipped without a word).
 

@@ -62,7 +62,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     Parameters
     ----------
-    argv : sequence of str, optional
+    argv : sequence of str or None, default None
         The arguments after the program name (default None: ``sys.argv[1:]``).
 
     Returns

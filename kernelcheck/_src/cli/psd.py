@@ -34,6 +34,7 @@ def _methods() -> tuple[str, ...]:
 #: ``--method`` choices: the rungs of ``check_psd`` (``psd.inputs.METHODS``), read when needed.
 METHOD_NAMES = CatalogueChoices(_methods)
 
+
 def add_parser(sub: Any) -> None:
     """Add ``psd`` and its options to the commands ``sub`` (``add_subparsers()``).
 

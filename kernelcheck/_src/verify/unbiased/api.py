@@ -152,9 +152,8 @@ def unbiased(
 ) -> UnbiasedReport:
     """Check that a random-feature sampler estimates ``target`` without bias (C13, C17, C18).
 
-    For each trial t, ``phi_t = sample(rng_t)`` is drawn and evaluated on ``X``
-    and on ``Y`` in separate calls (as a layer evaluates phi(Q) and phi(K));
-    the estimate of pair (i, j) is ``phi_t(x_i) . phi_t(y_j)``.
+    Each trial draws ``phi_t = sample(rng_t)`` and calls it on ``X`` and on ``Y`` apart (as
+    a layer does on Q and K); the estimate of pair (i, j) is ``phi_t(x_i) . phi_t(y_j)``.
 
     Statistics (details and sources in ``docs/statistics.md``):
 
@@ -170,19 +169,13 @@ def unbiased(
       ``be_tolerance`` is "untestable at this N, needs about K trials" -- unless
       its variance is known, when Chebyshev's ``p = 1/z^2`` (valid for any law)
       can still find a bias;
-    * pairs with zero variance are judged by rounding error; the one-sided
-      test "variance above theory" needs the known variance and fourth moment;
+    * pairs with zero variance are judged by rounding error ("variance above
+      theory" is tested with the known variance and fourth moment);
     * Holm's step-down procedure over all tests keeps the family-wise false-alarm rate at ``alpha``;
     * power: the smallest relative bias detected with probability ``power``,
-      ``(z_(1-alpha/2P) + z_power) SE / |k|`` per pair; the report's headline
-      is the median over the testable pairs (and the hardest pair beside it);
-      a bias r times smaller needs r^2 times the trials
-      (:meth:`UnbiasedReport.trials_to_detect`);
-    * what to do when the report cannot pass (:meth:`UnbiasedReport.advice`):
-      an untestable pair needs about K trials (from the closed-form kurtosis;
-      "unknown" without one, never the sample kurtosis extrapolated); a
-      failing report says a correct estimator fails at rate ``alpha`` and how
-      many trials a run with another seed needs to confirm it.
+      ``(z_(1-alpha/2P) + z_power) SE / |k|`` per pair (the headline: the
+      median over the testable pairs; :meth:`UnbiasedReport.trials_to_detect`);
+    * what to do when the report cannot pass: :meth:`UnbiasedReport.advice`.
 
     Parameters
     ----------
