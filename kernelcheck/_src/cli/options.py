@@ -93,7 +93,7 @@ def add_dask_options(p: argparse.ArgumentParser) -> None:
         "--scheduler",
         metavar="ADDRESS",
         help="run the trials on the Dask cluster at ADDRESS, e.g. tcp://host:8786 "
-        "(needs kernelcheck[distributed]; the report is the same as a local run)",
+        "(needs kernelcheck-attention[distributed]; the report is the same as a local run)",
     )
     dist.add_argument(
         "--workers",
