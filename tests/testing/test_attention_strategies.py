@@ -6,7 +6,7 @@ minimal failing example Hypothesis finds must be small in its shape (one
 token past the first chunk) *and* in its values (a few significant digits
 per entry), which a strategy that draws a seed and generates the values from
 it cannot give.  The distributions keep their intent: row norms within
-``max_norm``, values in their ranges, and small norms among the draws.
+``max_norm``, values in their ranges.
 """
 
 from __future__ import annotations
@@ -88,12 +88,3 @@ def test_rows_stay_within_max_norm_and_values_in_range(x):
 @given(attention_inputs(positive_values=True))
 def test_positive_values_lie_in_their_range(x):
     assert ((x.V >= 0.5) & (x.V <= 1.5)).all()
-
-
-def test_small_norms_are_among_the_draws():
-    tiny = find(
-        attention_inputs(min_n=2, d=2),
-        lambda x: 0 < np.abs(x.Q).max() < 1e-2 and 0 < np.abs(x.K).max() < 1e-2,
-        settings=SETTINGS,
-    )
-    assert np.linalg.norm(tiny.Q, axis=-1).max() < 1e-2
