@@ -110,7 +110,20 @@ class Form:
     def call(self, a: Any, b: Any, V: Any, *required: Any, causal: bool, **kwargs: Any) -> Any:
         """Run the form; ``causal`` goes to the forms that take it (not the causal-only ones).
 
-        ``required`` are the positional arguments named by :attr:`requires`.
+        Parameters
+        ----------
+        a : array_like, shape (..., n, d) or (..., n, D)
+            The queries ``Q`` (``inputs == "queries"``) or their features ``phi(Q)``.
+        b : array_like, shape (..., n, d) or (..., n, D)
+            The keys ``K`` or their features ``phi(K)``, as ``a``.
+        V : array_like, shape (..., n, d_v)
+            The values.
+        *required
+            The positional arguments named by :attr:`requires` (a kernel, the gates).
+        causal : bool
+            Causal mask; a causal-only form refuses False.
+        **kwargs
+            The form's options (:attr:`options`, ``on_bad_normalizer``).
         """
         if len(required) != len(self.requires):
             raise InvalidArgument(
@@ -124,7 +137,23 @@ class Form:
         return self.function(a, b, V, *required, causal=causal, **kwargs)
 
     def bound(self, a: Any, b: Any, V: Any, *required: Any, causal: bool, **kwargs: Any) -> Any:
-        """The form's error bound on the same arguments as :meth:`call`."""
+        """The form's error bound on the same arguments as :meth:`call`.
+
+        Parameters
+        ----------
+        a : array_like, shape (..., n, d) or (..., n, D)
+            The queries ``Q`` or their features ``phi(Q)``, as in :meth:`call`.
+        b : array_like, shape (..., n, d) or (..., n, D)
+            The keys ``K`` or their features ``phi(K)``, as ``a``.
+        V : array_like, shape (..., n, d_v)
+            The values.
+        *required
+            The positional arguments named by :attr:`requires` (a kernel, the gates).
+        causal : bool
+            Causal mask; a causal-only form refuses False.
+        **kwargs
+            The bound's options (``dtype``, ``extra_ops``, the form's own).
+        """
         if self.causal_only and not causal:
             raise InvalidArgument(f"form {self.name!r} is causal only; pass causal=True")
         return self.error_bound(a, b, V, *required, causal=causal, **kwargs)
@@ -184,7 +213,13 @@ class Family:
     flags: tuple[str, ...] = ()
 
     def selects(self, given: frozenset[str]) -> bool:
-        """Whether the selecting options ``given`` choose this family."""
+        """Whether the selecting options ``given`` choose this family.
+
+        Parameters
+        ----------
+        given : frozenset of str
+            The selecting ``verify.attention`` options passed (not None).
+        """
         return (
             self.requires <= given
             and given <= self.requires | self.accepts | self.any_of
@@ -421,12 +456,24 @@ _FAMILY_OF = {f.name: fam for fam in FAMILIES for f in fam.forms}
 
 
 def get_form(name: Any) -> Form:
-    """The registered :class:`Form` called ``name``; else an InvalidArgument listing the names."""
+    """The registered :class:`Form` called ``name``; else an InvalidArgument listing the names.
+
+    Parameters
+    ----------
+    name : str
+        A key of :data:`FORMS` (``"softmax"``, ``"chunked"``, ...).
+    """
     return FORMS[check_choice(name, "form", tuple(FORMS))]
 
 
 def get_family(name: Any) -> Family:
-    """The registered :class:`Family` called ``name``; else an InvalidArgument listing the names."""
+    """The registered :class:`Family` called ``name``; else an InvalidArgument listing the names.
+
+    Parameters
+    ----------
+    name : str
+        A name of :data:`FAMILIES` (``"softmax"``, ``"linear"``, ...).
+    """
     return FAMILIES[check_choice(name, "family", FAMILIES.names)]
 
 
@@ -510,14 +557,21 @@ def cost_model(
 
     Parameters
     ----------
-    form : {"softmax", "kernelized", "parallel", "recurrent", "chunked"}
-    n, d, D, d_v : int >= 1
-        ``D`` is ignored by the exact forms, ``d`` by the linear ones.
-    chunk_size : int >= 1, optional
-        The chunk size of ``chunked`` and ``gated_chunked``; default that of
-        the forms (32, or 64 for D > 1024).
-    causal : bool, optional
-        Default False for softmax, kernelized and parallel; recurrent and
+    form : str
+        A key of :data:`FORMS` (``"softmax"``, ``"parallel"``, ``"chunked"``, ...).
+    n : int
+        Sequence length (>= 1).
+    d : int
+        Query/key size (>= 1); ignored by the linear forms.
+    D : int
+        Feature dimension (>= 1); ignored by the exact forms.
+    d_v : int
+        Value size (>= 1).
+    chunk_size : int, default None
+        The chunk size of ``chunked`` and ``gated_chunked`` (>= 1; None: that
+        of the forms, 32, or 64 for D > 1024).
+    causal : bool, default None
+        None: False for softmax, kernelized and parallel; recurrent and
         chunked are causal (passing False raises).
 
     Returns

@@ -60,7 +60,15 @@ class State(NamedTuple):
 
     @classmethod
     def from_matrix(cls, M: np.ndarray, normalize: bool) -> State:
-        """Split the matrix ``[S, z]`` of the chunked products back into a state."""
+        """Split the matrix ``[S, z]`` of the chunked products back into a state.
+
+        Parameters
+        ----------
+        M : numpy.ndarray, shape (..., D, d_v + 1) or (..., D, d_v)
+            ``[S, z]`` (normalised: ``z`` its last column) or ``S`` alone.
+        normalize : bool
+            Whether ``M`` carries ``z`` in its last column.
+        """
         if normalize:
             return cls(np.ascontiguousarray(M[..., :-1]), np.ascontiguousarray(M[..., -1]))
         return cls(M, None)
