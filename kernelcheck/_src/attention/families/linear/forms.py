@@ -70,14 +70,18 @@ def parallel(
 
     Parameters
     ----------
-    phi_q, phi_k : array_like, shape (..., n, D)
-        Feature matrices ``phi(Q)``, ``phi(K)``.
+    phi_q : array_like, shape (..., n, D)
+        The query features ``phi(Q)``.
+    phi_k : array_like, shape (..., n, D)
+        The key features ``phi(K)``.
     V : array_like, shape (..., n, d_v)
-    causal : bool
-    normalize : bool
-        Divide by the normaliser (default) or not (C19).
-    on_bad_normalizer : {"raise", "report"}
-        What to do when a normaliser ``phi(q_i) . z_i <= 0`` (C12): raise
+        The values.
+    causal : bool, default False
+        Restrict row i to keys ``j <= i``.
+    normalize : bool, default True
+        Divide by the normaliser, or not (C19).
+    on_bad_normalizer : {"raise", "report"}, default "raise"
+        When a normaliser ``phi(q_i) . z_i <= 0`` (C12): raise
         :class:`~kernelcheck.errors.BadNormalizer`, or return an
         :class:`AttentionOutput` with the positions.  Never an added eps.
 
@@ -221,17 +225,22 @@ def recurrent(
 
     Parameters
     ----------
-    phi_q, phi_k : array_like, shape (..., n, D)
+    phi_q : array_like, shape (..., n, D)
+        The query features ``phi(Q)``.
+    phi_k : array_like, shape (..., n, D)
+        The key features ``phi(K)``.
     V : array_like, shape (..., n, d_v)
-    normalize : bool
-        Divide by the normaliser (default) or not (C19; the state has no ``z``).
-    initial_state : State, optional
+        The values.
+    normalize : bool, default True
+        Divide by the normaliser, or not (C19; the state has no ``z``).
+    initial_state : State, default None
         The state after earlier tokens (a prefill handed over to decoding,
-        C19); zero by default.
-    return_state : bool
+        C19); None: zero.
+    return_state : bool, default False
         Also return the final :class:`State` (its size is ``D (d_v + 1)``
         per batch entry whatever n is, C11).
-    on_bad_normalizer : {"raise", "report"}
+    on_bad_normalizer : {"raise", "report"}, default "raise"
+        As in :func:`parallel`.
 
     Returns
     -------
@@ -289,15 +298,25 @@ def chunked(
 
     Parameters
     ----------
-    phi_q, phi_k : array_like, shape (..., n, D)
+    phi_q : array_like, shape (..., n, D)
+        The query features ``phi(Q)``.
+    phi_k : array_like, shape (..., n, D)
+        The key features ``phi(K)``.
     V : array_like, shape (..., n, d_v)
-    chunk_size : int >= 1, optional
-        Any size, divisor of n or not; ``C >= n`` is one quadratic block,
-        ``C = 1`` is the recurrence.  Default: 32 for ``D <= 1024``, else 64,
+        The values.
+    chunk_size : int, default None
+        Any size >= 1, divisor of n or not; ``C >= n`` is one quadratic block,
+        ``C = 1`` is the recurrence.  None: 32 for ``D <= 1024``, else 64,
         the sizes at which the per-chunk products run at BLAS speed
         (:func:`~kernelcheck._src.attention.common.blocking.auto_chunk_size`).
-    normalize, initial_state, return_state, on_bad_normalizer
-        As in :func:`recurrent`.
+    normalize : bool, default True
+        Divide by the normaliser, or not (C19; the state has no ``z``).
+    initial_state : State, default None
+        The state after earlier tokens, as in :func:`recurrent`; None: zero.
+    return_state : bool, default False
+        Also return the final :class:`State`.
+    on_bad_normalizer : {"raise", "report"}, default "raise"
+        As in :func:`parallel`.
 
     Returns
     -------
