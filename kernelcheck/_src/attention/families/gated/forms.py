@@ -78,8 +78,9 @@ def gated_recurrence(*, normalize: bool = False) -> Recurrence:
 
     Parameters
     ----------
-    normalize : bool
-        Unnormalised by default, as retention and gated layers are.
+    normalize : bool, default False
+        Divide by the normaliser (the state carries ``z``); unnormalised by
+        default, as retention and gated layers are.
 
     Returns
     -------
@@ -162,17 +163,21 @@ def gated_recurrent(
 
     Parameters
     ----------
-    phi_q, phi_k : array_like, shape (..., n, D)
+    phi_q : array_like, shape (..., n, D)
+        The query features ``phi(Q)``.
+    phi_k : array_like, shape (..., n, D)
+        The key features ``phi(K)``.
     V : array_like, shape (..., n, d_v)
+        The values.
     gates : array_like, broadcastable to (..., n)
         ``g_t`` in (0, 1] (see the module docstring for the shapes).
-    normalize : bool
-        Unnormalised by default.
-    initial_state : State, optional
-        The (decayed) state after earlier tokens, handed over (C19, C20).
-    return_state : bool
+    normalize : bool, default False
+        Divide by the normaliser, or not (as retention and gated layers).
+    initial_state : State, default None
+        The (decayed) state after earlier tokens, handed over (C19, C20); None: zero.
+    return_state : bool, default False
         Also return the final state.
-    on_bad_normalizer : {"raise", "report"}
+    on_bad_normalizer : {"raise", "report"}, default "raise"
         As in :func:`~kernelcheck.attention.parallel`, when normalised.
 
     Returns
@@ -218,8 +223,18 @@ def gated_parallel(
 
     Parameters
     ----------
-    phi_q, phi_k, V, gates, normalize, on_bad_normalizer
-        As in :func:`gated_recurrent`.
+    phi_q : array_like, shape (..., n, D)
+        The query features ``phi(Q)``.
+    phi_k : array_like, shape (..., n, D)
+        The key features ``phi(K)``.
+    V : array_like, shape (..., n, d_v)
+        The values.
+    gates : array_like, broadcastable to (..., n)
+        ``g_t`` in (0, 1], as in :func:`gated_recurrent`.
+    normalize : bool, default False
+        Divide by the normaliser, or not (as retention and gated layers).
+    on_bad_normalizer : {"raise", "report"}, default "raise"
+        As in :func:`~kernelcheck.attention.parallel`, when normalised.
 
     Returns
     -------
@@ -298,14 +313,25 @@ def gated_chunked(
 
     Parameters
     ----------
-    phi_q, phi_k, V, gates
-        As in :func:`gated_recurrent`.
-    chunk_size : int >= 1, optional
-        Any size; ``C >= n`` is :func:`gated_parallel`'s computation in one
-        block, ``C = 1`` the recurrence.  Default as in
-        :func:`~kernelcheck.attention.chunked`.
-    normalize, initial_state, return_state, on_bad_normalizer
-        As in :func:`gated_recurrent`.
+    phi_q : array_like, shape (..., n, D)
+        The query features ``phi(Q)``.
+    phi_k : array_like, shape (..., n, D)
+        The key features ``phi(K)``.
+    V : array_like, shape (..., n, d_v)
+        The values.
+    gates : array_like, broadcastable to (..., n)
+        ``g_t`` in (0, 1], as in :func:`gated_recurrent`.
+    chunk_size : int, default None
+        Any size >= 1; ``C >= n`` is :func:`gated_parallel`'s computation in
+        one block, ``C = 1`` the recurrence.  None: as in :func:`~kernelcheck.attention.chunked`.
+    normalize : bool, default False
+        Divide by the normaliser, or not (as retention and gated layers).
+    initial_state : State, default None
+        The (decayed) state after earlier tokens, as in :func:`gated_recurrent`.
+    return_state : bool, default False
+        Also return the final state.
+    on_bad_normalizer : {"raise", "report"}, default "raise"
+        As in :func:`~kernelcheck.attention.parallel`, when normalised.
 
     Returns
     -------
