@@ -26,6 +26,10 @@ from kernelcheck.errors import BadNormalizer, NumericalFailure
 class State(NamedTuple):
     """The recurrent state ``(S, z)`` of linear attention (claims C11, C14).
 
+    Its size, ``D (d_v + 1)`` numbers per batch entry (``D d_v``
+    unnormalised), does not depend on the number of tokens consumed (C11).
+    The gated recurrence (C20) carries the same state, decayed.
+
     Attributes
     ----------
     S : numpy.ndarray
@@ -33,10 +37,6 @@ class State(NamedTuple):
     z : numpy.ndarray or None
         ``sum_{j <= t} phi(k_j)``, shape (..., D); None for unnormalised
         attention, which needs no normaliser (C19).
-
-    Its size, ``D (d_v + 1)`` numbers per batch entry (``D d_v``
-    unnormalised), does not depend on the number of tokens consumed (C11).
-    The gated recurrence (C20) carries the same state, decayed.
 
     Examples
     --------

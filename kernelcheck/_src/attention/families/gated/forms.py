@@ -182,8 +182,9 @@ def gated_recurrent(
 
     Returns
     -------
-    numpy.ndarray of shape (..., n, d_v) (or :class:`AttentionOutput`);
-    with ``return_state`` a pair ``(result, State)``.
+    numpy.ndarray or AttentionOutput
+        Shape (..., n, d_v), or an :class:`AttentionOutput` with
+        ``on_bad_normalizer="report"``; with ``return_state`` a pair ``(result, State)``.
 
     Examples
     --------
@@ -238,7 +239,9 @@ def gated_parallel(
 
     Returns
     -------
-    numpy.ndarray of shape (..., n, d_v), or :class:`AttentionOutput`
+    numpy.ndarray or AttentionOutput
+        Shape (..., n, d_v), or an :class:`AttentionOutput` with
+        ``on_bad_normalizer="report"``.
 
     Notes
     -----
@@ -335,8 +338,9 @@ def gated_chunked(
 
     Returns
     -------
-    numpy.ndarray of shape (..., n, d_v), or :class:`AttentionOutput`; with
-    ``return_state`` a pair ``(result, State)``.
+    numpy.ndarray or AttentionOutput
+        Shape (..., n, d_v), or an :class:`AttentionOutput` with
+        ``on_bad_normalizer="report"``; with ``return_state`` a pair ``(result, State)``.
 
     Notes
     -----

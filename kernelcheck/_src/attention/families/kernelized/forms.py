@@ -83,7 +83,9 @@ def kernelized(
 
     Returns
     -------
-    numpy.ndarray of shape (..., n, d_v), or :class:`AttentionOutput`
+    numpy.ndarray or AttentionOutput
+        Shape (..., n, d_v), or an :class:`AttentionOutput` with
+        ``on_bad_normalizer="report"``.
 
     Notes
     -----

@@ -87,7 +87,9 @@ def parallel(
 
     Returns
     -------
-    numpy.ndarray of shape (..., n, d_v), or :class:`AttentionOutput`
+    numpy.ndarray or AttentionOutput
+        Shape (..., n, d_v), or an :class:`AttentionOutput` with
+        ``on_bad_normalizer="report"``.
         Bidirectional, the transposed view of the ``(..., d_v + 1, n)``
         product (each matrix Fortran-ordered, its normalisers in the
         row after it): OpenBLAS runs that product faster than a
@@ -244,8 +246,9 @@ def recurrent(
 
     Returns
     -------
-    numpy.ndarray of shape (..., n, d_v) or :class:`AttentionOutput`;
-    with ``return_state`` a pair ``(result, State)``.
+    numpy.ndarray or AttentionOutput
+        Shape (..., n, d_v), or an :class:`AttentionOutput` with
+        ``on_bad_normalizer="report"``; with ``return_state`` a pair ``(result, State)``.
 
     Notes
     -----
@@ -320,8 +323,9 @@ def chunked(
 
     Returns
     -------
-    numpy.ndarray of shape (..., n, d_v), or :class:`AttentionOutput`; with
-    ``return_state`` a pair ``(result, State)``.
+    numpy.ndarray or AttentionOutput
+        Shape (..., n, d_v), or an :class:`AttentionOutput` with
+        ``on_bad_normalizer="report"``; with ``return_state`` a pair ``(result, State)``.
 
     Notes
     -----
