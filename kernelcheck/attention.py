@@ -15,8 +15,8 @@
 * :func:`linear_error_bound`, :func:`softmax_error_bound`,
   :func:`kernelized_error_bound`, :func:`gated_error_bound` -- a-priori
   rounding-error bounds of the forms;
-* :func:`softmax_vjp`, :func:`linear_vjp` and their error bounds -- the
-  reference backward passes (vector-Jacobian products);
+* :func:`softmax_vjp`, :func:`linear_vjp`, :func:`gated_vjp` and their error
+  bounds -- the reference backward passes (vector-Jacobian products);
 * :func:`cost_model` -- operation counts and state sizes (C2, C3, C11);
 * :data:`FAMILIES` -- the registry: every family (:class:`Family`) with its
   forms, per-token inputs and what ``verify.attention`` needs of it;
@@ -48,6 +48,11 @@ from kernelcheck._src.attention.families.gated.forms import (
     gated_parallel,
     gated_recurrence,
     gated_recurrent,
+)
+from kernelcheck._src.attention.families.gated.vjp import (
+    GatedVJP,
+    gated_vjp,
+    gated_vjp_error_bound,
 )
 from kernelcheck._src.attention.families.kernelized.bound import kernelized_error_bound
 from kernelcheck._src.attention.families.kernelized.forms import kernelized
@@ -96,6 +101,9 @@ __all__ = [
     "linear_vjp",
     "softmax_vjp_error_bound",
     "linear_vjp_error_bound",
+    "gated_vjp",
+    "gated_vjp_error_bound",
+    "GatedVJP",
     "VJP",
     "FAMILIES",
     "Family",

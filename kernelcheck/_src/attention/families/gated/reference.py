@@ -7,6 +7,7 @@ import numpy as np
 
 from kernelcheck._src.attention.common.inputs import gates_iv
 from kernelcheck._src.attention.common.spec import FeatureSpec, TokenInput
+from kernelcheck._src.attention.families.gated.vjp import gated_vjp_with_bounds
 from kernelcheck.errors import InvalidArgument
 
 __all__ = ["GatedSpec", "GATES"]
@@ -44,7 +45,18 @@ class GatedSpec(FeatureSpec):
     """Decayed or gated linear attention, ``S_t = g_t S_(t-1) + phi(k_t) v_t^T`` (claim C20)."""
 
     state_form = "gated_chunked"
-    gradients_not_checked = "no reference gradient for the gated reference yet"
+
+    #: The gates' gradient (``d log g``) is checked beside dQ, dK, dV (see :meth:`token_vjp`).
+    token_gradients = ("dg",)
+
+    @property
+    def gradients(self) -> tuple[str, ...]:  # type: ignore[override]
+        """``dV``; ``dQ`` and ``dK`` too when the feature maps are the identity."""
+        return ("dQ", "dK", "dV") if self.identity_maps() else ("dV",)
+
+    @property
+    def gradients_not_checked(self) -> str:  # type: ignore[override]
+        return "the feature map's Jacobian is the layer's own: dV and the gates' gradient checked"
 
     @classmethod
     def example_arguments(cls, rng, n: int, d: int, D: int, d_v: int, batch=()) -> tuple:
@@ -98,3 +110,23 @@ class GatedSpec(FeatureSpec):
                 i - L[..., None, :] - later, 0.0
             ),
         }
+
+    def _vjp(self, args, Q, V, G, model):
+        models = ((model, self.extra_ops(Q.shape[-1])), (None, 0))
+        return gated_vjp_with_bounds(
+            args[0], args[1], V, args[3], G, normalize=self.normalize, models=models
+        )
+
+    def vjp(self, args, kw, Q, K, V, G, model):
+        """dV of :func:`~kernelcheck.attention.gated_vjp`; dQ, dK through identity maps (C20)."""
+        ref, (b, b64) = self._vjp(args, Q, V, G, model)
+        return self.feature_gradients(ref, b, b64)
+
+    def token_vjp(self, args, kw, Q, K, V, G, model):
+        """The gates' gradient ``dg = d log g`` with its bound (C20).
+
+        The derivative by ``log g``: the gradient of a layer handed ``log g``
+        (``log_gates=True``), or ``g`` times that of a layer handed ``g``.
+        """
+        ref, (b, b64) = self._vjp(args, Q, V, G, model)
+        return [("dg", "gates", ref.dlog_gates, b.dlog_gates + b64.dlog_gates)]
