@@ -88,17 +88,19 @@ def accumulation_model(dt):
     return dt
 
 
-def log_decay_error(abs_log_sums: np.ndarray, k: int, dt, ulps: float) -> np.ndarray:
-    """``rho = expm1(2 gamma_k |L|) + ulps u``: the relative error of a decay formed in log space.
+def log_decay_error(abs_log_sums: np.ndarray, k: int, dt, ulps: float, steps=0.0) -> np.ndarray:
+    """``rho = expm1(2 gamma_k |L| + steps) + ulps u``: the relative error of a decay from logs.
 
     A decay ``prod_(l=j+1..i) g_l`` formed as ``exp`` of a difference of
     cumulative log gates: ``|L| = sum |log g_l|`` over the tokens up to ``i``
     (all terms of one sign), each partial sum within ``gamma |L|``, the
     difference of two within twice that, ``k`` counting the sums' roundings
     and those of ``log``; ``exp`` and the products of the factors add
-    ``ulps`` units of ``u``.  Evaluated in ``dt`` (a dtype or a RoundingModel).
+    ``ulps`` units of ``u``; ``steps`` the relative error of a product of
+    per-token factors ``exp(log g_l)`` (a recurrence handed log gates), if
+    any.  Evaluated in ``dt`` (a dtype or a RoundingModel).
     """
-    return np.expm1(2.0 * gamma(k, dt) * abs_log_sums) + ulps * unit_roundoff(dt)
+    return np.expm1(2.0 * gamma(k, dt) * abs_log_sums + steps) + ulps * unit_roundoff(dt)
 
 
 def gated_decay_error(abs_log_sums: np.ndarray, n: int, dt) -> np.ndarray:
