@@ -25,19 +25,10 @@ from kernelcheck._src.attention.families.gated.vjp import gated_vjp_with_bounds
 from kernelcheck._src.attention.registry import get_family
 from kernelcheck._src.core.rounding import gamma
 from kernelcheck.kernels import Linear
+from tests.attention.families.differences import central
 from tests.fla_naive import load
 
 RNG = np.random.default_rng(2020)
-
-
-def _central(f, X, h=1e-6):
-    out = np.zeros_like(X)
-    for idx in np.ndindex(X.shape):
-        Xp, Xm = X.copy(), X.copy()
-        Xp[idx] += h
-        Xm[idx] -= h
-        out[idx] = (f(Xp) - f(Xm)) / (2 * h)
-    return out
 
 
 @pytest.mark.parametrize("normalize", [False, True])
@@ -55,10 +46,10 @@ def test_gated_vjp_equals_central_differences(normalize, with_state):
         return (A.gated_recurrent(qq, kk, VV, gg, normalize=normalize, initial_state=S0) * G).sum()
 
     got = A.gated_vjp(q, k, V, g, G, normalize=normalize, initial_state=S0)
-    assert np.allclose(got.dphi_q, _central(lambda X: loss(X, k, V, g), q), atol=1e-7)
-    assert np.allclose(got.dphi_k, _central(lambda X: loss(q, X, V, g), k), atol=1e-7)
-    assert np.allclose(got.dV, _central(lambda X: loss(q, k, X, g), V), atol=1e-7)
-    dlog = _central(lambda X: loss(q, k, V, np.exp(X)), np.log(g))
+    assert np.allclose(got.dphi_q, central(lambda X: loss(X, k, V, g), q), atol=1e-7)
+    assert np.allclose(got.dphi_k, central(lambda X: loss(q, X, V, g), k), atol=1e-7)
+    assert np.allclose(got.dV, central(lambda X: loss(q, k, X, g), V), atol=1e-7)
+    dlog = central(lambda X: loss(q, k, V, np.exp(X)), np.log(g))
     assert np.allclose(got.dlog_gates, dlog, atol=1e-7)
 
 
