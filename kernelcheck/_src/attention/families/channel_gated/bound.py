@@ -114,11 +114,11 @@ def channel_gated_error_bound(
     * ``k = 3 n + D + 10`` roundings per term in any of the forms: the
       recurrence ``3 n + D + 1`` (per token a decay on each side and the
       addition; the read-out ``D``), the chunked form
-      ``2 n + n / c + c + D + 6 <= 3 n + D + 7`` for chunks of ``c`` tokens
-      (the product of a chunk's gates ``c - 1`` and two decays and one
-      addition of the carried state per chunk; within the chunk a decay on
-      each side, the ``c`` keys' sums, the read-out, the addition of the two
-      parts), the parallel form ``n + D + 5``; the bonus term ``D + 3``;
+      ``3 n / c + c + D + 6 <= 3 n + D + 7`` for chunks of ``c`` tokens
+      (two decays and one addition of the carried state per chunk; within
+      the chunk a decay on each side, the ``c`` keys' sums, the read-out,
+      the addition of the two parts), the parallel form ``n + D + 5``; the
+      bonus term ``D + 3``;
       ``extra_ops`` more (feature maps, inputs rounded down);
     * ``rho_x,i = expm1(2 gamma_(n+8) |Lx_i| + gamma_(4 i)) + 10 u``: the
       relative error of the decays formed as ``exp`` of differences of
@@ -128,11 +128,13 @@ def channel_gated_error_bound(
       the partial sums (of one sign) within ``gamma_n |L_i|``, a restart after
       a zero gate subtracts two of them (``u |L_i|``), the difference of two
       sums adds ``u |L_i|``: together within ``2 gamma_(n+8) |L_i|`` in the
-      exponent.  The chunked form multiplies two ``exp`` per side (4 ulp
-      each) and rounds their product: ``10 u``.  A layer handed log gates
-      may exponentiate each token's (as flash-linear-attention's recurrent
-      references and kernels do): a decay over the tokens up to ``i`` is
-      then a product of ``i`` such factors, ``gamma_(4 i)``.  ``u`` and ``gamma`` here
+      exponent.  ``exp`` is within 4 ulp: a decay is a product of at most
+      ``i + 3`` of them on a side (the chunked form: from the key to its
+      chunk's end as ``exp(lc_last) exp(-lc_j)``, one per chunk carried,
+      one from the last chunk's start; a layer handed log gates may
+      exponentiate each token's, as flash-linear-attention's recurrent
+      references and kernels do), with one rounding of a product:
+      ``gamma_(4 i) + 10 u``.  ``u`` and ``gamma`` here
       are those of the accumulation precision (the log sums are running
       sums; a 16-bit layer's storage roundings are per term, in ``k``);
     * underflow: decays and products below the normal range lose at most

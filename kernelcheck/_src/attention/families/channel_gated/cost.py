@@ -36,27 +36,25 @@ def channel_gated_parallel_cost(n: int, d: int, D: int, d_v: int, chunk_size: in
 
 
 def channel_gated_chunked_cost(n: int, d: int, D: int, d_v: int, chunk_size: int, causal: bool):
-    """Chunked: ``2 sum_c c^2 (D + d_v) + 4 n D d_v + 3 k D d_v + 14 n D + 15 n d_v``; state D d_v.
+    """Chunked: ``2 sum_c c^2 (D + d_v) + 4 n D d_v + 3 k D d_v + 12 n (D + d_v)``; state D d_v.
 
     Chunks ``c_1..c_k`` of ``C = min(chunk_size, n)`` tokens (the last may be
     shorter), each with the scaled products: the chunk's weights and their
     product with the values (``2 c^2 (D + d_v)``), its own state and the
     read-out of the state entering it (``4 c D d_v``), the carried state's
     two decays and addition (``3 D d_v``).  Per token and key channel: the
-    running log sums, the decays from the chunk's start and to its end (an
-    ``exp``, a difference, an ``exp``), the product of the chunk's gates, the
-    scaled queries, ``exp(-lc)`` and the scaled keys, the keys decayed to the
-    end (9); per value channel likewise with the decays of the outputs (11),
-    the addition of the two parts (1); the bonus (``3 n D + 2 n d_v``); the
-    inputs' largest entries for the scaled products' ranges (``2 n D + n d_v``).
-    A chunk with a gate of 0 or decays beyond that range forms its decays
-    pair by pair (about ``4 c^2 (D + d_v)`` more).
+    running log sums and the chunk's total decay (1), the decays from the
+    chunk's start, ``exp(-lc)`` and to the chunk's end (3), the scaled
+    queries and keys and the keys decayed to the end (3); per value channel
+    likewise with the decays of the outputs (8), the addition of the two
+    parts (1); the bonus (``3 n D + 2 n d_v``); the inputs' largest entries
+    for the scaled products' ranges (``2 n D + n d_v``).  A chunk with a gate
+    of 0 or decays beyond that range forms its decays pair by pair (about
+    ``4 c^2 (D + d_v)`` more).
     """
     c = min(chunk_size, n)
     full, rem = divmod(n, c)
     chunks = full + (1 if rem else 0)
     squares = full * c * c + rem * rem
-    flops = (
-        2 * squares * (D + d_v) + 4 * n * D * d_v + 3 * chunks * D * d_v + 14 * n * D + 15 * n * d_v
-    )
+    flops = 2 * squares * (D + d_v) + 4 * n * D * d_v + 3 * chunks * D * d_v + 12 * n * (D + d_v)
     return flops, D * d_v

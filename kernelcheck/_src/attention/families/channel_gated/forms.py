@@ -254,11 +254,11 @@ def parallel_rows(n: int, width: int, nb: int) -> int:
     return query_block_rows(n, PAIR_ELEMENTS // max(1, n * width * nb), True)
 
 
-def _whole_logs(logs: np.ndarray | None, bonus: bool):
+def _whole_logs(logs: np.ndarray | None, bonus: bool, zeros: bool):
     """``(lq, sq, lc, seg)`` over the whole sequence (one chunk), or None without gates."""
     if logs is None:
         return None
-    lc, seg = local_log_sums(logs)
+    lc, seg = local_log_sums(logs, zeros)
     lq, sq = shift_one(lc, seg) if bonus else (lc, seg)
     return lq, sq, lc, seg
 
@@ -333,7 +333,7 @@ def channel_gated_parallel(
     """
     x = channel_inputs_iv(phi_q, phi_k, V, key_gates, value_gates, bonus, normalize)
     batch, n, D, dv = x.q.shape[:-2], x.q.shape[-2], x.q.shape[-1], x.V.shape[-1]
-    keys, values = _whole_logs(x.la, x.bonus), _whole_logs(x.lb, x.bonus)
+    keys, values = _whole_logs(x.la, x.bonus, x.zeros_a), _whole_logs(x.lb, x.bonus, x.zeros_b)
     width = max(D if keys else 1, dv if values else 1)
     rows = parallel_rows(n, width, batch_size(batch))
     out = np.empty(batch + (n, dv), dtype=x.V.dtype)
@@ -395,9 +395,9 @@ def _direct_values(A, v, vb: ChunkDecays, upper) -> np.ndarray:
     return Y
 
 
-def _scaled(dec: ChunkDecays | None, reach: float) -> bool:
-    """Whether a side's chunks take the scaled products (no reset, decays within ``reach``)."""
-    return dec is not None and dec.seg is None and -float(dec.lc.min()) <= reach
+def _scaled(dec: ChunkDecays | None) -> bool:
+    """Whether a side's chunks take the scaled products (no reset, decays within the reach)."""
+    return dec is not None and dec.growth is not None
 
 
 def _group(x: ChannelInputs, t0: int, nk: int, c: int, S: np.ndarray, out: np.ndarray, reach):
@@ -409,21 +409,21 @@ def _group(x: ChannelInputs, t0: int, nk: int, c: int, S: np.ndarray, out: np.nd
         return arr[..., sl, :].reshape(lead + (nk, c, arr.shape[-1]))
 
     q, k, v = blocks(x.q), blocks(x.k), blocks(x.V)
-    ka = None if x.a is None else chunk_decays(blocks(x.a), blocks(x.la), x.bonus)
-    vb = None if x.b is None else chunk_decays(blocks(x.b), blocks(x.lb), x.bonus)
+    ka = None if x.la is None else chunk_decays(blocks(x.la), x.bonus, reach[0], x.zeros_a)
+    vb = None if x.lb is None else chunk_decays(blocks(x.lb), x.bonus, reach[1], x.zeros_b)
     upper = np.triu(np.ones((c, c), dtype=bool), 0 if x.bonus else 1)
     qs = q if ka is None else q * ka.start  # the decays from each chunk's start
     if ka is None:
         A = q @ swap(k)
-    elif _scaled(ka, reach[0]):
-        A = qs @ swap(k * np.exp(-ka.lc))
+    elif _scaled(ka):
+        A = qs @ swap(k * ka.growth)
     else:
         A = _direct_weights(q, k, ka, upper)
     np.copyto(A, 0.0, where=upper)
     if vb is None:
         Y = A @ v
-    elif _scaled(vb, reach[1]):
-        Y = A @ (v * np.exp(-vb.lc))
+    elif _scaled(vb):
+        Y = A @ (v * vb.growth)
         Y *= vb.start
     else:
         Y = _direct_values(A, v, vb, upper)
