@@ -378,3 +378,60 @@ def test_the_spec_gives_dq_dk_dv_through_the_identity_and_the_gates_gradients():
     names = [e[:2] for e in spec.token_vjp(args, kw, Q, K, V, G, np.dtype("float32"))]
     assert names == [("dlog key_gates", "key_gates"), ("d bonus", "bonus")]
     assert [e[1] for e in spec.vjp(args, kw, Q, K, V, G, np.dtype("float32"))] == [0, 1, 2]
+
+
+# ----- the diagnosis's bug shapes ----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "bug, label",
+    [
+        ("late", "the previous token's gates"),
+        ("after", "one decay factor too many"),
+        ("axis", "gates on the wrong axis"),
+        ("no bonus", "the bonus dropped"),
+        ("read after", "the state read after the update"),
+    ],
+)
+def test_the_diagnosis_names_each_bug_shape(bug, label):
+    """A layer with one of the bugs of the family's docstring is named by the diagnosis."""
+    from kernelcheck._src.verify.attention.diagnosis import diagnose
+
+    n, D = 24, 3
+    q, k = RNG.normal(size=(2, n, D))
+    V = RNG.normal(size=(n, D))  # d_v = D: the wrong axis is expressible
+    a = RNG.uniform(0.2, 0.9, (n, D))
+    u = RNG.normal(size=D) if bug in ("no bonus", "read after") else None
+    late = np.concatenate([np.ones((1, D)), a[:-1]])
+    got = {
+        "late": lambda: A.channel_gated_chunked(q, k, V, late, None, u),
+        "after": lambda: A.channel_gated_chunked(q, k * a, V, a, None, u),
+        "axis": lambda: A.channel_gated_chunked(q, k, V, None, a, u),
+        "no bonus": lambda: A.channel_gated_chunked(q, k, V, a, None, 0 * u),
+        "read after": lambda: A.channel_gated_chunked(q, k, V, a),
+    }[bug]()
+    spec = ChannelGatedSpec(SpecOptions(causal=True))
+    args, kw = (q, k, V, a, None, u), {}
+    tol = A.channel_gated_error_bound(*args, dtype="float32")
+    ref = A.channel_gated_recurrent(*args)
+    assert label in diagnose(spec, args, kw, got, tol, reference=ref)
+
+
+def test_the_state_bug_shapes_are_the_final_states_of_those_bugs():
+    """A partial last chunk padded with the last token's gates (no key, no value) decays the
+    final state as the shape says; a cached state ignored is a fresh start."""
+    n, D, dv, C = 21, 3, 2, 16
+    (q, k, V, a, b, _), _ = _case(n=n, D=D, dv=dv, value=True)
+    spec = ChannelGatedSpec(SpecOptions(causal=True))
+    shapes = spec.state_bug_shapes((q, k, V, a, b, None), {})
+    pad = -n % C
+    qp, kp, Vp = (np.concatenate([x, np.zeros((pad, x.shape[1]))]) for x in (q, k, V))
+    ap = np.concatenate([a, np.repeat(a[-1:], pad, axis=0)])
+    bp = np.concatenate([b, np.repeat(b[-1:], pad, axis=0)])
+    _, padded = A.channel_gated_chunked(qp, kp, Vp, ap, bp, chunk_size=C, return_state=True)
+    shape = shapes["a partial last chunk decayed as a full one of 16 tokens"]
+    assert (np.abs(shape - padded.S) <= _state_tolerance((qp, kp, Vp, ap, bp, None), None)).all()
+    state = A.State(RNG.normal(size=(D, dv)))
+    outs = spec.handover_bug_shapes((q, k, V, a, b, None), {}, state)
+    fresh = outs["the cached state ignored (the continuation starts from a zero state)"]
+    assert np.array_equal(fresh, A.channel_gated_chunked(q, k, V, a, b))
