@@ -128,7 +128,7 @@ def test_per_channel_gates_equal_to_one_gate_are_the_gated_family():
     ref = A.gated_recurrent(q, k, V, g)
     for out in (
         A.channel_gated_recurrent(q, k, V, a),
-        A.channel_gated_parallel(q, k, V, g[:, None]),  # broadcast over the channels
+        A.channel_gated_parallel(q, k, V, a),
         A.channel_gated_chunked(q, k, V, a, chunk_size=5),
     ):
         assert (np.abs(out - ref) <= tol).all()

@@ -165,7 +165,7 @@ def test_fla_simple_gla_is_one_gate_on_every_key_channel(name):
     q, k, V, logs = _inputs()
     g = logs[..., 0]  # one log gate per token and head
     o = getattr(load("simple_gla"), name)(*(_bthk(x) for x in (q, k, V)), _bthk(g), scale=1.0)[0]
-    a = np.exp(g)[..., None]
+    a = np.repeat(np.exp(g)[..., None], K, axis=-1)
     assert (np.abs(_bthk(o) - A.channel_gated_recurrent(q, k, V, a)) <= _tol(q, k, V, a)).all()
 
 

@@ -24,7 +24,6 @@ from kernelcheck._src.attention.common.spec import SpecOptions
 from kernelcheck._src.attention.families.gated.vjp import gated_vjp_with_bounds
 from kernelcheck._src.attention.registry import get_family
 from kernelcheck._src.core.rounding import gamma
-from kernelcheck.kernels import Linear
 from tests.attention.families.differences import central
 from tests.fla_naive import load
 
@@ -111,21 +110,22 @@ def _spec(feature_map):
     )
 
 
-def test_the_gated_spec_gives_dv_and_dg_and_dq_dk_through_an_identity_map():
+def test_the_gated_spec_gives_the_feature_gradients_and_dg():
+    """dQ, dK with respect to the features (verify carries them through the map's Jacobian),
+    dV, and the gates' d log g by its token input's name."""
     n, d, dv = 9, 3, 2
     Q, K = RNG.normal(size=(2, n, d))
     V, G = RNG.normal(size=(2, n, dv))
     extras = {"gates": RNG.uniform(0.5, 1.0, n)}
-    ident = _spec(Linear().features())
     square = _spec(lambda X: X**2)
-    assert ident.gradients == ("dQ", "dK", "dV") and square.gradients == ("dV",)
-    assert ident.token_gradients == ("dg",)
-    args, kw = ident.arguments(Q, K, V, extras)
-    entries = {e[0]: e for e in ident.vjp(args, kw, Q, K, V, G, np.dtype("float32"))}
+    assert square.gradients == ("dQ", "dK", "dV") and square.feature_gradients
+    assert square.token_gradients == ("dg",)
+    args, kw = square.arguments(Q, K, V, extras)
+    entries = {e[0]: e for e in square.vjp(args, kw, Q, K, V, G, np.dtype("float32"))}
     assert [entries[x][1] for x in ("dQ", "dK", "dV")] == [0, 1, 2]
-    ref = A.gated_vjp(Q, K, V, extras["gates"], G)
+    ref = A.gated_vjp(Q**2, K**2, V, extras["gates"], G)
     assert np.array_equal(entries["dQ"][2], ref.dphi_q)
-    ((name, token, dg, tol),) = ident.token_vjp(args, kw, Q, K, V, G, np.dtype("float32"))
+    ((name, token, dg, tol),) = square.token_vjp(args, kw, Q, K, V, G, np.dtype("float32"))
     assert (name, token) == ("dg", "gates") and np.array_equal(dg, ref.dlog_gates)
     assert (tol > 0).all()
 
@@ -164,7 +164,7 @@ def test_verify_attention_judges_the_gated_dv_a_doubled_dv_fails():
 
     kw = dict(
         framework="torch", dtype="float32", causal=True, layout="bnhd", batch_shape=(1, 2),
-        feature_map=Linear().features(), normalize=False, log_gates=True, grad=True,
+        feature_map=lambda X: X, normalize=False, log_gates=True, grad=True,
         decay=lambda rng, shape: rng.uniform(0.8, 1.0, size=shape), cases=("random",),
     )  # fmt: skip
     good = verify.attention(correct, **kw)

@@ -44,6 +44,8 @@ __all__ = [
 def gate_values_iv(values: Any, shape: tuple[int, ...], dtype, name: str) -> np.ndarray:
     """Gates in [0, 1] broadcast to ``shape`` in ``dtype`` (0 resets a channel, 1 keeps it).
 
+    The last axis is the channels' and must have their number (one gate per
+    channel); the leading axes broadcast (one gate vector per head, ...).
     Raises :class:`~kernelcheck.errors.InvalidArgument` naming ``name`` for a
     boolean, a NaN or infinite gate, a gate outside [0, 1] (the first one
     found is shown) or a shape that does not broadcast to ``shape``.
@@ -51,6 +53,11 @@ def gate_values_iv(values: Any, shape: tuple[int, ...], dtype, name: str) -> np.
     if isinstance(values, (bool, np.bool_)) or np.asarray(values).dtype.kind == "b":
         raise InvalidArgument(f"`{name}` must be numbers in [0, 1], got booleans {values!r}")
     arr = as_array(values, name, allow_empty=True)
+    if arr.ndim == 0 or arr.shape[-1] != shape[-1]:
+        raise InvalidArgument(
+            f"`{name}` must have a last axis of {shape[-1]} (one gate per channel; shape "
+            f"{shape}), got {describe(arr)}"
+        )
     try:
         out = np.broadcast_to(arr, shape, subok=True)
     except ValueError:
@@ -73,6 +80,11 @@ def bonus_values_iv(values: Any, shape: tuple[int, ...], dtype, name: str = "bon
     if isinstance(values, (bool, np.bool_)) or np.asarray(values).dtype.kind == "b":
         raise InvalidArgument(f"`{name}` must be real numbers, got booleans {values!r}")
     arr = as_array(values, name, allow_empty=True)
+    if arr.ndim == 0 or arr.shape[-1] != shape[-1]:
+        raise InvalidArgument(
+            f"`{name}` must broadcast to {shape} (batch + (D,): one vector per head, not per "
+            f"token), got {describe(arr)}"
+        )
     try:
         return np.broadcast_to(arr, shape, subok=True).astype(dtype, copy=False)
     except ValueError:

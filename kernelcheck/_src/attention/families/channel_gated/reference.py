@@ -32,9 +32,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from kernelcheck._src.attention.common.bounds import accumulation_model, underflow_term
 from kernelcheck._src.attention.common.spec import FeatureSpec, TokenInput
 from kernelcheck._src.attention.common.types import State
-from kernelcheck._src.attention.families.channel_gated.bound import decay_errors, terms_k
+from kernelcheck._src.attention.families.channel_gated.bound import (
+    DECAY_ULPS,
+    decay_errors,
+    terms_k,
+)
 from kernelcheck._src.attention.families.channel_gated.decays import (
     bonus_values_iv,
     channel_inputs_iv,
@@ -42,7 +47,7 @@ from kernelcheck._src.attention.families.channel_gated.decays import (
 )
 from kernelcheck._src.attention.families.channel_gated.forms import channel_gated_chunked
 from kernelcheck._src.attention.families.channel_gated.vjp import channel_gated_vjp_with_bounds
-from kernelcheck._src.core.rounding import gamma
+from kernelcheck._src.core.rounding import gamma, unit_roundoff
 
 __all__ = ["ChannelGatedSpec", "KEY_GATES", "VALUE_GATES", "BONUS"]
 
@@ -99,27 +104,13 @@ class ChannelGatedSpec(FeatureSpec):
     def normalize(self) -> bool:
         return False
 
-    @property
-    def gradients(self) -> tuple[str, ...]:  # type: ignore[override]
-        """``dV``; ``dQ`` and ``dK`` too when the feature maps are the identity."""
-        return ("dQ", "dK", "dV") if self.identity_maps() else ("dV",)
-
-    gradients_not_checked = "the feature map's Jacobian is the layer's own: dV checked"
+    gradients = ("dQ", "dK", "dV")
     token_gradients = tuple(_NAMES.values())
 
     def describe(self) -> str:
-        maps = "the identity" if self.identity_maps() else self.maps_text()
-        return f"per-channel gated linear attention (unnormalised) with feature map {maps}"
-
-    def features(self, Q, K) -> tuple[np.ndarray, np.ndarray]:
-        if self.options.phi_q is None:
-            return np.asarray(Q, dtype=np.float64), np.asarray(K, dtype=np.float64)
-        return super().features(Q, K)
-
-    def sizes(self, d: int, d_v: int) -> dict[str, int]:
-        if self.options.phi_q is None:
-            return {"d": d, "D": d, "d_v": d_v}
-        return super().sizes(d, d_v)
+        return (
+            f"per-channel gated linear attention (unnormalised) with feature map {self.maps_text()}"
+        )
 
     def extra_ops(self, d: int) -> int:
         return 0 if self.identity_maps() else super().extra_ops(d)
@@ -213,7 +204,11 @@ class ChannelGatedSpec(FeatureSpec):
         ``rho`` of :func:`~kernelcheck.attention.channel_gated_error_bound`;
         the same sums of absolute values (the chunked form's final state on
         ``|k|``, ``|v|``, in float64, inflated by twice their own error) bound
-        every partial sum.
+        every partial sum; gradual underflow adds ``eta`` per product, as in
+        the output's bound.  Given the three leading arrays alone (no gates),
+        the undecayed sums bound the decayed ones, and a decay ``d`` with its
+        relative error ``rho(|L|)`` adds at most ``d rho <= gamma_(4n) + 10 u +
+        2 gamma_(n+8)`` (``e^(-L) expm1(2 gamma L) <= 2 gamma`` for ``L >= 0``).
         """
         x = _inputs(args)
         D = x.q.shape[-1]
@@ -224,14 +219,22 @@ class ChannelGatedSpec(FeatureSpec):
         _, st = channel_gated_chunked(
             absq, np.abs(x.k).astype(f), np.abs(x.V).astype(f), a, b, return_state=True
         )
-        total = 0.0
+        total, under = 0.0, 0.0
+        factors = [np.abs(y).astype(f) for y in (x.k, x.V)]
         for dt in (model, np.dtype(f)):
-            ra, rb = decay_errors(x, dt)
-            ra = float(np.max(ra, initial=0.0))
-            rb = float(np.max(rb, initial=0.0))
+            if len(args) >= 5:
+                ra, rb = decay_errors(x, dt)
+                ra = float(np.max(ra, initial=0.0))
+                rb = float(np.max(rb, initial=0.0))
+            else:  # gates unknown: see the docstring
+                acc = accumulation_model(dt)
+                ra = rb = (
+                    gamma(4 * n, acc) + DECAY_ULPS * unit_roundoff(acc) + 2 * gamma(n + 8, acc)
+                )
             total += (1.0 + gamma(terms_k(n, D), dt)) * (1.0 + ra) * (1.0 + rb) - 1.0
+            under += underflow_term(4 * n * D, dt, *factors)
         g64 = (1.0 + gamma(terms_k(n, D), f)) * (1.0 + _largest_rho(x)) - 1.0
-        return total * st.S * (1.0 + 2.0 * g64)
+        return total * st.S * (1.0 + 2.0 * g64) + under
 
     def propagate(self, args, E0, extras, normalize: bool, ref, den) -> np.ndarray:
         """Effect on each output of an error ``E0`` (matrix ``S``) in the state handed in.
@@ -240,7 +243,7 @@ class ChannelGatedSpec(FeatureSpec):
         decays since the hand-over, on both sides: the chunked form on
         ``|phi(q)|`` with no keys, the same gates, and ``E0`` as its state.
         """
-        x = _inputs(args)
+        x = _inputs(args, extras)
         zeros_k, zeros_v = np.zeros(x.k.shape), np.zeros(x.V.shape)
         u = None if x.u is None else np.zeros(x.u.shape)
         return channel_gated_chunked(
@@ -254,9 +257,9 @@ class ChannelGatedSpec(FeatureSpec):
         return channel_gated_vjp_with_bounds(*args, G, models=models)
 
     def vjp(self, args, kw, Q, K, V, G, model):
-        """dV of :func:`~kernelcheck.attention.channel_gated_vjp`; dQ, dK through identity maps."""
+        """:func:`~kernelcheck.attention.channel_gated_vjp`: dphi_q, dphi_k (as dQ, dK), dV."""
         ref, (b, b64) = self._vjp(args, Q, G, model)
-        return self.feature_gradients(ref, b, b64)
+        return self.feature_vjp(ref, b, b64)
 
     def token_vjp(self, args, kw, Q, K, V, G, model):
         """The gates' gradients (``d log a``, ``d log b``) and the bonus's, with their bounds."""
@@ -290,9 +293,18 @@ class ChannelGatedSpec(FeatureSpec):
         return out
 
 
-def _inputs(args):
-    """The validated inputs of the reference's arguments ``(phi_q, phi_k, V, a, b, u)``."""
-    q, k, V, a, b, u = args[:6]
+def _inputs(args, extras=None):
+    """The validated inputs of ``(phi_q, phi_k, V, a, b, u)``; gates from ``extras`` if given.
+
+    ``args`` may hold the three leading arrays only (the gates then come from
+    ``extras``, the per-token inputs by name, or are absent).
+    """
+    q, k, V, *rest = args
+    a, b, u = (list(rest) + [None, None, None])[:3]
+    if extras:
+        a = extras.get("key_gates", a)
+        b = extras.get("value_gates", b)
+        u = extras.get("bonus", u)
     return channel_inputs_iv(q, k, V, a, b, u, False)
 
 

@@ -46,17 +46,9 @@ class GatedSpec(FeatureSpec):
 
     state_form = "gated_chunked"
 
-    #: The gates' gradient (``d log g``) is checked beside dQ, dK, dV (see :meth:`token_vjp`).
+    gradients = ("dQ", "dK", "dV")
+    #: The gates' gradient (``d log g``) beside dQ, dK, dV (see :meth:`token_vjp`).
     token_gradients = ("dg",)
-
-    @property
-    def gradients(self) -> tuple[str, ...]:  # type: ignore[override]
-        """``dV``; ``dQ`` and ``dK`` too when the feature maps are the identity."""
-        return ("dQ", "dK", "dV") if self.identity_maps() else ("dV",)
-
-    @property
-    def gradients_not_checked(self) -> str:  # type: ignore[override]
-        return "the feature map's Jacobian is the layer's own: dV and the gates' gradient checked"
 
     @classmethod
     def example_arguments(cls, rng, n: int, d: int, D: int, d_v: int, batch=()) -> tuple:
@@ -118,9 +110,9 @@ class GatedSpec(FeatureSpec):
         )
 
     def vjp(self, args, kw, Q, K, V, G, model):
-        """dV of :func:`~kernelcheck.attention.gated_vjp`; dQ, dK through identity maps (C20)."""
+        """:func:`~kernelcheck.attention.gated_vjp`: dphi_q, dphi_k (as dQ, dK), dV (C20)."""
         ref, (b, b64) = self._vjp(args, Q, V, G, model)
-        return self.feature_gradients(ref, b, b64)
+        return self.feature_vjp(ref, b, b64)
 
     def token_vjp(self, args, kw, Q, K, V, G, model):
         """The gates' gradient ``dg = d log g`` with its bound (C20).
