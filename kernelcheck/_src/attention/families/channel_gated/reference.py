@@ -68,14 +68,26 @@ def _sample_bonus(rng, shape):
     return rng.standard_normal(shape)
 
 
+def _stress_gates(rng, shape):
+    """Per-channel gates near 0 (decays below the normal range within a few tokens) and near
+    1 (1 - 1e-6: decays that round to 1 in 16 bits).  Gates of exactly 0 (resets) are not
+    among them: handed as logarithms they would be -inf, which the layer's inputs may not be."""
+    return {
+        "gates near 0": rng.uniform(1e-6, 1e-3, size=shape),
+        "gates near 1": 1.0 - rng.uniform(0.0, 1e-6, size=shape),
+    }
+
+
 #: The gates on the key channels ``a_t`` in [0, 1]^D (0 resets), supplied by ``key_decay=``.
 KEY_GATES = TokenInput(
-    "key_gates", "key_decay", _gates, width="D", sample=_sample_gates, loggable=True
-)
+    "key_gates", "key_decay", _gates, width="D", sample=_sample_gates, loggable=True,
+    stress=_stress_gates,
+)  # fmt: skip
 #: The gates on the value channels ``b_t`` in [0, 1]^d_v, supplied by ``value_decay=``.
 VALUE_GATES = TokenInput(
-    "value_gates", "value_decay", _gates, width="d_v", sample=_sample_gates, loggable=True
-)
+    "value_gates", "value_decay", _gates, width="d_v", sample=_sample_gates, loggable=True,
+    stress=_stress_gates,
+)  # fmt: skip
 #: RWKV-6's bonus ``u``, one vector per head, supplied by ``bonus=``.
 BONUS = TokenInput("bonus", "bonus", _bonus, width="D", sample=_sample_bonus, per_token=False)
 
