@@ -63,6 +63,7 @@ def test_fla_rwkv6_passes_in_float32_outputs_state_and_gradients():
     assert report.passed, report.details()
     names = {c.name.split(" (")[0] for c in report.checks}
     assert {"final state", "state hand-over", "gradient dQ", "gradient dK", "gradient dV"} <= names
+    assert "gradient dlog key_gates" in names  # the log gates handed to the layer
 
 
 def test_fla_rwkv6_passes_in_float64_accumulating_in_float32():

@@ -112,22 +112,19 @@ def _spec(feature_map):
 
 def test_the_gated_spec_gives_the_feature_gradients_and_dg():
     """dQ, dK with respect to the features (verify carries them through the map's Jacobian),
-    dV, and the gates' d log g by its token input's name."""
+    dV, and the gates' d log g at index 3 (the family's first per-token input)."""
     n, d, dv = 9, 3, 2
     Q, K = RNG.normal(size=(2, n, d))
     V, G = RNG.normal(size=(2, n, dv))
     extras = {"gates": RNG.uniform(0.5, 1.0, n)}
     square = _spec(lambda X: X**2)
     assert square.gradients == ("dQ", "dK", "dV") and square.feature_gradients
-    assert square.token_gradients == ("dg",)
     args, kw = square.arguments(Q, K, V, extras)
     entries = {e[0]: e for e in square.vjp(args, kw, Q, K, V, G, np.dtype("float32"))}
-    assert [entries[x][1] for x in ("dQ", "dK", "dV")] == [0, 1, 2]
+    assert [entries[x][1] for x in ("dQ", "dK", "dV", "dg")] == [0, 1, 2, 3]
     ref = A.gated_vjp(Q**2, K**2, V, extras["gates"], G)
     assert np.array_equal(entries["dQ"][2], ref.dphi_q)
-    ((name, token, dg, tol),) = square.token_vjp(args, kw, Q, K, V, G, np.dtype("float32"))
-    assert (name, token) == ("dg", "gates") and np.array_equal(dg, ref.dlog_gates)
-    assert (tol > 0).all()
+    assert np.array_equal(entries["dg"][2], ref.dlog_gates) and (entries["dg"][3] > 0).all()
 
 
 class _DoubleGrad:
@@ -149,27 +146,32 @@ class _DoubleGrad:
         return Double.apply(x)
 
 
-def test_verify_attention_judges_the_gated_dv_a_doubled_dv_fails():
-    """grad=True with decay=: dV is judged against gated_vjp (it was skipped before)."""
+@pytest.mark.parametrize("bug", [None, "dV", "dg"])
+def test_verify_attention_judges_the_gated_gradients_and_catches_a_doubled_one(bug):
+    """grad=True with decay=: dQ, dK (through the map), dV and dg are judged against gated_vjp
+    (every gradient was skipped before); a backward pass doubling dV, or the gates' gradient,
+    fails on that gradient alone."""
     pytest.importorskip("torch")
     from kernelcheck import verify
 
     fla = load("simple_gla")
 
-    def buggy(q, k, v, g):
-        return fla.naive_recurrent_simple_gla(q, k, _DoubleGrad.apply(v), g, scale=1.0)
-
-    def correct(q, k, v, g):
+    def layer(q, k, v, g):
+        if bug == "dV":
+            v = _DoubleGrad.apply(v)
+        if bug == "dg":
+            g = _DoubleGrad.apply(g)
         return fla.naive_recurrent_simple_gla(q, k, v, g, scale=1.0)
 
-    kw = dict(
-        framework="torch", dtype="float32", causal=True, layout="bnhd", batch_shape=(1, 2),
-        feature_map=lambda X: X, normalize=False, log_gates=True, grad=True,
-        decay=lambda rng, shape: rng.uniform(0.8, 1.0, size=shape), cases=("random",),
+    report = verify.attention(
+        layer, framework="torch", dtype="float32", causal=True, layout="bnhd",
+        batch_shape=(1, 2), feature_map=lambda X: X, normalize=False, log_gates=True,
+        grad=True, decay=lambda rng, shape: rng.uniform(0.8, 1.0, size=shape), cases=("random",),
     )  # fmt: skip
-    good = verify.attention(correct, **kw)
-    assert good.passed, good.details()
-    judged = [c for c in good.checks if c.name.startswith("gradient d")]
-    assert {c.name.split()[1] for c in judged} >= {"dQ", "dK", "dV"}
-    bad = verify.attention(buggy, **kw)
-    assert [c.name for c in bad.checks if c.passed is False] == ["gradient dV (random)"]
+    judged = {c.name.split(" (")[0]: c.passed for c in report.checks if c.name.startswith("grad")}
+    assert set(judged) >= {"gradient dQ", "gradient dK", "gradient dV", "gradient dg"}
+    if bug is None:
+        assert report.passed, report.details()
+    else:
+        assert not report.passed
+        assert [name for name, ok in judged.items() if not ok] == [f"gradient {bug}"]

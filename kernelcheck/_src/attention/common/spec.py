@@ -173,8 +173,6 @@ class FamilySpec:
     feature_gradients = False
     #: Why the other gradients are not checked (reported with them).
     gradients_not_checked = "no reference gradient for this family"
-    #: The gradients of per-token inputs :meth:`token_vjp` gives a reference for (``"dg"``, ...).
-    token_gradients: tuple[str, ...] = ()
 
     def __init__(self, options: SpecOptions):
         self.options = options
@@ -303,16 +301,6 @@ class FamilySpec:
         A list of ``(name, index, reference, tolerance)``, ``index`` the
         position of the layer's gradient in ``(dQ, dK, dV)``, the tolerance
         the bound in the layer's model plus the float64 reference's own.
-        """
-        return []
-
-    def token_vjp(self, args, kw, Q, K, V, G, model) -> list:
-        """The reference gradients of the per-token inputs along ``G`` (:attr:`token_gradients`).
-
-        A list of ``(name, token input, reference, tolerance)``: the
-        :class:`TokenInput` name whose gradient it is (``"gates"``), so the
-        layer's gradient is found by that input's position among those handed
-        to it; gates are differentiated by their logarithm (``d log g``).
         """
         return []
 

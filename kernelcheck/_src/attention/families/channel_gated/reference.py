@@ -117,7 +117,6 @@ class ChannelGatedSpec(FeatureSpec):
         return False
 
     gradients = ("dQ", "dK", "dV")
-    token_gradients = tuple(_NAMES.values())
 
     def describe(self) -> str:
         return (
@@ -264,23 +263,16 @@ class ChannelGatedSpec(FeatureSpec):
         )  # fmt: skip
 
     # ----- the gradients -----------------------------------------------------
-    def _vjp(self, args, Q, G, model):
-        models = ((model, self.extra_ops(Q.shape[-1])), (None, 0))
-        return channel_gated_vjp_with_bounds(*args, G, models=models)
-
     def vjp(self, args, kw, Q, K, V, G, model):
-        """:func:`~kernelcheck.attention.channel_gated_vjp`: dphi_q, dphi_k (as dQ, dK), dV."""
-        ref, (b, b64) = self._vjp(args, Q, G, model)
-        return self.feature_vjp(ref, b, b64)
-
-    def token_vjp(self, args, kw, Q, K, V, G, model):
-        """The gates' gradients (``d log a``, ``d log b``) and the bonus's, with their bounds."""
-        ref, (b, b64) = self._vjp(args, Q, G, model)
-        out = []
+        """:func:`~kernelcheck.attention.channel_gated_vjp`: dQ, dK (by the features), dV, and
+        the gradients of the per-token inputs given: ``d log a`` (index 3), ``d log b`` (4), the
+        bonus's (5), each by its position among the family's per-token inputs."""
+        models = ((model, self.extra_ops(Q.shape[-1])), (None, 0))
+        ref, (b, b64) = channel_gated_vjp_with_bounds(*args, G, models=models)
+        out = self.feature_vjp(ref, b, b64)
         for i, name in enumerate(("key_gates", "value_gates", "bonus")):
-            r = ref[3 + i]
-            if r is not None:
-                out.append((_NAMES[name], name, r, b[3 + i] + b64[3 + i]))
+            if ref[3 + i] is not None:
+                out.append((_NAMES[name], 3 + i, ref[3 + i], b[3 + i] + b64[3 + i]))
         return out
 
     # ----- high precision ----------------------------------------------------

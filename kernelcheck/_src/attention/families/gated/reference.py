@@ -47,8 +47,6 @@ class GatedSpec(FeatureSpec):
     state_form = "gated_chunked"
 
     gradients = ("dQ", "dK", "dV")
-    #: The gates' gradient (``d log g``) beside dQ, dK, dV (see :meth:`token_vjp`).
-    token_gradients = ("dg",)
 
     @classmethod
     def example_arguments(cls, rng, n: int, d: int, D: int, d_v: int, batch=()) -> tuple:
@@ -103,22 +101,16 @@ class GatedSpec(FeatureSpec):
             ),
         }
 
-    def _vjp(self, args, Q, V, G, model):
+    def vjp(self, args, kw, Q, K, V, G, model):
+        """:func:`~kernelcheck.attention.gated_vjp`: dphi_q, dphi_k (as dQ, dK), dV and dg (C20).
+
+        ``dg`` (index 3: the family's first per-token input) is the derivative
+        by ``log g``, the gradient of a layer handed ``log g``.
+        """
         models = ((model, self.extra_ops(Q.shape[-1])), (None, 0))
-        return gated_vjp_with_bounds(
+        ref, (b, b64) = gated_vjp_with_bounds(
             args[0], args[1], V, args[3], G, normalize=self.normalize, models=models
         )
-
-    def vjp(self, args, kw, Q, K, V, G, model):
-        """:func:`~kernelcheck.attention.gated_vjp`: dphi_q, dphi_k (as dQ, dK), dV (C20)."""
-        ref, (b, b64) = self._vjp(args, Q, V, G, model)
-        return self.feature_vjp(ref, b, b64)
-
-    def token_vjp(self, args, kw, Q, K, V, G, model):
-        """The gates' gradient ``dg = d log g`` with its bound (C20).
-
-        The derivative by ``log g``: the gradient of a layer handed ``log g``
-        (``log_gates=True``), or ``g`` times that of a layer handed ``g``.
-        """
-        ref, (b, b64) = self._vjp(args, Q, V, G, model)
-        return [("dg", "gates", ref.dlog_gates, b.dlog_gates + b64.dlog_gates)]
+        return self.feature_vjp(ref, b, b64) + [
+            ("dg", 3, ref.dlog_gates, b.dlog_gates + b64.dlog_gates)
+        ]
