@@ -141,29 +141,35 @@ def channel_gated_error_bound(
       ``eta`` each, ``4 n D`` products per entry
       (:func:`~kernelcheck._src.attention.common.bounds.underflow_term`).
 
-    ``M`` is formed in float64 by the chunked form on the absolute values and
-    inflated by twice its own relative error.  The inputs, gates, bonus and
-    state are taken as exact (the reference is computed from what the layer
-    received).
+    ``M``: the chunked form on the absolute values in float64, inflated by
+    twice its own relative error.  Inputs, gates, bonus, state taken as exact.
 
     Parameters
     ----------
-    phi_q, phi_k : array_like, shape (..., n, D)
-        The query and key features.
-    V : array_like, shape (..., n, d_v)
-        The values.
-    key_gates, value_gates, bonus : array_like, optional
-        As in :func:`~kernelcheck.attention.channel_gated_recurrent`; default None.
-    causal : bool, optional
-        Must be True (default): the gates order the tokens.
-    normalize : bool, optional
-        Must be False (default): the family is unnormalised.
-    initial_state : State, optional
-        The handed-over state; default None.
-    dtype : dtype or RoundingModel, optional
-        The precision of the computation bounded; default the inputs'.
-    extra_ops : int >= 0, optional
-        Additional roundings per term; default 0.
+    phi_q : array_like
+        The query features, shape (..., n, D) (the queries for GLA, HGRN-2, RWKV-6).
+    phi_k : array_like
+        The key features, shape (..., n, D).
+    V : array_like
+        The values, shape (..., n, d_v).
+    key_gates : array_like, default None
+        ``a_t`` in [0, 1], broadcastable to (..., n, D) (its last axis D); None:
+        no gates on the key channels.
+    value_gates : array_like, default None
+        ``b_t`` in [0, 1], broadcastable to (..., n, d_v) (its last axis d_v);
+        None: no gates on the value channels.
+    bonus : array_like, default None
+        RWKV-6's ``u``, broadcastable to (..., D); None: the output reads ``S_t``.
+    causal : bool, default True
+        Must be True: the gates order the tokens.
+    normalize : bool, default False
+        Must be False: the family is unnormalised.
+    initial_state : State, default None
+        The handed-over state (None: zero).
+    dtype : dtype or RoundingModel, default None
+        The precision of the computation bounded (None: the inputs').
+    extra_ops : int, default 0
+        Additional roundings per term (feature maps, inputs cast down).
 
     Returns
     -------
@@ -178,8 +184,7 @@ def channel_gated_error_bound(
     >>> rng = np.random.default_rng(3)
     >>> q, k = rng.random((2, 40, 4))
     >>> V, a = rng.normal(size=(40, 2)), rng.uniform(0.0, 1.0, size=(40, 4))
-    >>> out = channel_gated_chunked(q, k, V, a, chunk_size=8)
-    >>> err = np.abs(out - channel_gated_recurrent(q, k, V, a))
+    >>> err = np.abs(channel_gated_chunked(q, k, V, a) - channel_gated_recurrent(q, k, V, a))
     >>> bool((err <= 2 * channel_gated_error_bound(q, k, V, a)).all())
     True
     """

@@ -85,9 +85,9 @@ def channel_gated_recurrence(*, bonus: Any = None) -> Recurrence:
 
     Parameters
     ----------
-    bonus : array_like, optional
-        RWKV-6's ``u``, broadcastable to ``batch + (D,)``; default None (the
-        output reads ``S_t``, GLA's convention).
+    bonus : array_like, default None
+        RWKV-6's ``u``, broadcastable to ``batch + (D,)``; None: the output
+        reads ``S_t`` (GLA's convention).
 
     Returns
     -------
@@ -186,23 +186,26 @@ def channel_gated_recurrent(
 
     Parameters
     ----------
-    phi_q, phi_k : array_like, shape (..., n, D)
-        The query and key features (the identity for GLA: ``q``, ``k``).
-    V : array_like, shape (..., n, d_v)
-        The values.
-    key_gates : array_like, optional
-        ``a_t`` in [0, 1], broadcastable to (..., n, D); default None (no
-        gates on the key channels).
-    value_gates : array_like, optional
-        ``b_t`` in [0, 1], broadcastable to (..., n, d_v); default None.
-    bonus : array_like, optional
-        RWKV-6's ``u``, broadcastable to (..., D); default None.
-    initial_state : State, optional
-        ``S`` handed over from earlier tokens (z is ignored); default None (zero).
-    return_state : bool, optional
-        Also return the final state; default False.
-    normalize : bool, optional
-        Must be False (default): the family is unnormalised.
+    phi_q : array_like
+        The query features, shape (..., n, D) (the queries for GLA, HGRN-2, RWKV-6).
+    phi_k : array_like
+        The key features, shape (..., n, D).
+    V : array_like
+        The values, shape (..., n, d_v).
+    key_gates : array_like, default None
+        ``a_t`` in [0, 1], broadcastable to (..., n, D) (its last axis D); None:
+        no gates on the key channels.
+    value_gates : array_like, default None
+        ``b_t`` in [0, 1], broadcastable to (..., n, d_v) (its last axis d_v);
+        None: no gates on the value channels.
+    bonus : array_like, default None
+        RWKV-6's ``u``, broadcastable to (..., D); None: the output reads ``S_t``.
+    initial_state : State, default None
+        ``S`` handed over from earlier tokens (its ``z`` is ignored); None: zero.
+    return_state : bool, default False
+        Also return the final state.
+    normalize : bool, default False
+        Must be False: the family is unnormalised.
 
     Returns
     -------
@@ -306,8 +309,22 @@ def channel_gated_parallel(
 
     Parameters
     ----------
-    phi_q, phi_k, V, key_gates, value_gates, bonus, normalize
-        As in :func:`channel_gated_recurrent`.
+    phi_q : array_like
+        The query features, shape (..., n, D) (the queries for GLA, HGRN-2, RWKV-6).
+    phi_k : array_like
+        The key features, shape (..., n, D).
+    V : array_like
+        The values, shape (..., n, d_v).
+    key_gates : array_like, default None
+        ``a_t`` in [0, 1], broadcastable to (..., n, D) (its last axis D); None:
+        no gates on the key channels.
+    value_gates : array_like, default None
+        ``b_t`` in [0, 1], broadcastable to (..., n, d_v) (its last axis d_v);
+        None: no gates on the value channels.
+    bonus : array_like, default None
+        RWKV-6's ``u``, broadcastable to (..., D); None: the output reads ``S_t``.
+    normalize : bool, default False
+        Must be False: the family is unnormalised.
 
     Returns
     -------
@@ -473,13 +490,29 @@ def channel_gated_chunked(
 
     Parameters
     ----------
-    phi_q, phi_k, V, key_gates, value_gates, bonus
-        As in :func:`channel_gated_recurrent`.
-    chunk_size : int >= 1, optional
-        Any size (``C >= n`` is one quadratic block, ``C = 1`` a token at a
-        time); default 32, or 64 for D > 1024.
-    initial_state, return_state, normalize
-        As in :func:`channel_gated_recurrent`.
+    phi_q : array_like
+        The query features, shape (..., n, D) (the queries for GLA, HGRN-2, RWKV-6).
+    phi_k : array_like
+        The key features, shape (..., n, D).
+    V : array_like
+        The values, shape (..., n, d_v).
+    key_gates : array_like, default None
+        ``a_t`` in [0, 1], broadcastable to (..., n, D) (its last axis D); None:
+        no gates on the key channels.
+    value_gates : array_like, default None
+        ``b_t`` in [0, 1], broadcastable to (..., n, d_v) (its last axis d_v);
+        None: no gates on the value channels.
+    bonus : array_like, default None
+        RWKV-6's ``u``, broadcastable to (..., D); None: the output reads ``S_t``.
+    chunk_size : int, default None
+        Any size >= 1 (``C >= n`` is one quadratic block, ``C = 1`` a token at
+        a time); None: 32, or 64 for D > 1024.
+    initial_state : State, default None
+        ``S`` handed over from earlier tokens (its ``z`` is ignored); None: zero.
+    return_state : bool, default False
+        Also return the final state.
+    normalize : bool, default False
+        Must be False: the family is unnormalised.
 
     Returns
     -------

@@ -118,16 +118,22 @@ def channel_gated_vjp(
 
     Parameters
     ----------
-    phi_q, phi_k : array_like, shape (..., n, D)
-        The query and key features.
-    V : array_like, shape (..., n, d_v)
-        The values.
-    key_gates, value_gates, bonus : array_like or None
-        As in :func:`~kernelcheck.attention.channel_gated_recurrent` (None: absent).
-    G : array_like, shape (..., n, d_v)
-        The cotangent of the output.
-    initial_state : State, optional
-        The handed-over state; default None.
+    phi_q : array_like
+        The query features, shape (..., n, D) (the queries for GLA, HGRN-2, RWKV-6).
+    phi_k : array_like
+        The key features, shape (..., n, D).
+    V : array_like
+        The values, shape (..., n, d_v).
+    key_gates : array_like or None
+        ``a_t`` in [0, 1], broadcastable to (..., n, D), or None (no key gates).
+    value_gates : array_like or None
+        ``b_t`` in [0, 1], broadcastable to (..., n, d_v), or None.
+    bonus : array_like or None
+        RWKV-6's ``u``, broadcastable to (..., D), or None.
+    G : array_like
+        The cotangent of the output, shape (..., n, d_v).
+    initial_state : State, default None
+        The handed-over state (None: zero).
 
     Returns
     -------
@@ -174,11 +180,24 @@ def channel_gated_vjp_with_bounds(
 
     Parameters
     ----------
-    phi_q, phi_k, V, key_gates, value_gates, bonus, G, initial_state
-        As in :func:`channel_gated_vjp`.
-    models : sequence of (dtype, int), optional
-        ``(dtype or RoundingModel or None, extra_ops)``; None is the inputs'
-        precision; default ``((None, 0),)``.
+    phi_q : array_like
+        The query features, shape (..., n, D) (the queries for GLA, HGRN-2, RWKV-6).
+    phi_k : array_like
+        The key features, shape (..., n, D).
+    V : array_like
+        The values, shape (..., n, d_v).
+    key_gates : array_like or None
+        ``a_t`` in [0, 1], broadcastable to (..., n, D), or None (no key gates).
+    value_gates : array_like or None
+        ``b_t`` in [0, 1], broadcastable to (..., n, d_v), or None.
+    bonus : array_like or None
+        RWKV-6's ``u``, broadcastable to (..., D), or None.
+    G : array_like
+        The cotangent of the output, shape (..., n, d_v).
+    initial_state : State, default None
+        The handed-over state (None: zero).
+    models : sequence of (dtype, int), default ((None, 0),)
+        ``(dtype or RoundingModel or None, extra_ops)``; None is the inputs' precision.
 
     Returns
     -------
@@ -228,12 +247,26 @@ def channel_gated_vjp_error_bound(
 
     Parameters
     ----------
-    phi_q, phi_k, V, key_gates, value_gates, bonus, G, initial_state
-        As in :func:`channel_gated_vjp`.
-    dtype : dtype or RoundingModel, optional
-        The precision of the backward pass bounded; default the inputs'.
-    extra_ops : int, optional
-        Additional roundings per term (feature maps, inputs cast down); default 0.
+    phi_q : array_like
+        The query features, shape (..., n, D) (the queries for GLA, HGRN-2, RWKV-6).
+    phi_k : array_like
+        The key features, shape (..., n, D).
+    V : array_like
+        The values, shape (..., n, d_v).
+    key_gates : array_like or None
+        ``a_t`` in [0, 1], broadcastable to (..., n, D), or None (no key gates).
+    value_gates : array_like or None
+        ``b_t`` in [0, 1], broadcastable to (..., n, d_v), or None.
+    bonus : array_like or None
+        RWKV-6's ``u``, broadcastable to (..., D), or None.
+    G : array_like
+        The cotangent of the output, shape (..., n, d_v).
+    initial_state : State, default None
+        The handed-over state (None: zero).
+    dtype : dtype or RoundingModel, default None
+        The precision of the computation bounded (None: the inputs').
+    extra_ops : int, default 0
+        Additional roundings per term (feature maps, inputs cast down).
 
     Returns
     -------

@@ -163,18 +163,20 @@ def gated_vjp(
 
     Parameters
     ----------
-    phi_q, phi_k : array_like, shape (..., n, D)
-        The query and key features.
-    V : array_like, shape (..., n, d_v)
-        The values.
-    gates : array_like, broadcastable to (..., n)
-        ``g_t`` in (0, 1].
-    G : array_like, shape (..., n, d_v)
-        The cotangent of the output.
-    normalize : bool, optional
-        The normalised forms; default False.
-    initial_state : State, optional
-        The handed-over state; default None.
+    phi_q : array_like
+        The query features, shape (..., n, D).
+    phi_k : array_like
+        The key features, shape (..., n, D).
+    V : array_like
+        The values, shape (..., n, d_v).
+    gates : array_like
+        ``g_t`` in (0, 1], broadcastable to (..., n).
+    G : array_like
+        The cotangent of the output, shape (..., n, d_v).
+    normalize : bool, default False
+        The normalised forms.
+    initial_state : State, default None
+        The handed-over state (None: zero).
 
     Returns
     -------
@@ -217,11 +219,22 @@ def gated_vjp_with_bounds(
 
     Parameters
     ----------
-    phi_q, phi_k, V, gates, G, normalize, initial_state
-        As in :func:`gated_vjp`.
-    models : sequence of (dtype, int), optional
-        ``(dtype or RoundingModel or None, extra_ops)``; None is the inputs'
-        precision; default ``((None, 0),)``.
+    phi_q : array_like
+        The query features, shape (..., n, D).
+    phi_k : array_like
+        The key features, shape (..., n, D).
+    V : array_like
+        The values, shape (..., n, d_v).
+    gates : array_like
+        ``g_t`` in (0, 1], broadcastable to (..., n).
+    G : array_like
+        The cotangent of the output, shape (..., n, d_v).
+    normalize : bool, default False
+        The normalised forms.
+    initial_state : State, default None
+        The handed-over state (None: zero).
+    models : sequence of (dtype, int), default ((None, 0),)
+        ``(dtype or RoundingModel or None, extra_ops)``; None is the inputs' precision.
 
     Returns
     -------
@@ -274,12 +287,24 @@ def gated_vjp_error_bound(
 
     Parameters
     ----------
-    phi_q, phi_k, V, gates, G, normalize, initial_state
-        As in :func:`gated_vjp`.
-    dtype : dtype or RoundingModel, optional
-        The precision of the backward pass bounded; default the inputs'.
-    extra_ops : int, optional
-        Additional roundings per term (feature maps, inputs cast down); default 0.
+    phi_q : array_like
+        The query features, shape (..., n, D).
+    phi_k : array_like
+        The key features, shape (..., n, D).
+    V : array_like
+        The values, shape (..., n, d_v).
+    gates : array_like
+        ``g_t`` in (0, 1], broadcastable to (..., n).
+    G : array_like
+        The cotangent of the output, shape (..., n, d_v).
+    normalize : bool, default False
+        The normalised forms.
+    initial_state : State, default None
+        The handed-over state (None: zero).
+    dtype : dtype or RoundingModel, default None
+        The precision of the computation bounded (None: the inputs').
+    extra_ops : int, default 0
+        Additional roundings per term (feature maps, inputs cast down).
 
     Returns
     -------
