@@ -797,6 +797,8 @@ EXEMPT = {
     "kernelcheck.strategies.register_profiles": "takes no arguments",
     "kernelcheck.strategies.AttentionInputs": "record drawn by attention_inputs",
     "kernelcheck.attention.VJP": "result built by the *_vjp functions",
+    "kernelcheck.attention.GatedVJP": "result built by gated_vjp and its bound",
+    "kernelcheck.attention.ChannelVJP": "result built by channel_gated_vjp and its bound",
     "kernelcheck.claims.Claim": "registry entry kernelcheck builds; Claim.check has a row",
     "kernelcheck.claims.ClaimResult": "result built by Claim.check",
     "kernelcheck.claims.ClaimVerdict": "enum of claim verdicts",

@@ -21,6 +21,15 @@ from typing import Any
 from kernelcheck._src.attention.common.blocking import auto_chunk_size
 from kernelcheck._src.attention.common.spec import FamilySpec, TokenInput
 from kernelcheck._src.attention.common.types import AttentionCost
+from kernelcheck._src.attention.families.channel_gated import bound as channel_bound
+from kernelcheck._src.attention.families.channel_gated import cost as channel_cost
+from kernelcheck._src.attention.families.channel_gated import forms as channel_forms
+from kernelcheck._src.attention.families.channel_gated.reference import (
+    BONUS,
+    KEY_GATES,
+    VALUE_GATES,
+    ChannelGatedSpec,
+)
 from kernelcheck._src.attention.families.gated import bound as gated_bound
 from kernelcheck._src.attention.families.gated import cost as gated_cost
 from kernelcheck._src.attention.families.gated import forms as gated_forms
@@ -245,6 +254,11 @@ class Family:
 
 _LINEAR_MODEL = "linear_error_bound: gamma_(2n+2D+4) |phi_q| |phi_k|^T |V|, quotient bound"
 _GATED_MODEL = "gated_error_bound: ((1 + gamma_(3n+2D+8))(1 + rho_i) - 1) |phi_q| (|phi_k| d)^T |V|"
+_CHANNEL_MODEL = (
+    "channel_gated_error_bound: ((1 + gamma_(3n+D+10))(1 + rho_a,i)(1 + rho_b,i) - 1) M, "
+    "M the decayed sums of absolute values"
+)
+_CHANNEL_INPUTS = ("key_gates", "value_gates", "bonus")
 
 
 class FamilyRegistry(Sequence):
@@ -421,6 +435,56 @@ FAMILIES = FamilyRegistry(
         GatedSpec,
         requires=frozenset({"feature_map", "decay"}),
         token_inputs=(GATES,),
+        storage_ops=6,
+    ),
+    Family(
+        "channel_gated",
+        "linear attention with gates on the key or value channels (GLA, HGRN-2, RWKV-6)",
+        ("C21",),
+        (
+            Form(
+                "channel_gated_recurrent",
+                channel_forms.channel_gated_recurrent,
+                channel_bound.channel_gated_error_bound,
+                channel_cost.channel_gated_recurrent_cost,
+                causal_only=True,
+                inputs="features",
+                claims=("C21",),
+                summary="S_t = Diag(a_t) S_(t-1) Diag(b_t) + phi(k_t) v_t^T, token by token",
+                model=_CHANNEL_MODEL,
+                options=("initial_state", "return_state"),
+                requires=_CHANNEL_INPUTS,
+            ),
+            Form(
+                "channel_gated_parallel",
+                channel_forms.channel_gated_parallel,
+                channel_bound.channel_gated_error_bound,
+                channel_cost.channel_gated_parallel_cost,
+                causal_only=True,
+                inputs="features",
+                claims=("C21",),
+                summary="per-channel decays exp(L_i - L_j) of every pair, in blocks of rows",
+                model=_CHANNEL_MODEL,
+                requires=_CHANNEL_INPUTS,
+            ),
+            Form(
+                "channel_gated_chunked",
+                channel_forms.channel_gated_chunked,
+                channel_bound.channel_gated_error_bound,
+                channel_cost.channel_gated_chunked_cost,
+                causal_only=True,
+                inputs="features",
+                claims=("C21",),
+                summary="per-channel gated, chunked: decays within a chunk, the state carried",
+                model=_CHANNEL_MODEL,
+                options=("chunk_size", "initial_state", "return_state"),
+                requires=_CHANNEL_INPUTS,
+            ),
+        ),
+        ChannelGatedSpec,
+        accepts=frozenset({"feature_map", "bonus"}),
+        any_of=frozenset({"key_decay", "value_decay"}),
+        token_inputs=(KEY_GATES, VALUE_GATES, BONUS),
         storage_ops=6,
     ),
 )

@@ -9,7 +9,6 @@ computed as two matrix products (bidirectional), by prefix sums (causal
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
@@ -20,6 +19,7 @@ from kernelcheck._src.attention.common.blocking import (
 from kernelcheck._src.attention.common.engine import (
     Recurrence,
     chunk_size_iv,
+    empty_state,
     linear_rows,
     run_recurrence,
     step_iv,
@@ -31,12 +31,8 @@ from kernelcheck._src.attention.common.types import (
     finish,
     finish_unnormalized,
 )
-from kernelcheck._src.core.memory import check_size
 from kernelcheck._src.core.validate import (
     as_bool,
-    as_float_dtype,
-    as_int,
-    as_int_tuple,
 )
 from kernelcheck.errors import InvalidArgument
 
@@ -129,47 +125,6 @@ def parallel(
     normalize = as_bool(normalize, "normalize")
     chunk = auto_chunk_size(phi_q.shape[-1]) if causal else None
     return linear_rows(phi_q, phi_k, V, normalize, action, "parallel", chunk=chunk)[0]
-
-
-def _init(
-    D: int,
-    d_v: int,
-    *,
-    batch_shape: tuple[int, ...] = (),
-    dtype: Any = np.float64,
-    normalize: bool = True,
-) -> State:
-    """The empty recurrent state ``S = 0`` (D x d_v), ``z = 0`` (D) (claims C11, C14, C19).
-
-    Parameters
-    ----------
-    D : int
-        Feature dimension.
-    d_v : int
-        Value dimension.
-    batch_shape : tuple of int
-        Leading (batch, head) dimensions; ``()`` broadcasts against any batch.
-    dtype : float64 or float32
-    normalize : bool
-        False for unnormalised attention: the state is ``S`` alone (``z`` None).
-
-    Returns
-    -------
-    State
-
-    """
-    D = as_int(D, "D", minimum=1)
-    d_v = as_int(d_v, "d_v", minimum=1)
-    batch_shape = as_int_tuple(batch_shape, "batch_shape", minimum=1)
-    dtype = as_float_dtype(dtype, "dtype")
-    normalize = as_bool(normalize, "normalize")
-    check_size(
-        math.prod(batch_shape) * D * (d_v + normalize),
-        f"the state of batch shape {batch_shape} with D = {D}, d_v = {d_v}",
-        itemsize=dtype.itemsize,
-    )
-    z = np.zeros(batch_shape + (D,), dtype=dtype) if normalize else None
-    return State(S=np.zeros(batch_shape + (D, d_v), dtype=dtype), z=z)
 
 
 def _step(state: State, phi_q: Any, phi_k: Any, v: Any, *, on_bad_normalizer: str = "raise"):
@@ -402,7 +357,7 @@ def linear_recurrence(*, normalize: bool = True) -> Recurrence:
     def init_state(
         D: int, d_v: int, *, batch_shape: tuple[int, ...] = (), dtype: Any = np.float64
     ) -> State:
-        return _init(D, d_v, batch_shape=batch_shape, dtype=dtype, normalize=normalize)
+        return empty_state(D, d_v, batch_shape=batch_shape, dtype=dtype, normalize=normalize)
 
     def step_state(state: State, phi_q: Any, phi_k: Any, v: Any, *, on_bad_normalizer="raise"):
         if normalize and isinstance(state, State) and state.z is None:
