@@ -164,6 +164,9 @@ class FamilySpec:
 
     #: Whether the family keeps a recurrent state (``state=True`` applies).
     has_state = False
+    #: The values ``verify.attention(normalize=...)`` may take for the family, its
+    #: default first: softmax and kernelized attention always divide by a normaliser.
+    normalizes: tuple[bool, ...] = (True,)
     #: The registered form whose final state the state checks compare with.
     state_form: str | None = None
     #: The gradients :meth:`vjp` gives a reference for, of ``("dQ", "dK", "dV", ...)``.
@@ -330,6 +333,7 @@ class FeatureSpec(FamilySpec):
 
     has_state = True
     feature_gradients = True
+    normalizes: tuple[bool, ...] = (True, False)
 
     @property
     def normalize(self) -> bool:

@@ -67,6 +67,8 @@ def _extras(opts: AttentionOptions, case: Case, rng: np.random.Generator) -> dic
     needs_D = any(ti.width == "D" for ti in inputs)
     sizes = opts.run.reference.spec.sizes(d, d_v) if needs_D else {"d": d, "d_v": d_v}
     for ti in inputs:
+        if ti.name not in opts.samplers and ti.name not in opts.constants:
+            continue  # an input the family accepts but the call leaves out
         shape = ti.shape(batch, n, sizes)
         if ti.name in opts.samplers:
             label = f"{ti.option}(rng, shape)"
@@ -98,7 +100,7 @@ def _offsets(opts: AttentionOptions, n: int, rng: np.random.Generator):
 @honours_timeout
 def attention(
     fn: Any, *, kernel: Any = None, feature_map: Any = None, causal: bool = False,
-    normalize: bool = True, scale: Any = None, stabilizer: float | None = None,
+    normalize: bool | None = None, scale: Any = None, stabilizer: float | None = None,
     feature_ops: int | None = None, seed: Any = 0, n: int = 16, d: int | None = None,
     d_v: int | None = None, batch_shape: tuple = (), layout: str = "...nd",
     qk_heads: int | None = None, offsets: Any = None, cases: Any = None, inputs: Any = None,
@@ -125,8 +127,8 @@ def attention(
         Linear attention with this map (or ``(phi_q, phi_k)``), applied to float64 rows.
     causal : bool, default False
         Causal mask.
-    normalize : bool, default True
-        Normalised linear attention (C10) or not (C19).
+    normalize : bool, default None
+        Normalised linear attention (C10) or not (C19); None: the family's own (linear: True).
     scale : float or callable, default None
         Softmax's logit scale, or a function of ``d`` (None: ``1/sqrt(d)``).
     stabilizer : float, default None

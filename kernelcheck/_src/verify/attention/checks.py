@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import math
 from typing import Any
@@ -26,6 +27,7 @@ from kernelcheck._src.attention.common.types import State
 from kernelcheck._src.core.calls import call_user
 from kernelcheck._src.verify.adapters import round_to
 from kernelcheck._src.verify.attention.cases import from_layout, to_layout
+from kernelcheck._src.verify.attention.diagnosis import name_closest
 from kernelcheck._src.verify.attention.jacobian import feature_jacobians, through_features
 from kernelcheck._src.verify.attention.reference import PACKED
 from kernelcheck._src.verify.attention.report import AttentionCase, failed_case, skipped_case
@@ -226,7 +228,14 @@ def final_state_check(run: Run, j0: Judged, read) -> AttentionCase:
     gotS = _state_matrix(state)
     if gotS.shape != refM.shape:
         return failed_case(name, shape, f"state of shape {gotS.shape}, expected {refM.shape}")
-    return compare(name, shape, gotS, refM, bound)
+    result = compare(name, shape, gotS, refM, bound)
+    if result.passed is False and not packed:
+        with np.errstate(all="ignore"):
+            shapes = spec.state_bug_shapes(j0.args, j0.kw)
+        if shapes:
+            diagnosis = name_closest(gotS, bound, shapes, refM)
+            result = dataclasses.replace(result, diagnosis=diagnosis)
+    return result
 
 
 def _state_matrix(state: State):
@@ -296,7 +305,11 @@ def _split_check(run, j0) -> AttentionCase:
 
 def _take_tokens(run: Run, extras, a: int, b: int) -> dict:
     """Tokens ``a:b`` of every per-token input (packed: one sequence of ``b - a`` tokens)."""
-    out = {ti.name: ti.take(extras[ti.name], a, b) for ti in run.reference.family.token_inputs}
+    out = {
+        ti.name: ti.take(extras[ti.name], a, b)
+        for ti in run.reference.family.token_inputs
+        if ti.name in extras
+    }
     if PACKED in extras:
         out[PACKED] = np.array([0, b - a])
     return out

@@ -20,7 +20,7 @@ import math
 
 import numpy as np
 
-__all__ = ["diagnose", "MAX_DIAGNOSIS_N"]
+__all__ = ["diagnose", "name_closest", "MAX_DIAGNOSIS_N"]
 
 #: Longest sequence diagnosed (the weight matrix is formed whole: n^2 numbers per batch entry).
 MAX_DIAGNOSIS_N = 1024
@@ -92,6 +92,28 @@ def diagnose(spec, args, kw, got: np.ndarray, tol: np.ndarray, extras=None, refe
             correct = _correct(spec, args, kw, normalize, decays["correct"], reference)
     except Exception:  # noqa: BLE001 - a diagnosis never turns a report into a crash
         return ""
+    return name_closest(got, tol, cands, correct)
+
+
+def name_closest(got: np.ndarray, tol: np.ndarray, cands: dict, correct: np.ndarray) -> str:
+    """The candidate ``got`` matches within ``tol`` (or twenty times closer than ``correct``).
+
+    Parameters
+    ----------
+    got : numpy.ndarray
+        What the layer gave.
+    tol : numpy.ndarray
+        The tolerance of each entry.
+    cands : dict
+        Outputs (or states) of known bugs, by description.
+    correct : numpy.ndarray
+        The reference.
+
+    Returns
+    -------
+    str
+        The diagnosis in words.
+    """
     scale = np.where(tol > 0, tol, np.inf)
 
     def ratio(x):

@@ -171,9 +171,17 @@ def _reference_iv(o: dict, family) -> Reference:
             "`scale` applies to the softmax reference only; the kernel or feature map carries "
             "its own scale"
         )
-    normalize = as_bool(o["normalize"], "normalize")
-    if not normalize and feature_map is None:
-        raise InvalidArgument("`normalize=False` applies to linear attention: pass `feature_map`")
+    allowed = family.spec.normalizes
+    normalize = allowed[0] if o["normalize"] is None else as_bool(o["normalize"], "normalize")
+    if normalize not in allowed:
+        if not normalize:  # a family that always divides by a normaliser
+            raise InvalidArgument(
+                "`normalize=False` applies to linear attention: pass `feature_map`"
+            )
+        raise InvalidArgument(
+            f"`normalize={normalize}` does not apply to the {family.name} family "
+            f"({family.summary}): it is {'normalised' if allowed[0] else 'unnormalised'}"
+        )
     feature_ops = (
         None if o["feature_ops"] is None else as_int(o["feature_ops"], "feature_ops", minimum=0)
     )

@@ -140,7 +140,10 @@ def token_arguments(run: Run, extras) -> list:
     for ti in run.passed:
         values = ti.to_layout(extras[ti.name], run.layout)
         if run.log_gates and ti.loggable:
-            values = round_to(np.log(values), a.precision)
+            with np.errstate(divide="ignore"):
+                logs = np.log(values)  # a gate of exactly 0 is -inf: the log of a reset
+            finite = np.isfinite(logs)
+            values = np.where(finite, round_to(np.where(finite, logs, 0.0), a.precision), logs)
         out.append(a.to_framework(values))
     return out
 
@@ -278,6 +281,8 @@ def _rounded(run: Run, case: Case, extras):
     Q, K = grouped(run, Q), grouped(run, K)
     rounded = {}
     for ti in run.reference.family.token_inputs:
+        if ti.name not in extras:
+            continue  # an input the family accepts but the call leaves out
         values = round_to(extras[ti.name], p)
         if ti.positive:
             # a gate of 1 - 2^-12 rounds to 1 in bfloat16 (fine); one below the range would be 0

@@ -69,12 +69,14 @@ def _sample_bonus(rng, shape):
 
 
 def _stress_gates(rng, shape):
-    """Per-channel gates near 0 (decays below the normal range within a few tokens) and near
-    1 (1 - 1e-6: decays that round to 1 in 16 bits).  Gates of exactly 0 (resets) are not
-    among them: handed as logarithms they would be -inf, which the layer's inputs may not be."""
+    """Per-channel gates near 0 (decays below the normal range within a few tokens), near
+    1 (1 - 1e-6: decays that round to 1 in 16 bits), and exactly 0 at a fifth of the
+    entries (resets of those channels; handed as logarithms, -inf)."""
+    reset = np.where(rng.random(shape) < 0.2, 0.0, rng.uniform(0.5, 1.0, size=shape))
     return {
         "gates near 0": rng.uniform(1e-6, 1e-3, size=shape),
         "gates near 1": 1.0 - rng.uniform(0.0, 1e-6, size=shape),
+        "gates exactly 0": reset,
     }
 
 
@@ -111,6 +113,8 @@ class ChannelGatedSpec(FeatureSpec):
         a = _sample_gates(rng, (*batch, n, D))
         b = _sample_gates(rng, (*batch, n, d_v))
         return pq, pk, V, a, b, _sample_bonus(rng, (*batch, D))
+
+    normalizes = (False,)  # GLA, HGRN-2 and RWKV-6 divide by no normaliser
 
     @property
     def normalize(self) -> bool:
