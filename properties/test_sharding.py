@@ -24,9 +24,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
-from hypothesis import assume, given, settings
+from hypothesis import assume, given, reject, settings
 from hypothesis import strategies as st
 
+from kernelcheck.errors import NumericalFailure
 from kernelcheck.features import PositiveRandomFeatures
 from kernelcheck.kernels import Exponential
 from kernelcheck.stats import run_trials
@@ -125,7 +126,12 @@ def test_c16_ratio_bias_report_identical_on_1_2_8_shards(pool, Q, K, seed, trial
             shards=shards,
         ).to_json()
 
-    reference = report()
+    try:
+        reference = report()
+    except NumericalFailure:
+        # keys a few ulp apart (or a dominating key) leave no bias above rounding:
+        # ratio_bias refuses such inputs by design, which tests/verify checks
+        reject()
     for shards in SHARDS:
         assert report(pool, shards) == reference, f"{shards} shards"
 
