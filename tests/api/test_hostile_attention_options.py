@@ -193,6 +193,10 @@ OPTIONS_BAD.update(
             _att(read_state=lambda s: s),
             r"^`read_state` reads the layer's state for the checks of state=True",
         ),
+        "batch_shape-not-the-inputs": (
+            _gated_att(np.array([0.9, 0.5]), batch_shape=(2,), inputs=(Q, K, V)),
+            r"^`batch_shape` \(2,\) differs from the batch \(\) of `inputs`",
+        ),
         "accumulate-tf32": (
             _att(accumulate="tf32"),
             r"^`accumulate` tf32 is the operand format of matrix products",
@@ -246,6 +250,12 @@ def _report_text(make, call) -> str:
     return f"{report}\n{report.details()}"
 
 
+def _bnhd_softmax(q, k, v):
+    """Softmax attention on (batch, tokens, heads, dim) arrays."""
+    out = attention.softmax(*(np.swapaxes(x, -3, -2) for x in (q, k, v)))
+    return np.swapaxes(np.asarray(out), -3, -2)
+
+
 def _masked(q, k, v):
     out = np.asarray(attention.softmax(q, k, v))
     return np.ma.masked_array(out, mask=np.ones(out.shape, dtype=bool))
@@ -297,6 +307,14 @@ VERDICTS = {
     "state-n-4": (
         _state_att(n=4),
         r"\nstate hand-over \(.*\): ok",
+    ),
+    "inputs-bnhd-without-batch_shape": (
+        lambda call: call(
+            _bnhd_softmax,
+            layout="bnhd",
+            inputs=(Q[None, :, None], K[None, :, None], V[None, :, None]),
+        ),
+        r"^PASS",
     ),
     "failure_probability-subnormal": (
         _att(error_model="probabilistic", failure_probability=5e-324),

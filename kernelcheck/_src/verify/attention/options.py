@@ -81,9 +81,21 @@ class AttentionOptions(NamedTuple):
     vjp: Any
 
 
-def _batch_iv(value) -> tuple[int, ...]:
-    """``batch_shape``: at most :data:`MAX_BATCH_AXES` positive sizes."""
+def _batch_iv(value, user: Case | None) -> tuple[int, ...]:
+    """The batch of the cases: ``batch_shape``, or the leading axes of the user's ``inputs``.
+
+    At most :data:`MAX_BATCH_AXES` positive sizes; with ``inputs``, a
+    ``batch_shape`` other than ``()`` must be theirs (the per-head constants
+    are read against it).
+    """
     batch = as_int_tuple(value, "batch_shape", minimum=1)
+    if user is not None and user.Q is not None:
+        given, batch = batch, tuple(user.Q.shape[:-2])
+        if given not in ((), batch):
+            raise InvalidArgument(
+                f"`batch_shape` {given} differs from the batch {batch} of `inputs` (their "
+                "leading axes): user inputs carry their own batch; leave batch_shape out"
+            )
     if len(batch) > MAX_BATCH_AXES:
         raise InvalidArgument(
             f"`batch_shape` may hold at most {MAX_BATCH_AXES} leading (batch, head) axes, got "
@@ -355,8 +367,9 @@ def attention_options(fn, **o) -> AttentionOptions:
     fixed_d = o["d"] is not None
     d = 8 if o["d"] is None else as_int(o["d"], "d", minimum=1)
     d_v = d if o["d_v"] is None else as_int(o["d_v"], "d_v", minimum=1)
-    batch = _batch_iv(o["batch_shape"])
     layout = check_choice(o["layout"], "layout", LAYOUTS)
+    user = None if o["inputs"] is None else user_case(o["inputs"], layout)
+    batch = _batch_iv(o["batch_shape"], user)
     if layout == "bnhd" and len(batch) != 2:
         raise InvalidArgument(
             f"layout='bnhd' needs batch_shape=(batch, heads), got batch_shape={batch}"
@@ -371,8 +384,8 @@ def attention_options(fn, **o) -> AttentionOptions:
     grad = _grad_iv(o["grad"], o["vjp"], ad.framework)
     log_gates = _log_gates_iv(o["log_gates"], family, samplers)
     names = _case_names(o["cases"], o["inputs"])
-    if o["inputs"] is not None:
-        cases = [user_case(o["inputs"], layout)]
+    if user is not None:
+        cases = [user]
     else:
         _check_case_sizes(n, d, d_v, batch)
         rng = np.random.default_rng(child_seed(root, 0))
