@@ -204,9 +204,9 @@ def _module(layer):
 
 #: the dtypes a framework holds arrays in (jax's float64 needs 64-bit JAX: a twist)
 FRAMEWORK_DTYPES = {
-    "numpy": (None, "float64", "float32", "float16"),
-    "torch": (None, "float64", "float32", "float16", "bfloat16"),
-    "jax": (None, "float32", "bfloat16"),
+    "numpy": (None, "float64", "float32", "float16", "tf32"),
+    "torch": (None, "float64", "float32", "float16", "bfloat16", "tf32"),
+    "jax": (None, "float32", "bfloat16", "tf32"),
 }
 
 #: hostile changes to a valid call, one at most per call: most are refused, some judged
