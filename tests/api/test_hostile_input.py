@@ -200,6 +200,37 @@ def test_a_jax_bfloat16_array_gives_the_answer_of_a_torch_bfloat16_tensor(name):
     assert _same(call(jnp.asarray(A, dtype=jnp.bfloat16)), expected), name
 
 
+def _projection_sampler(convert):
+    """Random projections (unbiased for the linear kernel), their output through ``convert``."""
+
+    def sample(rng):
+        W = rng.standard_normal((X.shape[1], 64))
+        return lambda Z: convert(Z @ W / 8.0)
+
+    return sample
+
+
+#: callbacks whose numbers may come back as a framework's bfloat16: id -> call(convert)
+BFLOAT16_CALLBACKS = {
+    "verify.unbiased-sample": lambda c: verify.unbiased(
+        _projection_sampler(c), Linear(), X, trials=16, seed=0
+    ),
+    "verify.feature_map": lambda c: verify.feature_map(lambda Z: c(Z), X, kernel=Linear()),
+    "verify.kernel": lambda c: verify.kernel(
+        kernel_from_function(lambda A, B: c(A @ B.T), vectorized=False), X
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BFLOAT16_CALLBACKS))
+def test_a_callback_returning_jax_bfloat16_is_judged_as_one_returning_torch_bfloat16(name):
+    torch = pytest.importorskip("torch")
+    jnp = pytest.importorskip("jax.numpy")
+    call = BFLOAT16_CALLBACKS[name]
+    expected = call(lambda a: torch.tensor(np.asarray(a), dtype=torch.bfloat16))
+    assert str(call(lambda a: jnp.asarray(a, dtype=jnp.bfloat16))) == str(expected), name
+
+
 #: the public calls that take a user's layer
 ATTENTION_CALLS = {
     "verify.attention": verify.attention,
