@@ -361,14 +361,14 @@ def attention_options(fn, **o) -> AttentionOptions:
     ref = _reference_iv(o, family)
     root = as_seed_sequence(o["seed"])
     n = as_int(o["n"], "n", minimum=2)
-    offsets = _packed_iv(o["offsets"], o["inputs"])
+    layout = check_choice(o["layout"], "layout", LAYOUTS)
+    user = None if o["inputs"] is None else user_case(o["inputs"], layout)
+    offsets = _packed_iv(o["offsets"], user)
     if offsets is not None and not callable(offsets):
         n = int(offsets[-1])  # the cases run at the offsets' length
     fixed_d = o["d"] is not None
     d = 8 if o["d"] is None else as_int(o["d"], "d", minimum=1)
     d_v = d if o["d_v"] is None else as_int(o["d_v"], "d_v", minimum=1)
-    layout = check_choice(o["layout"], "layout", LAYOUTS)
-    user = None if o["inputs"] is None else user_case(o["inputs"], layout)
     batch = _batch_iv(o["batch_shape"], user)
     if layout == "bnhd" and len(batch) != 2:
         raise InvalidArgument(
@@ -487,15 +487,15 @@ def _packed_length(case: Case, n: int) -> Case:
     return Case(case.name, None, None, None, reason)
 
 
-def _packed_iv(offsets, inputs):
+def _packed_iv(offsets, user: Case | None):
     """``offsets``: None, a sampler ``offsets(rng, n)``, or fixed offsets (checked here)."""
     if offsets is None or callable(offsets):
         return offsets
     arr = offsets_iv(offsets, "offsets")
-    if inputs is not None and len(inputs) == 3 and np.shape(inputs[0])[-2] != arr[-1]:
+    if user is not None and user.Q is not None and user.Q.shape[-2] != arr[-1]:
         raise InvalidArgument(
             f"`offsets` must end at the length of the user inputs, "
-            f"{np.shape(inputs[0])[-2]}, got {arr.tolist()}"
+            f"{user.Q.shape[-2]}, got {arr.tolist()}"
         )
     return arr
 
