@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from kernelcheck import attention, testing, verify
-from kernelcheck.errors import InvalidArgument
+from kernelcheck.errors import Inconclusive, InvalidArgument
 
 RNG = np.random.default_rng(17)
 Q, K, V = RNG.normal(size=(3, 4, 2))
@@ -197,6 +197,10 @@ OPTIONS_BAD.update(
             _gated_att(np.array([0.9, 0.5]), batch_shape=(2,), inputs=(Q, K, V)),
             r"^`batch_shape` \(2,\) differs from the batch \(\) of `inputs`",
         ),
+        "offsets-inputs-not-arrays": (
+            _att(inputs=3, offsets=[0, 2]),
+            r"^`inputs` must be a tuple \(Q, K, V\) of three arrays, got int 3",
+        ),
         "accumulate-tf32": (
             _att(accumulate="tf32"),
             r"^`accumulate` tf32 is the operand format of matrix products",
@@ -242,10 +246,10 @@ def test_each_bad_framework_option_is_refused_by_name(name, public):
 
 
 def _report_text(make, call) -> str:
-    """The report's verdict and details; the pytest twin gives the same text when it fails."""
+    """The report's line and details; the pytest twin's message holds them when it raises."""
     try:
         report = make(call)
-    except AssertionError as exc:
+    except (AssertionError, Inconclusive) as exc:  # the twin's report that is not verified
         return str(exc)
     return f"{report}\n{report.details()}"
 
@@ -270,21 +274,23 @@ def _refusing(q, k, v):
 VERDICTS = {
     "state-without-z": (
         _state_att(z=False),
-        r"\nfinal state \(.*\): ok.*the layer's state holds no normaliser z .*: S compared alone",
+        r"\nverified: final state \(random\) .*the layer's state holds no normaliser z "
+        r".*: S compared alone",
     ),
     "read_state-NaN": (
         _state_att(read_state=lambda s: (s[0] * np.nan, s[1])),
-        r"\nfinal state \(.*\): FAIL.*the layer's state S holds nan at \(0, 0\) \(\d+ of \d+",
+        r"\nrefuted: final state \(random\) .*the layer's state S holds nan at \(0, 0\) \(\d+ of ",
     ),
     "accumulate-bfloat16-n-64": (
         _att(accumulate="bfloat16", n=64),
-        rf"\nodd length: skipped \(no worst-case tolerance over {2 * 64 + 5} tokens with sums in "
-        r"bfloat16 \(accumulate='bfloat16'\).*a smaller `n`.*a wider `accumulate` \(float32\)",
+        r"\ninconclusive: odd length: skipped \(no worst-case tolerance over "
+        rf"{2 * 64 + 5} tokens with sums in bfloat16 \(accumulate='bfloat16'\)"
+        r".*a smaller `n`.*a wider `accumulate` \(float32\)",
     ),
     "checks-without-their-case": (
         _state_att(accumulate="bfloat16", n=64),
-        r"\ncausality: skipped \(it runs on case 'random', which was not judged\)\n"
-        r"state hand-over: skipped \(it runs on case 'random'",
+        r"\ninconclusive: causality: skipped \(it runs on case 'random', which was not judged\)\n"
+        r"inconclusive: state hand-over: skipped \(it runs on case 'random'",
     ),
     "decay-float32": (
         _gated_att(np.float32(0.9)),
@@ -293,20 +299,21 @@ VERDICTS = {
     ),
     "inputs-flush-to-zero": (
         _att(inputs=(Q, K, V * 1e-300), dtype="float32"),
-        rf"\nuser inputs \(.*\): ok.*{V.size} of {V.size} entries of V are nonzero but flush to 0 "
-        "in float32",
+        rf"\nverified: user inputs \(.*\): .*{V.size} of {V.size} entries of V are nonzero but "
+        "flush to 0 in float32",
     ),
     "inputs-beyond-the-bound": (
         _att(inputs=(Q * 1e300, K, V)),
-        r"^(?!PASS)(.|\n)*\nuser inputs: skipped \(the error bound is not finite at",
+        r"^(?!verified)(.|\n)*\ninconclusive: user inputs: skipped \(the error bound is not "
+        "finite at",
     ),
     "fn-raises-InvalidArgument": (
         lambda call: call(_refusing, cases="random"),
-        r"^FAIL.*fn raised InvalidArgument: `scale`",
+        r"^refuted:(.|\n)*fn raised InvalidArgument: `scale`",
     ),
     "state-n-4": (
         _state_att(n=4),
-        r"\nstate hand-over \(.*\): ok",
+        r"\nverified: state hand-over \(random\) \(.*\):",
     ),
     "inputs-bnhd-without-batch_shape": (
         lambda call: call(
@@ -314,15 +321,15 @@ VERDICTS = {
             layout="bnhd",
             inputs=(Q[None, :, None], K[None, :, None], V[None, :, None]),
         ),
-        r"^PASS",
+        r"^verified",
     ),
     "failure_probability-subnormal": (
         _att(error_model="probabilistic", failure_probability=5e-324),
-        r"^PASS",
+        r"^verified",
     ),
     "fn-returns-masked": (
         lambda call: call(_masked, cases="random"),
-        r"^FAIL.*`fn` returned a masked array as its output, with \d+ masked entries",
+        r"^refuted:(.|\n)*`fn` returned a masked array as its output, with \d+ masked entries",
     ),
 }
 
@@ -390,7 +397,7 @@ def _framework_verdicts():
                 dtype="bfloat16",
                 inputs=tuple(bf16(x) for x in (Q, K, V)),
             ),  # fmt: skip
-            r"^PASS",
+            r"^verified",
         ),
     }
 
