@@ -258,11 +258,22 @@ def _torch_module():
     return Attention().double()
 
 
-@pytest.mark.parametrize("given", ["generated", "inputs"])
+@pytest.mark.parametrize("given", ["generated", "inputs", "under torch.no_grad()"])
 @pytest.mark.parametrize("name", sorted(ATTENTION_CALLS))
 def test_the_gradient_check_leaves_a_torch_module_and_its_tensors_as_they_were(name, given):
-    """Gradients of the inputs only: no parameter gains a .grad, no flag or value changes."""
+    """Gradients of the inputs only: no parameter gains a .grad, no flag or value changes.
+
+    Under the caller's ``torch.no_grad()`` the check still takes the gradients it was asked for.
+    """
     torch = pytest.importorskip("torch")
+    if given == "under torch.no_grad()":
+        with torch.no_grad():
+            _gradient_check_of_a_module(torch, name, "generated")
+    else:
+        _gradient_check_of_a_module(torch, name, given)
+
+
+def _gradient_check_of_a_module(torch, name: str, given: str) -> None:
     module = _torch_module()
     before = {k: v.detach().clone() for k, v in module.state_dict().items()}
     flags = {k: p.requires_grad for k, p in module.named_parameters()}
