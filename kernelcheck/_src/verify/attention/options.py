@@ -306,11 +306,12 @@ def _reference_iv(o: dict, family) -> Reference:
         feature_ops=feature_ops, flags=flags,
     )  # fmt: skip
     if stabilizer is not None and not ref.normalize:
+        other = (", or pass normalize=True for a layer that divides by its normaliser"
+                 if True in allowed else "")  # fmt: skip
         raise InvalidArgument(
             f"`stabilizer`={stabilizer:g} is an eps added to a normaliser, but the reference, "
-            f"{ref.name}, divides by none{' (normalize=False)' if not normalize else ''}: "
-            "leave `stabilizer` out, or pass normalize=True for a layer that divides by its "
-            "normaliser"
+            f"{ref.name}, divides by none{' (normalize=False)' if o['normalize'] is False else ''}"
+            f": leave `stabilizer` out{other}"
         )
     return ref
 
