@@ -184,6 +184,131 @@ def test_a_layer_that_writes_into_its_inputs_never_changes_the_callers_arrays(na
 CALLERS = {"X": X, "Q": Q, "K": K, "V": V}
 SNAPSHOT = {k: v.copy() for k, v in CALLERS.items()}
 
+
+#: the rows of ARRAY_CALLS whose own lambda applies only kernelcheck to its array (the
+#: attention forms' rows apply np.exp first, which a torch tensor does not take)
+KERNELCHECK_ONLY = sorted(set(ARRAY_CALLS) - {"parallel", "recurrent", "chunked"})
+
+
+@pytest.mark.parametrize("name", KERNELCHECK_ONLY)
+def test_a_jax_bfloat16_array_gives_the_answer_of_a_torch_bfloat16_tensor(name):
+    """bfloat16 is a storage format of every framework: JAX's (ml_dtypes') is read as torch's."""
+    torch = pytest.importorskip("torch")
+    jnp = pytest.importorskip("jax.numpy")
+    call, A = ARRAY_CALLS[name]
+    expected = call(torch.tensor(A, dtype=torch.bfloat16))
+    assert _same(call(jnp.asarray(A, dtype=jnp.bfloat16)), expected), name
+
+
+def _projection_sampler(convert):
+    """Random projections (unbiased for the linear kernel), their output through ``convert``."""
+
+    def sample(rng):
+        W = rng.standard_normal((X.shape[1], 64))
+        return lambda Z: convert(Z @ W / 8.0)
+
+    return sample
+
+
+#: callbacks whose numbers may come back as a framework's bfloat16: id -> call(convert)
+BFLOAT16_CALLBACKS = {
+    "verify.unbiased-sample": lambda c: verify.unbiased(
+        _projection_sampler(c), Linear(), X, trials=16, seed=0
+    ),
+    "verify.feature_map": lambda c: verify.feature_map(lambda Z: c(Z), X, kernel=Linear()),
+    "verify.kernel": lambda c: verify.kernel(
+        kernel_from_function(lambda A, B: c(A @ B.T), vectorized=False), X
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BFLOAT16_CALLBACKS))
+def test_a_callback_returning_jax_bfloat16_is_judged_as_one_returning_torch_bfloat16(name):
+    torch = pytest.importorskip("torch")
+    jnp = pytest.importorskip("jax.numpy")
+    call = BFLOAT16_CALLBACKS[name]
+    expected = call(lambda a: torch.tensor(np.asarray(a), dtype=torch.bfloat16))
+    assert str(call(lambda a: jnp.asarray(a, dtype=jnp.bfloat16))) == str(expected), name
+
+
+#: the public calls that take a user's layer
+ATTENTION_CALLS = {
+    "verify.attention": verify.attention,
+    "testing.assert_attention_matches": testing.assert_attention_matches,
+}
+
+
+def _torch_module():
+    """A softmax attention nn.Module with parameters (a gain of 1 and a projection of V)."""
+    torch = pytest.importorskip("torch")
+
+    class Attention(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.gain = torch.nn.Parameter(torch.ones(()))
+            self.value = torch.nn.Linear(3, 3, bias=False)
+            with torch.no_grad():
+                self.value.weight.copy_(torch.eye(3))
+            self.register_buffer("calls", torch.zeros(()))
+
+        def forward(self, q, k, v, initial_state=None):
+            scores = q @ k.transpose(-1, -2) / q.shape[-1] ** 0.5
+            return self.gain * torch.softmax(scores, dim=-1) @ self.value(v)
+
+    return Attention().double()
+
+
+@pytest.mark.parametrize("given", ["generated", "inputs", "under torch.no_grad()"])
+@pytest.mark.parametrize("name", sorted(ATTENTION_CALLS))
+def test_the_gradient_check_leaves_a_torch_module_and_its_tensors_as_they_were(name, given):
+    """Gradients of the inputs only: no parameter gains a .grad, no flag or value changes.
+
+    Under the caller's ``torch.no_grad()`` the check still takes the gradients it was asked for.
+    """
+    torch = pytest.importorskip("torch")
+    if given == "under torch.no_grad()":
+        with torch.no_grad():
+            _gradient_check_of_a_module(torch, name, "generated")
+    else:
+        _gradient_check_of_a_module(torch, name, given)
+
+
+def _gradient_check_of_a_module(torch, name: str, given: str) -> None:
+    module = _torch_module()
+    before = {k: v.detach().clone() for k, v in module.state_dict().items()}
+    flags = {k: p.requires_grad for k, p in module.named_parameters()}
+    tensors = [torch.tensor(x, requires_grad=True) for x in (Q[:, :3], K[:, :3], V[:, :3])]
+    values = [t.detach().clone() for t in tensors]
+    options = dict(d=3) if given == "generated" else dict(inputs=tuple(tensors))
+    grad_mode = torch.is_grad_enabled()
+    report = ATTENTION_CALLS[name](module, framework="torch", dtype="float64", grad=True, **options)
+    assert report.passed and any(c.name.startswith("gradient dQ") for c in report.checks)
+    assert all(p.grad is None for p in module.parameters())
+    assert module.training and torch.is_grad_enabled() == grad_mode
+    assert {k: p.requires_grad for k, p in module.named_parameters()} == flags
+    for key, value in module.state_dict().items():
+        assert torch.equal(value, before[key]), key
+    for t, v in zip(tensors, values, strict=True):
+        assert t.grad is None and t.requires_grad and torch.equal(t.detach(), v)
+
+
+@pytest.mark.parametrize("name", sorted(ATTENTION_CALLS))
+def test_the_gradient_check_of_a_jax_layer_leaves_jax_as_it_was(name):
+    jax = pytest.importorskip("jax")
+    jnp = jax.numpy
+    options = ("jax_enable_x64", "jax_default_matmul_precision", "jax_disable_jit")
+    before = {o: getattr(jax.config, o) for o in options}
+    gain = jnp.ones(())
+
+    def layer(q, k, v):
+        s = q @ jnp.swapaxes(k, -1, -2) / jnp.sqrt(jnp.asarray(q.shape[-1], q.dtype))
+        return gain * jax.nn.softmax(s, axis=-1) @ v
+
+    report = ATTENTION_CALLS[name](layer, framework="jax", grad=True)
+    assert report.passed and any(c.name.startswith("gradient dQ") for c in report.checks)
+    assert {o: getattr(jax.config, o) for o in options} == before and float(gain) == 1.0
+
+
 #: what a misbehaving callback returns
 BAD_RESULTS = {
     "complex": lambda Z: np.ones((Z.shape[0], Z.shape[0]), dtype=complex) + 1j,

@@ -33,6 +33,7 @@ from kernelcheck._src.core.calls import call_user
 from kernelcheck._src.core.deadline import honours_timeout
 from kernelcheck._src.core.rounding import Tolerance
 from kernelcheck._src.core.seeds import child_seed
+from kernelcheck._src.core.validate import to_numpy
 from kernelcheck._src.verify.attention.cases import (
     Case,
 )
@@ -50,8 +51,8 @@ from kernelcheck._src.verify.attention.options import (
     offsets_iv,
 )
 from kernelcheck._src.verify.attention.reference import PACKED
-from kernelcheck._src.verify.attention.report import AttentionCase, AttentionReport
-from kernelcheck._src.verify.attention.run import Run, run_case
+from kernelcheck._src.verify.attention.report import AttentionCase, AttentionReport, skipped_case
+from kernelcheck._src.verify.attention.run import Run, constant_values, run_case
 
 __all__ = ["attention", "AttentionReport", "AttentionCase"]
 
@@ -73,13 +74,10 @@ def _extras(opts: AttentionOptions, case: Case, rng: np.random.Generator) -> dic
         if ti.name in opts.samplers:
             label = f"{ti.option}(rng, shape)"
             drawn = call_user(opts.samplers[ti.name], f"`{ti.option}`", rng, shape)
+            drawn = to_numpy(drawn, label)  # a tensor of any dtype or device
             out[ti.name] = np.array(ti.validate(drawn, shape, label), dtype=np.float64)
         else:
-            value = opts.constants[ti.name]
-            if ti.per_token and np.ndim(value) > ti.trailing:
-                # one value per head, the same for every token: a token axis before the width's
-                value = np.expand_dims(value, ti.axis)
-            out[ti.name] = np.broadcast_to(value, shape).copy()
+            out[ti.name] = constant_values(ti, opts.constants[ti.name], shape)
     packed = _offsets(opts, n, rng)
     if packed is not None:
         out[PACKED] = packed
@@ -250,7 +248,7 @@ def _extra_checks(opts: AttentionOptions, judged, rng) -> list[AttentionCase]:
     base = next((j for j in judged if j.reference is not None and j.case.name in
                  ("random", "user inputs")), None)  # fmt: skip
     if base is None:
-        return []
+        return _not_run(opts, judged)
     checks: list[AttentionCase] = []
     if opts.check_causality:
         checks.append(causality_check(opts.run, base, rng))
@@ -264,6 +262,19 @@ def _extra_checks(opts: AttentionOptions, judged, rng) -> list[AttentionCase]:
             if j.case.name in ("random", "positive values", "user inputs", "across blocks"):
                 checks += grad_checks(opts.run, j, rng, opts.vjp)
     return checks
+
+
+def _not_run(opts: AttentionOptions, judged) -> list[AttentionCase]:
+    """The extra checks asked for, listed as skipped when their case could not be judged."""
+    first = next((j.case for j in judged if j.case.name in ("random", "user inputs")), None)
+    if first is None:  # `cases=` left the random case out: the checks were not asked for
+        return []
+    asked = [("causality", opts.check_causality), ("state hand-over", opts.state),
+             ("chunk sizes", takes(opts.run.fn, "chunk_size", explicitly=True)),
+             ("gradients", opts.grad)]  # fmt: skip
+    outcome = "failed" if first.passed is False else "was not judged"
+    why = f"it runs on case '{first.name}', which {outcome}"
+    return [skipped_case(name, first.shape, why) for name, on in asked if on]
 
 
 def _report(opts: AttentionOptions, results, checks) -> AttentionReport:
