@@ -1,4 +1,4 @@
-"""Fault injection for report writing (issue 17, class 6).
+"""Report folders are written whole or not at all, whatever fails on the way (fault injection).
 
 Whatever happens during :func:`write_bundle` -- SIGINT or SIGTERM at any step of either
 phase, a full filesystem, a read-only folder, a failing rename -- the folder afterwards
