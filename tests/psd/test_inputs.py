@@ -1,4 +1,4 @@
-"""Edges of ``check_psd``'s input checks (kernelcheck/_src/psd/inputs.py) no other test reached.
+"""``check_psd``'s input checks and the exact symmetric part (``psd/inputs.py``, claim C5).
 
 Each test relates the checked input to an exact computation or to the
 documented contract: a negative ``tol`` is refused as such before ``K`` is
@@ -107,22 +107,3 @@ def test_a_symmetrised_input_keeps_the_callers_max_exact_n():
         result = check_psd(matrix, method="exact", max_exact_n=2)
         assert result.outcome.value == "inconclusive"
         assert "exceeds max_exact_n = 2" in result.reason
-
-
-@pytest.mark.parametrize("tol", [-1e-3, -math.inf, math.nan])
-def test_resolve_tolerance_refuses_what_is_no_tolerance_by_name(tol):
-    """The tolerance home checks its own argument (check_psd checks it earlier too, but
-    resolve_tolerance is the one home of the rule): not a number >= 0, refused, naming tol."""
-    from kernelcheck._src.psd.tolerance import resolve_tolerance
-
-    with pytest.raises(InvalidArgument, match="`tol`"):
-        resolve_tolerance(tol, np.eye(2))
-
-
-def test_resolve_tolerance_says_where_a_number_came_from():
-    """tol = 0 is the exact question; any other number is the caller's."""
-    from kernelcheck._src.psd.tolerance import resolve_tolerance
-
-    assert resolve_tolerance(0.0, np.eye(2)).source == "exact question (tol = 0)"
-    assert resolve_tolerance(1e-9, np.eye(2)).source == "given by the caller"
-    assert resolve_tolerance(1e-9, np.eye(2)).value == 1e-9

@@ -1,4 +1,4 @@
-"""Boundary tests of the certified Cholesky rungs of check_psd (claim C5).
+"""The certified Cholesky rungs of check_psd, at the boundary of their certificate (claim C5).
 
 Rump's certificate (``certified_cholesky``; S. M. Rump, BIT 46, 2006) proves
 ``K + shift I`` positive definite when a floating-point Cholesky of a matrix
@@ -14,10 +14,15 @@ certificate's power), and place the smallest eigenvalue of small matrices on
 both sides of the shift, where the exact eigenvalue is known in rational
 arithmetic, for the float64 and the mpmath rungs.  Graded matrices spanning hundreds of
 binades check the van der Sluis scaling at the limits of the exponent range.
+The refusals are checked too: an overflow inside ``dpotrf`` is a failed pivot at
+the first non-positive leading minor (in fractions), a shifted diagonal of
+exactly zero or beyond the float range gives no certificate and says so in
+every field, and zero entries of a graded matrix do not fail its scaling.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from fractions import Fraction
 
@@ -29,7 +34,8 @@ from kernelcheck._src.psd.cholesky import certified_cholesky
 from kernelcheck._src.psd.highprec import MPMATH_PRECISIONS, mp_certified_cholesky
 from kernelcheck._src.psd.tolerance import default_tolerance
 from kernelcheck.psd import Verdict, check_psd
-from tests.psd.sylvester import rayleigh
+from tests.psd.oracle import assert_witness
+from tests.psd.sylvester import det, pd_psd, rayleigh
 
 U = Fraction(1, 2**53)
 ETA = Fraction(1, 2**1074)
@@ -513,3 +519,76 @@ def test_mpmath_certificate_preconditions_hold_exactly(name, prec, monkeypatch):
         assert cmin <= frac(c) <= (1 + (3 * n + 16) * U) * cmin
         assert frac(out) <= T[j] - frac(c)
         assert T[j] - frac(c) - frac(out) <= 2 * u * abs(T[j] - frac(c))
+
+
+def _leading_minors(K) -> list[Fraction]:
+    M = [[Fraction(float(x)) for x in row] for row in K]
+    return [det([row[:r] for row in M[:r]]) for r in range(1, len(M) + 1)]
+
+
+def test_an_overflow_inside_dpotrf_is_a_failed_pivot_at_the_first_non_positive_minor():
+    """``K_13 / sqrt(K_11)`` overflows to inf and ``0 * inf`` makes the last pivot NaN,
+    which OpenBLAS's ``dpotrf`` factors "successfully" (info = 0).  The result must
+    say: no certificate, no factor, and the pivot where ``K`` stops being positive
+    definite -- the first leading principal minor that is not positive, in fractions."""
+    from kernelcheck._src.psd.cholesky import certified_cholesky
+
+    K = np.array([[0.01, 0.0, 1e308], [0.0, 0.01, 0.0], [1e308, 0.0, 0.01]])
+    minors = _leading_minors(K)
+    first_bad = next(i + 1 for i, m in enumerate(minors) if m <= 0)
+    assert first_bad == 3  # the matrix: positive leading 2 x 2 block, indefinite whole
+    ch = certified_cholesky(K, 0.0)
+    assert not ch.ok and ch.R is None
+    assert ch.info == first_bad
+    r = check_psd(K, tol=0)
+    assert_witness(K, r)
+
+
+def test_van_der_sluis_scales_a_graded_matrix_whose_zero_entries_would_fail_the_range():
+    """``diag(2^1000, 2^1000, 2^-1000)`` plus a coupling: the global range test fails
+    (``min |K_ij| min d^2 = 2^-2000``), every *non-zero* product ``K_ij d_i d_j`` is within
+    ``[2^-969, 2^1022)``, and a zero ``K_12`` would be ``2^-1000`` if it counted.  The
+    scaling must be applied: unscaled, Rump's shift ``~ 4 u 2^1000`` swamps ``K_33``
+    and the certificate of this positive definite matrix fails."""
+    from kernelcheck._src.psd.cholesky import certified_cholesky, van_der_sluis_scaling
+
+    big, small = 2.0**1000, 2.0**-1000
+    K = np.array([[big, 0.0, 0.5], [0.0, big, 0.0], [0.5, 0.0, small]])
+    assert pd_psd(K) == (True, True)
+    d = van_der_sluis_scaling(np.diagonal(K).copy(), K)
+    assert not np.all(d == 1.0)
+    for i, j in zip(*np.nonzero(K)):
+        p = Fraction(float(K[i, j])) * Fraction(float(d[i])) * Fraction(float(d[j]))
+        assert Fraction(2) ** -969 <= abs(p) < Fraction(2) ** 1022
+    for i in range(3):  # d_i^2 K_ii in [1/4, 1]: a power of two near K_ii^(-1/2)
+        assert Fraction(1, 4) <= Fraction(float(d[i])) ** 2 * Fraction(float(K[i, i])) <= 1
+    assert certified_cholesky(K, 0.0).ok
+
+
+def test_a_target_of_exactly_zero_is_no_certificate():
+    """``K_jj + shift = 0`` exactly (``fl(a + b) = 0`` iff ``a + b = 0``): refused up front."""
+    from kernelcheck._src.psd.cholesky import certified_cholesky
+
+    ch = certified_cholesky(np.diag([1.0, -0.5]), 0.5)
+    assert not ch.ok and ch.info == 2 and ch.R is None
+
+
+def test_no_certificate_beyond_the_float_range_says_so_in_every_field():
+    """``K_jj + shift`` beyond the float range, or Rump's shift ``c`` beyond it: the
+    result is no certificate (``ok`` False), no factor, ``c = inf`` (the shift the
+    criterion needs is not a float), the matrix tested, and a scaling of ``n`` powers of
+    two (``d_i = 2^k``, ones where none was formed)."""
+    from kernelcheck._src.psd.cholesky import certified_cholesky
+
+    big = float(np.finfo(np.float64).max)
+    A = np.array([[big / 2, big / 2], [big / 2, big]])
+    for shift in (0.0, 2.0**1020, -big):
+        ch = certified_cholesky(A, shift)
+        assert ch.ok is False and ch.R is None and ch.c == math.inf and ch.K is A
+        assert ch.d.shape == (2,)
+        assert all(math.frexp(float(x))[0] == 0.5 for x in ch.d)  # powers of two
+        exact = [Fraction(float(A[j, j])) + Fraction(shift) for j in range(2)]
+        if shift > 0:  # the first target beyond the float range
+            assert ch.info == 1 + next(j for j in range(2) if exact[j] > Fraction(big))
+        elif shift < 0:  # the smallest target, <= 0
+            assert ch.info == 1 + min(range(2), key=lambda j: exact[j]) and exact[0] <= 0
