@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from scipy import stats as sps
 from scipy.special import comb, ndtri
 
+from kernelcheck import stats
 from kernelcheck._src.features.random import PositiveRandomFeatures
 from kernelcheck._src.mc import engine as _stats
 from kernelcheck.errors import InvalidArgument, NumericalFailure
@@ -672,3 +673,14 @@ def test_a_non_finite_value_anywhere_reaches_the_checked_mean(n, cols, data, bad
     where = rf"`values` must be finite.*first at index \({i}, {j}\)"
     with pytest.raises(InvalidArgument, match=where):
         Moments.from_samples(x)
+
+
+def test_moments_are_float64_whatever_the_samples_dtype():
+    """float32 (and integer) trials are read as float64 first: the same moments, bit for bit."""
+    x32 = np.random.default_rng(5).normal(size=(101, 3)).astype(np.float32) * 1e3 + 1e4
+    a, b = stats.Moments.from_samples(x32), stats.Moments.from_samples(x32.astype(np.float64))
+    for attr in ("mean", "m2", "m3", "m4"):
+        assert getattr(a, attr).dtype == np.float64
+        assert np.array_equal(getattr(a, attr), getattr(b, attr)), attr
+    aux = stats.Moments.from_samples(x32, aux=x32).maximum
+    assert aux.dtype == np.float64 and np.array_equal(aux, x32.astype(np.float64).max(axis=0))

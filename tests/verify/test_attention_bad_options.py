@@ -1,4 +1,4 @@
-"""verify.attention's options against hostile values (issue 17): one table.
+"""verify.attention's options against bad values: one table, each refused by name before any case.
 
 Each row is a call of :func:`kernelcheck.verify.attention` (or its pytest twin)
 with one bad option; the contract is an :class:`InvalidArgument` whose message

@@ -1,14 +1,13 @@
-"""Reliability of the kernel objects and exact feature maps.
+"""Bad input to the kernels and exact feature maps is refused by name (claims C4-C9).
 
-The contract (docs/reliability.md): every public function of
-:mod:`kernelcheck.kernels` and the exact maps of :mod:`kernelcheck.features`
-either returns a correct answer or raises a clean error -- ``InvalidArgument``
-whose message opens with the argument in backticks (or names the size it would
-need), ``NumericalFailure`` or ``InfiniteFeatureSpace`` -- never a bare NumPy
-traceback, never an ``inf`` or NaN entry in a result.  No function writes into
-the caller's arrays (checked with read-only inputs).  The same contract for
-``verify.feature_map`` is in ``tests/verify/test_reliability.py``, for the
-strategies in ``tests/testing/test_reliability.py``.
+One table, a row a refusal: every kernel constructor, the algebra, ``k(X, Y)``,
+``error_bound``, ``gram_mp``, ``features``, ``feature_dim`` and the monomial
+maps, each raising ``InvalidArgument`` (or ``InfiniteFeatureSpace``) whose
+message opens with the argument in backticks, or names the size an
+intermediate would need, and describes the value.  Python operators follow
+Python's protocol (``TypeError``).  Accepted inputs are in
+``test_accepted_inputs.py``, values at the ends of the float range in
+``test_extreme_values.py``.
 """
 
 from __future__ import annotations
@@ -18,99 +17,39 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-from hypothesis.extra import numpy as hnp
 
-from kernelcheck import verify
-from kernelcheck.errors import InfiniteFeatureSpace, InvalidArgument, NumericalFailure
-from kernelcheck.features import weighted_monomials
+from kernelcheck.errors import InfiniteFeatureSpace, InvalidArgument
+from kernelcheck.features import ExactFeatureMap, weighted_monomials
 from kernelcheck.kernels import (
     Constant,
+    Exp,
     Exponential,
+    FunctionKernel,
     Gaussian,
     Laplacian,
     Linear,
     Polynomial,
+    Power,
+    Product,
+    Scaled,
+    Sum,
     exp,
     kernel_from_function,
     monomial_dim,
     unweighted_monomials,
 )
-from tests import catalog
+from tests.inputs import assert_refused, point_set_rows
 
-#: The example kernels whose values lie in [0, 1] (tests/catalog.py).
-DISTANCE_KERNELS = [e.kernel for e in catalog.kernels(catalog.is_distance_kernel)]
+IA = InvalidArgument  # the error most rows expect
+X3 = np.random.default_rng(11).normal(size=(3, 2))
 
-CLEAN = (InvalidArgument, NumericalFailure)
+
+def _boom(*args):
+    raise ZeroDivisionError("boom")
+
+
 X = np.random.default_rng(3).normal(size=(4, 2))
 HUGE = np.broadcast_to(np.ones((1, 1)), (100_000, 1))  # no memory behind it
-
-
-def _readonly(a):
-    a = np.array(a, dtype=float)
-    a.setflags(write=False)
-    return a
-
-
-def _point_cases(name, call):
-    return [
-        (
-            f"{name}-1d",
-            lambda: call(np.ones(3)),
-            InvalidArgument,
-            r"^`X` must be a 2-d array of shape \(n, d\), got array of shape \(3,\) and dtype "
-            r"float64 \(a single point x is passed as x\[None, :\]",
-        ),
-        (
-            f"{name}-3d",
-            lambda: call(np.ones((2, 2, 2))),
-            InvalidArgument,
-            r"^`X` must be a 2-d array of shape \(n, d\), got array of shape \(2, 2, 2\)",
-        ),
-        (
-            f"{name}-empty",
-            lambda: call(np.ones((0, 2))),
-            InvalidArgument,
-            r"^`X` must not be empty, got array of shape \(0, 2\)",
-        ),
-        (
-            f"{name}-nan",
-            lambda: call(np.array([[1.0, np.nan]])),
-            InvalidArgument,
-            r"^`X` must be finite, but 1 entry is NaN or Inf \(first at index \(0, 1\)",
-        ),
-        (
-            f"{name}-inf",
-            lambda: call(np.array([[np.inf], [-np.inf]])),
-            InvalidArgument,
-            r"^`X` must be finite, but 2 entries are NaN or Inf \(first at index \(0, 0\)",
-        ),
-        (
-            f"{name}-complex",
-            lambda: call(X + 0j),
-            InvalidArgument,
-            r"^`X` must be real, got complex",
-        ),
-        (
-            f"{name}-object",
-            lambda: call(X.astype(object)),
-            InvalidArgument,
-            r"^`X` must be a real numeric array, got array of shape \(4, 2\) and dtype object",
-        ),
-        (
-            f"{name}-str",
-            lambda: call("points"),
-            InvalidArgument,
-            r"^`X` must be a numeric array, got str 'points'",
-        ),
-        (
-            f"{name}-ragged",
-            lambda: call([[1.0], [1.0, 2.0]]),
-            InvalidArgument,
-            r"^`X` must be a numeric array, got list",
-        ),
-    ]
 
 
 # ---------------------------------------------------------------------------
@@ -119,11 +58,11 @@ def _point_cases(name, call):
 
 
 BAD_CALLS = (
-    _point_cases("gram", lambda Z: Gaussian()(Z))
-    + _point_cases("error_bound", lambda Z: Polynomial(2).error_bound(Z))
-    + _point_cases("gram_mp", lambda Z: Linear().gram_mp(Z, dps=20))
-    + _point_cases("features", lambda Z: Polynomial(2).features()(Z))
-    + _point_cases("unweighted", lambda Z: unweighted_monomials(Z, 2))
+    point_set_rows("gram", lambda Z: Gaussian()(Z))
+    + point_set_rows("error_bound", lambda Z: Polynomial(2).error_bound(Z))
+    + point_set_rows("gram_mp", lambda Z: Linear().gram_mp(Z, dps=20))
+    + point_set_rows("features", lambda Z: Polynomial(2).features()(Z))
+    + point_set_rows("unweighted", lambda Z: unweighted_monomials(Z, 2))
     + [
         (
             "gram-Y-dim",
@@ -566,14 +505,6 @@ BAD_CALLS = (
 )
 
 
-@pytest.mark.parametrize(
-    "call, error, message", [c[1:] for c in BAD_CALLS], ids=[c[0] for c in BAD_CALLS]
-)
-def test_bad_input_table(call, error, message):
-    with pytest.raises(error, match=message):
-        call()
-
-
 def test_python_operators_refuse_non_numbers_with_type_error():
     """``k * "a"`` follows Python's operator protocol: NotImplemented, then TypeError."""
     with pytest.raises(TypeError):
@@ -584,270 +515,177 @@ def test_python_operators_refuse_non_numbers_with_type_error():
         True * Linear()
 
 
-# ---------------------------------------------------------------------------
-# Accepted dtypes, layouts and read-only inputs
-# ---------------------------------------------------------------------------
+def _fk(**kw):
+    return FunctionKernel(lambda x, y: float(x @ y), **kw)
 
 
-def test_readonly_noncontiguous_lists_ints_and_float16_give_the_float64_answer(builtin_kernel):
-    k = builtin_kernel
-    Y = X[:3] * 0.5
-    expected = k(X, Y)
-    assert expected.dtype == np.float64
-    assert np.array_equal(k(_readonly(X), _readonly(Y)), expected)
-    wide = np.repeat(X, 3, axis=1)[:, ::3]
-    assert not wide.flags.c_contiguous
-    assert np.array_equal(k(wide, Y), expected)
-    assert np.array_equal(k(X.tolist(), Y.tolist()), expected)
-    ints = np.array([[1, 0], [0, -1], [2, 1]])
-    assert np.array_equal(k(ints), k(ints.astype(float)))
-    assert k(ints).dtype == np.float64
-    halves = X.astype(np.float16)
-    assert np.array_equal(k(halves), k(halves.astype(np.float64)))
-    assert np.array_equal(k(X.astype(bool)), k(X.astype(bool).astype(float)))
-    # error bounds and high precision accept the same inputs
-    assert np.array_equal(k.error_bound(_readonly(X), _readonly(Y)), k.error_bound(X, Y))
-    assert k.gram_mp(_readonly(X[:2]), dps=20).rows == 2
-
-
-def test_float32_stays_float32_and_mixed_promotes(builtin_kernel):
-    k = builtin_kernel
-    X32 = X.astype(np.float32)
-    assert k(X32).dtype == np.float32
-    assert k.error_bound(X32).dtype == np.float32
-    assert k(X32, X).dtype == np.float64
-    assert k(X, X32).dtype == np.float64
-    assert k.error_bound(X, X32).dtype == np.float64
-
-
-def test_feature_maps_accept_readonly_and_noncontiguous_inputs(exact_feature_map):
-    k, form = exact_feature_map
-    phi = k.features(form)
-    expected = phi(X)
-    assert np.array_equal(phi(_readonly(X)), expected)
-    assert np.array_equal(phi(np.repeat(X, 2, axis=1)[:, ::2]), expected)
-    assert phi(X.astype(np.float32)).dtype == np.float32
-    assert expected.shape == (4, phi.output_dim(2)) == (4, k.feature_dim(2, form))
-    report = verify.feature_map(phi, _readonly(X), _readonly(X[:2]))
-    assert report.passed
-
-
-def test_function_kernels_receive_rows_not_views_they_could_corrupt():
-    """A user function that writes into its arguments cannot change the caller's X."""
-    Xr = _readonly(X)
-
-    def f(x, y):
-        return float(x @ y)
-
-    def fv(a, b):
-        return (a * b).sum(-1)
-
-    assert np.allclose(kernel_from_function(f)(Xr), X @ X.T)
-    assert np.allclose(kernel_from_function(fv, vectorized=True)(Xr), X @ X.T)
-    assert np.array_equal(Xr, X)
+def _mp(value):
+    return FunctionKernel(lambda x, y: 1.0, mp_function=lambda x, y: value)
 
 
 # ---------------------------------------------------------------------------
-# Extreme values: a correct answer or a clean error
+# Bad-input tables: (id, call, error, message regex from the start)
 # ---------------------------------------------------------------------------
+
+KERNEL_NODE_BAD = [
+    ("sum-str", lambda: Sum(Linear(), "a"), IA, r"^`right` must be a Kernel or a real"),
+    ("sum-bool", lambda: Sum(True, Linear()), IA, r"^`left` must be a Kernel or a"),
+    ("sum-array", lambda: Sum(np.ones(2), Linear()), IA, r"^`left` must be a Kernel"),
+    ("sum-complex", lambda: Sum(1j, Linear()), IA, r"^`left` must be a Kernel"),
+    ("sum-nan", lambda: Sum(math.nan, Linear()), IA, r"^`left` must be finite, got"),
+    ("sum-inf", lambda: Sum(Linear(), math.inf), IA, r"^`right` must be finite, got"),
+    ("add-nan", lambda: Linear() + math.nan, IA, r"^`other` must be finite, got nan"),
+    ("scaled-str", lambda: Scaled("a", Linear()), IA, r"^`c` must be a real number"),
+    ("scaled-nan", lambda: Scaled(math.nan, Linear()), IA, r"^`c` must be finite"),
+    ("scaled-array", lambda: Scaled(np.ones(2), Linear()), IA, r"^`c` must be a real"),
+    ("scaled-kernel", lambda: Scaled(2.0, "k"), IA, r"^`kernel` must be a Kernel or"),
+    ("product-none", lambda: Product(Linear(), None), IA, r"^`right` must be a Kernel"),
+    ("product-nan", lambda: Product(Linear(), math.nan), IA, r"^`right` must be fin"),
+    ("power-neg", lambda: Power(Linear(), -1), IA, r"^`m` must be >= 0, got -1"),
+    ("power-float", lambda: Power(Linear(), 2.0), IA, r"^`m` must be an integer \(got"),
+    ("power-bool", lambda: Power(Linear(), True), IA, r"^`m` must be an integer, got b"),
+    ("power-huge", lambda: Power(Linear(), 10**6), IA, r"^`m` must be <= 64, got 1000"),
+    ("power-kernel", lambda: Power("k", 2), IA, r"^`kernel` must be a Kernel or a"),
+    ("exp-neg", lambda: Exp(Linear(), -1), IA, r"^`order` must be >= 0, got -1"),
+    ("exp-float", lambda: Exp(Linear(), 1.5), IA, r"^`order` must be an integer"),
+    ("exp-huge", lambda: Exp(Linear(), 10**9), IA, r"^`order` must be <= 64"),
+    ("exp-none", lambda: Exp(None), IA, r"^`kernel` must be a Kernel or a real"),
+    ("fk-not-callable", lambda: FunctionKernel(5), IA, r"^`f` must be callable, got"),
+    ("fk-mp", lambda: _fk(mp_function=5), IA, r"^`mp_function` must be callable"),
+    ("fk-name", lambda: _fk(name=5), IA, r"^`name` must be a string, got int 5"),
+    (
+        "fk-vectorized",
+        lambda: _fk(vectorized="no"),
+        IA,
+        r"^`vectorized` must be True or False, got str 'no'",
+    ),
+    ("fk-raises", lambda: FunctionKernel(_boom)(X3), IA, r"^`f` \(_boom\) raised Zero"),
+    (
+        "fk-shape",
+        lambda: FunctionKernel(lambda a, b: np.ones(3), vectorized=True)(X3),
+        IA,
+        r"^`f` \(<lambda>\) with vectorized=True must broadcast",
+    ),
+    (
+        "fk-complex",
+        lambda: FunctionKernel(lambda x, y: 1j)(X3),
+        IA,
+        r"^`f` \(<lambda>\) returned complex .*; expected a real number",
+    ),
+    (
+        "fk-strings",
+        lambda: FunctionKernel(lambda a, b: np.full((3, 3), "a"), vectorized=True)(X3),
+        IA,
+        r"^`f` \(<lambda>\) returned array of shape \(3, 3\) and dtype <U1; expected real",
+    ),
+    (
+        "fk-nan",
+        lambda: FunctionKernel(lambda x, y: math.nan)(X3),
+        IA,
+        r"^`f` \(<lambda>\) returned a non-finite value",
+    ),
+    (
+        "fk-X",
+        lambda: _fk()(np.array([[1.0, np.inf]])),
+        IA,
+        r"^`X` must be finite",
+    ),
+    (
+        "fk-mp-raises",
+        lambda: FunctionKernel(lambda x, y: 1.0, mp_function=_boom).gram_mp(X3, dps=20),
+        IA,
+        r"^`mp_function` of kernel_from_function\(<lambda>\) raised ZeroDivisionError",
+    ),
+    (
+        "fk-mp-nan",
+        lambda: _mp(math.nan).gram_mp(X3, dps=20),
+        IA,
+        r"^`mp_function` of kernel_from_function\(<lambda>\) returned a non-finite value nan "
+        r"at entry \(0, 0\)",
+    ),
+    (
+        "fk-mp-inf",
+        lambda: _mp(-math.inf).gram_mp(X3, dps=20),
+        IA,
+        r"^`mp_function` .* returned a non-finite value -inf",
+    ),
+    (
+        "fk-error-bound",
+        lambda: _fk().error_bound(X3),
+        IA,
+        r"^`kernel` kernel_from_function\(<lambda>\) has no rounding-error model",
+    ),
+    (
+        "fk-error-bound-negative",
+        lambda: FunctionKernel(lambda x, y: 1.0, error_bound=-1.0),
+        IA,
+        r"^`error_bound` must be >= 0",
+    ),
+    (
+        "fk-error-bound-nan",
+        lambda: FunctionKernel(lambda x, y: 1.0, error_bound=math.nan),
+        IA,
+        r"^`error_bound` must be",
+    ),
+    (
+        "fk-error-bound-shape",
+        lambda: FunctionKernel(lambda x, y: 1.0, error_bound=lambda A, B: np.ones(2)).error_bound(
+            X3
+        ),
+        IA,
+        r"^`error_bound` of kernel_from_function\(<lambda>\) must return a real array of shape",
+    ),
+    (
+        "fk-blocks-and-vectorized",
+        lambda: FunctionKernel(lambda x, y: 1.0, vectorized=True, blocks=True),
+        IA,
+        r"^`vectorized` and `blocks` exclude each other",
+    ),
+    (
+        "efm-kernel",
+        lambda: ExactFeatureMap(5),
+        IA,
+        r"^`kernel` must be a kernelcheck Kernel, got int 5",
+    ),
+    (
+        "efm-infinite",
+        lambda: ExactFeatureMap(Exponential()),
+        InfiniteFeatureSpace,
+        r"^Exponential\(\) has an infinite feature space",
+    ),
+    (
+        "efm-form",
+        lambda: ExactFeatureMap(Linear(), "diagonal"),
+        IA,
+        r"^`form` must be one of 'symmetric', 'tensor'; got 'diagonal'",
+    ),
+    (
+        "efm-form-array",
+        lambda: ExactFeatureMap(Linear(), np.array(["a", "b"])),
+        IA,
+        r"^`form` must be one of 'symmetric', 'tensor'; got array",
+    ),
+    (
+        "efm-form-list",
+        lambda: ExactFeatureMap(Linear(), ["tensor"]),
+        IA,
+        r"^`form` must be one of",
+    ),
+]
 
 
 @pytest.mark.parametrize(
-    "k, Z",
-    [
-        (Exponential(), np.full((2, 2), 100.0)),  # exp(2e4) overflows
-        (Linear(), np.array([[1e200]])),
-        (Polynomial(2), np.array([[1e160]])),
-        (exp(Linear(), order=4), np.array([[1e100]])),
-        (Gaussian(1e-160), np.array([[1.0], [-1.0]])),  # d2 / l^2 overflows, exp gives 0: fine
-    ],
-    ids=["exp", "linear", "poly", "taylor", "gauss-tiny-l"],
+    "call, error, message", [c[1:] for c in BAD_CALLS], ids=[c[0] for c in BAD_CALLS]
 )
-def test_large_norms_overflow_cleanly_or_answer(k, Z):
-    try:
-        G = k(Z)
-    except NumericalFailure as exc:
-        assert "overflows float64" in str(exc) and "scale the inputs down" in str(exc)
-        with pytest.raises(NumericalFailure):
-            k.error_bound(Z)
-        return
-    assert np.isfinite(G).all()
-    assert np.isfinite(k.error_bound(Z)).all()
+def test_bad_input_table(call, error, message):
+    """Each row raises the expected clean error, its message read from the start."""
+    assert_refused(call, error, message)
 
 
-def test_a_finite_gram_whose_sum_overflows_is_returned_not_refused():
-    """The result check sums the Gram matrix first (a finite sum proves every entry
-    finite); four entries of 1e308 sum to Inf, and the entries, all finite, decide."""
-    Z = np.full((2, 1), 1e154)
-    G = Linear()(Z)
-    assert np.array_equal(G, np.full((2, 2), 1e308))
-
-
-def test_gaussian_and_laplacian_underflow_to_exact_zero_far_apart(distance_kernel):
-    Z = np.array([[1e10], [-1e10]])
-    k = distance_kernel
-    G = k(Z)
-    assert np.array_equal(G, np.eye(2))  # exp(-huge) = 0 exactly in float64
-    assert np.all(k.error_bound(Z) >= 0)
-
-
-def test_tiny_norms_feature_maps_agree_with_the_kernel(exact_feature_map):
-    k, form = exact_feature_map
-    Z = np.array([[1e-200, -3e-201], [5e-310, 0.0]])  # products underflow to subnormal / 0
-    assert verify.feature_map(k.features(form), Z).passed
-
-
-def test_feature_overflow_is_a_clean_error():
-    with pytest.raises(NumericalFailure, match=r"overflows float64 at feature 0 of row 1"):
-        Polynomial(2).features()(np.array([[1.0], [1e200]]))
-    with pytest.raises(NumericalFailure, match=r"^the degree-2 monomials of `Z` overflow float64"):
-        weighted_monomials([[1e200, 1.0]], 2)
-    with pytest.raises(NumericalFailure, match=r"^the degree-3 monomials of `X` overflow float64"):
-        unweighted_monomials([[1e200, 1.0]], 3)
-
-
-def test_nearly_duplicate_points_and_n1_d1(builtin_kernel):
-    k = builtin_kernel
-    x = np.array([[1.0], [np.nextafter(1.0, 2.0)]])
-    G = k(x)
-    E = k.error_bound(x)
-    # rows of nearly equal points agree within the two entries' error bounds
-    assert np.all(np.abs(G[0] - G[1]) <= E[0] + E[1] + 4 * np.finfo(float).eps * np.abs(G[0]))
-    one = k(np.array([[0.3]]))
-    assert one.shape == (1, 1) and np.isfinite(one).all()
-
-
-def test_an_error_bound_that_overflows_is_a_numerical_failure_not_inf():
-    """x . y = 0 exactly while |x| . |y| overflows: the bound would be inf (no bound)."""
-    Xb, Yb = [[1e308, 1e308]], [[1.0, -1.0]]
-    assert np.array_equal(Linear()(Xb, Yb), [[0.0]])
-    with pytest.raises(
-        NumericalFailure, match=r"^the rounding-error bound of Linear\(\) overflows"
-    ):
-        Linear().error_bound(Xb, Yb)
-
-
-def test_the_deepest_allowed_expression_answers_every_question():
-    """MAX_DEPTH is what every recursive walk survives from a deep caller stack."""
-    import pickle
-    import sys
-
-    from kernelcheck._src.kernels.combinators import MAX_DEPTH
-
-    k = functools.reduce(lambda a, b: a + b, [Linear()] * MAX_DEPTH)
-    j = functools.reduce(lambda a, b: a + b, [Linear()] * MAX_DEPTH)
-
-    def deep(levels):  # use up a fifth of the recursion limit before asking
-        if levels:
-            return deep(levels - 1)
-        return k(X), k.error_bound(X), repr(k), hash(k), k == j, pickle.loads(pickle.dumps(k))
-
-    G, E, text, _, equal, back = deep(sys.getrecursionlimit() // 5)
-    assert np.allclose(G, MAX_DEPTH * X @ X.T) and (E >= 0).all()
-    assert equal and back == k and text.count("Linear()") == MAX_DEPTH
-
-
-@pytest.mark.parametrize("kind", [Gaussian, Laplacian])
-@pytest.mark.parametrize("ell", [1e-320, 1e-200, 1e200, 1e308])
-def test_extreme_lengthscales_answer_within_their_bound(kind, ell):
-    """No Python-float 1 / l^2 (ZeroDivisionError, OverflowError): the exponent is
-    formed in NumPy; the answer agrees with 50-digit arithmetic within the bound."""
-    k = kind(lengthscale=ell)
-    G, E = k(X), k.error_bound(X)
-    M = np.array(k.gram_mp(X, dps=50).tolist(), dtype=float)
-    assert np.isfinite(G).all() and np.all(np.abs(G - M) <= E)
-    assert np.array_equal(np.diag(G), np.ones(len(X)))
-
-
-def test_distance_kernels_are_exactly_one_on_the_diagonal_where_the_gemm_form_is_not():
-    """|x|^2 + |x|^2 - 2 x . x does not round to 0 on these points; k(x, x) is still 1."""
-    Z = np.random.default_rng(5).normal(size=(40, 7)) * 1e3
-    nx = np.einsum("ij,ij->i", Z, Z)
-    assert np.count_nonzero(2 * nx - 2 * np.diag(Z @ Z.T) > 0)  # the GEMM form misses
-    for k in DISTANCE_KERNELS:
-        assert np.array_equal(np.diag(k(Z)), np.ones(len(Z))), k
-
-
-def test_distance_kernels_are_one_on_the_diagonal(distance_kernel):
-    # distance kernels: k(x, x) = 1 exactly (here |x|^2 + |x|^2 - 2 x.x rounds to 0 on X)
-    assert np.array_equal(np.diag(distance_kernel(X)), np.ones(4))
-
-
-# ---------------------------------------------------------------------------
-# Hypothesis: arbitrary finite inputs give an answer or a clean error
-# ---------------------------------------------------------------------------
-
-
-EXTREME = st.one_of(
-    st.floats(-1e300, 1e300, allow_nan=False, allow_infinity=False),
-    st.sampled_from([0.0, 1e-300, -5e-324, 1e-160, 1e154, -1e154, 30.0, 700.0]),
+@pytest.mark.parametrize(
+    "call, error, message", [c[1:] for c in KERNEL_NODE_BAD], ids=[c[0] for c in KERNEL_NODE_BAD]
 )
-
-
-POINTS = st.tuples(st.integers(1, 4), st.integers(1, 3)).flatmap(
-    lambda nd: hnp.arrays(np.float64, nd, elements=EXTREME)
-)
-
-
-def _answer_or_clean(fn, *arrays):
-    copies = [a.copy() for a in arrays]
-    for a in arrays:
-        a.setflags(write=False)
-    try:
-        out = fn(*arrays)
-    except CLEAN:
-        out = None
-    for a, c in zip(arrays, copies):
-        assert np.array_equal(a, c)
-    if out is not None:
-        assert np.isfinite(np.asarray(out, dtype=float)).all(), "a result with NaN or Inf"
-    return out
-
-
-@settings(max_examples=40, deadline=None)
-@given(Z=POINTS)
-def test_gram_answers_or_fails_cleanly(builtin_kernel, Z):
-    k = builtin_kernel
-    G = _answer_or_clean(k, Z)
-    if G is not None and k in DISTANCE_KERNELS:
-        assert np.all((G >= 0) & (G <= 1))
-
-
-@settings(max_examples=40, deadline=None)
-@given(Z=POINTS)
-def test_error_bound_answers_or_fails_cleanly(builtin_kernel, Z):
-    k = builtin_kernel
-    E = _answer_or_clean(k.error_bound, Z)
-    if E is not None:
-        assert (E >= 0).all()
-
-
-@settings(max_examples=20, deadline=None)
-@given(Z=POINTS)
-def test_gram_mp_is_finite_and_matches_float_where_float_answers(builtin_kernel, Z):
-    k = builtin_kernel
-    Z = Z[:2, :2]
-    try:
-        G = k(Z)
-    except NumericalFailure:
-        return
-    M = np.array(k.gram_mp(Z, dps=30).tolist(), dtype=float)
-    assert np.all(np.abs(G - M) <= k.error_bound(Z) + np.abs(M) * (2 * np.finfo(float).eps))
-
-
-@settings(max_examples=40, deadline=None)
-@given(Z=POINTS)
-def test_feature_maps_answer_or_fail_cleanly(exact_feature_map, Z):
-    k, form = exact_feature_map
-    _answer_or_clean(k.features(form), Z)
-
-
-@settings(max_examples=40, deadline=None)
-@given(POINTS, st.integers(0, 4))
-def test_monomials_answer_or_fail_cleanly(Z, m):
-    W = _answer_or_clean(lambda a: weighted_monomials(a, m), Z)
-    U = _answer_or_clean(lambda a: unweighted_monomials(a, m), Z)
-    if W is not None:
-        assert W.shape == (Z.shape[0], monomial_dim(Z.shape[1], m))
-    if U is not None:
-        assert U.shape == (Z.shape[0], math.comb(Z.shape[1] + m - 1, m))
+def test_kernel_nodes_bad_input(call, error, message):
+    """The kernel nodes built directly (``Sum``, ``Scaled``, ``Product``, ``Power``,
+    ``Exp``, ``FunctionKernel``, ``ExactFeatureMap``): each row refused by name."""
+    assert_refused(call, error, message)
