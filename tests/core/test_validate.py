@@ -7,6 +7,7 @@ import pytest
 
 from kernelcheck._src.core.memory import check_size
 from kernelcheck._src.core.validate import (
+    all_finite,
     as_array,
     as_int,
     as_points,
@@ -119,3 +120,12 @@ def test_check_computed_says_a_complex_quantity_is_complex():
     with pytest.raises(NumericalFailure) as info:
         check_computed(np.array([1 + 1j]), "the error")
     assert str(info.value) == "the error is complex (complex128): no verdict is drawn from it"
+
+
+def test_all_finite_falls_back_to_the_entries_when_the_sum_overflows():
+    """The one-sum fast path must not refuse finite arrays whose sum overflows."""
+    big = np.full(4, 1.5e308)
+    assert all_finite(big)  # the sum is inf, every entry is finite
+    assert not all_finite(np.r_[big, np.nan])
+    assert not all_finite(np.r_[1.0, -np.inf])
+    assert all_finite(np.empty((0, 3)))

@@ -1,8 +1,10 @@
-"""Terms of ``linear_error_bound`` that its holding tests cannot see, checked against its docstring.
+"""Terms of the linear-type bound (``attention/common/bounds.py``) its holding tests cannot see.
 
-A bound that is too loose or too tight by a missing term still "holds" on
-most inputs; these tests build inputs on which one documented term dominates
-and require the bound to contain it:
+The linear and gated families share this bound; it is checked here through
+``linear_error_bound``, against its docstring.  A bound that is too loose or
+too tight by a missing term still "holds" on most inputs; these tests build
+inputs on which one documented term dominates and require the bound to
+contain it:
 
 * the initial state (C19's hand-over): with ``|S0|`` a million times the
   increments, the unnormalised bound is at least ``gamma_k |phi_q| |S0|``
