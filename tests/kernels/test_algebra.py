@@ -688,8 +688,9 @@ def test_function_kernel_loop_and_vectorised_modes_agree():
 
 def test_function_kernel_gives_the_user_function_copies():
     """A user function that writes into its arguments changes neither the caller's points
-    nor the other entries: each call receives its own copies (DESIGN: user callbacks get
-    copies), so the Gram of x . y is exact and symmetric whatever the function does."""
+    nor the other entries: each call receives its own copies (user callbacks get copies,
+    never the caller's data), so the Gram of x . y is exact and symmetric whatever the
+    function does."""
     import mpmath
 
     def doubling(x, y):

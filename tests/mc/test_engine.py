@@ -161,7 +161,7 @@ def test_shard_seeds_are_spawned_children():
 
 @pytest.mark.parametrize("fn", [_normal_trials, _FeatureTrials()])
 def test_identical_results_on_any_executor(fn):
-    """One process, 2 threads, 2 processes: the same bytes for the same seed (issue 9)."""
+    """One process, 2 threads, 2 processes: the same bytes for the same seed."""
     ref = run_trials(fn, 5000, seed=7, shard_size=512)
     with ThreadPoolExecutor(2) as ex:
         thr = run_trials(fn, 5000, seed=7, shard_size=512, executor=ex)

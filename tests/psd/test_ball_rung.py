@@ -207,7 +207,7 @@ def test_ball_midpoints_and_radii_as_floats_contain_every_ball():
 def test_the_ball_rung_limit_and_its_inconclusive_reason():
     """n = BALL_MAX_N is decided (the identity, at once); n = BALL_MAX_N + 1 is declined
     before any work; a singular PSD matrix is not decided by balls (the reason it
-    gives: tests/psd/test_ladder_edges.py)."""
+    gives: test_a_forced_ball_rung_says_where_it_stopped)."""
     pytest.importorskip("flint")
     from kernelcheck._src.psd.ladder import BALL_MAX_N
 
@@ -235,3 +235,18 @@ def test_the_ball_rung_with_a_tolerance_is_certified_and_says_what_it_proved():
     assert r.lower_bound == -0.125 and r.rungs == ("ball",)
     m = re.match(r"([0-9]+)-bit ball arithmetic: K \+ tol I proven PD", r.reason)
     assert m is not None and int(m.group(1)) in BALL_PRECISIONS
+
+
+def test_a_forced_ball_rung_says_where_it_stopped():
+    """A singular PSD matrix stops the ball rung at its first precision (a Schur
+    complement singular within its balls: exact arithmetic decides it); the reason
+    says so, and names that precision, not the last one of the ladder."""
+    pytest.importorskip("flint")
+    from kernelcheck._src.psd.schur import BALL_PRECISIONS
+
+    r = check_psd(np.ones((2, 2)), tol=0, method="ball")
+    assert r.verdict is Verdict.INCONCLUSIVE and r.rungs == ("ball",)
+    assert f"singular within its {BALL_PRECISIONS[0]}-bit balls" in r.reason
+    assert f"{BALL_PRECISIONS[-1]}" not in r.reason and 'method="exact"' in r.reason
+    exact = check_psd(np.ones((2, 2)), tol=0, method="exact")
+    assert exact.verdict is Verdict.POSITIVE_SEMIDEFINITE

@@ -941,18 +941,3 @@ def test_a_symmetrised_result_keeps_the_rungs_reason_and_adds_the_note():
     assert r.verdict is Verdict.POSITIVE_DEFINITE and r.symmetrized and r.method == "cholesky"
     rung, _, note = r.reason.partition("; ")
     assert "Rump's shift" in rung and "symmetri" in note
-
-
-def test_a_forced_ball_rung_says_where_it_stopped():
-    """A singular PSD matrix stops the ball rung at its first precision (a Schur
-    complement singular within its balls: exact arithmetic decides it); the reason
-    says so, and names that precision, not the last one of the ladder."""
-    pytest.importorskip("flint")
-    from kernelcheck._src.psd.schur import BALL_PRECISIONS
-
-    r = check_psd(np.ones((2, 2)), tol=0, method="ball")
-    assert r.verdict is Verdict.INCONCLUSIVE and r.rungs == ("ball",)
-    assert f"singular within its {BALL_PRECISIONS[0]}-bit balls" in r.reason
-    assert f"{BALL_PRECISIONS[-1]}" not in r.reason and 'method="exact"' in r.reason
-    exact = check_psd(np.ones((2, 2)), tol=0, method="exact")
-    assert exact.verdict is Verdict.POSITIVE_SEMIDEFINITE

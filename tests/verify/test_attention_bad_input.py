@@ -3,7 +3,7 @@
 Each row of the table raises ``InvalidArgument`` whose message opens with the
 option or argument in backticks, before any case is run.  A layer that raises
 or returns NaN, complex or wrongly shaped outputs is reported as failing, or
-refused cleanly, never passed.  The options against hostile values (sizes
+refused cleanly, never passed.  The options against bad values (sizes
 beyond memory, options of the wrong type) are in
 ``test_attention_bad_options.py``.
 """
