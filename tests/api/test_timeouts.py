@@ -135,10 +135,11 @@ def _slow_first(fn):
 
 
 def _softmax_layer(Q, K, V):
-    return attention.softmax(Q, K, V).output
+    return attention.softmax(Q, K, V)
 
 
-#: verifiers with ``timeout=``, each given a correct user callable that is slow once
+#: verifiers with ``timeout=``, each given a user callable that is slow once (all correct
+#: but the random-feature layer, which returns zeros: refuted with or without a timeout)
 SLOW_CALLS = {
     "verify.feature_map": lambda t: verify.feature_map(
         _slow_first(lambda Z: Z), X, kernel=Linear(), timeout=t
@@ -172,11 +173,12 @@ SLOW_CALLS = {
 def test_a_timeout_beyond_the_platforms_clock_holds_and_the_call_is_judged(name, timeout):
     """A finite timeout longer than ``threading`` can wait in one call still bounds the call.
 
-    The result is the report of the check (whatever its verdict), never an error
-    blaming the user's callable for the deadline's own overflow.
+    The result is the report the check gives without a timeout, verdict and numbers
+    alike: never an error, nor a failed case, blaming the user's callable for the
+    deadline's own overflow.
     """
     report = SLOW_CALLS[name](timeout)
-    assert hasattr(report, "passed"), report
+    assert str(report) == str(SLOW_CALLS[name](None))
 
 
 @pytest.mark.parametrize("bad", [0, -1.0, float("nan"), float("inf"), -float("inf"), "2", True])

@@ -89,12 +89,20 @@ def test_run_trials_with_huge_values_fails_cleanly_not_with_inf_or_nan_moments()
 
 
 def test_read_only_inputs_everywhere():
+    """Read-only inputs (a write would raise) give the answer of writable copies."""
     vals = readonly(np.random.default_rng(0).normal(size=(20, 2)))
-    Moments.from_samples(vals, aux=vals)
-    central_from_raw_ratios(readonly([0.0, 0.0, 0.1]))
-    central_moments_of_mean(readonly([1.0, 0.0, 1.0]), 3)
-    berry_esseen_bound(readonly([1.0, 2.0]), 10)
-    trials_needed(readonly([1.0, 2.0]), 0.1)
+    a, b = Moments.from_samples(vals, aux=vals), Moments.from_samples(vals.copy(), aux=vals.copy())
+    for attr in ("mean", "m2", "m3", "m4", "maximum"):
+        assert np.array_equal(getattr(a, attr), getattr(b, attr)), attr
+    calls = [
+        (central_from_raw_ratios, ([0.0, 0.0, 0.1],)),
+        (central_moments_of_mean, ([1.0, 0.0, 1.0], 3)),
+        (berry_esseen_bound, ([1.0, 2.0], 10)),
+        (trials_needed, ([1.0, 2.0], 0.1)),
+    ]
+    for fn, (x, *rest) in calls:
+        got, ref = fn(readonly(x), *rest), fn(np.array(x), *rest)
+        assert np.array_equal(np.asarray(got), np.asarray(ref)), fn.__name__
 
 
 # ---------------------------------------------------------------------------
