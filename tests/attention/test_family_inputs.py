@@ -39,6 +39,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kernelcheck import attention as att
+from kernelcheck._src.attention.common.spec import SpecOptions
 from kernelcheck.attention import FAMILIES, FORMS
 from kernelcheck.errors import InvalidArgument
 from tests.attention.inputs import CLEAN, answer_or_clean_error, extreme_arrays
@@ -139,13 +140,12 @@ def _array_rows(name, fn, form):
             rf"got {N - 1} and {N}"
         )
         nv_msg = n_msg.replace(f"got {N - 1} and {N}", f"got {N} and {N - 2}")
+    # a flag that is not True or False: the mask, else the action, else the normaliser
+    flag_name = next(p for p in ("causal", "on_bad_normalizer", "normalize") if p in params)
     flag = (
-        ({"causal": 1}, r"^`causal` must be True or False, got int 1")
-        if "causal" in params
-        else (
-            {"on_bad_normalizer": 1},
-            r"^`on_bad_normalizer` must be one of 'raise', 'report'; got 1",
-        )
+        ({flag_name: 1}, rf"^`{flag_name}` must be True or False, got int 1")
+        if flag_name != "on_bad_normalizer"
+        else ({flag_name: 1}, r"^`on_bad_normalizer` must be one of 'raise', 'report'; got 1")
     )
     rows += [
         (f"{name}-n-mismatch", call(A0, B0[:-1], V), n_msg),
@@ -339,17 +339,21 @@ def test_batch_and_last_dimension_messages_describe_every_argument(attention_for
 
 
 def test_a_single_token_attends_to_itself(attention_form):
-    """n = 1 and d = D = 1: the output is the token's own value, within the form's bound
-    (a form whose weights are exact gives it exactly: its family's file says which)."""
+    """n = 1 and d = D = 1: the output is the family's definition on one token (for a
+    normalised form, the token's own value), within the form's bound (a form whose
+    weights are exact gives its value exactly: its family's file says which)."""
     fam, form = attention_form
     one = np.array([[0.7]])
     v = np.array([[3.0, -1.0]])
-    rest = _example(fam, n=1, dd=1, DD=1)[3:]
+    args = (one, one, v) + tuple(_example(fam, n=1, dd=1, DD=1)[3:])
     for causal in _masks(form):
         kw = _options(form)
-        out = form.call(one, one, v, *rest, causal=causal, **kw)
-        bound = form.bound(one, one, v, *rest, causal=causal, **kw)
-        assert out.shape == v.shape and np.all(np.abs(out - v) <= bound), causal
+        out = form.call(*args, causal=causal, **kw)
+        bound = form.bound(*args, causal=causal, **kw)
+        exact = fam.spec.exact_output(args, kw, causal)
+        assert out.shape == v.shape and np.all(np.abs(out - exact) <= bound), causal
+        if fam.spec(SpecOptions(causal=causal, normalize=kw.get("normalize", True))).normalize:
+            assert np.array_equal(exact, v)  # a normalised token attends to itself
 
 
 # ----- extreme values ------------------------------------------------------------------

@@ -8,7 +8,8 @@ claims' property tests in ``properties/test_c19_c20_gated.py``.  Here: every
 form of the family and its bound refuse gates outside (0, 1], NaN, misshapen
 or non-numeric gates by name; the forms carrying a state refuse a state of
 the wrong shape, kind or normalisation; the bound refuses the bidirectional
-mask (a decay orders the tokens); the recurrence's own arguments.
+mask (a decay orders the tokens); the recurrence's own arguments; the
+reference VJP's.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import pytest
 
 from kernelcheck import attention as att
 from kernelcheck.errors import InvalidArgument
-from tests.attention.inputs import GATES, PK, PQ, V
+from tests.attention.inputs import G_OUT, GATES, PK, PQ, V
 
 GATED = att.get_family("gated")
 #: The family's forms and its distinct error bounds, by name: the functions a user calls.
@@ -152,6 +153,39 @@ GATED_BAD = (
             r"^`state.z` is None, but this recurrence is normalised",
         ),
     ]
+    # the family's reference VJP
+    + [
+        (
+            "gated_vjp-gates-zero",
+            lambda: att.gated_vjp(PQ, PK, V, GATES * 0, G_OUT),
+            InvalidArgument,
+            r"^`gates` must lie in \(0, 1\]",
+        ),
+        (
+            "gated_vjp-G-nan",
+            lambda: att.gated_vjp(PQ, PK, V, GATES, G_OUT * np.nan),
+            InvalidArgument,
+            r"^`G` must be finite",
+        ),
+        (
+            "gated_vjp-normalize",
+            lambda: att.gated_vjp(PQ, PK, V, GATES, G_OUT, normalize="no"),
+            InvalidArgument,
+            r"^`normalize` must be True or False",
+        ),
+        (
+            "gated_vjp-state",
+            lambda: att.gated_vjp(PQ, PK, V, GATES, G_OUT, initial_state=PQ),
+            InvalidArgument,
+            r"^`initial_state` must be a State",
+        ),
+        (
+            "gated_vjp_error_bound-dtype",
+            lambda: att.gated_vjp_error_bound(PQ, PK, V, GATES, G_OUT, dtype="int8"),
+            InvalidArgument,
+            r"^`dtype` must be float64 or float32",
+        ),
+    ]  # fmt: skip
 )
 
 
