@@ -62,15 +62,22 @@ def channel_inputs(draw, max_n=20, regimes=REGIMES):
     return q, k, V, a, b, u
 
 
+#: The forms of the per-channel gated family (C21), from the registry.
+CHANNEL_FORMS = att.get_family("channel_gated").forms
+
+
+def _run(form, args, chunk):
+    """The form's output on ``args``, in chunks of ``chunk`` tokens where it has chunks."""
+    kw = {"chunk_size": chunk} if "chunk_size" in form.options else {}
+    return form.call(*args, causal=True, **kw)
+
+
 @given(channel_inputs(), st.integers(1, 25))
 def test_c21_channel_gated_forms_agree(args, chunk):
     """C21: recurrent = parallel = chunked (any chunk size), every gate regime, bonus or not."""
     tol = att.channel_gated_error_bound(*args)
     ref = att.channel_gated_recurrent(*args)
-    for out in (
-        att.channel_gated_parallel(*args),
-        att.channel_gated_chunked(*args, chunk_size=chunk),
-    ):
+    for out in (_run(form, args, chunk) for form in CHANNEL_FORMS):
         assert (np.abs(out - ref) <= 2 * tol).all()
 
 
@@ -139,9 +146,5 @@ def test_c21_bound_holds_against_high_precision(args, chunk, single):
         args = tuple(None if x is None else x.astype(np.float32) for x in args)
     exact = ChannelGatedSpec.exact_output(args, {}, True)
     tol = att.channel_gated_error_bound(*args)
-    for out in (
-        att.channel_gated_recurrent(*args),
-        att.channel_gated_parallel(*args),
-        att.channel_gated_chunked(*args, chunk_size=chunk),
-    ):
+    for out in (_run(form, args, chunk) for form in CHANNEL_FORMS):
         assert (np.abs(out.astype(np.float64) - exact) <= tol).all()

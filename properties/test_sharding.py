@@ -1,4 +1,4 @@
-"""C13, C16, C17: Monte Carlo reports are the same on 1, 2 and 8 shards for the same seed (issue 9).
+"""C13, C16, C17: Monte Carlo reports are the same on 1, 2 and 8 shards for the same seed.
 
 The Monte Carlo engine behind :func:`kernelcheck.verify.unbiased` seeds each
 block of ``shard_size`` trials with the k-th ``SeedSequence.spawn`` child of
