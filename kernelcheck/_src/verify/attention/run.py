@@ -32,6 +32,7 @@ from kernelcheck._src.verify.attention.cases import (
     to_layout,
 )
 from kernelcheck._src.verify.attention.diagnosis import diagnose
+from kernelcheck._src.verify.attention.localise import localise
 from kernelcheck._src.verify.attention.reference import PACKED, Reference
 from kernelcheck._src.verify.attention.report import AttentionCase, failed_case, skipped_case
 from kernelcheck.errors import BadNormalizer, InvalidArgument, NumericalFailure
@@ -233,13 +234,17 @@ def read_output(run: Run, raw, expected: tuple) -> tuple[np.ndarray | None, str,
     return out, dname, ""
 
 
-def compare(name: str, shape: tuple, got, ref, tol, note: str = "") -> AttentionCase:
+def compare(
+    name: str, shape: tuple, got, ref, tol, note: str = "", tokens: bool = True
+) -> AttentionCase:
     """Entrywise ``|got - ref| <= tol``: the case's verdict and its numbers.
 
     ``got`` and ``ref`` are finite, ``tol`` finite and positive where it
     matters; their difference, or its ratio to ``tol``, can still exceed the
     float range (a layer returning 1e308): it is then ``inf``, truthfully
-    larger than any finite tolerance, and the note says so.
+    larger than any finite tolerance, and the note says so.  With
+    ``tokens`` (axis -2 of the arrays is the token axis) a failure's note
+    says where along it the output stops agreeing (:func:`localise`).
     """
     with np.errstate(over="ignore"):
         err = np.abs(got - ref)
@@ -254,6 +259,7 @@ def compare(name: str, shape: tuple, got, ref, tol, note: str = "") -> Attention
     ok = bool((err <= tol).all())
     if not ok:
         beyond = f"{int((err > tol).sum())} of {err.size} entries beyond tolerance"
+        beyond += f" ({localise(err, tol)})" if tokens else ""
         note = f"{beyond}; {note}" if note else beyond
     finite = rel[np.isfinite(rel)]
     return AttentionCase(
@@ -288,8 +294,11 @@ def _rounded(run: Run, case: Case, extras):
     return Q, K, V, rounded
 
 
-def run_case(run: Run, case: Case, extras) -> Judged:
-    """Run ``fn`` on one case and judge its output (a skipped or failed case is not an error)."""
+def run_case(run: Run, case: Case, extras, explain: bool = True) -> Judged:
+    """Run ``fn`` on one case and judge its output (a skipped or failed case is not an error).
+
+    ``explain=False`` leaves a failure undiagnosed (the replicates of a statistical check).
+    """
     ref_obj = run.reference.for_case(extras)
     if case.skip or case.Q is None:
         return _judged(skipped_case(case.name, (), case.skip))
@@ -332,7 +341,7 @@ def run_case(run: Run, case: Case, extras) -> Judged:
         )
         return Judged(c, Q, K, V, g, ref, tol, model, args, kw, None, _state_of(run, returned))
     result = compare(case.name, shape, got, ref, tol, note)
-    if result.passed is False and PACKED not in g:
+    if result.passed is False and PACKED not in g and explain:
         diagnosis = diagnose(ref_obj.spec, args, kw, got, tol, g, ref)
         result = dataclasses.replace(result, diagnosis=diagnosis)
     return Judged(result, Q, K, V, g, ref, tol, model, args, kw, got, _state_of(run, returned))
