@@ -492,3 +492,10 @@ def grad_checks(run: Run, j0: Judged, rng: np.random.Generator, vjp=None) -> lis
         what = ", ".join(sorted(set(unchecked), key=unchecked.index))
         out.append(skipped_case(f"gradient {what} ({j0.case.name})", shape, reason))
     return out
+
+
+#: The gradient helpers under public names, for the systematic-error check
+#: (:mod:`~kernelcheck._src.verify.attention.systematic`), which fits the same
+#: gradients on its replicates.
+layer_vjp = _layer_vjp
+group_sum = _group_sum
