@@ -222,7 +222,7 @@ def _run(opts: AttentionOptions) -> AttentionReport:
     ]
     judged += _stress_cases(opts, np.random.default_rng(child_seed(opts.root, 3)))
     checks = _extra_checks(opts, judged, np.random.default_rng(child_seed(opts.root, 2)))
-    extras, root = functools.partial(_extras, opts), child_seed(opts.root, 3)
+    extras, root = functools.partial(_extras, opts), child_seed(opts.root, 4)
     checks += systematic_checks(opts.run, judged, root, extras, opts.grad, opts.vjp)
     return _report(opts, [j.case for j in judged], checks)
 

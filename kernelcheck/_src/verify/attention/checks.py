@@ -427,13 +427,16 @@ def _group_sum(run: Run, X: np.ndarray) -> np.ndarray:
     return X.reshape(shape).sum(axis=-3)
 
 
-def grad_checks(run: Run, j0: Judged, rng: np.random.Generator, vjp=None) -> list[AttentionCase]:
+def grad_checks(
+    run: Run, j0: Judged, rng: np.random.Generator, vjp=None, collect: list | None = None
+) -> list[AttentionCase]:
     """The layer's vector-Jacobian product along a random cotangent, against the reference's.
 
     The family's specification gives the reference gradients it can check
     (:attr:`~kernelcheck._src.attention.common.spec.FamilySpec.gradients`)
     with their bounds in the layer's model and float64's; the others are
-    listed as not checked, with the reason.
+    listed as not checked, with the reason.  ``collect`` receives
+    ``(name, layer's gradient, reference, tolerance)`` of each gradient compared.
     """
     label = f"gradient ({j0.case.name})"
     if j0.reference is None:
@@ -488,14 +491,9 @@ def grad_checks(run: Run, j0: Judged, rng: np.random.Generator, vjp=None) -> lis
             out.append(failed_case(case, shape, f"{name} holds NaN or Inf"))
         else:
             out.append(compare(case, shape, g_, r, t))
+            if collect is not None:
+                collect.append((name, g_, r, t))
     if unchecked:
         what = ", ".join(sorted(set(unchecked), key=unchecked.index))
         out.append(skipped_case(f"gradient {what} ({j0.case.name})", shape, reason))
     return out
-
-
-#: The gradient helpers under public names, for the systematic-error check
-#: (:mod:`~kernelcheck._src.verify.attention.systematic`), which fits the same
-#: gradients on its replicates.
-layer_vjp = _layer_vjp
-group_sum = _group_sum

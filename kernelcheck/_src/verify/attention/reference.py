@@ -238,15 +238,3 @@ def scale_option(scale: Any):
     if scale is None or callable(scale):
         return scale
     return scale_iv(scale, 1)
-
-
-def stabilizer_effect(reference: Reference, args, kw, output) -> np.ndarray:
-    """The exact effect of ``reference``'s declared stabiliser on every output entry.
-
-    The term the tolerance adds for it (:meth:`Reference.tolerance`); zero
-    without a stabiliser.  The systematic-error check takes it as part of a
-    correct layer's mean error.
-    """
-    if not reference.stabilizer:
-        return np.zeros_like(output)
-    return reference._stabilizer_effect(args, kw, output)
