@@ -35,6 +35,18 @@ def elu1_np(X):
     return np.where(X > 0, X + 1.0, np.exp(np.minimum(X, 0.0)))
 
 
+def elu1_any(X):
+    """elu(x) + 1 on NumPy arrays or torch tensors: a map verify.attention can differentiate.
+
+    verify.attention evaluates the reference's map on float64 NumPy rows and
+    takes its Jacobian (for the reference dQ, dK) from torch's automatic
+    differentiation, which needs the map in torch operations.
+    """
+    if isinstance(X, np.ndarray):
+        return elu1_np(X)
+    return elu1(X)
+
+
 def _torch():
     import torch
 
@@ -289,7 +301,7 @@ def jax_layers():
 
 def torch_layers(compile_too: bool = False):
     """The PyTorch layers of the zoo (``compile_too``: with their ``torch.compile`` versions)."""
-    linear = {"causal": True, "feature_map": elu1_np}
+    linear = {"causal": True, "feature_map": elu1_any}
     out = [
         ("sdpa", sdpa(), {"causal": True}),
         ("sdpa math", sdpa(math_backend=True), {"causal": True}),
