@@ -211,6 +211,19 @@ def test_structured_and_user_data_are_not_judged():
     assert not any(c.name.startswith("systematic") for c in repeated.checks)
 
 
+def test_a_prefix_sum_layer_whose_roundings_repeat_on_constant_data_passes():
+    """A float32 cumulative-sum layer errs coherently on a constant sequence (a few n u), which
+    no replicate is: the test draws its tokens at random and passes the correct layer."""
+
+    def cumsum_layer(Q, K, V):
+        q, k = (_elu1(np.asarray(X, dtype=np.float32)) for X in (Q, K))
+        S = np.cumsum(k[:, :, None] * np.asarray(V, dtype=np.float32)[:, None, :], axis=0)
+        return np.einsum("nd,nde->ne", q, S) / np.sum(q * np.cumsum(k, axis=0), -1, keepdims=True)
+
+    report = _check(cumsum_layer, "float32", feature_map=_elu1)
+    assert report.passed and _tier(report).passed is True, report.details()
+
+
 def test_a_16_bit_accumulation_is_not_judged():
     report = _check(_layer(np.float16), "float16", accumulate="float16")
     tier = _tier(report)
