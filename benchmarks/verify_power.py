@@ -274,7 +274,7 @@ def false_alarm_cell(name, fn, kw, framework, dtype, n, seeds, full=False) -> di
     for s in seeds:
         narrow = {} if full else {"cases": CASES, "check_causality": False}
         report = verify.attention(
-            fn, framework=framework, dtype=dtype, n=n, seed=s, grad=True, **narrow, **kw
+            fn, framework=framework, dtype=dtype, n=n, seed=s, grad=True, **{**kw, **narrow}
         )
         if not report.passed:
             cell["kernelcheck"] += 1

@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from kernelcheck._src.verify.attention.cases import CASES
+
 BLOCK = 64
 
 
@@ -81,9 +83,15 @@ def to_tf32(x):
     return rounded.view(torch.float32)
 
 
+def _tf32_operand(x):
+    """``x`` rounded to TF32, its gradient passed through unchanged (the rounding is no op of
+    the formula: a float32 backward pass differentiates the exact product)."""
+    return x + (to_tf32(x) - x).detach() if x.requires_grad else to_tf32(x)
+
+
 def _mm(a, b, tf32):
     """``a @ b``, its operands rounded to TF32 first when ``tf32``."""
-    return to_tf32(a) @ to_tf32(b) if tf32 else a @ b
+    return _tf32_operand(a) @ _tf32_operand(b) if tf32 else a @ b
 
 
 def _flash_forward(q, k, v, causal, dtype, tf32=False):
@@ -292,8 +300,11 @@ def jax_layers():
         return jax.lax.scan(step, init, (fq, fk, V))[1]
 
     bnhd = {"layout": "bnhd", "batch_shape": (1, 1)}
+    # dot_product_attention takes values of the key's size (d fixed at 8), and XLA's CPU
+    # backend cannot run a one-token bfloat16 dot: the n=1 case is left out for it
+    cases = tuple(c for c in CASES if c != "n=1")
     return [
-        ("jax sdpa", jax_sdpa, {"causal": True, **bnhd}),
+        ("jax sdpa", jax_sdpa, {"causal": True, "d": 8, "cases": cases, **bnhd}),
         ("jax cumsum linear", jax_cumsum, {"causal": True, "feature_map": elu1_np}),
         ("jax scan linear", jax_scan, {"causal": True, "feature_map": elu1_np}),
     ]
