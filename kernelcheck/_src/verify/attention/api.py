@@ -24,6 +24,7 @@ calls, and the output's independence of a chunk size.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -53,6 +54,7 @@ from kernelcheck._src.verify.attention.options import (
 from kernelcheck._src.verify.attention.reference import PACKED
 from kernelcheck._src.verify.attention.report import AttentionCase, AttentionReport, skipped_case
 from kernelcheck._src.verify.attention.run import Run, constant_values, run_case
+from kernelcheck._src.verify.attention.systematic import systematic_checks
 
 __all__ = ["attention", "AttentionReport", "AttentionCase"]
 
@@ -220,6 +222,8 @@ def _run(opts: AttentionOptions) -> AttentionReport:
     ]
     judged += _stress_cases(opts, np.random.default_rng(child_seed(opts.root, 3)))
     checks = _extra_checks(opts, judged, np.random.default_rng(child_seed(opts.root, 2)))
+    extras, root = functools.partial(_extras, opts), child_seed(opts.root, 4)
+    checks += systematic_checks(opts.run, judged, root, extras, opts.grad, opts.vjp)
     return _report(opts, [j.case for j in judged], checks)
 
 

@@ -296,7 +296,7 @@ def _final_state(name: str, shape, state: State, refM, E, normalize: bool) -> At
         if len(parts) == 1
         else np.concatenate([parts[0][1], parts[1][1][..., None]], -1)
     )
-    return compare(name, shape, gotM, refM, E, note)
+    return compare(name, shape, gotM, refM, E, note, tokens=False)
 
 
 def _not_finite(values: np.ndarray, what: str) -> str:
@@ -502,13 +502,16 @@ def _group_sum(run: Run, X: np.ndarray) -> np.ndarray:
     return X.reshape(shape).sum(axis=-3)
 
 
-def grad_checks(run: Run, j0: Judged, rng: np.random.Generator, vjp=None) -> list[AttentionCase]:
+def grad_checks(
+    run: Run, j0: Judged, rng: np.random.Generator, vjp=None, collect: list | None = None
+) -> list[AttentionCase]:
     """The layer's vector-Jacobian product along a random cotangent, against the reference's.
 
     The family's specification gives the reference gradients it can check
     (:attr:`~kernelcheck._src.attention.common.spec.FamilySpec.gradients`)
     with their bounds in the layer's model and float64's; the others are
-    listed as not checked, with the reason.
+    listed as not checked, with the reason.  ``collect`` receives
+    ``(name, layer's gradient, reference, tolerance)`` of each gradient compared.
     """
     label = f"gradient ({j0.case.name})"
     if j0.reference is None:
@@ -571,6 +574,8 @@ def grad_checks(run: Run, j0: Judged, rng: np.random.Generator, vjp=None) -> lis
             out.append(failed_case(case, shape, _not_finite(g_, f"the layer's {name}")))
         else:
             out.append(compare(case, shape, g_, r, t))
+            if collect is not None:
+                collect.append((name, g_, r, t))
     if unchecked:
         what = ", ".join(sorted(set(unchecked), key=unchecked.index))
         out.append(skipped_case(f"gradient {what} ({j0.case.name})", shape, reason))

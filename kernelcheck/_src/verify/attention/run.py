@@ -33,6 +33,7 @@ from kernelcheck._src.verify.attention.cases import (
     to_layout,
 )
 from kernelcheck._src.verify.attention.diagnosis import diagnose
+from kernelcheck._src.verify.attention.localise import localise
 from kernelcheck._src.verify.attention.reference import PACKED, Reference
 from kernelcheck._src.verify.attention.report import AttentionCase, failed_case, skipped_case
 from kernelcheck.errors import BadNormalizer, InvalidArgument, NumericalFailure
@@ -263,14 +264,18 @@ def read_output(run: Run, raw, expected: tuple) -> tuple[np.ndarray | None, str,
     return out, dname, ""
 
 
-def compare(name: str, shape: tuple, got, ref, tol, note: str = "") -> AttentionCase:
+def compare(
+    name: str, shape: tuple, got, ref, tol, note: str = "", tokens: bool = True
+) -> AttentionCase:
     """Entrywise ``|got - ref| <= tol``: the case's verdict and its numbers.
 
     ``got`` and ``ref`` are finite; a ``tol`` that is not finite somewhere
     (a bound beyond the float64 range) gives a skipped case: no verdict is
     drawn from inf or NaN.  The difference, or its ratio to ``tol``, can
     still exceed the float range (a layer returning 1e308): it is then
-    ``inf``, truthfully larger than any finite tolerance, and the note says so.
+    ``inf``, truthfully larger than any finite tolerance, and the note says so.  With
+    ``tokens`` (axis -2 of the arrays is the token axis) a failure's note
+    says where along it the output stops agreeing (:func:`localise`).
     """
     if not np.isfinite(tol).all():  # no verdict from an infinite (or NaN) tolerance
         return skipped_case(name, shape, _tolerance_overflow(tol, (ref,)))
@@ -287,6 +292,7 @@ def compare(name: str, shape: tuple, got, ref, tol, note: str = "") -> Attention
     ok = bool((err <= tol).all())
     if not ok:
         beyond = f"{int((err > tol).sum())} of {err.size} entries beyond tolerance"
+        beyond += f" ({localise(err, tol)})" if tokens else ""
         note = f"{beyond}; {note}" if note else beyond
     finite = rel[np.isfinite(rel)]
     return AttentionCase(
@@ -323,8 +329,11 @@ def _rounded(run: Run, case: Case, extras):
     return Q, K, V, rounded
 
 
-def run_case(run: Run, case: Case, extras) -> Judged:
-    """Run ``fn`` on one case and judge its output (a skipped or failed case is not an error)."""
+def run_case(run: Run, case: Case, extras, explain: bool = True) -> Judged:
+    """Run ``fn`` on one case and judge its output (a skipped or failed case is not an error).
+
+    ``explain=False`` leaves a failure undiagnosed (the replicates of a statistical check).
+    """
     ref_obj = run.reference.for_case(extras)
     if case.skip or case.Q is None:
         return _judged(skipped_case(case.name, (), case.skip))
@@ -374,7 +383,7 @@ def run_case(run: Run, case: Case, extras) -> Judged:
     flushed = _flushed(run, *(np.asarray(X) for X in (case.Q, case.K, case.V)))
     note = "; ".join(x for x in (note, flushed) if x)
     result = compare(case.name, shape, got, ref, tol, note)
-    if result.passed is False and PACKED not in g:
+    if result.passed is False and PACKED not in g and explain:
         diagnosis = diagnose(ref_obj.spec, args, kw, got, tol, g, ref)
         if run.decimals and "within rounding" not in diagnosis:
             diagnosis = _decimals_diagnosis(run, (Q, K, V), g, got, tol) or diagnosis
