@@ -88,6 +88,7 @@ OPTIONS_BAD = {
     "state-string": (_att(state="yes"), r"^`state` must be True or False"),
     "check_causality-int": (_att(check_causality=0), r"^`check_causality` must be True or False"),
     "log_gates-string": (_att(log_gates="no"), r"^`log_gates` must be True or False"),
+    "progress-not-callable": (_att(progress=True), r"^`progress` must be callable"),
     "normalize-int": (_att(normalize=1), r"^`normalize` must be True or False"),
     "framework-unknown": (_att(framework="tensorflow"), r"^`framework` must be one of 'numpy'"),
     "framework-none": (_att(framework=None), r"^`framework` must be one of"),

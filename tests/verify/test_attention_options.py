@@ -114,3 +114,30 @@ def test_a_gated_layer_still_takes_decay_by_name():
 
     assert verify.attention(layer, feature_map=elu1, normalize=False, causal=True,
                             decay=sample).passed  # fmt: skip
+
+
+def test_progress_is_told_each_step_in_order_and_changes_no_verdict():
+    """``progress(done, total, step)``: done counts 1..total, names each step, ends at total."""
+    layer = lambda Q, K, V: softmax(Q, K, V, causal=True)  # noqa: E731
+    calls = []
+    told = verify.attention(layer, causal=True, progress=lambda *a: calls.append(a))
+    silent = verify.attention(layer, causal=True)
+    assert str(told) == str(silent)
+    done = [c[0] for c in calls]
+    total = calls[0][1]
+    assert done == list(range(1, total + 1)) and all(c[1] == total for c in calls)
+    assert all(type(c[0]) is int and type(c[2]) is str for c in calls)
+    names = [c[2] for c in calls]
+    cases = [f"case '{c.name}'" for c in told.cases]  # the generated cases, then stress cases
+    assert names[:-3] == cases[: total - 3]
+    assert names[-3:] == ["stress cases", "extra checks", "systematic-error test"]
+
+
+def test_a_progress_callback_that_raises_stops_the_check_with_its_own_error():
+    """The caller's callback is the caller's code: its exception reaches the caller as raised."""
+
+    def stop(done, total, step):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        verify.attention(lambda Q, K, V: softmax(Q, K, V), progress=stop)

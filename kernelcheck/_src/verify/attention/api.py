@@ -108,7 +108,8 @@ def attention(
     error_model: str = "worst-case", failure_probability: float = 1e-9, state: bool = False,
     read_state: Any = None, state_layout: str = "key-major", check_causality: bool = True,
     grad: bool = False, vjp: Any = None, fn_kwargs: dict | None = None,
-    log_gates: bool = False, timeout: float | None = None, **family_options: Any,
+    log_gates: bool = False, timeout: float | None = None, progress: Any = None,
+    **family_options: Any,
 ) -> AttentionReport:  # fmt: skip
     """Check an attention layer against kernelcheck's reference (claims C1, C10, C14, C19-C24).
 
@@ -185,6 +186,8 @@ def attention(
         Hand the layer the logarithms of its gates (flash-linear-attention's convention).
     timeout : float, default None
         Seconds each call of a user callable may take.
+    progress : callable, default None
+        ``progress(done, total, step)`` after each step (ints and the step's name).
     **family_options
         The recurrent families' per-token inputs and flags by registry name (``decay``,
         ``key_decay``, ``value_decay``, ``bonus``, ``beta``, ``dplr_a``, ``dplr_b``,
@@ -205,8 +208,8 @@ def attention(
         fn, kernel=kernel, feature_map=feature_map, causal=causal, normalize=normalize,
         scale=scale, stabilizer=stabilizer, feature_ops=feature_ops, seed=seed, n=n, d=d,
         d_v=d_v, batch_shape=batch_shape, layout=layout, qk_heads=qk_heads, offsets=offsets,
-        cases=cases,
-        inputs=inputs, dtype=dtype, framework=framework, device=device, accumulate=accumulate,
+        cases=cases, progress=progress, inputs=inputs, dtype=dtype, framework=framework,
+        device=device, accumulate=accumulate,
         error_model=error_model, failure_probability=failure_probability, state=state,
         read_state=read_state, state_layout=state_layout, check_causality=check_causality,
         grad=grad, vjp=vjp, fn_kwargs=fn_kwargs, log_gates=log_gates, family=family_options,
@@ -215,15 +218,25 @@ def attention(
 
 
 def _run(opts: AttentionOptions) -> AttentionReport:
-    """Every case, then the extra checks, each with a child seed of its own; the report."""
-    judged = [
-        run_case(opts.run, c, _extras(opts, c, np.random.default_rng(child_seed(opts.root, 1, i))))
-        for i, c in enumerate(opts.cases)
-    ]
+    """Every case, then the extra checks, each with a child seed of its own; the report.
+
+    ``opts.progress`` (if any) is told after each step: each case, the stress
+    cases, the extra checks and the systematic-error test.
+    """
+    steps = len(opts.cases) + 3
+    tell = opts.progress or (lambda done, total, step: None)
+    judged = []
+    for i, c in enumerate(opts.cases):
+        rng = np.random.default_rng(child_seed(opts.root, 1, i))
+        judged.append(run_case(opts.run, c, _extras(opts, c, rng)))
+        tell(i + 1, steps, f"case '{c.name}'")
     judged += _stress_cases(opts, np.random.default_rng(child_seed(opts.root, 3)))
+    tell(steps - 2, steps, "stress cases")
     checks = _extra_checks(opts, judged, np.random.default_rng(child_seed(opts.root, 2)))
+    tell(steps - 1, steps, "extra checks")
     extras, root = functools.partial(_extras, opts), child_seed(opts.root, 4)
     checks += systematic_checks(opts.run, judged, root, extras, opts.grad, opts.vjp)
+    tell(steps, steps, "systematic-error test")
     return _report(opts, [j.case for j in judged], checks)
 
 

@@ -79,6 +79,7 @@ class AttentionOptions(NamedTuple):
     check_causality: bool
     grad: bool
     vjp: Any
+    progress: Any = None  # progress(done, total, step) after each step, or None
 
 
 def _batch_iv(value, user: Case | None) -> tuple[int, ...]:
@@ -356,6 +357,7 @@ def attention_options(fn, **o) -> AttentionOptions:
     AttentionOptions
     """
     check_callable(fn, "fn")
+    progress = None if o["progress"] is None else check_callable(o["progress"], "progress")
     o["family"] = _family_options_iv(o["family"])
     family = _family_iv(o)
     o["causal"] = causal = as_bool(o["causal"], "causal")
@@ -409,6 +411,7 @@ def attention_options(fn, **o) -> AttentionOptions:
         run=run, root=root, cases=cases, constants=constants, samplers=samplers, state=state,
         read_state=o["read_state"], check_causality=check and causal, grad=grad, vjp=o["vjp"],
         state_layout=check_choice(o["state_layout"], "state_layout", STATE_LAYOUTS),
+        progress=progress,
     )  # fmt: skip
 
 
