@@ -260,3 +260,48 @@ def test_a_layer_refuted_by_the_bound_is_not_tested_again():
     report = _check(_layer(np.float16, 0.1), "float16")
     tier = _tier(report)
     assert not report.passed and tier.passed is None and "already failed" in tier.note
+
+
+def _torch_softmax(scale_dq: float):
+    """Causal softmax in float32 inside, stored in the inputs' dtype; its dQ scaled on return."""
+    torch = pytest.importorskip("torch")
+
+    def attend(q, k, v):
+        s = q @ k.transpose(-1, -2) / q.shape[-1] ** 0.5
+        mask = torch.triu(torch.ones(s.shape[-2:], dtype=torch.bool), 1)
+        return torch.softmax(s.masked_fill(mask, float("-inf")), -1) @ v
+
+    class Layer(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, q, k, v):
+            ctx.save_for_backward(q, k, v)
+            return attend(q.float(), k.float(), v.float()).to(q.dtype)
+
+        @staticmethod
+        def backward(ctx, g):
+            q, k, v = ctx.saved_tensors
+            with torch.enable_grad():
+                xs = [x.detach().float().requires_grad_() for x in (q, k, v)]
+                dq, dk, dv = torch.autograd.grad(attend(*xs), xs, g.float())
+            return (dq * scale_dq).to(q.dtype), dk.to(k.dtype), dv.to(v.dtype)
+
+    return Layer.apply
+
+
+@pytest.mark.parametrize("dtype, scale", [("bfloat16", 1.35), ("float16", 1.05)])
+def test_a_16_bit_backward_scaling_dq_is_caught_though_within_the_worst_case_bound(dtype, scale):
+    """A float32 softmax whose backward scales dQ: 1.35 in bfloat16, 5% in float16.
+
+    Both stay within the gradient's worst-case bound on the positive-values
+    case (16-bit storage of the logits' gradient allows tens of percent); the
+    systematic-error test sees the scale keep its sign on every redraw.
+    """
+    kw = dict(framework="torch", dtype=dtype, causal=True, grad=True, n=32,
+              cases=("random", "positive values"), check_causality=False)  # fmt: skip
+    correct = verify.attention(_torch_softmax(1.0), **kw)
+    assert correct.passed, correct.details()
+    bug = verify.attention(_torch_softmax(scale), **kw)
+    grads = [c for c in bug.checks if c.name.startswith("gradient dQ")]
+    assert grads and all(c.passed for c in grads)  # the worst-case bound passes it
+    tier = next(c for c in bug.checks if c.name.startswith("systematic error dQ"))
+    assert tier.passed is False and not bug.passed
