@@ -42,7 +42,8 @@ def _spread(rows: np.ndarray, n: int) -> str:
     within = ""
     if partial:
         sizes = ", ".join(str(b) for b in partial)
-        within = f"the partial last block of {n % partial[0]} tokens for blocks of {sizes}"
+        left = n % partial[0]
+        within = f"the partial last block of {left} token{'s' * (left != 1)} for blocks of {sizes}"
     if count == n - first:
         every = "every row from there on" if first > 0 else "every row"
         return f"{every} ({within})" if within else every
