@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import warnings
 
 import numpy as np
 import pytest
@@ -106,3 +107,20 @@ def test_only_a_first_row_without_numbers_is_a_header(text, says, tmp_path):
 )
 def test_header_row(lines, delimiter, expected):
     assert header_row(lines, delimiter) == expected
+
+
+@pytest.mark.parametrize(
+    "text", ["", "\n\n", "# only a comment\n"], ids=["empty", "blank", "comment"]
+)
+@pytest.mark.parametrize("suffix", [".csv", ".txt"])
+def test_a_text_file_without_numbers_is_one_line_on_stderr(text, suffix, tmp_path, capsys):
+    """No NumPy warning beside the refusal: the file is read for numbers before loadtxt."""
+    path = tmp_path / f"K{suffix}"
+    path.write_text(text)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # NumPy's "input contained no data" would raise here
+        assert cli.main(["psd", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.splitlines() == [
+        f"kernelcheck psd: error: {str(path)!r} holds no numbers (see 'kernelcheck psd --help')"
+    ]

@@ -169,12 +169,12 @@ def _load_text(path: Path, delimiter: str | None, note: Callable[[str], Any] | N
     _check_text_file(path)
     with open(path, encoding="utf-8") as fh:
         skip, header = header_row(fh, delimiter)
-    if header is not None:
-        if note is not None:
-            note(f"skipped the header row of {str(path)!r} ({header})")
-        with open(path, encoding="utf-8") as fh:
-            if not any(_fields(line, delimiter) for line in itertools.islice(fh, skip, None)):
-                raise UsageError(f"{str(path)!r} holds no numbers below its header row")
+    if header is not None and note is not None:
+        note(f"skipped the header row of {str(path)!r} ({header})")
+    with open(path, encoding="utf-8") as fh:  # none: NumPy would warn and return an empty array
+        if not any(_fields(line, delimiter) for line in itertools.islice(fh, skip, None)):
+            below = " below its header row" if header is not None else ""
+            raise UsageError(f"{str(path)!r} holds no numbers{below}")
     with open(path, encoding="utf-8") as fh:
         return np.loadtxt(
             fh, delimiter=delimiter, dtype=np.float64, ndmin=2, comments="#", skiprows=skip
