@@ -12,6 +12,12 @@
 * :func:`gated_recurrence` (an ``init`` / ``step`` pair), :func:`gated_recurrent`,
   :func:`gated_parallel`, :func:`gated_chunked` -- decayed and gated linear
   attention: retention, Mamba-2 / simple-GLA gating (C20);
+* the delta rule and its kin (C22-C24): :func:`delta_recurrence`,
+  :func:`delta_recurrent`, :func:`delta_chunked`, :func:`delta_parallel`
+  (DeltaNet); the same with ``gated_delta_`` (Gated DeltaNet, one decay per
+  token), ``kda_`` (Kimi Delta Attention, a decay per key channel) and
+  ``dplr_`` (the diagonal-plus-rank-one transition of RWKV-7), each with its
+  normwise error bound (``*_error_bound``);
 * :func:`linear_error_bound`, :func:`softmax_error_bound`,
   :func:`kernelized_error_bound`, :func:`gated_error_bound` -- a-priori
   rounding-error bounds of the forms;
@@ -42,12 +48,38 @@ True
 from kernelcheck._src.attention.common.engine import Recurrence
 from kernelcheck._src.attention.common.types import AttentionCost, AttentionOutput, State
 from kernelcheck._src.attention.common.vjp import VJP
+from kernelcheck._src.attention.families.delta.bound import delta_error_bound
+from kernelcheck._src.attention.families.delta.forms import (
+    delta_chunked,
+    delta_parallel,
+    delta_recurrence,
+    delta_recurrent,
+)
+from kernelcheck._src.attention.families.dplr.bound import dplr_error_bound
+from kernelcheck._src.attention.families.dplr.forms import (
+    dplr_chunked,
+    dplr_recurrence,
+    dplr_recurrent,
+)
 from kernelcheck._src.attention.families.gated.bound import gated_error_bound
 from kernelcheck._src.attention.families.gated.forms import (
     gated_chunked,
     gated_parallel,
     gated_recurrence,
     gated_recurrent,
+)
+from kernelcheck._src.attention.families.gated_delta.bound import gated_delta_error_bound
+from kernelcheck._src.attention.families.gated_delta.forms import (
+    gated_delta_chunked,
+    gated_delta_parallel,
+    gated_delta_recurrence,
+    gated_delta_recurrent,
+)
+from kernelcheck._src.attention.families.kda.bound import kda_error_bound
+from kernelcheck._src.attention.families.kda.forms import (
+    kda_chunked,
+    kda_recurrence,
+    kda_recurrent,
 )
 from kernelcheck._src.attention.families.kernelized.bound import kernelized_error_bound
 from kernelcheck._src.attention.families.kernelized.forms import kernelized
@@ -92,6 +124,24 @@ __all__ = [
     "gated_parallel",
     "gated_chunked",
     "gated_error_bound",
+    "delta_recurrence",
+    "delta_recurrent",
+    "delta_chunked",
+    "delta_parallel",
+    "delta_error_bound",
+    "gated_delta_recurrence",
+    "gated_delta_recurrent",
+    "gated_delta_chunked",
+    "gated_delta_parallel",
+    "gated_delta_error_bound",
+    "kda_recurrence",
+    "kda_recurrent",
+    "kda_chunked",
+    "kda_error_bound",
+    "dplr_recurrence",
+    "dplr_recurrent",
+    "dplr_chunked",
+    "dplr_error_bound",
     "softmax_vjp",
     "linear_vjp",
     "softmax_vjp_error_bound",

@@ -561,8 +561,11 @@ BAD_CALLS = _triple_cases() + [
         "cost-form",
         lambda: A.cost_model("flash", 4, 2, 2, 2),
         InvalidArgument,
+        # every registered form, in the registry's order
         r"^`form` must be one of 'softmax', 'kernelized', 'parallel', 'recurrent', 'chunked', "
-        r"'gated_parallel', 'gated_recurrent', 'gated_chunked'; got 'flash'",
+        r"'gated_parallel', 'gated_recurrent', 'gated_chunked'"
+        + "".join(f", '{name}'" for name in list(A.FORMS)[8:])
+        + r"; got 'flash'",
     ),
     (
         "cost-n",
@@ -760,7 +763,7 @@ BAD_CALLS += [
     ),
     (
         "get_family-unknown",
-        lambda: A.get_family("delta"),
+        lambda: A.get_family("flash"),
         InvalidArgument,
         r"^`family` must be one of 'softmax', 'kernelized', 'linear', 'gated'",
     ),

@@ -21,10 +21,29 @@ from typing import Any
 from kernelcheck._src.attention.common.blocking import auto_chunk_size
 from kernelcheck._src.attention.common.spec import FamilySpec, TokenInput
 from kernelcheck._src.attention.common.types import AttentionCost
+from kernelcheck._src.attention.families.delta import bound as delta_bound
+from kernelcheck._src.attention.families.delta import cost as delta_cost
+from kernelcheck._src.attention.families.delta import forms as delta_forms
+from kernelcheck._src.attention.families.delta.reference import BETA_INPUT, DeltaSpec
+from kernelcheck._src.attention.families.dplr import bound as dplr_bound
+from kernelcheck._src.attention.families.dplr import cost as dplr_cost
+from kernelcheck._src.attention.families.dplr import forms as dplr_forms
+from kernelcheck._src.attention.families.dplr.reference import DPLR_A, DPLR_B, DplrSpec
 from kernelcheck._src.attention.families.gated import bound as gated_bound
 from kernelcheck._src.attention.families.gated import cost as gated_cost
 from kernelcheck._src.attention.families.gated import forms as gated_forms
 from kernelcheck._src.attention.families.gated.reference import GATES, GatedSpec
+from kernelcheck._src.attention.families.gated_delta import bound as gated_delta_bound
+from kernelcheck._src.attention.families.gated_delta import cost as gated_delta_cost
+from kernelcheck._src.attention.families.gated_delta import forms as gated_delta_forms
+from kernelcheck._src.attention.families.gated_delta.reference import (
+    GATED_DELTA_INPUTS,
+    GatedDeltaSpec,
+)
+from kernelcheck._src.attention.families.kda import bound as kda_bound
+from kernelcheck._src.attention.families.kda import cost as kda_cost
+from kernelcheck._src.attention.families.kda import forms as kda_forms
+from kernelcheck._src.attention.families.kda.reference import KEY_GATES, KdaSpec
 from kernelcheck._src.attention.families.kernelized import bound as kernelized_bound
 from kernelcheck._src.attention.families.kernelized import cost as kernelized_cost
 from kernelcheck._src.attention.families.kernelized import forms as kernelized_forms
@@ -208,6 +227,50 @@ class Family:
         return None if name is None else get_form(name)
 
 
+_DELTA_OPTIONS = ("chunk_size", "initial_state", "return_state", "qk_l2norm", "scale")
+_TRANSITION_MODEL = (
+    "normwise through the transitions (C24): e_t = rho_t e_(t-1) + lambda_t, "
+    "|y_t| error <= |q_t| (e_t + ...); inf where the transitions expand"
+)
+
+
+def _transition_forms(family, modules, claims, requires, summaries):
+    """The chunked, recurrent (and parallel) forms of a family of transitions (C22, C23).
+
+    ``modules`` are the family's ``forms``, ``bound`` and ``cost`` modules,
+    whose functions follow one naming: ``<family>_<kind>``,
+    ``<family>_error_bound`` (``<family>_parallel_error_bound`` for the
+    parallel form, one chunk of n tokens) and ``<family>_<kind>_cost``.
+    ``summaries`` has one line per kind; the chunked form comes first: the
+    reference of ``verify.attention`` (fast, and covered by the same bound).
+    """
+    forms, bound, cost = modules
+    out = []
+    for kind, line in summaries.items():
+        options = {"chunked": _DELTA_OPTIONS, "recurrent": _DELTA_OPTIONS[1:]}.get(
+            kind, ("qk_l2norm", "scale")
+        )
+        error_bound = (
+            f"{family}_parallel_error_bound" if kind == "parallel" else f"{family}_error_bound"
+        )
+        out.append(
+            Form(
+                f"{family}_{kind}",
+                getattr(forms, f"{family}_{kind}"),
+                getattr(bound, error_bound),
+                getattr(cost, f"{family}_{kind}_cost"),
+                causal_only=True,
+                inputs="features",
+                claims=claims,
+                summary=line,
+                model=_TRANSITION_MODEL,
+                options=options,
+                requires=requires,
+            )
+        )
+    return tuple(out)
+
+
 _LINEAR_MODEL = "linear_error_bound: gamma_(2n+2D+4) |phi_q| |phi_k|^T |V|, quotient bound"
 _GATED_MODEL = "gated_error_bound: ((1 + gamma_(3n+2D+8))(1 + rho_i) - 1) |phi_q| (|phi_k| d)^T |V|"
 
@@ -387,6 +450,88 @@ FAMILIES = FamilyRegistry(
         requires=frozenset({"feature_map", "decay"}),
         token_inputs=(GATES,),
         storage_ops=6,
+    ),
+    Family(
+        "delta",
+        "the delta rule (DeltaNet): one step of gradient descent on the state per token",
+        ("C22", "C24"),
+        _transition_forms(
+            "delta",
+            (delta_forms, delta_bound, delta_cost),
+            ("C22",),
+            ("beta",),
+            {
+                "chunked": "the delta rule by the WY (UT) representation, chunk by chunk",
+                "recurrent": "S_t = (I - beta_t k_t k_t^T) S_(t-1) + beta_t k_t v_t^T",
+                "parallel": "the delta rule's quadratic form, one UT transform of all tokens",
+            },
+        ),
+        DeltaSpec,
+        requires=frozenset({"beta"}),
+        accepts=frozenset({"feature_map"}),
+        token_inputs=(BETA_INPUT,),
+        storage_ops=4,
+    ),
+    Family(
+        "gated_delta",
+        "Gated DeltaNet: the delta rule with a decay per token and head (Qwen3-Next)",
+        ("C22", "C23", "C24"),
+        _transition_forms(
+            "gated_delta",
+            (gated_delta_forms, gated_delta_bound, gated_delta_cost),
+            ("C22", "C23"),
+            ("gates", "beta"),
+            {
+                "chunked": "Gated DeltaNet by the WY (UT) representation, the chunk's decays",
+                "recurrent": "S_t = alpha_t (I - beta_t k_t k_t^T) S_(t-1) + beta_t k_t v_t^T",
+                "parallel": "Gated DeltaNet's quadratic form, one UT transform of all tokens",
+            },
+        ),
+        GatedDeltaSpec,
+        requires=frozenset({"beta", "decay"}),
+        accepts=frozenset({"feature_map"}),
+        token_inputs=GATED_DELTA_INPUTS,
+        storage_ops=4,
+    ),
+    Family(
+        "kda",
+        "Kimi Delta Attention: the delta rule after a decay on every key channel",
+        ("C22", "C23", "C24"),
+        _transition_forms(
+            "kda",
+            (kda_forms, kda_bound, kda_cost),
+            ("C22", "C23"),
+            ("gates", "beta"),
+            {
+                "chunked": "Kimi Delta Attention by the WY (UT) representation, channel decays",
+                "recurrent": "S_t = (I - beta_t k_t k_t^T) Diag(alpha_t) S_(t-1) + beta_t k v^T",
+            },
+        ),
+        KdaSpec,
+        requires=frozenset({"beta", "key_decay"}),
+        accepts=frozenset({"feature_map"}),
+        token_inputs=(KEY_GATES, BETA_INPUT),
+        storage_ops=4,
+    ),
+    Family(
+        "dplr",
+        "the diagonal-plus-rank-one transition of RWKV-7, the general case of C23",
+        ("C23", "C24"),
+        _transition_forms(
+            "dplr",
+            (dplr_forms, dplr_bound, dplr_cost),
+            ("C23",),
+            ("a", "b", "gates"),
+            {
+                "chunked": "the DPLR transition by the WY (UT) representation, general case",
+                "recurrent": "S_t = (Diag(w_t) + b_t a_t^T) S_(t-1) + k_t v_t^T",
+            },
+        ),
+        DplrSpec,
+        requires=frozenset({"dplr_a", "dplr_b"}),
+        accepts=frozenset({"feature_map", "key_decay"}),
+        token_inputs=(DPLR_A, DPLR_B, KEY_GATES._replace(required=False)),
+        storage_ops=4,
     ),
 )
 

@@ -32,7 +32,9 @@ from kernelcheck._src.attention.common.types import (
 )
 from kernelcheck._src.core.validate import (
     as_array,
+    as_float_dtype,
     as_int,
+    as_int_tuple,
     describe,
     result_dtype,
 )
@@ -183,6 +185,22 @@ def run_recurrence(phi_q, phi_k, V, gates, normalize, M0, action, form):
     if z is None:
         return finish_unnormalized(num, form, inputs), State(S, None)
     return finish(num, den, action, form, inputs, inplace=True), State(S, z)
+
+
+def empty_state(
+    D: Any, d_v: Any, batch_shape: Any = (), dtype: Any = np.float64, normalize: bool = False
+) -> State:
+    """The state of no tokens, ``S = 0`` of shape ``batch_shape + (D, d_v)`` (and ``z = 0``).
+
+    ``D`` and ``d_v`` are checked as ints >= 1, ``batch_shape`` as a tuple of
+    them, ``dtype`` as float64 or float32; ``z`` is None unless ``normalize``.
+    """
+    D = as_int(D, "D", minimum=1)
+    d_v = as_int(d_v, "d_v", minimum=1)
+    batch_shape = as_int_tuple(batch_shape, "batch_shape", minimum=1)
+    dtype = as_float_dtype(dtype, "dtype")
+    z = np.zeros(batch_shape + (D,), dtype=dtype) if normalize else None
+    return State(np.zeros(batch_shape + (D, d_v), dtype=dtype), z)
 
 
 def chunk_size_iv(chunk_size: Any, D: int) -> int:

@@ -46,6 +46,7 @@ from kernelcheck._src.attention.common.blocking import (
 from kernelcheck._src.attention.common.engine import (
     Recurrence,
     chunk_size_iv,
+    empty_state,
     linear_rows,
     run_recurrence,
     step_iv,
@@ -60,9 +61,6 @@ from kernelcheck._src.attention.common.types import (
 )
 from kernelcheck._src.core.validate import (
     as_bool,
-    as_float_dtype,
-    as_int,
-    as_int_tuple,
 )
 from kernelcheck.errors import InvalidArgument
 
@@ -106,12 +104,7 @@ def gated_recurrence(*, normalize: bool = False) -> Recurrence:
     def init(
         D: int, d_v: int, *, batch_shape: tuple[int, ...] = (), dtype: Any = np.float64
     ) -> State:
-        D = as_int(D, "D", minimum=1)
-        d_v = as_int(d_v, "d_v", minimum=1)
-        batch_shape = as_int_tuple(batch_shape, "batch_shape", minimum=1)
-        dtype = as_float_dtype(dtype, "dtype")
-        z = np.zeros(batch_shape + (D,), dtype=dtype) if normalize else None
-        return State(np.zeros(batch_shape + (D, d_v), dtype=dtype), z)
+        return empty_state(D, d_v, batch_shape, dtype, normalize)
 
     def step(state: State, phi_q: Any, phi_k: Any, v: Any, g: Any, *, on_bad_normalizer="raise"):
         state, phi_q, phi_k, v, action = step_iv(state, phi_q, phi_k, v, on_bad_normalizer)
