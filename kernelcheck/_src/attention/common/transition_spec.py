@@ -132,8 +132,8 @@ class TransitionSpec(FamilySpec):
     # ----- the model ---------------------------------------------------------------
     def inputs(self, args, kw) -> tr.FormInputs:
         """The validated float64 inputs of the arguments (normalised and scaled as in kw)."""
-        l2, scale = kw.get("qk_l2norm", False), kw.get("scale", 1.0)
-        return tr.form_inputs_iv(args[0], args[1], args[2], None, False, l2, scale, np.float64)
+        l2, scale, S0 = kw.get("qk_l2norm", False), kw.get("scale", 1.0), kw.get("initial_state")
+        return tr.form_inputs_iv(args[0], args[1], args[2], S0, False, l2, scale, np.float64)
 
     def transitions(self, x: tr.FormInputs, tokens) -> tr.Transitions:
         """The family's canonical transitions (see the engine), the per-token inputs checked."""
@@ -201,17 +201,24 @@ class TransitionSpec(FamilySpec):
     def _own_kw(self, args) -> dict:
         return {"qk_l2norm": self.l2norm, "scale": self.scale_for(args[0].shape[-1])}
 
-    def _bounds(self, args, model, kw):
+    def bounds(self, args, kw, model):
+        """The normwise bounds of the forms on ``args`` with options ``kw``: (float64, model).
+
+        Each a :class:`~kernelcheck._src.attention.common.transition_bound.TransitionBounds`
+        (outputs, every state's column bound, growth); ``kw`` may hold a
+        handed-over ``initial_state``.
+        """
         x = self.inputs(args, kw)
         T = self.transitions(x, args[3:])
-        return family_bounds(x, T, model, 0, kw["qk_l2norm"], kw["scale"], None)
+        l2, scale = kw.get("qk_l2norm", False), kw.get("scale", 1.0)
+        return family_bounds(x, T, model, 0, l2, scale, None)
 
     def state_bound(self, args, model, n: int) -> np.ndarray:
         """The final state's rounding, float64's and the model's: each column's bound, every entry.
 
         The normwise bound ``e_n`` of each column bounds each of its entries.
         """
-        b64, bm = self._bounds(tuple(args), model, self._own_kw(args))
+        b64, bm = self.bounds(tuple(args), self._own_kw(args), model)
         e = b64.state[..., -1, :] + bm.state[..., -1, :]
         D = args[0].shape[-1]
         return np.broadcast_to(e[..., None, :], e.shape[:-1] + (D, e.shape[-1])).copy()
