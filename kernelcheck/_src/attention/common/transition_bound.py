@@ -88,6 +88,9 @@ from kernelcheck.errors import InvalidArgument
 
 __all__ = [
     "TransitionBounds",
+    "Local",
+    "local_terms",
+    "output_terms",
     "transition_norms",
     "transitions_bound",
     "expands",
@@ -356,47 +359,74 @@ def _chain(a, b):
     return a + b + a * b
 
 
-def _evaluate(mags, bands: _Bands, tm: _Terms, dt, C: int, extra: int, trial: np.ndarray):
-    """One application of the bound's recursion with the trial error ``trial``: (out, e, ok).
+class Local(NamedTuple):
+    """The terms of one evaluation at every token (shapes (..., n, d_v)), for reading and tests."""
+
+    recurrence: np.ndarray  # lambda of the recurrence's step
+    chunk: np.ndarray  # lambda of the chunked form's share
+    dX: np.ndarray  # bound on the chunked form's pseudo-values' error
+    xbar: np.ndarray  # bound on the pseudo-values
+    ok: np.ndarray  # where the computed parts stay within _SLACK of the exact ones
+
+
+def local_terms(mags, bands: _Bands, tm: _Terms, dt, C: int, extra: int, trial) -> Local:
+    """The recurrence's and the chunked form's errors at each token (module docstring).
 
     ``dt`` is a float dtype or a RoundingModel: its accumulation precision
     rounds every operation (the state is kept in it), its storage precision
     the chunked form's stored intermediates (``T``, ``U`` and ``W``, the
-    pseudo-values) and the output, ``storage_ops`` times each.
+    pseudo-values), ``storage_ops`` times each.  ``trial`` is the trial
+    state error (the magnitudes of computed states are the exact ones plus it).
     """
     acc, u_s = _split(dt)
     Dx, x = mags.D + int(extra), int(extra)  # every rounding count grows by ``extra``
     e_before = _shift_tokens(trial, np.zeros(trial.shape[:-2] + trial.shape[-1:]))
     e_in = _window_max(e_before, C, -2)
-    r, p, q, k = (a[..., None] for a in (mags.r, mags.p, mags.q, mags.k))
+    r, p, k = (a[..., None] for a in (mags.r, mags.p, mags.k))
     dec = tm.rho_dec
     g_A = _chain(gamma(Dx + 3, acc), dec)
     g_C = gamma(C + x, acc)
     g_rhs = _chain(gamma(3 + x, acc), dec)
     g_st = _chain(gamma(C + 3 + x, acc), dec)
-    g_out = _chain(gamma(Dx + C + 3, acc), dec)
     own = mags.v if mags.merged else 0.0
     xbar = own + r * (tm.sig_before + e_before)
     Zx = own + r * (tm.sig_before + e_before + 2.0 * tm.Lam * (tm.sig_in + e_in))
-    Z = (1.0 + _SLACK) * Zx  # the computed parts, at most 1/4 off (checked below)
+    Z = (1.0 + _SLACK) * Zx  # the computed parts, at most _SLACK off (checked below)
     Y = g_rhs * Z + g_C * (Z + _lag_sum(bands.A, Z, own=False))
     Y = Y + g_A * (1.0 + g_C) * _lag_sum(bands.Abar, Z, own=False) + u_s * Z
     if not mags.merged:
         Y = Y + gamma(C + Dx + 3, acc) * r * tm.omega
     dX = Y + _lag_sum(bands.Linv, Y, own=False) + (gamma(Dx + 1, acc) + u_s) * Z
-    ok = dX <= _SLACK * Zx
     lam_ch = g_st * (tm.sig_in + e_in + (1.0 + _SLACK) * p * xbar) + p * dX
     if not mags.merged:
         lam_ch = lam_ch + g_st * k * mags.v
     g_rec = gamma(Dx + 10, acc)
     lam_rec = g_rec * (mags.mu[..., None] * (tm.sig_before + e_before) + k * mags.v)
-    e = _propagate(mags.rho, np.maximum(lam_rec, lam_ch))
-    W = _lag_sum(bands.Aq, (1.0 + _SLACK) * xbar, own=True)
+    return Local(lam_rec, lam_ch, dX, xbar, dX <= _SLACK * Zx)
+
+
+def output_terms(mags, bands: _Bands, tm: _Terms, dt, C: int, extra: int, e, trial, local):
+    """The outputs' bound from the state's ``e`` and the window's products (module docstring).
+
+    ``trial`` bounds the errors of the states entering a window (as in
+    :func:`local_terms`), ``local`` the pseudo-values.
+    """
+    acc, u_s = _split(dt)
+    e_in = _window_max(_shift_tokens(trial, np.zeros(e.shape[:-2] + e.shape[-1:])), C, -2)
+    q = mags.q[..., None]
+    g_o = _chain(gamma(mags.D + int(extra) + C + 3, acc), tm.rho_dec) + u_s
+    W = _lag_sum(bands.Aq, (1.0 + _SLACK) * local.xbar, own=True)
     if not mags.merged:
         W = W + q * tm.omega_own
-    g_o = g_out + u_s
-    out = q * e * (1.0 + g_o) + g_o * (q * (tm.sig + tm.sig_in + e_in) + W)
-    return out, e, ok
+    return q * e * (1.0 + g_o) + g_o * (q * (tm.sig + tm.sig_in + e_in) + W)
+
+
+def _evaluate(mags, bands: _Bands, tm: _Terms, dt, C: int, extra: int, trial: np.ndarray):
+    """One application of the bound's recursion with the trial error ``trial``: (out, e, ok)."""
+    local = local_terms(mags, bands, tm, dt, C, extra, trial)
+    e = _propagate(mags.rho, np.maximum(local.recurrence, local.chunk))
+    out = output_terms(mags, bands, tm, dt, C, extra, e, trial, local)
+    return out, e, local.ok
 
 
 def _split(dt):
