@@ -17,7 +17,8 @@
   (DeltaNet); the same with ``gated_delta_`` (Gated DeltaNet, one decay per
   token), ``kda_`` (Kimi Delta Attention, a decay per key channel) and
   ``dplr_`` (the diagonal-plus-rank-one transition of RWKV-7), each with its
-  normwise error bound (``*_error_bound``);
+  normwise error bound (``*_error_bound``) and reference backward pass
+  (``*_vjp``, with bounds on request);
 * :func:`linear_error_bound`, :func:`softmax_error_bound`,
   :func:`kernelized_error_bound`, :func:`gated_error_bound` -- a-priori
   rounding-error bounds of the forms;
@@ -55,12 +56,14 @@ from kernelcheck._src.attention.families.delta.forms import (
     delta_recurrence,
     delta_recurrent,
 )
+from kernelcheck._src.attention.families.delta.vjp import delta_vjp
 from kernelcheck._src.attention.families.dplr.bound import dplr_error_bound
 from kernelcheck._src.attention.families.dplr.forms import (
     dplr_chunked,
     dplr_recurrence,
     dplr_recurrent,
 )
+from kernelcheck._src.attention.families.dplr.vjp import dplr_vjp
 from kernelcheck._src.attention.families.gated.bound import gated_error_bound
 from kernelcheck._src.attention.families.gated.forms import (
     gated_chunked,
@@ -75,12 +78,16 @@ from kernelcheck._src.attention.families.gated_delta.forms import (
     gated_delta_recurrence,
     gated_delta_recurrent,
 )
+from kernelcheck._src.attention.families.gated_delta.vjp import (
+    gated_delta_vjp,
+)
 from kernelcheck._src.attention.families.kda.bound import kda_error_bound
 from kernelcheck._src.attention.families.kda.forms import (
     kda_chunked,
     kda_recurrence,
     kda_recurrent,
 )
+from kernelcheck._src.attention.families.kda.vjp import kda_vjp
 from kernelcheck._src.attention.families.kernelized.bound import kernelized_error_bound
 from kernelcheck._src.attention.families.kernelized.forms import kernelized
 from kernelcheck._src.attention.families.linear.bound import linear_error_bound
@@ -129,19 +136,23 @@ __all__ = [
     "delta_chunked",
     "delta_parallel",
     "delta_error_bound",
+    "delta_vjp",
     "gated_delta_recurrence",
     "gated_delta_recurrent",
     "gated_delta_chunked",
     "gated_delta_parallel",
     "gated_delta_error_bound",
+    "gated_delta_vjp",
     "kda_recurrence",
     "kda_recurrent",
     "kda_chunked",
     "kda_error_bound",
+    "kda_vjp",
     "dplr_recurrence",
     "dplr_recurrent",
     "dplr_chunked",
     "dplr_error_bound",
+    "dplr_vjp",
     "softmax_vjp",
     "linear_vjp",
     "softmax_vjp_error_bound",

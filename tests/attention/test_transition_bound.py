@@ -143,7 +143,7 @@ def _two_tokens():
 def test_the_local_terms_are_the_documented_formulas():
     T, S0, beta = _two_tokens()
     D, dt, C = 3, np.dtype(np.float32), 64
-    mags = tb._magnitudes(T)
+    mags = tb.magnitudes(T)
     _, _, sig = tb.run_steps(tb.dplr_step, T.q, T.k, T.v, (T.read, T.k, np.ones((2, 1))), S0,
                              norms=True)  # fmt: skip
     sig0 = np.linalg.norm(S0, axis=0)
@@ -177,7 +177,7 @@ def test_the_bound_composes_the_local_terms_through_the_transitions():
     T, S0, _ = _two_tokens()
     dt, C = np.dtype(np.float32), 64
     b64, b32 = tb.transitions_bound(T, S0, dt, chunk_size=C)
-    mags = tb._magnitudes(T)
+    mags = tb.magnitudes(T)
     tokens = (T.read, T.k, np.ones((2, 1)))
     sig = tb.run_steps(tb.dplr_step, T.q, T.k, T.v, tokens, S0, norms=True)[2]
     tm = tb._terms(mags, sig, np.linalg.norm(S0, axis=0), C, dt)

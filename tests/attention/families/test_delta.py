@@ -24,7 +24,7 @@ from kernelcheck.attention import (
     delta_recurrence,
     delta_recurrent,
 )
-from tests.attention.families.thirdparty import array, f32, fla_naive, tensor, tolerances, within
+from tests.attention.families import thirdparty as tp
 
 
 def test_the_step_is_gradient_descent_on_the_squared_error():
@@ -62,23 +62,38 @@ def test_the_transition_norm_is_exact():
     assert (wmax >= 1.0).all()
 
 
-def test_fla_naive_delta_rule_recurrence_and_chunkwise():
-    fla = fla_naive("delta_rule/naive.py")
-    rng = np.random.default_rng(3)
-    H, n, D, dv = 2, 48, 8, 4
+def _layer_inputs(n, seed, H=2, D=8, dv=4):
+    """Unit keys and steps in (0.1, 1) for two heads, as float32 numbers, layout (1, H, n, .)."""
+    rng = np.random.default_rng(seed)
     q, k = rng.standard_normal((2, 1, H, n, D))
     k /= np.linalg.norm(k, axis=-1, keepdims=True)
     v, beta = rng.standard_normal((1, H, n, dv)), rng.uniform(0.1, 1.0, (1, H, n))
-    q, k, v, beta = f32(q, k, v, beta)
-    scale = D**-0.5
+    return tp.f32(q, k, v, beta) + (rng,)
+
+
+def test_fla_naive_delta_rule_recurrence_and_chunkwise():
+    fla = tp.fla_naive("delta_rule/naive.py")
+    q, k, v, beta, _ = _layer_inputs(48, 3)
+    scale = q.shape[-1] ** -0.5
     args, kw = (q, k, v, beta), {"scale": scale}
     ref, S = delta_recurrent(*args, return_state=True, **kw)
-    tol, state_tol = tolerances("delta", args, kw)
-    o, Sr = fla.delta_rule_recurrence(*(tensor(x) for x in args))
-    within(array(o), ref, tol, "fla delta_rule_recurrence output")
-    within(array(Sr), S.S, state_tol, "fla delta_rule_recurrence final state")
+    tol, state_tol = tp.tolerances("delta", args, kw)
+    o, Sr = fla.delta_rule_recurrence(*(tp.tensor(x) for x in args))
+    tp.within(tp.array(o), ref, tol, "fla delta_rule_recurrence output")
+    tp.within(tp.array(Sr), S.S, state_tol, "fla delta_rule_recurrence final state")
     torch = __import__("torch")
     o, Sc = fla.delta_rule_chunkwise(*(torch.tensor(x) for x in args), chunk_size=16)
     assert o.dtype == torch.float64  # the chunkwise reference keeps the inputs' precision
     tol64 = delta_error_bound(*args, **kw)
-    within(o.numpy(), ref, tol64, "fla delta_rule_chunkwise output (float64)")
+    tp.within(o.numpy(), ref, tol64, "fla delta_rule_chunkwise output (float64)")
+
+
+def test_fla_naive_recurrence_gradients_within_the_float32_model():
+    fla = tp.fla_naive("delta_rule/naive.py")
+    q, k, v, beta, rng = _layer_inputs(24, 4)
+    D, G = q.shape[-1], rng.standard_normal(v.shape)
+
+    def layer(*ts):
+        return fla.delta_rule_recurrence(*ts)[0]
+
+    tp.grads_within("delta", layer, (q, k, v, beta), {"scale": D**-0.5}, G, "delta_rule_recurrence")

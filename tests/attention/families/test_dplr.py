@@ -26,7 +26,7 @@ from kernelcheck.attention import (
     gated_delta_recurrent,
     kda_recurrent,
 )
-from tests.attention.families.thirdparty import array, f32, fla_naive, tensor, tolerances, within
+from tests.attention.families import thirdparty as tp
 
 
 def test_the_delta_families_are_special_cases():
@@ -65,7 +65,7 @@ def test_the_transition_norm_bounds_the_singular_value():
 
 
 def test_fla_naive_dplr_recurrence_and_chunkwise_with_rwkv7_factors():
-    fla = fla_naive("generalized_delta_rule/dplr/naive.py")
+    fla = tp.fla_naive("generalized_delta_rule/dplr/naive.py")
     rng = np.random.default_rng(2)
     H, n, D, dv = 2, 32, 8, 4
     q, k = rng.standard_normal((2, 1, H, n, D))
@@ -73,14 +73,32 @@ def test_fla_naive_dplr_recurrence_and_chunkwise_with_rwkv7_factors():
     a, b = rwkv7_factors(rng, (1, H, n, D))
     w = np.exp(-np.exp(rng.uniform(-4, -0.5, (1, H, n, D))))  # RWKV-7's decays
     S0 = rng.standard_normal((1, H, D, dv))
-    q, k, v, a, b, w, S0 = f32(q, k, v, a, b, w, S0)
+    q, k, v, a, b, w, S0 = tp.f32(q, k, v, a, b, w, S0)
     args, kw = (q, k, v, a, b, w), {"scale": D**-0.5, "initial_state": State(S0)}
     ref, S = dplr_recurrent(*args, return_state=True, **kw)
-    tol, state_tol = tolerances("dplr", args, kw)
-    T = [tensor(x) for x in (q, k, v, a, b, np.log(w))]
-    o, Sr = fla.dplr_recurrence(*T, initial_state=tensor(S0))
-    within(array(o), ref, tol, "fla dplr_recurrence output")
-    within(array(Sr), S.S, state_tol, "fla dplr_recurrence final state")
-    o, Sc = fla.dplr_chunkwise(*T, initial_state=tensor(S0), chunk_size=16)
-    within(array(o), ref, tol, "fla dplr_chunkwise output")
-    within(array(Sc), S.S, state_tol, "fla dplr_chunkwise final state")
+    tol, state_tol = tp.tolerances("dplr", args, kw)
+    T = [tp.tensor(x) for x in (q, k, v, a, b, np.log(w))]
+    o, Sr = fla.dplr_recurrence(*T, initial_state=tp.tensor(S0))
+    tp.within(tp.array(o), ref, tol, "fla dplr_recurrence output")
+    tp.within(tp.array(Sr), S.S, state_tol, "fla dplr_recurrence final state")
+    o, Sc = fla.dplr_chunkwise(*T, initial_state=tp.tensor(S0), chunk_size=16)
+    tp.within(tp.array(o), ref, tol, "fla dplr_chunkwise output")
+    tp.within(tp.array(Sc), S.S, state_tol, "fla dplr_chunkwise final state")
+
+
+def test_fla_naive_dplr_recurrence_gradients_within_the_float32_model():
+    fla = tp.fla_naive("generalized_delta_rule/dplr/naive.py")
+    rng = np.random.default_rng(3)
+    H, n, D, dv = 2, 20, 8, 4
+    q, k = rng.standard_normal((2, 1, H, n, D))
+    v = rng.standard_normal((1, H, n, dv))
+    a, b = rwkv7_factors(rng, (1, H, n, D))
+    w = np.exp(-np.exp(rng.uniform(-4, -0.5, (1, H, n, D))))
+    q, k, v, a, b, w = tp.f32(q, k, v, a, b, w)
+    G = rng.standard_normal(v.shape)
+
+    def layer(q, k, v, a, b, lw):
+        return fla.dplr_recurrence(q, k, v, a, b, lw)[0]
+
+    kw = {"scale": D**-0.5, "log_gates": True}
+    tp.grads_within("dplr", layer, (q, k, v, a, b, w), kw, G, "dplr_recurrence")

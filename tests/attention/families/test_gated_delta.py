@@ -72,3 +72,21 @@ def test_fla_naive_recurrent_and_chunked_gated_delta_rule():
     )  # fmt: skip
     tp.within(tp.array(o, "bnhd"), ref, tol, "fla naive chunk output")
     tp.within(tp.array(Sc), S.S, state_tol, "fla naive chunk final state")
+
+
+def test_fla_naive_recurrent_gradients_within_the_float32_model():
+    fla = tp.fla_naive("gated_delta_rule/naive.py")
+    q, k, v, g, beta, S0 = _inputs(n=24)
+    G = np.random.default_rng(9).standard_normal(v.shape)
+    scale = q.shape[-1] ** -0.5
+    S0t = tp.tensor(S0)
+
+    def layer(q, k, v, lg, b):
+        swap = [x.transpose(1, 2) for x in (q, k, v)]
+        o, _ = fla.naive_recurrent_gated_delta_rule(
+            *swap, b.transpose(1, 2), lg.transpose(1, 2), scale=scale, initial_state=S0t
+        )
+        return o.transpose(1, 2)
+
+    kw = {"scale": scale, "initial_state": State(S0), "log_gates": True}
+    tp.grads_within("gated_delta", layer, (q, k, v, g, beta), kw, G, "fla naive recurrent")

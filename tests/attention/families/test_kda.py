@@ -73,3 +73,19 @@ def test_fla_naive_recurrent_and_chunked_kda():
                                 output_final_state=True, chunk_size=16)  # fmt: skip
     tp.within(tp.array(o, "bnhd"), ref, tol, "fla naive chunk KDA output")
     tp.within(tp.array(Sc), S.S, state_tol, "fla naive chunk KDA final state")
+
+
+def test_fla_naive_recurrent_gradients_within_the_float32_model():
+    fla = tp.fla_naive("kda/naive.py")
+    q, k, v, g, beta, S0 = _inputs(n=24)
+    G = np.random.default_rng(9).standard_normal(v.shape)
+    scale = q.shape[-1] ** -0.5
+    S0t = tp.tensor(S0)
+
+    def layer(q, k, v, lg, b):
+        swap = [x.transpose(1, 2) for x in (q, k, v, lg)]
+        o, _ = fla.naive_recurrent_kda(*swap, b.transpose(1, 2), scale=scale, initial_state=S0t)
+        return o.transpose(1, 2)
+
+    kw = {"scale": scale, "initial_state": State(S0), "log_gates": True}
+    tp.grads_within("kda", layer, (q, k, v, g, beta), kw, G, "fla naive recurrent KDA")

@@ -226,3 +226,27 @@ def test_expanding_transitions_leave_the_case_not_judged(name):
     spec = _family(name).spec(SpecOptions(causal=True))
     assert spec.judged(tuple(args), {}, b16) == NOT_JUDGED
     assert spec.judged(tuple(args), {}, b64[:4]) == ""
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_reference_gradient_is_the_exact_derivative(name):
+    """Every input's gradient against a 50-digit central difference of the exact recurrence."""
+    import kernelcheck.attention as A
+
+    rng = np.random.default_rng(30)
+    n, D, dv = 6, 3, 2
+    args = _arguments(name, rng, n, D, dv, ())
+    kw = {"qk_l2norm": True, "scale": 0.5}
+    G = rng.standard_normal((n, dv))
+    grads, (bound,) = getattr(A, f"{name}_vjp")(*args, G, models=((None, 0),), **kw)
+    spec = _family(name).spec
+    names = ["q", "k", "v"] + [lim.name for lim in spec.limits]
+    h = 1e-6  # the perturbed inputs are float64 numbers: their rounding is 1e-10 of the step
+    for i, label in enumerate(names):
+        E = rng.standard_normal(np.shape(args[i])) * (0.01 if label == "gates" else 1.0)
+        up, down = list(args), list(args)
+        up[i], down[i] = args[i] + h * E, args[i] - h * E
+        derivative = (np.sum(spec.exact_output(tuple(up), kw) * G)
+                      - np.sum(spec.exact_output(tuple(down), kw) * G)) / (2 * h)  # fmt: skip
+        slack = np.sum(np.abs(E) * bound[label]) + 1e-8 * (1.0 + abs(derivative))
+        assert abs(np.sum(grads[label] * E) - derivative) <= slack, label

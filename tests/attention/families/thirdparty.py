@@ -105,3 +105,34 @@ def tolerances(family: str, args, kw) -> tuple[np.ndarray, np.ndarray]:
     e = b64.state[..., -1, :] + b32.state[..., -1, :]
     D = args[0].shape[-1]
     return b64.out + b32.out, np.broadcast_to(e[..., None, :], e.shape[:-1] + (D, e.shape[-1]))
+
+
+def grads_within(family: str, layer, args, kw, G, what: str) -> None:
+    """A float32 torch layer's gradients of ``<G, y>`` within the family's float32 tolerance.
+
+    ``layer(*tensors)`` maps float32 tensors of ``args`` (requiring
+    gradients, in the reference's layout) to the outputs in that layout;
+    the gates' gradient is taken with respect to their logarithms when
+    ``kw["log_gates"]`` (the tensors then hold ``log g``).
+    """
+    from kernelcheck._src.attention.common.spec import SpecOptions
+    from kernelcheck._src.attention.common.transition_spec import family_vjp
+    from kernelcheck._src.attention.registry import FAMILIES
+
+    logs = kw.pop("log_gates", False)
+    spec = FAMILIES[family].spec(SpecOptions(causal=True))
+    grads, (bound,) = family_vjp(spec, args, kw, G, models=((np.float32, 0),))
+    names = ["q", "k", "v"] + [lim.name for lim in spec.limits]
+    ts = []
+    for name, a in zip(names, args, strict=True):
+        value = np.log(a) if (logs and name == "gates") else a
+        ts.append(torch.tensor(np.asarray(value, dtype=np.float32), requires_grad=True))
+    out = layer(*ts)
+    out.backward(torch.tensor(np.asarray(G, dtype=np.float32)))
+    for name, t, a in zip(names, ts, args, strict=True):
+        ref, tol = grads[name], bound[name]
+        if logs and name == "gates":
+            ref, tol = np.asarray(a) * ref, np.asarray(a) * tol
+        got = t.grad.to(torch.float64).numpy()
+        within(got, np.broadcast_to(ref, got.shape), np.broadcast_to(tol, got.shape),
+               f"{what}: d{name}")  # fmt: skip

@@ -90,6 +90,7 @@ __all__ = [
     "TransitionBounds",
     "Local",
     "local_terms",
+    "magnitudes",
     "output_terms",
     "transition_norms",
     "transitions_bound",
@@ -176,7 +177,8 @@ def transition_norms(T: Transitions) -> tuple[np.ndarray, np.ndarray]:
     return rho, wmax
 
 
-def _magnitudes(T: Transitions) -> _Magnitudes:
+def magnitudes(T: Transitions) -> _Magnitudes:
+    """Per-token norms of the canonical arrays (float64, upward) and of the transitions."""
     rho, wmax = transition_norms(T)
     k = _norm(T.k)
     r = _norm(T.read)
@@ -479,7 +481,7 @@ def transitions_bound(
 
     T = Transitions(f64(T.q), f64(T.k), f64(T.v), f64(T.read), f64(T.write), f64(T.log_w))
     S0 = np.asarray(S0, dtype=np.float64)
-    mags = _magnitudes(T)
+    mags = magnitudes(T)
     p = T.k if T.write is None else T.write
     w = np.ones(T.q.shape[:-1] + (1,)) if T.log_w is None else np.exp(T.log_w)
     with np.errstate(over="ignore", invalid="ignore"):

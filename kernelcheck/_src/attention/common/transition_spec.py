@@ -20,14 +20,26 @@ from collections.abc import Callable, Mapping
 import numpy as np
 
 from kernelcheck._src.attention.common import transitions as tr
-from kernelcheck._src.attention.common.inputs import token_values_iv
-from kernelcheck._src.attention.common.spec import FamilySpec, TokenInput, callable_name
+from kernelcheck._src.attention.common.inputs import dtype_iv, token_values_iv
+from kernelcheck._src.attention.common.spec import (
+    FamilySpec,
+    SpecOptions,
+    TokenInput,
+    callable_name,
+)
 from kernelcheck._src.attention.common.transition_bound import family_bounds
 from kernelcheck._src.core.rounding import gamma
 from kernelcheck._src.core.validate import as_array, call_user, describe
 from kernelcheck.errors import InvalidArgument
 
-__all__ = ["TransitionSpec", "token_input", "NOT_JUDGED"]
+__all__ = [
+    "TransitionSpec",
+    "token_input",
+    "NOT_JUDGED",
+    "family_vjp",
+    "vjp_call",
+    "delta_bug_shapes",
+]
 
 #: The reason of a case whose tolerance is infinite (the a-priori model bounds nothing there).
 NOT_JUDGED = (
@@ -85,9 +97,13 @@ class TransitionSpec(FamilySpec):
     limits: tuple[tr.TokenLimits, ...] = ()
     #: The family's canonical transitions, ``canonical(x, *tokens) -> Transitions``.
     canonical: Callable[..., tr.Transitions]
+    #: The canonical arrays as products of the inputs (the chain rule of the gradients).
+    fields: tuple = ()
     #: The family's raw step ``step(S, q, k, v, *tokens) -> (S, y)`` (see the engine).
     raw_step: Callable[..., tuple] = staticmethod(tr.delta_step)
-    gradients_not_checked = "no reference gradient for this family"
+    gradients_not_checked = (
+        "a feature map's Jacobian is the layer's own: dQ and dK are checked with the identity map"
+    )
 
     @property
     def normalize(self) -> bool:
@@ -124,6 +140,35 @@ class TransitionSpec(FamilySpec):
         tokens = tuple(self.token_value(name, extras, pq) for name in self.tokens)
         kw = {"qk_l2norm": self.l2norm, "scale": self.scale_for(pq.shape[-1])}
         return (pq, pk, np.asarray(V, dtype=np.float64)) + tokens, kw
+
+    @property
+    def gradients(self) -> tuple[str, ...]:  # type: ignore[override]
+        """dQ and dK (with the identity map), dV and every per-token input's gradient."""
+        identity = self.options.phi_q is None and self.options.phi_k is None
+        own = tuple(f"d{name}" for name in self.tokens)
+        return (("dQ", "dK") if identity else ()) + ("dV",) + own
+
+    def vjp(self, args, kw, Q, K, V, G, model) -> list:
+        """The reference gradients and their tolerances (the model's bound plus float64's).
+
+        Indices follow the layer's ``(dQ, dK, dV, *per-token gradients)`` in
+        the family's token order; with the flag ``log_gates`` a gate's gradient
+        is with respect to its logarithm (``g dL/dg``).
+        """
+        grads, (bound,) = family_vjp(self, args, kw, G, models=((model, 0),))
+        names = ("q", "k", "v") + tuple(lim.name for lim in self.limits)
+        labels = ("dQ", "dK", "dV") + tuple(f"d{name}" for name in self.tokens)
+        logs = bool(self.options.flags.get("log_gates", False))
+        out = []
+        for index, (name, label) in enumerate(zip(names, labels, strict=True)):
+            if label not in self.gradients:
+                continue
+            ref, tol = grads[name], bound[name]
+            if logs and name == "gates":
+                value = np.asarray(args[index], dtype=np.float64)
+                ref, tol = value * ref, value * tol
+            out.append((label, index, ref, tol))
+        return out
 
     def token_value(self, name: str, extras, pq) -> np.ndarray:
         """The per-token input ``name`` from the case's ``extras`` (subclasses fill defaults)."""
@@ -345,3 +390,84 @@ def delta_bug_shapes(spec: TransitionSpec, args, kw, beta, alpha) -> dict:
             ref / np.sqrt(D)
         )
     return out
+
+
+# ----- the gradients -----------------------------------------------------------------
+
+
+def family_vjp(spec: TransitionSpec, args, kw, G, models=()):
+    """The reference gradients of ``<G, y>`` for the inputs ``args``, and their bounds per model.
+
+    Returns ``(grads, bounds)``: ``grads`` maps ``q``, ``k``, ``v`` and the
+    per-token inputs (by the forms' names) to float64 arrays of their
+    shapes; ``bounds`` one dict of entrywise bounds per ``(dtype, extra_ops)``
+    of ``models`` (a dtype None: the inputs' own; each the model's bound plus
+    the float64 reference's own).  The canonical
+    gradients come from the reverse recurrence
+    (:func:`~kernelcheck._src.attention.common.transition_vjp.transition_vjp`),
+    the inputs' from the chain rule of the family's fields
+    (:mod:`~kernelcheck._src.attention.common.transition_chain`).
+    """
+    from kernelcheck._src.attention.common import transition_chain as ch
+    from kernelcheck._src.attention.common import transition_vjp as tv
+
+    x = spec.inputs(args, kw)
+    tokens = tr.tokens_iv(x, args[3:], spec.limits)
+    T = spec.canonical(x, *tokens)
+    G = np.asarray(G, dtype=np.float64)
+    cg, mags = tv.transition_vjp(T, x.S0, G)
+    names = tuple(lim.name for lim in spec.limits)
+    values = {"q": x.q, "k": x.k, "v": x.v, **dict(zip(names, tokens, strict=True))}
+    canonical = {"v": cg.v, "read": cg.read, "write": cg.write, "w": cg.w}
+    grads = ch.chain(spec.fields, values, canonical)
+    grads["q"] = cg.q
+    grads["k"] = grads.get("k", 0.0) + cg.k
+    grads["v"] = grads.get("v", 0.0) if "v" in grads else cg.v
+    l2, scale = kw.get("qk_l2norm", False), float(kw.get("scale", 1.0))
+    raw = spec.inputs(args, {**kw, "qk_l2norm": False, "scale": 1.0})
+    out = dict(grads)
+    out["q"] = scale * (ch.normalized_grad(raw.q, grads["q"]) if l2 else grads["q"])
+    if l2:
+        out["k"] = ch.normalized_grad(raw.k, grads["k"])
+    bounds = []
+    for model, extra in models:
+        total = None
+        for dt, ops in ((np.dtype(np.float64), 0), (dtype_iv(model, x.dtype), int(extra))):
+            b = _vjp_bound(spec, (x, raw, T, cg, mags, G, values, canonical, grads), dt, ops,
+                           l2, scale)  # fmt: skip
+            total = b if total is None else {n: total[n] + b[n] for n in b}
+        bounds.append(total)
+    return out, tuple(bounds)
+
+
+def _vjp_bound(spec, passes, dt, extra, l2, scale):
+    """Entrywise bounds on every input's gradient in the model ``dt`` (see :func:`family_vjp`)."""
+    from kernelcheck._src.attention.common import transition_chain as ch
+    from kernelcheck._src.attention.common import transition_vjp as tv
+
+    x, raw, T, cg, mags, G, values, canonical, grads = passes
+    _, bm = family_bounds(x, T, dt, extra, l2, scale, None)
+    E = tv.canonical_vjp_bound(T, mags, G, bm.state, dt, extra)
+    errors = {"v": E.v, "read": E.read, "write": E.write, "w": E.w}
+    out = ch.chain_bound(spec.fields, values, canonical, errors, dt)
+    out["q"] = E.q
+    out["k"] = out.get("k", 0.0) + E.k
+    if "v" not in out:
+        out["v"] = E.v
+    if l2:
+        out["q"] = ch.normalized_grad_bound(raw.q, grads["q"], out["q"], dt)
+        out["k"] = ch.normalized_grad_bound(raw.k, grads["k"], out["k"], dt)
+    out["q"] = out["q"] * scale * (1.0 + gamma(2, dt))
+    D = x.q.shape[-1]
+    for name in ("q", "k") + tuple(lim.name for lim in spec.limits if lim.channels):
+        e = out[name]
+        out[name] = np.broadcast_to(e[..., None], e.shape + (D,)) if e.ndim == x.q.ndim - 1 else e
+    return {n: np.where(np.isnan(e), np.inf, e) for n, e in out.items()}
+
+
+def vjp_call(spec_class, args, G, qk_l2norm, scale, initial_state, models=None):
+    """A family's public VJP: the gradients, with their bounds when ``models`` is given."""
+    spec = spec_class(SpecOptions(causal=True))
+    kw = {"qk_l2norm": qk_l2norm, "scale": scale, "initial_state": initial_state}
+    grads, bounds = family_vjp(spec, args, kw, G, () if models is None else models)
+    return grads if models is None else (grads, bounds)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from kernelcheck._src.attention.common import transitions as tr
+from kernelcheck._src.attention.common.transition_chain import Field
 from kernelcheck._src.attention.common.transition_spec import (
     TransitionSpec,
     delta_bug_shapes,
@@ -38,6 +39,7 @@ class DeltaSpec(TransitionSpec):
     tokens = ("beta",)
     channels = (False,)
     limits = LIMITS
+    fields = (Field("v", 1.0, ("beta", "v")), Field("read", -1.0, ("beta", "k")))
     canonical = staticmethod(delta_transitions)
 
     @classmethod

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from kernelcheck._src.attention.common import transitions as tr
+from kernelcheck._src.attention.common.transition_chain import Field
 from kernelcheck._src.attention.common.transition_spec import TransitionSpec, token_input
 from kernelcheck._src.attention.families.dplr.forms import LIMITS, READ, WRITE, dplr_transitions
 
@@ -60,6 +61,12 @@ class DplrSpec(TransitionSpec):
     channels = (True, True, True)
     raw_step = staticmethod(tr.dplr_step)
     limits = LIMITS
+    fields = (
+        Field("v", 1.0, ("v",)),
+        Field("read", 1.0, ("a",)),
+        Field("write", 1.0, ("b",)),
+        Field("w", 1.0, ("gates",)),
+    )
     canonical = staticmethod(dplr_transitions)
 
     @classmethod

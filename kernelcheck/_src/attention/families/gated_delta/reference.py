@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from kernelcheck._src.attention.common import transitions as tr
+from kernelcheck._src.attention.common.transition_chain import Field
 from kernelcheck._src.attention.common.transition_spec import TransitionSpec, delta_bug_shapes
 from kernelcheck._src.attention.families.delta.reference import BETA_INPUT, unit_keys
 from kernelcheck._src.attention.families.gated.reference import GATES
@@ -27,6 +28,11 @@ class GatedDeltaSpec(TransitionSpec):
     channels = (False, False)
     raw_step = staticmethod(gated_delta_step)
     limits = LIMITS
+    fields = (
+        Field("v", 1.0, ("beta", "v")),
+        Field("read", -1.0, ("gates", "beta", "k")),
+        Field("w", 1.0, ("gates",)),
+    )
     canonical = staticmethod(gated_delta_transitions)
 
     @classmethod

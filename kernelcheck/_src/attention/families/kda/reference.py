@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from kernelcheck._src.attention.common import transitions as tr
+from kernelcheck._src.attention.common.transition_chain import Field
 from kernelcheck._src.attention.common.transition_spec import (
     TransitionSpec,
     delta_bug_shapes,
@@ -36,6 +37,11 @@ class KdaSpec(TransitionSpec):
     channels = (True, False)
     raw_step = staticmethod(kda_step)
     limits = LIMITS
+    fields = (
+        Field("v", 1.0, ("beta", "v")),
+        Field("read", -1.0, ("beta", "gates", "k")),
+        Field("w", 1.0, ("gates",)),
+    )
     canonical = staticmethod(kda_transitions)
 
     @classmethod
