@@ -471,6 +471,7 @@ FAMILIES = FamilyRegistry(
         accepts=frozenset({"feature_map"}),
         token_inputs=(BETA_INPUT,),
         storage_ops=4,
+        flags=("qk_l2norm", "layer_chunk"),
     ),
     Family(
         "gated_delta",
@@ -492,6 +493,7 @@ FAMILIES = FamilyRegistry(
         accepts=frozenset({"feature_map"}),
         token_inputs=GATED_DELTA_INPUTS,
         storage_ops=4,
+        flags=("qk_l2norm", "layer_chunk"),
     ),
     Family(
         "kda",
@@ -512,6 +514,7 @@ FAMILIES = FamilyRegistry(
         accepts=frozenset({"feature_map"}),
         token_inputs=(KEY_GATES, BETA_INPUT),
         storage_ops=4,
+        flags=("qk_l2norm", "layer_chunk"),
     ),
     Family(
         "dplr",
@@ -532,6 +535,7 @@ FAMILIES = FamilyRegistry(
         accepts=frozenset({"feature_map", "key_decay"}),
         token_inputs=(DPLR_A, DPLR_B, KEY_GATES._replace(required=False)),
         storage_ops=4,
+        flags=("qk_l2norm", "layer_chunk"),
     ),
 )
 

@@ -82,7 +82,7 @@ from kernelcheck._src.attention.common.transitions import (
     dplr_step,
     run_steps,
 )
-from kernelcheck._src.core.rounding import RoundingModel, gamma, unit_roundoff
+from kernelcheck._src.core.rounding import Precision, RoundingModel, gamma, unit_roundoff
 from kernelcheck._src.core.validate import as_bool, as_int
 from kernelcheck.errors import InvalidArgument
 
@@ -538,10 +538,11 @@ def causal_iv(causal) -> None:
 def family_bounds(x, T: Transitions, dtype, extra_ops, qk_l2norm, scale, chunk_size):
     """A family's bounds from its validated inputs ``x`` and transitions: (float64, dtype).
 
-    ``dtype`` None is the inputs' own precision; ``chunk_size`` None the
+    ``dtype`` None is the inputs' own precision, else a float dtype, a
+    :class:`~kernelcheck._src.core.rounding.Precision` or a RoundingModel; ``chunk_size`` None the
     default chunk (see :func:`transitions_bound`).
     """
     extra = bound_extra_ops(x, extra_ops, qk_l2norm, scale)
-    dt = dtype_iv(dtype, x.dtype)
+    dt = dtype if isinstance(dtype, Precision) else dtype_iv(dtype, x.dtype)
     C = DELTA_CHUNK if chunk_size is None else as_int(chunk_size, "chunk_size", minimum=1)
     return transitions_bound(T, x.S0, dt, extra_ops=extra, chunk_size=C)

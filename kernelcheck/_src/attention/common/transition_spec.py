@@ -28,8 +28,9 @@ from kernelcheck._src.attention.common.spec import (
     callable_name,
 )
 from kernelcheck._src.attention.common.transition_bound import family_bounds
+from kernelcheck._src.core.calls import call_user
 from kernelcheck._src.core.rounding import gamma
-from kernelcheck._src.core.validate import as_array, call_user, describe
+from kernelcheck._src.core.validate import as_array, describe
 from kernelcheck.errors import InvalidArgument
 
 __all__ = [
@@ -224,8 +225,19 @@ class TransitionSpec(FamilySpec):
             big = float(sig.max()) if np.isfinite(sig).all() else np.inf
         return float(stored) * (1.0 + gamma(8)), big * (1.0 + gamma(8))
 
+    @property
+    def layer_chunk(self) -> int:
+        """The longest chunk the layer computes at once (the flag ``layer_chunk``; default 64).
+
+        The tolerance covers a layer computing token by token (1) or in
+        chunks of at most this many tokens (flash-linear-attention's 64); a
+        smaller value gives a tighter tolerance to a layer known to use it.
+        """
+        value = self.options.flags.get("layer_chunk")
+        return tr.delta_chunk_iv(value)
+
     def bound_options(self, *, float64: bool) -> dict:
-        return {}
+        return {"chunk_size": self.layer_chunk}
 
     def judged(self, args, kw, tolerance: np.ndarray) -> str:
         """'' when every entry of ``tolerance`` is finite, else why the case is not judged."""
@@ -256,7 +268,7 @@ class TransitionSpec(FamilySpec):
         x = self.inputs(args, kw)
         T = self.transitions(x, args[3:])
         l2, scale = kw.get("qk_l2norm", False), kw.get("scale", 1.0)
-        return family_bounds(x, T, model, 0, l2, scale, None)
+        return family_bounds(x, T, model, 0, l2, scale, self.layer_chunk)
 
     def state_bound(self, args, model, n: int) -> np.ndarray:
         """The final state's rounding, float64's and the model's: each column's bound, every entry.
@@ -446,8 +458,9 @@ def _vjp_bound(spec, passes, dt, extra, l2, scale):
     from kernelcheck._src.attention.common import transition_vjp as tv
 
     x, raw, T, cg, mags, G, values, canonical, grads = passes
-    _, bm = family_bounds(x, T, dt, extra, l2, scale, None)
-    E = tv.canonical_vjp_bound(T, mags, G, bm.state, dt, extra)
+    C = spec.layer_chunk
+    _, bm = family_bounds(x, T, dt, extra, l2, scale, C)
+    E = tv.canonical_vjp_bound(T, mags, G, bm.state, dt, extra, C)
     errors = {"v": E.v, "read": E.read, "write": E.write, "w": E.w}
     out = ch.chain_bound(spec.fields, values, canonical, errors, dt)
     out["q"] = E.q

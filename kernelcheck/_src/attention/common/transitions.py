@@ -35,6 +35,7 @@ import numpy as np
 
 from kernelcheck._src.attention.common.blocking import swap
 from kernelcheck._src.attention.common.engine import Recurrence, empty_state
+from kernelcheck._src.attention.common.exact import DIGITS
 from kernelcheck._src.attention.common.inputs import (
     state_matrix_iv,
     token_values_iv,
@@ -529,12 +530,13 @@ def chunked_cost(n: int, D: int, d_v: int, C: int, *, width: int, general: bool)
     return flops
 
 
-def exact_steps(step, q, k, v, tokens, S0, *, qk_l2norm=False, scale=1.0, digits: int = 50):
+def exact_steps(step, q, k, v, tokens, S0, *, qk_l2norm=False, scale=1.0, digits: int = DIGITS):
     """The reference loop of ``step`` in high precision: every input taken as an exact number.
 
     The arrays become arrays of mpmath numbers (``digits`` significant
-    digits), so :func:`run_steps` and the family's own step evaluate the
-    defining recurrence with no rounding of consequence; the in-layer L2
+    digits, by default :data:`~kernelcheck._src.attention.common.exact.DIGITS`),
+    so :func:`run_steps` and the family's own step evaluate the defining
+    recurrence with no rounding of consequence; the in-layer L2
     normalisation ``x / sqrt(|x|^2 + eps)`` and the query scale are applied
     in the same precision.  Returns the outputs and the final state as float64.
     For small inputs (tens of tokens): each number is a Python object.

@@ -57,7 +57,7 @@ class DplrSpec(TransitionSpec):
 
     family = "the diagonal-plus-rank-one transition (RWKV-7)"
     state_form = "dplr_chunked"
-    tokens = ("a", "b", "key_gates")
+    tokens = ("a", "b", "gates")
     channels = (True, True, True)
     raw_step = staticmethod(tr.dplr_step)
     limits = LIMITS
@@ -78,8 +78,8 @@ class DplrSpec(TransitionSpec):
         return (q, k, rng.standard_normal((*batch, n, d_v)), a, b, w)
 
     def token_value(self, name: str, extras, pq) -> np.ndarray:
-        """``key_gates`` default to 1 (``key_decay`` is optional: no decay)."""
-        if name == "key_gates" and name not in extras:
+        """The gates default to 1 (``key_decay`` is optional: no decay)."""
+        if name == "gates" and name not in extras:
             return np.ones(pq.shape)
         return extras[name]
 

@@ -25,7 +25,7 @@ def _gate_sample(rng, shape):
 
 
 #: Gates on the key channels in [0, 1] (0 resets a channel), supplied by ``key_decay=``.
-KEY_GATES = token_input("key_gates", "key_decay", CHANNEL_GATE, "D", _gate_sample, loggable=True)
+KEY_GATES = token_input("gates", "key_decay", CHANNEL_GATE, "D", _gate_sample, loggable=True)
 
 
 class KdaSpec(TransitionSpec):
@@ -33,7 +33,7 @@ class KdaSpec(TransitionSpec):
 
     family = "Kimi Delta Attention"
     state_form = "kda_chunked"
-    tokens = ("key_gates", "beta")
+    tokens = ("gates", "beta")
     channels = (True, False)
     raw_step = staticmethod(kda_step)
     limits = LIMITS
