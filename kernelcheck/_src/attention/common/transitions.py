@@ -225,24 +225,25 @@ class _Chunked(NamedTuple):
     Sextra: np.ndarray | None  # general case: the state's share of k v^T
 
 
-def _pair_products(L, R, G, Z, shift_rows: bool, strict: bool) -> np.ndarray:
+def _pair_products(L, R, G, Z, shift_rows: bool, strict: bool, pair=None) -> np.ndarray:
     """``sum_c L_tc R_jc exp(G_t' - G_j)`` for ``j <= t`` (``j < t`` if strict), else 0.
 
     ``G_t'`` is ``G_(t-1)`` (0 at the chunk's first row) when ``shift_rows``.
     Decays on every channel are factored (``L exp(G') . R exp(-G)``, one
     product) in chunks whose total log decay stays within
-    :data:`FACTOR_RANGE` and that hold no gate of 0; the others, and one
-    decay for all channels, form the decays pair by pair.
+    :data:`FACTOR_RANGE` and that hold no gate of 0; the others form the
+    decays pair by pair.  One decay for every channel comes as ``pair``, the
+    chunk's pair decays ``exp(G_t - G_j)`` formed once (row t - 1 are row t's
+    when ``shift_rows``).
     """
     C = L.shape[-2]
     keep = np.tril(np.ones((C, C), dtype=bool), -1 if strict else 0)
+    if pair is not None:
+        return (L @ swap(R)) * (_shift(pair, 0.0) if shift_rows else pair) * keep
     if G is None:
         return (L @ swap(R)) * keep
     Gr = _shift(G, 0.0) if shift_rows else G
     Zr = _shift(Z, 0) if shift_rows else Z
-    if G.shape[-1] == 1:
-        dec = _decay(Gr, Zr, swap(G), swap(Z))
-        return (L @ swap(R)) * dec * keep
     safe = (Z[..., -1, :].max(-1) == 0) & (-G[..., -1, :].min(-1) <= FACTOR_RANGE)
     with np.errstate(over="ignore", invalid="ignore"):
         out = ((L * np.exp(Gr)) @ swap(R * np.exp(-G))) * keep
@@ -277,8 +278,11 @@ def _prepare(T: Transitions, C: int) -> _Chunked:
         Rd = r * _decay(_shift(G, 0.0), _shift(Z, 0), zero, 0)
         Pd = p * _decay(G[..., -1:, :], Z[..., -1:, :], G, Z)
         wtot = _decay(G[..., -1, :], Z[..., -1, :], 0.0, 0)
-    Arp = _pair_products(r, p, G, Z, True, True)
-    Aq = _pair_products(q, p, G, Z, False, False)
+    pair = None
+    if G is not None and Z is not None and G.shape[-1] == 1:
+        pair = _decay(G, Z, swap(G), swap(Z))  # one decay for every channel: once a chunk
+    Arp = _pair_products(r, p, G, Z, True, True, pair)
+    Aq = _pair_products(q, p, G, Z, False, False, pair)
     Oextra = Sextra = None
     D = T.q.shape[-1]
     rhs = np.empty(v.shape[:-1] + (D + v.shape[-1],), dtype=v.dtype)
@@ -286,9 +290,9 @@ def _prepare(T: Transitions, C: int) -> _Chunked:
     if T.write is None:
         rhs[..., D:] = v
     else:  # the values k v^T are known: their reads, outputs and state share
-        Ark = _pair_products(r, k, G, Z, True, True)
+        Ark = _pair_products(r, k, G, Z, True, True, pair)
         rhs[..., D:] = Ark @ v
-        Oextra = _pair_products(q, k, G, Z, False, False) @ v
+        Oextra = _pair_products(q, k, G, Z, False, False, pair) @ v
         Kd = k if G is None or Z is None else k * _decay(G[..., -1:, :], Z[..., -1:, :], G, Z)
         Sextra = swap(Kd) @ v
     X = forward_substitution(Arp, rhs)
@@ -505,8 +509,9 @@ def chunked_cost(n: int, D: int, d_v: int, C: int, *, width: int, general: bool)
 
     With ``C' = min(C, n)``, ``k = ceil(n / C')`` chunks and ``n' = k C'``
     padded tokens: the pair products of each chunk (two in the delta rule,
-    four in the general case: ``2 n' C' D`` each, with ``3 n' C'`` for one
-    decay per chunk pair or ``4 n' D`` for factored channel decays), the
+    four in the general case: ``2 n' C' D + n' C'`` each, with ``n' C'`` for
+    one decay on every channel (its pair decays, ``2 n' C'``, formed once)
+    or ``4 n' D + k D`` for factored channel decays), the
     decayed rows (``3 n' D`` and ``6 n' w + 2 k w`` for the decays and their
     cumulative sums), the forward substitution ``k (C'^2 - 1)(D + d_v)``, and
     per chunk the state's products ``6 C' D d_v``, the output's
@@ -518,8 +523,8 @@ def chunked_cost(n: int, D: int, d_v: int, C: int, *, width: int, general: bool)
     k = -(-n // c)
     m = k * c
     pair = 2 * m * c * D + m * c
-    pair += 3 * m * c if width == 1 else (4 * m * D + k * D) if width else 0
-    flops = pair * (4 if general else 2)
+    pair += m * c if width == 1 else (4 * m * D + k * D) if width else 0
+    flops = pair * (4 if general else 2) + (2 * m * c if width == 1 else 0)
     flops += k * (c * c - 1) * (D + d_v)
     flops += 6 * m * D * d_v + 2 * m * c * d_v + 2 * m * d_v + k * D * d_v
     if width:
