@@ -15,7 +15,9 @@ d = d_v = 64, one head, BLAS and torch at one thread:
   ``dplr_chunkwise`` (float32 inside).
 
 Target: each form at least as fast as its reference (measured, never
-asserted).  Every benchmark checks its output against the family's
+asserted).  Where fla's reference casts to float32, the form's float32 run
+(its inputs in float32: the engine keeps their precision) is timed beside
+it as well, the like-for-like comparison.  Every benchmark checks its output against the family's
 recurrent form within the bound (float64's, or float32's for a reference
 computing in float32), so under ``--benchmark-disable`` (n = 256, one run) the
 file is a correctness test.  The recurrent forms' constant cost per token is
@@ -123,6 +125,15 @@ def test_gated_delta_chunked(benchmark, size_for, one_thread):
 
 
 @pytest.mark.benchmark(group="gated-delta-chunked")
+def test_gated_delta_chunked_float32(benchmark, size_for, one_thread):
+    x = _inputs(size_for(8192, 256))
+    args = tuple(x[n].astype(np.float32) for n in ("q", "k", "v", "g", "beta"))
+    out = benchmark.pedantic(att.gated_delta_chunked, args, {"chunk_size": 64},
+                             **_rounds(benchmark))  # fmt: skip
+    _check(out, "gated_delta", tuple(a.astype(np.float64) for a in args), float32=True)
+
+
+@pytest.mark.benchmark(group="gated-delta-chunked")
 def test_fla_naive_chunk_gated_delta_rule(benchmark, size_for, one_thread):
     fla = _naive("gated_delta_rule/naive.py")
     x = _inputs(size_for(8192, 256))
@@ -143,6 +154,14 @@ def test_kda_chunked(benchmark, size_for, one_thread):
 
 
 @pytest.mark.benchmark(group="kda-chunked")
+def test_kda_chunked_float32(benchmark, size_for, one_thread):
+    x = _inputs(size_for(8192, 256))
+    args = tuple(x[n].astype(np.float32) for n in ("q", "k", "v", "G", "beta"))
+    out = benchmark.pedantic(att.kda_chunked, args, {"chunk_size": 64}, **_rounds(benchmark))
+    _check(out, "kda", tuple(a.astype(np.float64) for a in args), float32=True)
+
+
+@pytest.mark.benchmark(group="kda-chunked")
 def test_fla_naive_chunk_kda(benchmark, size_for, one_thread):
     fla = _naive("kda/naive.py")
     x = _inputs(size_for(8192, 256))
@@ -160,6 +179,14 @@ def test_dplr_chunked(benchmark, size_for, one_thread):
     args = (x["q"], x["k"], x["v"], x["a"], x["b"], x["G"])
     out = benchmark.pedantic(att.dplr_chunked, args, {"chunk_size": 64}, **_rounds(benchmark))
     _check(out, "dplr", args)
+
+
+@pytest.mark.benchmark(group="dplr-chunked")
+def test_dplr_chunked_float32(benchmark, size_for, one_thread):
+    x = _inputs(size_for(8192, 256))
+    args = tuple(x[n].astype(np.float32) for n in ("q", "k", "v", "a", "b", "G"))
+    out = benchmark.pedantic(att.dplr_chunked, args, {"chunk_size": 64}, **_rounds(benchmark))
+    _check(out, "dplr", tuple(a.astype(np.float64) for a in args), float32=True)
 
 
 @pytest.mark.benchmark(group="dplr-chunked")

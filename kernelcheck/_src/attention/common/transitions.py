@@ -321,9 +321,13 @@ def chunked_transitions(T: Transitions, C: int, S0: np.ndarray):
     out = np.empty(ch.U.shape, dtype=ch.U.dtype)
     S = np.zeros(ch.U.shape[:-3] + S0.shape[-2:], dtype=ch.U.dtype)
     S[...] = S0
+    C = ch.W.shape[-2]
+    WQ = np.empty(ch.W.shape[:-2] + (2 * C, ch.W.shape[-1]), dtype=ch.W.dtype)
+    WQ[..., :C, :], WQ[..., C:, :] = ch.W, ch.Qd  # both read the entering state: one product
     for c in range(nc):
-        X = ch.U[..., c, :, :] + ch.W[..., c, :, :] @ S
-        o = ch.Qd[..., c, :, :] @ S + ch.Aq[..., c, :, :] @ X
+        Y = WQ[..., c, :, :] @ S
+        X = ch.U[..., c, :, :] + Y[..., :C, :]
+        o = Y[..., C:, :] + ch.Aq[..., c, :, :] @ X
         if ch.Oextra is not None:
             o += ch.Oextra[..., c, :, :]
         out[..., c, :, :] = o
