@@ -1,0 +1,110 @@
+"""``verify.attention`` on delta-rule layers: correct ones pass, reported bugs are caught (C22-C24).
+
+The options of the families (``beta=``, ``decay=``, ``key_decay=``,
+``qk_l2norm=``, ``scale=``) select the reference; the layers are
+flash-linear-attention's naive references as they are (in-layer L2
+normalisation added in front, as the shipped layers do it) and a small torch
+recurrence into which one reported bug at a time is planted:
+
+* beta applied twice (the value written as ``beta^2 v``);
+* the error read from the state before its decay (fla-org/flash-linear-attention#885);
+* the delta rule on the wrong side, ``S + beta (k - S v) v^T`` (fla#623);
+* each token decayed by the previous token's gate;
+* keys not L2-normalised where the layer says it normalises them
+  (huggingface/transformers#40842).
+
+Every case of these calls has non-expanding transitions (unit keys, beta in
+(0.1, 1)), so every tolerance is finite.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kernelcheck import verify
+from tests.attention.families import thirdparty as tp
+
+torch = tp.torch
+
+
+def _l2(x):
+    return x / torch.sqrt((x * x).sum(-1, keepdim=True) + 1e-6)
+
+
+def _gated_delta(q, k, v, g, beta, bug=""):
+    """A torch Gated DeltaNet (layout (B, T, H, D), log gates), with one bug planted, or none."""
+    q, k, v, g, beta = (x.transpose(1, 2) for x in (q, k, v, g, beta))
+    if bug != "no l2norm":
+        q, k = _l2(q), _l2(k)
+    q = q * q.shape[-1] ** -0.5
+    alpha = g.exp()
+    if bug == "previous gate":
+        alpha = torch.cat([torch.ones_like(alpha[..., :1]), alpha[..., :-1]], dim=-1)
+    S = q.new_zeros(q.shape[:-2] + (q.shape[-1], v.shape[-1]))
+    out = []
+    for t in range(q.shape[-2]):
+        a, b = alpha[..., t, None, None], beta[..., t, None]
+        kt, vt = k[..., t, :], v[..., t, :]
+        read = (S * kt[..., :, None]).sum(-2)  # S_(t-1)^T k, before the decay
+        S = S * a
+        if bug == "wrong side":
+            err = kt - (S @ vt[..., :, None])[..., 0]
+            S = S + (b * err)[..., :, None] * vt[..., None, :]
+        else:
+            if bug != "pre-decay error":
+                read = (S * kt[..., :, None]).sum(-2)
+            value = b * vt if bug == "beta twice" else vt
+            S = S + kt[..., :, None] * (b * (value - read))[..., None, :]
+        out.append((S * q[..., t, :, None]).sum(-2))
+    return torch.stack(out, dim=-2).transpose(1, 2)
+
+
+_OPTIONS = {
+    "framework": "torch", "layout": "bnhd", "batch_shape": (1, 2), "causal": True,
+    "beta": lambda rng, shape: rng.uniform(0.1, 1.0, shape),
+    "decay": lambda rng, shape: rng.uniform(0.5, 1.0, shape),
+    "qk_l2norm": True, "scale": lambda d: d**-0.5, "log_gates": True,
+    "cases": ("random", "odd length", "repeated tokens", "positive values"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_a_correct_gated_deltanet_passes(dtype):
+    report = verify.attention(lambda *a: _gated_delta(*a), dtype=dtype, **_OPTIONS)
+    assert report.passed, report.details()
+
+
+@pytest.mark.parametrize("bug", ["beta twice", "pre-decay error", "wrong side",
+                                 "previous gate", "no l2norm"])  # fmt: skip
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_every_planted_bug_is_caught(bug, dtype):
+    report = verify.attention(lambda *a: _gated_delta(*a, bug=bug), dtype=dtype, **_OPTIONS)
+    assert not report.passed, (bug, report.details())
+
+
+def test_fla_naive_gated_delta_rule_passes_in_float32():
+    fla = tp.fla_naive("gated_delta_rule/naive.py")
+
+    def layer(q, k, v, g, beta):
+        o, _ = fla.naive_recurrent_gated_delta_rule(_l2(q), _l2(k), v, beta, g,
+                                                    scale=q.shape[-1] ** -0.5)  # fmt: skip
+        return o
+
+    report = verify.attention(layer, dtype="float32", **_OPTIONS)
+    assert report.passed, report.details()
+
+
+def test_fla_naive_delta_rule_chunkwise_passes_in_float64():
+    fla = tp.fla_naive("delta_rule/naive.py")
+
+    def layer(q, k, v, beta):  # layout (B, H, T, D); n a multiple of its chunk
+        o, _ = fla.delta_rule_chunkwise(_l2(q), _l2(k), v, beta, chunk_size=4)
+        return o
+
+    skip = ("decay", "log_gates", "cases", "layout")
+    options = {k: v for k, v in _OPTIONS.items() if k not in skip}
+    report = verify.attention(layer, dtype="float64", n=16, **options,
+                              cases=("random", "repeated tokens", "positive values"))  # fmt: skip
+    assert report.passed, report.details()
+    assert np.isfinite(report.worst_error)
