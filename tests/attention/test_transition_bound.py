@@ -15,7 +15,8 @@ requires the bound to contain it (or to grow by it):
   times the one covering single tokens;
 * the storage precision: a 16-bit layer's stored output adds
   ``gamma_ops(storage) |q_t| sigma_t``;
-* the decays formed from cumulative log gates: ``expm1(4 gamma_(C+5) L) + 10 u``;
+* the decays formed from cumulative log gates: ``expm1(4 gamma_(C+5) L) + 10 u``
+  in the accumulation precision;
 * gradual underflow: subnormal inputs leave the underflow term.
 """
 
@@ -110,6 +111,11 @@ def test_decays_from_cumulative_log_gates_carry_their_error():
     L = np.minimum(np.arange(1, n + 1), C) * abs(np.log(0.05))
     expected = np.expm1(4.0 * gamma(C + 5, np.float32) * L) + 10 * unit_roundoff(np.float32)
     assert (tm.rho_dec[:, 0] >= expected).all()
+    # a 16-bit layer accumulating in float32 forms its decays in float32
+    model = RoundingModel(precision("float32"), precision("bfloat16"), 4)
+    tm16 = tb._terms(mags, np.ones((n, dv)), np.zeros(dv), C, model)
+    assert np.allclose(tm16.rho_dec, tm.rho_dec)
+    assert (tm16.rho_dec < np.expm1(4.0 * gamma(C + 5, precision("bfloat16")) * L[:, None])).all()
     q, k, v, beta = _delta(n, 4, dv, seed=4)
     g = np.full(n, 0.05)
     low = [x.astype(np.float32) for x in (q, k, v, g, beta)]

@@ -52,7 +52,10 @@ and the inputs taken as exact.  The terms:
     and the state's share ``gamma_(C+3) (sigma'_t + 2 |p_t| Xbar_t) + |p_t| |dX_t|``;
     decays within a chunk, ``exp`` of differences of cumulative log gates,
     add ``expm1(4 gamma_(C+5) L_t) + 10 u`` (``L_t`` the window's total
-    ``|log w|``).
+    ``|log w|``), in the accumulation precision: a layer storing 16-bit
+    inputs keeps its log sums in that precision, and each decayed operand's
+    storage rounding is among the model's storage roundings (the
+    storage format's ``u`` times ``L_t`` would leave gates near 0 unjudged).
 * the output ``y_t = S_t^T q_t``:
   ``|q_t| (e_t (1 + gamma_o) + gamma_o (sigma_t + sigma'_t + e'_t + W_t))``,
   ``gamma_o = gamma_(D+C+3)`` (with the decays' error), ``W_t`` the window's
@@ -347,7 +350,9 @@ def _terms(mags: _Magnitudes, sig: np.ndarray, sig0: np.ndarray, C: int, dt) -> 
     log_growth = np.log(np.maximum(mags.rho, 1.0))[..., None]
     Lam = np.exp(_band(log_growth, C, own=False, axis=-2)) * (1.0 + gamma(8))
     L = _band(mags.logw[..., None], C, own=True, axis=-2)
-    rho_dec = np.expm1(4.0 * gamma(C + 5, dt) * L) + 10.0 * unit_roundoff(dt)
+    # the log sums and exp run in the accumulation precision (module docstring)
+    acc = dt.accumulate if isinstance(dt, RoundingModel) else dt
+    rho_dec = np.expm1(4.0 * gamma(C + 5, acc) * L) + 10.0 * unit_roundoff(acc)
     if not mags.logw.any():
         rho_dec = np.zeros_like(rho_dec)
     return _Terms(
