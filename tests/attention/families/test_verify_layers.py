@@ -11,10 +11,12 @@ recurrence into which one reported bug at a time is planted:
 * the delta rule on the wrong side, ``S + beta (k - S v) v^T`` (fla#623);
 * each token decayed by the previous token's gate;
 * keys not L2-normalised where the layer says it normalises them
-  (huggingface/transformers#40842).
+  (huggingface/transformers#40842);
+* beta clamped to [1e-3, 1] (a sigmoid's range assumed where a layer allows
+  negative eigenvalues, beta in (0, 2)): caught by the stress cases alone.
 
 Every case of these calls has non-expanding transitions (unit keys, beta in
-(0.1, 1)), so every tolerance is finite.
+(0.1, 1), stressed near 0 and near 2), so every tolerance is finite.
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ def _gated_delta(q, k, v, g, beta, bug=""):
     q, k, v, g, beta = (x.transpose(1, 2) for x in (q, k, v, g, beta))
     if bug != "no l2norm":
         q, k = _l2(q), _l2(k)
+    if bug == "beta clamped":
+        beta = beta.clamp(1e-3, 1.0)
     q = q * q.shape[-1] ** -0.5
     alpha = g.exp()
     if bug == "previous gate":
@@ -108,3 +112,27 @@ def test_fla_naive_delta_rule_chunkwise_passes_in_float64():
                               cases=("random", "repeated tokens", "positive values"))  # fmt: skip
     assert report.passed, report.details()
     assert np.isfinite(report.worst_error)
+
+
+def test_beta_clamped_fails_only_where_beta_is_stressed():
+    report = verify.attention(lambda *a: _gated_delta(*a, bug="beta clamped"), dtype="float64",
+                              **_OPTIONS)  # fmt: skip
+    failed = {c.name for c in report.failures()}
+    stressed = {"random, beta near 0", "random, beta near 2"}
+    assert stressed <= failed, report.details()
+    assert failed - stressed == {name for name in failed if name.startswith("final state")}
+
+
+def test_fla_naive_recurrent_kda_passes_with_its_key_gates_stressed():
+    fla = tp.fla_naive("kda/naive.py")
+
+    def layer(q, k, v, g, beta):  # layout (B, T, H, D), log gates per key channel
+        o, _ = fla.naive_recurrent_kda(_l2(q), _l2(k), v, g, beta, scale=q.shape[-1] ** -0.5)
+        return o
+
+    options = {k: v for k, v in _OPTIONS.items() if k != "decay"}
+    options["key_decay"] = lambda rng, shape: rng.uniform(0.5, 1.0, shape)
+    report = verify.attention(layer, dtype="float32", **options)
+    assert report.passed, report.details()
+    names = {c.name for c in report.cases}
+    assert {"random, gates near 0", "random, gates near 1", "random, beta near 2"} <= names

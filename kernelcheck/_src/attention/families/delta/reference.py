@@ -20,8 +20,18 @@ def _beta_sample(rng, shape):
     return rng.uniform(0.1, 1.0, size=shape)
 
 
+def _beta_stress(rng, shape):
+    """Steps near 0 (writes that vanish: the state barely moves) and near 2 (the
+    eigenvalue ``1 - beta |k|^2`` near -1 of the layers that allow negative
+    eigenvalues by doubling a sigmoid: a state that flips sign at every token)."""
+    return {
+        "beta near 0": rng.uniform(1e-6, 1e-3, size=shape),
+        "beta near 2": 2.0 - rng.uniform(0.0, 1e-3, size=shape),
+    }
+
+
 #: The delta rule's step ``beta_t >= 0``, one per token and head, supplied by ``beta=``.
-BETA_INPUT = token_input("beta", "beta", BETA, "", _beta_sample)
+BETA_INPUT = token_input("beta", "beta", BETA, "", _beta_sample, stress=_beta_stress)
 
 
 def unit_keys(rng, n: int, D: int, d_v: int, batch=()) -> tuple:

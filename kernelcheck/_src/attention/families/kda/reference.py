@@ -10,6 +10,7 @@ from kernelcheck._src.attention.common.transition_spec import (
     token_input,
 )
 from kernelcheck._src.attention.families.delta.reference import unit_keys
+from kernelcheck._src.attention.families.gated.reference import GATES
 from kernelcheck._src.attention.families.kda.forms import (
     CHANNEL_GATE,
     LIMITS,
@@ -25,7 +26,10 @@ def _gate_sample(rng, shape):
 
 
 #: Gates on the key channels in [0, 1] (0 resets a channel), supplied by ``key_decay=``.
-KEY_GATES = token_input("gates", "key_decay", CHANNEL_GATE, "D", _gate_sample, loggable=True)
+#: Stressed as the scalar gates are (near 0 and near 1, on every channel).
+KEY_GATES = token_input(
+    "gates", "key_decay", CHANNEL_GATE, "D", _gate_sample, loggable=True, stress=GATES.stress
+)
 
 
 class KdaSpec(TransitionSpec):
