@@ -10,14 +10,22 @@ share, outputs and final states:
   transformers' layers are in :mod:`tests.attention.families.test_transformers_layers`.
 
 Peculiar to the family: a gate of exactly 0 resets its channel, in every
-form and in chunks that factor their decays and chunks that cannot.
+form and in chunks that factor their decays and chunks that cannot; gates
+near 0 in float32 (a chunk decaying by e^-800) stay finite and within the
+float32 model at every token.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from kernelcheck.attention import State, gated_delta_recurrent, kda_chunked, kda_recurrent
+from kernelcheck.attention import (
+    State,
+    gated_delta_recurrent,
+    kda_chunked,
+    kda_error_bound,
+    kda_recurrent,
+)
 from tests.attention.families import thirdparty as tp
 
 
@@ -29,6 +37,17 @@ def _inputs(n=37, H=2, D=8, dv=4, seed=0, unit=True, low=0.8):
     v = rng.standard_normal((1, H, n, dv))
     g, beta = rng.uniform(low, 1.0, (1, H, n, D)), rng.uniform(0.1, 1.0, (1, H, n))
     return tp.f32(q, k, v, g, beta, rng.standard_normal((1, H, D, dv)))
+
+
+def test_gates_near_zero_in_float32_stay_finite_and_within_the_bound():
+    g = np.random.default_rng(3).uniform(0.9e-5, 1.1e-5, (1, 2, 70, 8))
+    q, k, v, g, beta = (x.astype(np.float32) for x in (*_inputs(n=70)[:3], g, _inputs(n=70)[4]))
+    ref = kda_recurrent(*(x.astype(np.float64) for x in (q, k, v, g, beta)))
+    for C in (8, 64):  # chunks decaying by about e^-92 (beyond float32) and by far more
+        got = kda_chunked(q, k, v, g, beta, chunk_size=C)
+        bound = kda_error_bound(q, k, v, g, beta, dtype=np.float32, chunk_size=C)
+        assert np.isfinite(bound).all()
+        tp.within(got, ref, bound, f"float32 KDA with gates near 0, chunks of {C}")
 
 
 def test_a_gate_of_zero_resets_its_channel_in_every_form():

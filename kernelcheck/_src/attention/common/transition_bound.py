@@ -512,8 +512,6 @@ def transitions_bound(
         bad |= ~(np.isfinite(out) & np.isfinite(e))
         bad = np.logical_or.accumulate(bad, axis=-2)
         out, e = np.where(bad, np.inf, out), np.where(bad, np.inf, e)
-        # a state bound beyond half the state says nothing about the output there
-        out = np.where(e > 0.5 * sig_hat, np.inf, out)
         if e64 is None:
             e64 = e
         results.append(TransitionBounds(out, e, growth))

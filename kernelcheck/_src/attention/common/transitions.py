@@ -60,6 +60,7 @@ __all__ = [
     "chunked_transitions",
     "forward_substitution",
     "FACTOR_RANGE",
+    "factor_range",
     "DELTA_CHUNK",
     "L2NORM_EPS",
     "FormInputs",
@@ -85,11 +86,23 @@ DELTA_CHUNK = 64
 L2NORM_EPS = 1e-6
 
 #: Largest total log-decay of one chunk (over every key channel) for which the
-#: chunked form factors a per-channel decay ``exp(G_t - G_j)`` into
+#: float64 chunked form factors a per-channel decay ``exp(G_t - G_j)`` into
 #: ``exp(G_t) exp(-G_j)`` (row scalings and one matrix product); a chunk
 #: decaying further, or holding a gate of exactly 0, forms the decays pair by
-#: pair.  ``e^100`` times an input of up to ``1e200`` stays finite.
+#: pair.  ``e^100`` times an input of up to ``1e200`` stays finite.  Other
+#: formats scale it by their exponent range (:func:`factor_range`).
 FACTOR_RANGE = 100.0
+
+
+def factor_range(dtype) -> float:
+    """:data:`FACTOR_RANGE` scaled to ``dtype``'s exponent range (12.5 in float32).
+
+    ``log(max) * 100 / log(max of float64)``: ``e^12.5`` times an input of
+    up to ``1e25`` stays finite in float32, and ``e^-12.5`` times one of at
+    least ``1e-32`` stays a normal number.
+    """
+    info = np.finfo(dtype)
+    return FACTOR_RANGE * float(np.log(info.max) / np.log(np.finfo(np.float64).max))
 
 
 class Transitions(NamedTuple):
@@ -230,8 +243,8 @@ def _pair_products(L, R, G, Z, shift_rows: bool, strict: bool, pair=None) -> np.
 
     ``G_t'`` is ``G_(t-1)`` (0 at the chunk's first row) when ``shift_rows``.
     Decays on every channel are factored (``L exp(G') . R exp(-G)``, one
-    product) in chunks whose total log decay stays within
-    :data:`FACTOR_RANGE` and that hold no gate of 0; the others form the
+    product) in chunks whose total log decay stays within the arrays'
+    :func:`factor_range` and that hold no gate of 0; the others form the
     decays pair by pair.  One decay for every channel comes as ``pair``, the
     chunk's pair decays ``exp(G_t - G_j)`` formed once (row t - 1 are row t's
     when ``shift_rows``).
@@ -244,7 +257,7 @@ def _pair_products(L, R, G, Z, shift_rows: bool, strict: bool, pair=None) -> np.
         return (L @ swap(R)) * keep
     Gr = _shift(G, 0.0) if shift_rows else G
     Zr = _shift(Z, 0) if shift_rows else Z
-    safe = (Z[..., -1, :].max(-1) == 0) & (-G[..., -1, :].min(-1) <= FACTOR_RANGE)
+    safe = (Z[..., -1, :].max(-1) == 0) & (-G[..., -1, :].min(-1) <= factor_range(L.dtype))
     with np.errstate(over="ignore", invalid="ignore"):
         out = ((L * np.exp(Gr)) @ swap(R * np.exp(-G))) * keep
     for idx in zip(*np.nonzero(~safe), strict=True):
