@@ -13,7 +13,9 @@ recurrence into which one reported bug at a time is planted:
 * keys not L2-normalised where the layer says it normalises them
   (huggingface/transformers#40842);
 * beta clamped to [1e-3, 1] (a sigmoid's range assumed where a layer allows
-  negative eigenvalues, beta in (0, 2)): caught by the stress cases alone.
+  negative eigenvalues, beta in (0, 2)): caught by the stress cases alone;
+* beta or the gates detached from the graph: the forward pass is right, the
+  gradients of ``beta`` or of the (log) gates are 0 (``grad=True``).
 
 Every case of these calls has non-expanding transitions (unit keys, beta in
 (0.1, 1), stressed near 0 and near 2), so every tolerance is finite.
@@ -41,6 +43,10 @@ def _gated_delta(q, k, v, g, beta, bug=""):
         q, k = _l2(q), _l2(k)
     if bug == "beta clamped":
         beta = beta.clamp(1e-3, 1.0)
+    if bug == "beta detached":  # no gradient reaches beta
+        beta = beta.detach()
+    if bug == "gates detached":
+        g = g.detach()
     q = q * q.shape[-1] ** -0.5
     alpha = g.exp()
     if bug == "previous gate":
@@ -136,3 +142,23 @@ def test_fla_naive_recurrent_kda_passes_with_its_key_gates_stressed():
     assert report.passed, report.details()
     names = {c.name for c in report.cases}
     assert {"random, gates near 0", "random, gates near 1", "random, beta near 2"} <= names
+
+
+@pytest.mark.parametrize("log_gates", [True, False])
+def test_the_gradients_of_a_correct_layer_pass_with_gates_or_their_logs(log_gates):
+    def layer(q, k, v, g, beta):
+        return _gated_delta(q, k, v, g if log_gates else g.log(), beta)
+
+    options = {**_OPTIONS, "log_gates": log_gates}
+    report = verify.attention(layer, dtype="float32", grad=True, **options)
+    assert report.passed, report.details()
+    names = {c.name for c in report.checks}
+    assert {"gradient dgates (random)", "gradient dbeta (random)"} <= names
+
+
+@pytest.mark.parametrize("bug, grad", [("beta detached", "dbeta"), ("gates detached", "dgates")])
+def test_a_detached_per_token_input_fails_its_gradient_alone(bug, grad):
+    report = verify.attention(lambda *a: _gated_delta(*a, bug=bug), dtype="float64", grad=True,
+                              **_OPTIONS)  # fmt: skip
+    failed = {c.name for c in report.failures()}
+    assert failed and all(name.startswith(f"gradient {grad} ") for name in failed), failed

@@ -153,19 +153,19 @@ class TransitionSpec(FamilySpec):
         """The reference gradients and their tolerances (the model's bound plus float64's).
 
         Indices follow the layer's ``(dQ, dK, dV, *per-token gradients)`` in
-        the family's token order; with the flag ``log_gates`` a gate's gradient
-        is with respect to its logarithm (``g dL/dg``).
+        the family's token order; a gate's gradient is with respect to its
+        logarithm (``g dL/dg``), as for every loggable input (``verify.attention``
+        divides by ``g`` for a layer handed the gates themselves).
         """
         grads, (bound,) = family_vjp(self, args, kw, G, models=((model, 0),))
         names = ("q", "k", "v") + tuple(lim.name for lim in self.limits)
         labels = ("dQ", "dK", "dV") + tuple(f"d{name}" for name in self.tokens)
-        logs = bool(self.options.flags.get("log_gates", False))
         out = []
         for index, (name, label) in enumerate(zip(names, labels, strict=True)):
             if label not in self.gradients:
                 continue
             ref, tol = grads[name], bound[name]
-            if logs and name == "gates":
+            if name == "gates":
                 value = np.asarray(args[index], dtype=np.float64)
                 ref, tol = value * ref, value * tol
             out.append((label, index, ref, tol))
