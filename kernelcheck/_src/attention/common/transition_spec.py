@@ -28,6 +28,7 @@ from kernelcheck._src.attention.common.spec import (
     callable_name,
 )
 from kernelcheck._src.attention.common.transition_bound import family_bounds
+from kernelcheck._src.attention.common.vjp import cotangent
 from kernelcheck._src.core.calls import call_user
 from kernelcheck._src.core.rounding import gamma
 from kernelcheck._src.core.validate import as_array, describe
@@ -426,7 +427,8 @@ def family_vjp(spec: TransitionSpec, args, kw, G, models=()):
     x = spec.inputs(args, kw)
     tokens = tr.tokens_iv(x, args[3:], spec.limits)
     T = spec.canonical(x, *tokens)
-    G = np.asarray(G, dtype=np.float64)
+    out_shape = np.broadcast_shapes(x.q.shape[:-1], x.v.shape[:-1]) + x.v.shape[-1:]
+    G = cotangent(G, out_shape)
     cg, mags = tv.transition_vjp(T, x.S0, G)
     names = tuple(lim.name for lim in spec.limits)
     values = {"q": x.q, "k": x.k, "v": x.v, **dict(zip(names, tokens, strict=True))}
