@@ -75,14 +75,16 @@ def delta_recurrent(
 
     Parameters
     ----------
-    q, k : array_like, shape (..., n, D)
-        Queries and keys.
+    q : array_like, shape (..., n, D)
+        Queries.
+    k : array_like, shape (..., n, D)
+        Keys.
     v : array_like, shape (..., n, d_v)
         Values.
     beta : array_like, broadcastable to (..., n)
         The step ``beta_t >= 0`` of each token and head.
-    initial_state : State, optional
-        A state ``(S, None)`` handed over from earlier tokens (default: zeros).
+    initial_state : State, default None
+        A state ``(S, None)`` handed over from earlier tokens (None: zeros).
     return_state : bool, default False
         Also return the final state.
     qk_l2norm : bool, default False
@@ -125,10 +127,24 @@ def delta_chunked(
 
     Parameters
     ----------
-    chunk_size : int >= 1, optional
-        Any size (the last chunk may be shorter); default 64.
-    q, k, v, beta, initial_state, return_state, qk_l2norm, scale
-        As in :func:`delta_recurrent`.
+    q : array_like, shape (..., n, D)
+        Queries.
+    k : array_like, shape (..., n, D)
+        Keys.
+    v : array_like, shape (..., n, d_v)
+        Values.
+    beta : array_like, broadcastable to (..., n)
+        The step ``beta_t >= 0`` of each token and head.
+    chunk_size : int >= 1, default None
+        Any size (the last chunk may be shorter; None: 64).
+    initial_state : State, default None
+        A state ``(S, None)`` handed over from earlier tokens (None: zeros).
+    return_state : bool, default False
+        Also return the final state.
+    qk_l2norm : bool, default False
+        Normalise queries and keys inside the form, ``x / sqrt(|x|^2 + 1e-6)``.
+    scale : float, default 1.0
+        Multiplies the queries (after the normalisation).
 
     Returns
     -------
@@ -148,8 +164,18 @@ def delta_parallel(q, k, v, beta, *, qk_l2norm=False, scale=1.0):
 
     Parameters
     ----------
-    q, k, v, beta, qk_l2norm, scale
-        As in :func:`delta_recurrent`.
+    q : array_like, shape (..., n, D)
+        Queries.
+    k : array_like, shape (..., n, D)
+        Keys.
+    v : array_like, shape (..., n, d_v)
+        Values.
+    beta : array_like, broadcastable to (..., n)
+        The step ``beta_t >= 0`` of each token and head.
+    qk_l2norm : bool, default False
+        Normalise queries and keys inside the form, ``x / sqrt(|x|^2 + 1e-6)``.
+    scale : float, default 1.0
+        Multiplies the queries (after the normalisation).
 
     Returns
     -------

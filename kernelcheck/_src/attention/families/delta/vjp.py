@@ -20,13 +20,25 @@ def delta_vjp(q, k, v, beta, G, *, qk_l2norm=False, scale=1.0, initial_state=Non
 
     Parameters
     ----------
-    q, k, v, beta, qk_l2norm, scale, initial_state
-        As in :func:`~kernelcheck.attention.delta_recurrent`.
+    q : array_like, shape (..., n, D)
+        Queries.
+    k : array_like, shape (..., n, D)
+        Keys.
+    v : array_like, shape (..., n, d_v)
+        Values.
+    beta : array_like, broadcastable to (..., n)
+        The step ``beta_t >= 0`` of each token and head.
     G : array_like, shape (..., n, d_v)
         The cotangent of the outputs.
-    models : sequence of (dtype, int), optional
+    qk_l2norm : bool, default False
+        Normalise queries and keys inside the form, ``x / sqrt(|x|^2 + 1e-6)``.
+    scale : float, default 1.0
+        Multiplies the queries (after the normalisation).
+    initial_state : State, default None
+        A state ``(S, None)`` handed over from earlier tokens (None: zeros).
+    models : sequence of (dtype, int), default None
         Precisions (a dtype or RoundingModel; None the inputs') with the
-        roundings added to every count: the bounds are asked for.
+        roundings added to every count: the bounds are asked for (None: not).
 
     Returns
     -------

@@ -82,12 +82,26 @@ def dplr_recurrent(
 
     Parameters
     ----------
-    a, b : array_like, broadcastable to (..., n, D)
-        The rank-one factors: the transition reads along ``a``, writes along ``b``.
+    q : array_like, shape (..., n, D)
+        Queries.
+    k : array_like, shape (..., n, D)
+        Keys.
+    v : array_like, shape (..., n, d_v)
+        Values.
+    a : array_like, broadcastable to (..., n, D)
+        The vector ``a_t`` along which the transition reads the state.
+    b : array_like, broadcastable to (..., n, D)
+        The vector ``b_t`` along which the transition writes.
     gates : array_like, broadcastable to (..., n, D)
         The decays ``w_t`` in [0, 1] of every key channel (values, not logarithms).
-    q, k, v, initial_state, return_state, qk_l2norm, scale
-        As in :func:`~kernelcheck.attention.delta_recurrent`.
+    initial_state : State, default None
+        A state ``(S, None)`` handed over from earlier tokens (None: zeros).
+    return_state : bool, default False
+        Also return the final state.
+    qk_l2norm : bool, default False
+        Normalise queries and keys inside the form, ``x / sqrt(|x|^2 + 1e-6)``.
+    scale : float, default 1.0
+        Multiplies the queries (after the normalisation).
 
     Returns
     -------
@@ -129,10 +143,28 @@ def dplr_chunked(
 
     Parameters
     ----------
-    chunk_size : int >= 1, optional
-        Any size (the last chunk may be shorter); default 64.
-    q, k, v, a, b, gates, initial_state, return_state, qk_l2norm, scale
-        As in :func:`dplr_recurrent`.
+    q : array_like, shape (..., n, D)
+        Queries.
+    k : array_like, shape (..., n, D)
+        Keys.
+    v : array_like, shape (..., n, d_v)
+        Values.
+    a : array_like, broadcastable to (..., n, D)
+        The vector ``a_t`` along which the transition reads the state.
+    b : array_like, broadcastable to (..., n, D)
+        The vector ``b_t`` along which the transition writes.
+    gates : array_like, broadcastable to (..., n, D)
+        The decays ``w_t`` in [0, 1] of every key channel (values, not logarithms).
+    chunk_size : int >= 1, default None
+        Any size (the last chunk may be shorter; None: 64).
+    initial_state : State, default None
+        A state ``(S, None)`` handed over from earlier tokens (None: zeros).
+    return_state : bool, default False
+        Also return the final state.
+    qk_l2norm : bool, default False
+        Normalise queries and keys inside the form, ``x / sqrt(|x|^2 + 1e-6)``.
+    scale : float, default 1.0
+        Multiplies the queries (after the normalisation).
 
     Returns
     -------

@@ -23,10 +23,29 @@ def dplr_vjp(
 
     Parameters
     ----------
-    q, k, v, a, b, gates, qk_l2norm, scale, initial_state
-        As in :func:`~kernelcheck.attention.dplr_recurrent`.
-    G, models
-        As in :func:`~kernelcheck.attention.delta_vjp`.
+    q : array_like, shape (..., n, D)
+        Queries.
+    k : array_like, shape (..., n, D)
+        Keys.
+    v : array_like, shape (..., n, d_v)
+        Values.
+    a : array_like, broadcastable to (..., n, D)
+        The vector ``a_t`` along which the transition reads the state.
+    b : array_like, broadcastable to (..., n, D)
+        The vector ``b_t`` along which the transition writes.
+    gates : array_like, broadcastable to (..., n, D)
+        The decays ``w_t`` in [0, 1] of every key channel (values, not logarithms).
+    G : array_like, shape (..., n, d_v)
+        The cotangent of the outputs.
+    qk_l2norm : bool, default False
+        Normalise queries and keys inside the form, ``x / sqrt(|x|^2 + 1e-6)``.
+    scale : float, default 1.0
+        Multiplies the queries (after the normalisation).
+    initial_state : State, default None
+        A state ``(S, None)`` handed over from earlier tokens (None: zeros).
+    models : sequence of (dtype, int), default None
+        Precisions (a dtype or RoundingModel; None the inputs') with the
+        roundings added to every count: the bounds are asked for (None: not).
 
     Returns
     -------

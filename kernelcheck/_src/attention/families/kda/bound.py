@@ -23,11 +23,32 @@ def kda_error_bound(
 
     Parameters
     ----------
-    q, k, v, gates, beta, initial_state, qk_l2norm, scale
-        As in :func:`~kernelcheck.attention.kda_recurrent`; the inputs are
-        taken as exact (the handed-over state too).
-    causal, dtype, extra_ops, chunk_size
-        As in :func:`~kernelcheck.attention.delta_error_bound`.
+    q : array_like, shape (..., n, D)
+        Queries.
+    k : array_like, shape (..., n, D)
+        Keys.
+    v : array_like, shape (..., n, d_v)
+        Values.
+    gates : array_like, broadcastable to (..., n, D)
+        The decays ``alpha_t`` in [0, 1] of every key channel (values, not logarithms).
+    beta : array_like, broadcastable to (..., n)
+        The step ``beta_t >= 0`` of each token and head.
+    causal : bool, default True
+        Must be True.
+    dtype : float dtype or RoundingModel, default None
+        The precision the form computes in (None: the inputs'); a
+        RoundingModel's accumulation precision holds the state, its storage
+        precision the chunked form's stored intermediates and the output.
+    extra_ops : int >= 0, default 0
+        Roundings added to every count (inputs the layer rounds itself).
+    initial_state : State, default None
+        A state ``(S, None)`` handed over from earlier tokens (taken as exact) (None: zeros).
+    qk_l2norm : bool, default False
+        Normalise queries and keys inside the form, ``x / sqrt(|x|^2 + 1e-6)``.
+    scale : float, default 1.0
+        Multiplies the queries (after the normalisation).
+    chunk_size : int >= 1, default None
+        The longest chunk covered (None: 64, flash-linear-attention's).
 
     Returns
     -------

@@ -84,10 +84,24 @@ def kda_recurrent(
 
     Parameters
     ----------
+    q : array_like, shape (..., n, D)
+        Queries.
+    k : array_like, shape (..., n, D)
+        Keys.
+    v : array_like, shape (..., n, d_v)
+        Values.
     gates : array_like, broadcastable to (..., n, D)
         The decays ``alpha_t`` in [0, 1] of every key channel (values, not logarithms).
-    q, k, v, beta, initial_state, return_state, qk_l2norm, scale
-        As in :func:`~kernelcheck.attention.delta_recurrent`.
+    beta : array_like, broadcastable to (..., n)
+        The step ``beta_t >= 0`` of each token and head.
+    initial_state : State, default None
+        A state ``(S, None)`` handed over from earlier tokens (None: zeros).
+    return_state : bool, default False
+        Also return the final state.
+    qk_l2norm : bool, default False
+        Normalise queries and keys inside the form, ``x / sqrt(|x|^2 + 1e-6)``.
+    scale : float, default 1.0
+        Multiplies the queries (after the normalisation).
 
     Returns
     -------
@@ -129,10 +143,26 @@ def kda_chunked(
 
     Parameters
     ----------
-    chunk_size : int >= 1, optional
-        Any size (the last chunk may be shorter); default 64.
-    q, k, v, gates, beta, initial_state, return_state, qk_l2norm, scale
-        As in :func:`kda_recurrent`.
+    q : array_like, shape (..., n, D)
+        Queries.
+    k : array_like, shape (..., n, D)
+        Keys.
+    v : array_like, shape (..., n, d_v)
+        Values.
+    gates : array_like, broadcastable to (..., n, D)
+        The decays ``alpha_t`` in [0, 1] of every key channel (values, not logarithms).
+    beta : array_like, broadcastable to (..., n)
+        The step ``beta_t >= 0`` of each token and head.
+    chunk_size : int >= 1, default None
+        Any size (the last chunk may be shorter; None: 64).
+    initial_state : State, default None
+        A state ``(S, None)`` handed over from earlier tokens (None: zeros).
+    return_state : bool, default False
+        Also return the final state.
+    qk_l2norm : bool, default False
+        Normalise queries and keys inside the form, ``x / sqrt(|x|^2 + 1e-6)``.
+    scale : float, default 1.0
+        Multiplies the queries (after the normalisation).
 
     Returns
     -------
