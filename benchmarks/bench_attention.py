@@ -30,6 +30,12 @@ Groups (``benchmark.group``), each measured in the same run:
 * ``gated-16k`` (n = 16384, D = d_v = 64): :func:`~kernelcheck.attention.gated_chunked`
   (per-token gates, unnormalised) against plain ``chunked`` (unnormalised).
   Target: within 1.5x.
+* ``channel-gated-8k`` (n = 8192, D = d_v = 64):
+  :func:`~kernelcheck.attention.channel_gated_chunked` in float64, GLA's key
+  gates alone and with RWKV-6's bonus, against flash-linear-attention's
+  ``naive_chunk_rwkv6`` and ``naive_chunk_simple_gla`` (fla-core 0.6 has no
+  naive chunked GLA; both cast their inputs to float32, so they run float32
+  arithmetic on float64 tensors).  Target: kernelcheck at least as fast.
 * the peak memory of :func:`~kernelcheck.attention.gated_parallel` (tracemalloc)
   at two sizes: a block of query rows of the decay mask at a time, never n x n
   (asserted: it is a deterministic memory claim, not a time).
@@ -387,6 +393,94 @@ def test_gated_parallel_forms_one_block_of_the_mask_at_a_time():
     budget = 6 * BLOCK_ELEMENTS * 8
     assert all(p <= budget for p in peaks.values()), peaks
     assert peaks[8192] < 8192 * 8192 * 8 / 4
+
+
+# ----- per-channel gated chunked vs flash-linear-attention's naive chunked forms (C21) ---
+
+D_CHANNEL = 64
+
+
+def _channel(n: int, seed: int):
+    """GLA-sized heads: queries, keys and values of 64, key gates in (0.9, 1), a bonus."""
+    rng = np.random.default_rng(seed)
+    q, k = rng.standard_normal((2, n, D_CHANNEL)) / 8.0
+    V = rng.standard_normal((n, D_CHANNEL))
+    logs = np.log(rng.uniform(0.9, 1.0, (n, D_CHANNEL)))
+    return q, k, V, logs, rng.standard_normal(D_CHANNEL) / 8.0
+
+
+def _fla_chunked(family: str, filename: str):
+    pytest.importorskip("torch")
+    pytest.importorskip("einops")
+    from tests.fla_naive import load
+
+    return load(family, filename)
+
+
+def _check_rows(out, q, k, V, a, u, rows=200):
+    """The first rows against the recurrence, within the float32 bound (fla computes in
+    float32) plus the float64 reference's own."""
+    args = (q[:rows], k[:rows], V[:rows], a[:rows], None, u)
+    ref = att.channel_gated_recurrent(*args)
+    tol = att.channel_gated_error_bound(*args, dtype="float32") + att.channel_gated_error_bound(
+        *args
+    )
+    assert (np.abs(out[:rows] - ref) <= tol).all()
+
+
+@pytest.mark.benchmark(group="channel-gated-8k")
+def test_channel_gated_chunked_gla_8k(benchmark, size_for):
+    """GLA: key gates per channel, float64."""
+    q, k, V, logs, _ = _channel(size_for(8192, 256), 8)
+    a = np.exp(logs)
+    out = benchmark.pedantic(att.channel_gated_chunked, (q, k, V, a), **_rounds(benchmark, True))
+    _check_rows(out, q, k, V, a, None)
+
+
+@pytest.mark.benchmark(group="channel-gated-8k")
+def test_channel_gated_chunked_rwkv6_8k(benchmark, size_for):
+    """RWKV-6: key gates per channel and the bonus, float64."""
+    q, k, V, logs, u = _channel(size_for(8192, 256), 8)
+    a = np.exp(logs)
+    out = benchmark.pedantic(
+        att.channel_gated_chunked, (q, k, V, a, None, u), **_rounds(benchmark, True)
+    )
+    _check_rows(out, q, k, V, a, u)
+
+
+@pytest.mark.benchmark(group="channel-gated-8k")
+def test_fla_naive_chunk_rwkv6_8k_peer(benchmark, size_for):
+    """fla's naive_chunk_rwkv6 (chunks of 32; float64 tensors in, float32 arithmetic inside)."""
+    import torch
+
+    fla = _fla_chunked("rwkv6", "chunk_naive.py")
+    q, k, V, logs, u = _channel(size_for(8192, 256), 8)
+    args = [torch.tensor(x[None, None]) for x in (q, k, V, logs)] + [torch.tensor(u[None])]
+    out = benchmark.pedantic(fla.naive_chunk_rwkv6, args, **_rounds(benchmark, True))
+    _check_rows(out[0, 0].double().numpy(), q, k, V, np.exp(logs), u)
+
+
+@pytest.mark.benchmark(group="channel-gated-8k")
+def test_fla_naive_chunk_simple_gla_8k_peer(benchmark, size_for):
+    """fla's naive_chunk_simple_gla (one gate per token and head; chunks of 64; float32 inside)."""
+    import torch
+
+    fla = _fla_chunked("simple_gla", "naive.py")
+    q, k, V, logs, _ = _channel(size_for(8192, 256), 8)
+    g = logs[:, 0]
+    args = [torch.tensor(x[None, :, None]) for x in (q, k, V, g)]
+    out, _ = benchmark.pedantic(
+        fla.naive_chunk_simple_gla, args, {"scale": 1.0}, **_rounds(benchmark, True)
+    )
+    a = np.repeat(np.exp(g)[:, None], D_CHANNEL, axis=1)
+    _check_rows(out[0, :, 0].double().numpy(), q, k, V, a, None)
+
+
+def test_channel_gated_recurrent_cost_per_token_constant_in_n():
+    """C3, C11, C21 (deterministic): the recurrent form's flops per token and state, every n."""
+    costs = [att.cost_model("channel_gated_recurrent", n, D_KEY, 64, 64) for n in (1, 10**3, 10**6)]
+    assert {c.flops_per_token() for c in costs} == {6 * 64 * 64 + 3 * 64 + 2 * 64}
+    assert {c.state_size for c in costs} == {64 * 64}
 
 
 # ----- deterministic cost claim --------------------------------------------------

@@ -1,4 +1,4 @@
-"""Speed-up of a 10^7-trial unbiasedness report from 1 to 2 local Dask workers (issue 9).
+"""Speed-up of a 10^7-trial unbiasedness report from 1 to 2 local Dask workers.
 
 Reproduces the table of ``docs/distributed.md`` with one command::
 

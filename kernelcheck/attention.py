@@ -1,4 +1,4 @@
-"""Attention in every form: exact, kernelized, parallel, recurrent, chunked, gated (C1, C10-C20).
+"""Attention in every form: exact, kernelized, parallel, recurrent, chunked, gated (C1, C10-C21).
 
 * :func:`softmax` -- exact, numerically stable softmax attention (C1);
 * :func:`kernelized` -- exact attention with any kernel object (C10);
@@ -12,6 +12,9 @@
 * :func:`gated_recurrence` (an ``init`` / ``step`` pair), :func:`gated_recurrent`,
   :func:`gated_parallel`, :func:`gated_chunked` -- decayed and gated linear
   attention: retention, Mamba-2 / simple-GLA gating (C20);
+* :func:`channel_gated_recurrence`, :func:`channel_gated_recurrent`,
+  :func:`channel_gated_parallel`, :func:`channel_gated_chunked` -- gates on
+  the key or value channels and RWKV-6's bonus: GLA, HGRN-2, RWKV-6 (C21);
 * the delta rule and its kin (C22-C24): :func:`delta_recurrence`,
   :func:`delta_recurrent`, :func:`delta_chunked`, :func:`delta_parallel`
   (DeltaNet); the same with ``gated_delta_`` (Gated DeltaNet, one decay per
@@ -22,8 +25,9 @@
 * :func:`linear_error_bound`, :func:`softmax_error_bound`,
   :func:`kernelized_error_bound`, :func:`gated_error_bound` -- a-priori
   rounding-error bounds of the forms;
-* :func:`softmax_vjp`, :func:`linear_vjp` and their error bounds -- the
-  reference backward passes (vector-Jacobian products);
+* :func:`softmax_vjp`, :func:`linear_vjp`, :func:`gated_vjp`,
+  :func:`channel_gated_vjp` and their error bounds -- the reference backward
+  passes (vector-Jacobian products);
 * :func:`cost_model` -- operation counts and state sizes (C2, C3, C11);
 * :data:`FAMILIES` -- the registry: every family (:class:`Family`) with its
   forms, per-token inputs and what ``verify.attention`` needs of it;
@@ -49,6 +53,18 @@ True
 from kernelcheck._src.attention.common.engine import Recurrence
 from kernelcheck._src.attention.common.types import AttentionCost, AttentionOutput, State
 from kernelcheck._src.attention.common.vjp import VJP
+from kernelcheck._src.attention.families.channel_gated.bound import channel_gated_error_bound
+from kernelcheck._src.attention.families.channel_gated.forms import (
+    channel_gated_chunked,
+    channel_gated_parallel,
+    channel_gated_recurrence,
+    channel_gated_recurrent,
+)
+from kernelcheck._src.attention.families.channel_gated.vjp import (
+    ChannelVJP,
+    channel_gated_vjp,
+    channel_gated_vjp_error_bound,
+)
 from kernelcheck._src.attention.families.delta.bound import delta_error_bound
 from kernelcheck._src.attention.families.delta.forms import (
     delta_chunked,
@@ -70,6 +86,11 @@ from kernelcheck._src.attention.families.gated.forms import (
     gated_parallel,
     gated_recurrence,
     gated_recurrent,
+)
+from kernelcheck._src.attention.families.gated.vjp import (
+    GatedVJP,
+    gated_vjp,
+    gated_vjp_error_bound,
 )
 from kernelcheck._src.attention.families.gated_delta.bound import gated_delta_error_bound
 from kernelcheck._src.attention.families.gated_delta.forms import (
@@ -131,6 +152,11 @@ __all__ = [
     "gated_parallel",
     "gated_chunked",
     "gated_error_bound",
+    "channel_gated_recurrence",
+    "channel_gated_recurrent",
+    "channel_gated_parallel",
+    "channel_gated_chunked",
+    "channel_gated_error_bound",
     "delta_recurrence",
     "delta_recurrent",
     "delta_chunked",
@@ -157,6 +183,12 @@ __all__ = [
     "linear_vjp",
     "softmax_vjp_error_bound",
     "linear_vjp_error_bound",
+    "gated_vjp",
+    "gated_vjp_error_bound",
+    "GatedVJP",
+    "channel_gated_vjp",
+    "channel_gated_vjp_error_bound",
+    "ChannelVJP",
     "VJP",
     "FAMILIES",
     "Family",

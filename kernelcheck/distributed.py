@@ -1,4 +1,4 @@
-"""Run kernelcheck's sharded work on a Dask cluster (issue 9; claims C5, C6, C13, C16-C18).
+"""Run kernelcheck's sharded work on a Dask cluster (claims C5, C6, C13, C16-C18).
 
 :func:`dask_executor` yields a :class:`concurrent.futures.Executor` backed by
 ``distributed.Client(...).get_executor()``, for the ``executor=`` argument of

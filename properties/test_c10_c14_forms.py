@@ -19,6 +19,8 @@ normaliser (C12).
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
@@ -93,17 +95,28 @@ def features(draw, signed=False):
     return pq, pk, V, chunk
 
 
+#: The forms of linear attention (C14), from the registry.
+LINEAR_FORMS = att.get_family("linear").forms
+
+
+def _causal(form, pq, pk, V, chunk, **kw):
+    """The form's causal output, in chunks of ``chunk`` tokens where it has chunks."""
+    if "chunk_size" in form.options:
+        kw["chunk_size"] = chunk
+    return form.call(pq, pk, V, causal=True, **kw)
+
+
 @given(features())
 def test_c14_recurrent_parallel_chunked_agree(data):
-    """C14: recurrence = causal parallel (prefix sums) = chunked, any chunk size."""
+    """C14: recurrence = causal parallel (prefix sums) = chunked, any chunk size: every
+    form of the linear family agrees with every other."""
     pq, pk, V, chunk = data
     bound = att.linear_error_bound(pq, pk, V, causal=True)
     assert np.isfinite(bound).all()  # positive features: every normaliser certainly > 0
-    par = att.parallel(pq, pk, V, causal=True)
-    rec = att.recurrent(pq, pk, V)
-    chk = att.chunked(pq, pk, V, chunk_size=chunk)
+    outs = [_causal(form, pq, pk, V, chunk) for form in LINEAR_FORMS]
     tol = 2 * bound
-    assert _agree(rec, par, tol) and _agree(chk, par, tol) and _agree(chk, rec, tol)
+    for a, b in itertools.combinations(outs, 2):
+        assert _agree(a, b, tol)
 
 
 @given(features(signed=True))
@@ -112,11 +125,7 @@ def test_c14_forms_agree_with_signed_features(data):
     a bad normaliser is reported only where the sign is uncertain or certainly <= 0."""
     pq, pk, V, chunk = data
     tol = 2 * att.linear_error_bound(pq, pk, V, causal=True)
-    outs = [
-        att.parallel(pq, pk, V, causal=True, on_bad_normalizer="report"),
-        att.recurrent(pq, pk, V, on_bad_normalizer="report"),
-        att.chunked(pq, pk, V, chunk_size=chunk, on_bad_normalizer="report"),
-    ]
+    outs = [_causal(form, pq, pk, V, chunk, on_bad_normalizer="report") for form in LINEAR_FORMS]
     for res in outs[1:]:
         assert _agree(res.out, outs[0].out, tol)
     for res in outs:

@@ -26,6 +26,16 @@ from kernelcheck import attention as att
 from kernelcheck._src.core.rounding import gamma
 
 GATE_REGIMES = ("uniform", "near 0", "near 1", "constant", "one")
+#: The forms of linear attention (C19) and of gated linear attention (C20), from the registry.
+LINEAR_FORMS = att.get_family("linear").forms
+GATED_FORMS = att.get_family("gated").forms
+
+
+def _run(form, *args, chunk, **kw):
+    """The form's causal output, in chunks of ``chunk`` tokens where it has chunks."""
+    if "chunk_size" in form.options:
+        kw["chunk_size"] = chunk
+    return form.call(*args, causal=True, **kw)
 
 
 @st.composite
@@ -82,9 +92,9 @@ def test_c19_unnormalised_forms_agree_for_every_chunk_size(data, chunk):
     """C19: recurrent = parallel causal = chunked (any chunk size), without the normaliser."""
     pq, pk, V, _ = data
     tol = 2 * att.linear_error_bound(pq, pk, V, causal=True, normalize=False)
-    ref = att.parallel(pq, pk, V, causal=True, normalize=False)
-    assert _close(att.recurrent(pq, pk, V, normalize=False), ref, tol)
-    assert _close(att.chunked(pq, pk, V, chunk_size=chunk, normalize=False), ref, tol)
+    ref, *others = [_run(form, pq, pk, V, chunk=chunk, normalize=False) for form in LINEAR_FORMS]
+    for out in others:
+        assert _close(out, ref, tol)
 
 
 @given(gated_inputs(regimes=("one",)), st.integers(1, 9), st.booleans())
@@ -117,14 +127,12 @@ def test_c20_gated_recurrent_parallel_and_chunked_agree(data, chunk, normalize):
     pq, pk, V, g = data
     tol = att.gated_error_bound(pq, pk, V, g, normalize=normalize)
     judged = np.isfinite(tol)
-    ref = att.gated_parallel(pq, pk, V, g, normalize=normalize, on_bad_normalizer="report")
+    ref, *others = [
+        _run(form, pq, pk, V, g, chunk=chunk, normalize=normalize, on_bad_normalizer="report")
+        for form in GATED_FORMS
+    ]
     ref = getattr(ref, "out", ref)
-    for out in (
-        att.gated_recurrent(pq, pk, V, g, normalize=normalize, on_bad_normalizer="report"),
-        att.gated_chunked(
-            pq, pk, V, g, chunk_size=chunk, normalize=normalize, on_bad_normalizer="report"
-        ),
-    ):
+    for out in others:
         out = getattr(out, "out", out)
         with np.errstate(invalid="ignore"):
             diff = np.abs(out - ref)
@@ -144,11 +152,7 @@ def test_c20_bound_holds_against_exact_arithmetic(data, chunk, normalize, single
     exact = _exact(pq.astype(np.float64), pk.astype(np.float64), V.astype(np.float64),
                    g.astype(np.float64), normalize)  # fmt: skip
     tol = att.gated_error_bound(pq, pk, V, g, normalize=normalize)
-    for out in (
-        att.gated_parallel(pq, pk, V, g, normalize=normalize),
-        att.gated_recurrent(pq, pk, V, g, normalize=normalize),
-        att.gated_chunked(pq, pk, V, g, chunk_size=chunk, normalize=normalize),
-    ):
+    for out in (_run(form, pq, pk, V, g, chunk=chunk, normalize=normalize) for form in GATED_FORMS):
         err = np.array(
             [[abs(Fraction(float(out[i, c])) - exact[i, c]) for c in range(V.shape[1])]
              for i in range(V.shape[0])], dtype=float,
@@ -204,6 +208,6 @@ def test_c20_long_sequence_of_small_gates_stays_finite_and_exact_to_rounding():
     g = np.full(n, 0.01)
     tol = att.gated_error_bound(pq, pk, V, g)
     rec = att.gated_recurrent(pq, pk, V, g)
-    for out in (att.gated_parallel(pq, pk, V, g), att.gated_chunked(pq, pk, V, g, chunk_size=64)):
+    for out in (_run(form, pq, pk, V, g, chunk=64) for form in GATED_FORMS):
         assert np.isfinite(out).all()
         assert (np.abs(out - rec) <= 2 * tol).all()

@@ -1,4 +1,4 @@
-"""C13, C16, C17: Monte Carlo reports are the same on 1, 2 and 8 shards for the same seed (issue 9).
+"""C13, C16, C17: Monte Carlo reports are the same on 1, 2 and 8 shards for the same seed.
 
 The Monte Carlo engine behind :func:`kernelcheck.verify.unbiased` seeds each
 block of ``shard_size`` trials with the k-th ``SeedSequence.spawn`` child of
@@ -24,9 +24,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
-from hypothesis import assume, given, settings
+from hypothesis import assume, given, reject, settings
 from hypothesis import strategies as st
 
+from kernelcheck.errors import NumericalFailure
 from kernelcheck.features import PositiveRandomFeatures
 from kernelcheck.kernels import Exponential
 from kernelcheck.stats import run_trials
@@ -125,7 +126,12 @@ def test_c16_ratio_bias_report_identical_on_1_2_8_shards(pool, Q, K, seed, trial
             shards=shards,
         ).to_json()
 
-    reference = report()
+    try:
+        reference = report()
+    except NumericalFailure:
+        # keys a few ulp apart (or a dominating key) leave no bias above rounding:
+        # ratio_bias refuses such inputs by design, which tests/verify checks
+        reject()
     for shards in SHARDS:
         assert report(pool, shards) == reference, f"{shards} shards"
 

@@ -1,4 +1,4 @@
-"""The architecture of kernelcheck, checked from the source (the layer contract of DESIGN.md).
+"""The architecture of kernelcheck, checked from the source: layers, sizes and one home each.
 
 The private code lives in rooms under ``kernelcheck/_src/``, in layers whose
 imports only point downwards:

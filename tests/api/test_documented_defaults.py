@@ -14,10 +14,6 @@ of every public class, the numpydoc ``Parameters`` section must have
   compared by value; a name, compared with the default's name, or a module
   constant such as ``DEFAULT_FORMS``, compared by value); for a parameter
   without one, no ``default``.
-
-Callables defined in modules whose docstrings are being rewritten are listed
-in :data:`_PENDING_DOCSTRINGS`; they are checked too and must still fail
-(strict ``xfail``), so the list shrinks as they are fixed.
 """
 
 from __future__ import annotations
@@ -34,38 +30,6 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-
-#: Public names (as the facade spells them) defined in kernelcheck/_src/attention/ and
-#: kernelcheck/_src/verify/attention/, whose docstrings are being rewritten with the
-#: move of those modules into family folders; each still fails the check below.
-_PENDING_DOCSTRINGS: frozenset[str] = frozenset(
-    {
-        "kernelcheck.attention.Family.selects",
-        "kernelcheck.attention.Form.bound",
-        "kernelcheck.attention.Form.call",
-        "kernelcheck.attention.State.from_matrix",
-        "kernelcheck.attention.chunked",
-        "kernelcheck.attention.cost_model",
-        "kernelcheck.attention.gated_chunked",
-        "kernelcheck.attention.gated_error_bound",
-        "kernelcheck.attention.gated_parallel",
-        "kernelcheck.attention.gated_recurrence",
-        "kernelcheck.attention.gated_recurrent",
-        "kernelcheck.attention.get_family",
-        "kernelcheck.attention.get_form",
-        "kernelcheck.attention.kernelized",
-        "kernelcheck.attention.kernelized_error_bound",
-        "kernelcheck.attention.linear_error_bound",
-        "kernelcheck.attention.linear_vjp",
-        "kernelcheck.attention.linear_vjp_error_bound",
-        "kernelcheck.attention.parallel",
-        "kernelcheck.attention.recurrent",
-        "kernelcheck.attention.softmax",
-        "kernelcheck.attention.softmax_error_bound",
-        "kernelcheck.attention.softmax_vjp",
-        "kernelcheck.attention.softmax_vjp_error_bound",
-    }
-)
 
 
 def _facades() -> list[str]:
@@ -214,22 +178,14 @@ def problems(name: str, fn: object, doc: str | None) -> list[str]:
 CALLABLES = _callables()
 
 
-def _param(name):
-    marks = []
-    if name in _PENDING_DOCSTRINGS:
-        marks = [pytest.mark.xfail(strict=True, reason="docstring being rewritten")]
-    return pytest.param(name, marks=marks, id=name)
-
-
 def test_the_public_surface_is_found():
     assert "kernelcheck.check_psd" in CALLABLES and "kernelcheck.verify.attention" in CALLABLES
     assert "kernelcheck.Polynomial" in CALLABLES  # a class the user constructs
     assert "kernelcheck.verify.UnbiasedReport.trials_to_detect" in CALLABLES  # a method
     assert len(CALLABLES) > 100
-    assert _PENDING_DOCSTRINGS <= set(CALLABLES), sorted(_PENDING_DOCSTRINGS - set(CALLABLES))
 
 
-@pytest.mark.parametrize("name", [_param(n) for n in sorted(CALLABLES)])
+@pytest.mark.parametrize("name", sorted(CALLABLES))
 def test_every_parameter_is_documented_once_with_its_type_and_default(name):
     fn, doc = CALLABLES[name]
     bad = problems(name, fn, doc)

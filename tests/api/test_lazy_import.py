@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import types
 
 import pytest
 
@@ -60,9 +61,15 @@ def test_the_probe_sees_an_eager_import():
 
 def test_every_lazy_name_resolves_and_is_listed():
     names = set(dir(kernelcheck))
+    public = [getattr(kernelcheck, m) for m in kernelcheck.__all__]
+    modules = [m for m in public if isinstance(m, types.ModuleType)]
     for name in kernelcheck.__all__:
         assert name in names, name
-        assert getattr(kernelcheck, name) is not None, name
+        value = getattr(kernelcheck, name)
+        if isinstance(value, types.ModuleType):  # a submodule, under its own name
+            assert value.__name__ == f"kernelcheck.{name}", name
+        elif name != "__version__":  # a name is the object a public submodule exports
+            assert any(getattr(m, name, None) is value for m in modules), name
     # A name outside __all__ is an AttributeError, as for a plain module.
     with pytest.raises(AttributeError, match="no_such_name"):
         kernelcheck.no_such_name  # noqa: B018

@@ -8,8 +8,12 @@ ones).
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kernelcheck import attention as att
 from kernelcheck.errors import InvalidArgument
@@ -203,3 +207,87 @@ BAD_CALLS = [
 def test_bad_input_raises(call, message):
     with pytest.raises(InvalidArgument, match=message.replace("(", r"\(").replace(")", r"\)")):
         call()
+
+
+#: cost_model's arguments (id, call, error, message regex from the start)
+COST_BAD = [
+    (
+        "cost-form",
+        lambda: att.cost_model("flash", 4, 2, 2, 2),
+        InvalidArgument,
+        rf"^`form` must be one of {re.escape(', '.join(map(repr, att.FORMS)))}; got 'flash'",
+    ),
+    (
+        "cost-n",
+        lambda: att.cost_model("softmax", 0, 2, 2, 2),
+        InvalidArgument,
+        r"^`n` must be >= 1, got 0",
+    ),
+    (
+        "cost-d",
+        lambda: att.cost_model("softmax", 4, 0, 2, 2),
+        InvalidArgument,
+        r"^`d` must be >= 1, got 0",
+    ),
+    (
+        "cost-D",
+        lambda: att.cost_model("parallel", 4, 2, 0, 2),
+        InvalidArgument,
+        r"^`D` must be >= 1, got 0",
+    ),
+    (
+        "cost-d_v",
+        lambda: att.cost_model("parallel", 4, 2, 2, 0),
+        InvalidArgument,
+        r"^`d_v` must be >= 1, got 0",
+    ),
+    (
+        "cost-chunk",
+        lambda: att.cost_model("chunked", 4, 2, 2, 2, 0),
+        InvalidArgument,
+        r"^`chunk_size` must be >= 1, got 0",
+    ),
+    (
+        "cost-causal-int",
+        lambda: att.cost_model("softmax", 4, 2, 2, 2, causal=0),
+        InvalidArgument,
+        r"^`causal` must be True or False, got int 0",
+    ),
+    (
+        "cost-recurrent-bidirectional",
+        lambda: att.cost_model("recurrent", 4, 2, 2, 2, causal=False),
+        InvalidArgument,
+        r"^`causal` must be True for form 'recurrent' \(it is causal only\)",
+    ),
+    (
+        "cost-chunked-bidirectional",
+        lambda: att.cost_model("chunked", 4, 2, 2, 2, causal=False),
+        InvalidArgument,
+        r"^`causal` must be True for form 'chunked' \(it is causal only\)",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    "call, error, message", [c[1:] for c in COST_BAD], ids=[c[0] for c in COST_BAD]
+)
+def test_bad_input_table(call, error, message):
+    """Each row raises the expected clean error, its message matched from the start."""
+    with pytest.raises(error, match=message):
+        call()
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    n=st.integers(1, 10**6),
+    d=st.integers(1, 512),
+    D=st.integers(1, 4096),
+    dv=st.integers(1, 512),
+    C=st.integers(1, 10**6),
+)
+def test_cost_model_answers_for_any_valid_sizes(attention_form, n, d, D, dv, C):
+    """Every form of the registry has a cost for every valid size (an int, never 0)."""
+    _, form = attention_form
+    cost = att.cost_model(form.name, n, d, D, dv, C)
+    assert cost.flops > 0 and cost.state_size > 0
+    assert isinstance(cost.flops, int)

@@ -3,15 +3,21 @@
 Every test here runs over :data:`kernelcheck.attention.FAMILIES` (the
 ``attention_family`` and ``attention_form`` arguments of ``tests/conftest.py``):
 a family added to the registry is checked by every invariant without a line
-changed here.  What is peculiar to one family lives in
-``tests/attention/families/test_<family>.py``.
+changed here.  The same holds for the inputs every form takes
+(``test_family_inputs.py``: bad arrays refused by name, accepted kinds,
+extreme values) and for the finiteness of its result (``test_finite.py``).
+What is peculiar to one family lives in
+``tests/attention/families/test_<family>.py``, what several families share
+(blocking, decays, the recurrence engine, bound terms) in
+``tests/attention/common/``.
 
 * the record is consistent (its reference form is its first, its state form
   one of its forms taking a state, its per-token inputs named by its forms);
 * every form is within its a-priori bound of the family's definition
   evaluated in high precision (mpmath), batched or not, in float64 and
   float32, with each mask it computes;
-* the forms of a family agree within the sum of their bounds;
+* the forms of a family agree within the sum of their bounds; the bound of a
+  batch is the bounds of its members;
 * a state handed over at any cut (inside a chunk too) gives the outputs and
   the final state of one pass;
 * no form or bound writes into its inputs;
@@ -31,21 +37,12 @@ from kernelcheck._src.attention.common.spec import SpecOptions
 from kernelcheck._src.core.rounding import precision
 from kernelcheck.attention import FORMS, cost_model
 from kernelcheck.errors import InvalidArgument
+from tests.attention.inputs import form_options as _options
+from tests.attention.inputs import masks as _masks
 
 FAMILIES_DIR = (
     Path(__file__).resolve().parents[2] / "kernelcheck" / "_src" / "attention" / "families"
 )
-
-
-def _masks(form) -> tuple[bool, ...]:
-    return (True,) if form.causal_only else (False, True)
-
-
-def _options(form, **extra) -> dict:
-    """The keyword options a form takes among ``extra`` (normalised where it can be)."""
-    out = {"normalize": True} if "normalize" in form.options else {}
-    out.update({k: v for k, v in extra.items() if k in form.options})
-    return out
 
 
 def _arguments(family, rng, n, batch=(), dtype=np.float64, d=3, D=4, d_v=2) -> tuple:
@@ -139,6 +136,20 @@ def test_the_forms_of_a_family_agree_within_their_bounds(attention_family):
         ]  # fmt: skip
         for (a, ba), (b, bb) in zip(outs, outs[1:], strict=False):
             assert np.all(np.abs(a - b) <= ba + bb), (fam.name, causal)
+
+
+def test_the_bound_of_a_batch_is_the_bounds_of_its_members(attention_form):
+    """A batch of sequences is its sequences: each member's bound, within 8 u (the
+    batched products may sum in another order)."""
+    fam, form = attention_form
+    args = _arguments(fam, np.random.default_rng(6), 6, (3, 2), d=4, D=4)
+    for causal in _masks(form):
+        whole = form.bound(*args, causal=causal, **_options(form))
+        assert whole.shape == args[2].shape
+        for b in np.ndindex(3, 2):
+            member = tuple(a[b] if isinstance(a, np.ndarray) else a for a in args)
+            alone = form.bound(*member, causal=causal, **_options(form))
+            assert np.allclose(whole[b], alone, rtol=8 * 2.0**-53, atol=0), (b, causal)
 
 
 # ----- state hand-over ----------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""core.progress: the one progress bar and the one estimate rule of long runs (issue 18, item 3)."""
+"""core.progress: the one progress bar and the one estimate rule of long runs."""
 
 from __future__ import annotations
 

@@ -13,7 +13,12 @@ import json
 import numpy as np
 import pytest
 
-from kernelcheck._src.core.rounding import Tolerance, gamma, matmul_error_bound, unit_roundoff
+from kernelcheck._src.core.rounding import (
+    Tolerance,
+    gamma,
+    matmul_error_bound,
+    unit_roundoff,
+)
 from kernelcheck.errors import InvalidArgument
 
 RNG = np.random.default_rng(5)
@@ -79,7 +84,7 @@ def test_matmul_error_bound_dtype_argument_and_promotion():
     as32 = matmul_error_bound(A, B, dtype=np.float32)
     assert np.array_equal(mixed, as64)
     ratio = unit_roundoff(np.float32) / unit_roundoff(np.float64)
-    assert np.allclose(as32 / as64, ratio, rtol=1e-5)
+    assert np.allclose(as32 / as64, ratio, rtol=1e-5, atol=0)
     # batched: the inner dimension is the last axis of A
     Ab = RNG.normal(size=(3, 2, 6))
     Bb = RNG.normal(size=(3, 6, 2))
@@ -97,3 +102,15 @@ def test_tolerance_to_dict_is_strict_json(value, text):
     assert d == {"value": text, "source": "gamma_3 |a||b|", "kind": "absolute"}
     assert json.loads(json.dumps(d, allow_nan=False)) == d
     assert str(Tolerance(0.125, "model", "relative")) == "0.125 (relative; model)"
+
+
+def test_a_matmul_bound_is_in_the_wider_operands_precision():
+    from kernelcheck._src.core.rounding import matmul_error_bound
+
+    A = np.random.default_rng(2).random((3, 4)).astype(np.float32).astype(np.float64)
+    B = np.random.default_rng(3).random((4, 2)).astype(np.float32).astype(np.float64)
+    wide = matmul_error_bound(A, B)  # the same numbers, all float64
+    assert np.array_equal(matmul_error_bound(A, B.astype(np.float32)), wide)
+    assert np.array_equal(matmul_error_bound(A.astype(np.float32), B), wide)
+    narrow = matmul_error_bound(A.astype(np.float32), B.astype(np.float32))
+    assert (narrow > wide).all()  # float32's u, not float64's

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from kernelcheck._src.core.rounding import (
+    ARRAY_FORMATS,
     PRECISIONS,
     PRODUCT_ONLY,
     ieee_format,
@@ -175,3 +176,54 @@ def test_a_dtype_object_read_by_its_name():
         precision(Named(""))
     with pytest.raises(InvalidArgument, match="got"):
         precision(Named("mylib.bfloat16.float128"))
+
+
+def _finfo(name):
+    if name == "bfloat16":
+        ml_dtypes = pytest.importorskip("ml_dtypes")
+        return ml_dtypes.finfo(ml_dtypes.bfloat16)
+    return np.finfo(np.dtype(name))
+
+
+@pytest.mark.parametrize("name", sorted(ARRAY_FORMATS))
+def test_each_precision_agrees_with_the_formats_own_constants(name):
+    """The error model's constants of a format against NumPy's (ml_dtypes' for bfloat16)."""
+    p, fi = PRECISIONS[name], _finfo(name)
+    assert p.u == float(fi.eps) / 2
+    assert p.eta == float(fi.smallest_subnormal)
+    assert p.tiny == float(fi.smallest_normal)
+    assert p.max == float(fi.max)
+
+
+def _spellings():
+    torch = pytest.importorskip("torch")
+    jnp = pytest.importorskip("jax.numpy")
+    return [
+        ("float64", "float64"),
+        ("FLOAT32", "float32"),
+        ("Float16", "float16"),
+        ("bfloat16", "bfloat16"),
+        (np.float32, "float32"),
+        (np.dtype("float16"), "float16"),
+        (torch.float32, "float32"),
+        (torch.bfloat16, "bfloat16"),
+        (torch.float16, "float16"),
+        (jnp.bfloat16, "bfloat16"),
+        (jnp.float32, "float32"),
+    ]
+
+
+def test_every_spelling_of_a_format_gives_its_precision():
+    from kernelcheck._src.core.rounding import precision, unit_roundoff
+
+    for spelling, name in _spellings():
+        assert precision(spelling) is PRECISIONS[name], spelling
+        assert unit_roundoff(spelling) == PRECISIONS[name].u, spelling
+
+
+@pytest.mark.parametrize("bad", ["int32", np.int64, "float8", 3])
+def test_a_format_the_error_model_does_not_know_is_refused(bad):
+    from kernelcheck._src.core.rounding import precision
+
+    with pytest.raises(InvalidArgument, match=r"^`dtype` must be one of float64, float32"):
+        precision(bad)

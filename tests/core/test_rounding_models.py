@@ -19,6 +19,7 @@ their stated formulas evaluated independently.
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import mpmath
 import numpy as np
@@ -162,3 +163,96 @@ def test_the_probabilistic_factor_with_storage_roundings():
     assert abs(got - ref) <= 4 * 2.0**-53 + REL * ref
     # the storage roundings are visible: far above that tolerance
     assert ref - g > 1e6 * 2.0**-53
+
+
+ETA = float(np.nextafter(0.0, 1.0))
+
+
+@pytest.mark.parametrize("ops", [1, 2, 3])
+@pytest.mark.parametrize(
+    "px, py",
+    [
+        ([0.5], [ETA]),
+        ([0.75], [3 * ETA]),
+        ([0.3], [7 * ETA]),
+        ([0.5, 0.5], [ETA, ETA]),
+        ([0.25, 0.75, 0.5], [5 * ETA, 3 * ETA, ETA]),
+        ([1.0, 2.0**-1070], [2.0**-1070, 1.0]),
+    ],
+)
+def test_the_feature_product_bound_covers_products_that_underflow(px, py, ops):
+    """``|fl(PX @ PY.T) - PX PY^T|`` in exact fractions is within the bound, also where
+    every product is subnormal (the underflow term carries the bound there)."""
+    PX, PY = np.array([px]), np.array([py])
+    computed = float((PX @ PY.T)[0, 0])
+    exact = sum(Fraction(a) * Fraction(b) for a, b in zip(px, py))
+    bound = float(feature_product_bound(PX, PY, ops)[0, 0])
+    assert abs(Fraction(computed) - exact) <= Fraction(bound)
+
+
+def test_the_rounding_models_factor_composes_its_two_precisions():
+    """Worst case: exactly Higham's gamma of the accumulation precision, then composed
+    with the storage roundings; probabilistic: below the worst case once k > lambda^2,
+    increasing in k, and 0 at k = 0."""
+    from kernelcheck._src.core.rounding import RoundingModel, gamma, probabilistic_lambda
+
+    f64, f32, f16 = PRECISIONS["float64"], PRECISIONS["float32"], PRECISIONS["float16"]
+    for k in (1, 7, 1000):
+        assert RoundingModel(f32, f32).gamma(k) == gamma(k, f32)
+        mixed = RoundingModel(f32, f16, storage_ops=2).gamma(k)
+        assert mixed == pytest.approx((1 + gamma(k, f32)) * (1 + gamma(2, f16)) - 1, rel=1e-12)
+        assert mixed > gamma(k, f32) and mixed > gamma(2, f16)
+    lam = probabilistic_lambda(1e6, 1e-9)
+    prob = RoundingModel(f64, f64, lam=lam, failure=1e-9)
+    assert prob.gamma(0) == 0.0
+    ks = [10**j for j in range(2, 9)]
+    values = [prob.gamma(k) for k in ks]
+    assert values == sorted(values) and len(set(values)) == len(values)
+    for k in ks:
+        if k > 4 * lam**2:
+            assert prob.gamma(k) < gamma(k, f64)
+
+
+def test_probabilistic_lambda_keeps_the_union_bound_below_the_failure_probability():
+    from kernelcheck._src.core.rounding import probabilistic_lambda
+
+    for terms in (1, 10, 1e6, 1e12):
+        for failure in (1e-3, 1e-9, 1e-15):
+            lam = probabilistic_lambda(terms, failure)
+            assert 2 * max(terms, 1) * np.exp(-(lam**2) / 2) <= failure
+            assert lam < probabilistic_lambda(terms, failure / 10)
+            assert lam < probabilistic_lambda(10 * max(terms, 1), failure)
+
+
+def test_the_rounding_model_describes_itself():
+    from kernelcheck._src.core.rounding import RoundingModel
+
+    f32, f16 = PRECISIONS["float32"], PRECISIONS["float16"]
+    assert RoundingModel(f32, f32).describe() == "accumulate in float32, worst case"
+    text = RoundingModel(f32, f16, storage_ops=3, lam=5.0, failure=1e-9).describe()
+    assert text.startswith("accumulate in float32, probabilistic (Higham-Mary, lambda = 5")
+    assert "fails with probability <= 1e-09" in text
+    assert text.endswith("; 3 roundings per term stored in float16")
+
+
+def test_a_rounding_model_reads_as_its_coarser_precision():
+    """unit_roundoff, eta and gamma of a mixed model: the coarser of its two formats for
+    u and eta (the last rounding is to storage), its own factor for gamma; and the
+    inner-product factor in that model's arithmetic."""
+    from kernelcheck._src.core.rounding import (
+        RoundingModel,
+        eta,
+        gamma,
+        inner_product_factor,
+        unit_roundoff,
+    )
+
+    f32, f16 = PRECISIONS["float32"], PRECISIONS["float16"]
+    for acc, sto in ((f32, f16), (f16, f32)):
+        model = RoundingModel(acc, sto, storage_ops=1)
+        assert unit_roundoff(model) == f16.u
+        assert eta(model) == f16.eta
+        assert gamma(9, model) == model.gamma(9)
+    model = RoundingModel(f16, f16)
+    assert inner_product_factor(5, 0, model) == gamma(5, f16) * (1 + gamma(5, f16))
+    assert inner_product_factor(5) == gamma(5) * (1 + gamma(5))

@@ -7,6 +7,7 @@ import pytest
 
 from kernelcheck._src.core.memory import check_size
 from kernelcheck._src.core.validate import (
+    all_finite,
     as_array,
     as_int,
     as_points,
@@ -15,8 +16,10 @@ from kernelcheck._src.core.validate import (
     as_square_matrix,
     check_callable,
     check_choice,
+    check_computed,
+    to_numpy,
 )
-from kernelcheck.errors import InvalidArgument
+from kernelcheck.errors import InvalidArgument, NumericalFailure
 
 
 def test_as_array_dtypes():
@@ -69,3 +72,60 @@ def test_validation_table(call, message):
 
 def test_as_real_reads_numpy_scalars_and_0_d_arrays():
     assert as_real(np.float32(0.5), "c") == 0.5 and as_real(np.array(2.0), "c") == 2.0
+
+
+@pytest.mark.parametrize(
+    "value, index, shown",
+    [
+        ([1.0, float("inf")], "(1,)", "inf"),
+        ([[0.0, 1.0], [float("nan"), 2.0]], "(1, 0)", "nan"),
+        ([[0.0, -float("inf")]], "(0, 1)", "-inf"),
+    ],
+)
+def test_check_computed_names_the_first_non_finite_entry_and_its_value(value, index, shown):
+    with pytest.raises(NumericalFailure) as info:
+        check_computed(value, "the error")
+    assert str(info.value).startswith(f"the error is {shown} at index {index}:")
+
+
+def test_check_computed_of_a_non_finite_scalar_has_no_index():
+    with pytest.raises(NumericalFailure, match=r"^the tolerance is inf: no verdict"):
+        check_computed(float("inf"), "the tolerance")
+
+
+@pytest.mark.parametrize("masked, word", [(1, "1 masked entry;"), (2, "2 masked entries;")])
+def test_a_masked_array_is_refused_with_the_count_of_its_masked_entries(masked, word):
+    mask = np.zeros(4, dtype=bool)
+    mask[:masked] = True
+    with pytest.raises(InvalidArgument, match=rf"^`x` is a masked array with {word}"):
+        to_numpy(np.ma.masked_array(np.arange(4.0), mask=mask), "x")
+
+
+def test_a_too_flat_array_is_described_in_the_refusal():
+    with pytest.raises(InvalidArgument) as info:
+        as_array(np.float64(2.5), "values", min_ndim=1)
+    assert "got float64" in str(info.value) or "got array" in str(info.value)
+    assert str(info.value).startswith("`values` must have at least 1 dimensions, got ")
+    assert "None" not in str(info.value)
+
+
+def test_a_tensor_is_detached_and_converted():
+    torch = pytest.importorskip("torch")
+    t = torch.tensor([[1.0, 2.0]], requires_grad=True)
+    out = to_numpy(t * 3, "x")
+    assert type(out) is np.ndarray and out.tolist() == [[3.0, 6.0]]
+
+
+def test_check_computed_says_a_complex_quantity_is_complex():
+    with pytest.raises(NumericalFailure) as info:
+        check_computed(np.array([1 + 1j]), "the error")
+    assert str(info.value) == "the error is complex (complex128): no verdict is drawn from it"
+
+
+def test_all_finite_falls_back_to_the_entries_when_the_sum_overflows():
+    """The one-sum fast path must not refuse finite arrays whose sum overflows."""
+    big = np.full(4, 1.5e308)
+    assert all_finite(big)  # the sum is inf, every entry is finite
+    assert not all_finite(np.r_[big, np.nan])
+    assert not all_finite(np.r_[1.0, -np.inf])
+    assert all_finite(np.empty((0, 3)))

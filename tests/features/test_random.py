@@ -208,7 +208,7 @@ def test_log_features_is_log_of_phi(positive_random_feature_map):
     phi = cls(3, 8, seed=2)
     X = _pts(4, 3, 5, norm=1.0)
     L = phi.log_features(X)
-    assert np.allclose(np.exp(L), phi(X), rtol=1e-13)
+    assert np.allclose(np.exp(L), phi(X), rtol=1e-13, atol=0)
 
 
 def test_large_norms_work_in_log_space():
@@ -240,8 +240,8 @@ def test_optimal_with_A_zero_is_favor_plus(orthogonal):
     X, Y = _pts(3, 4, 0), _pts(2, 4, 1)
     a = OptimalPositiveRandomFeatures(4, 9, seed=7, A=0.0, orthogonal=orthogonal)
     b = PositiveRandomFeatures(4, 9, seed=7, orthogonal=orthogonal)
-    assert np.allclose(a(X), b(X), rtol=1e-14)
-    assert np.allclose(a.estimate(X, Y), b.estimate(X, Y), rtol=1e-14)
+    assert np.allclose(a(X), b(X), rtol=1e-14, atol=0)
+    assert np.allclose(a.estimate(X, Y), b.estimate(X, Y), rtol=1e-14, atol=0)
 
 
 def test_scale_is_a_rescaling_of_the_inputs(random_feature_map):
@@ -250,7 +250,7 @@ def test_scale_is_a_rescaling_of_the_inputs(random_feature_map):
     X = _pts(3, 2, 1)
     a = cls(2, 5, seed=2, scale=4.0)
     b = cls(2, 5, seed=2, scale=1.0)
-    assert np.allclose(a(X), b(2.0 * X), rtol=1e-13)
+    assert np.allclose(a(X), b(2.0 * X), rtol=1e-13, atol=0)
     assert a.kernel.scale == 4.0 if hasattr(a.kernel, "scale") else True
     assert a.scale == 4.0
 
@@ -364,7 +364,7 @@ def test_optimal_theory_second_moment_closed_form():
         (1 - 4 * A) ** d * (1 - 8 * A) ** (-d / 2) * np.exp(2 * (1 - 4 * A) * s2 / (1 - 8 * A) - s2)
         - 1
     ) / m
-    assert np.allclose(t["central"][2], ref, rtol=1e-10)
+    assert np.allclose(t["central"][2], ref, rtol=1e-10, atol=0)
 
 
 def test_optimal_theory_follows_its_closed_form_for_positive_A():
@@ -438,7 +438,7 @@ def test_chunked_and_unchunked_iid_batches_agree():
     whole, _ = s.batch_estimates(np.random.default_rng(1), 10, X)
     s.CHUNK_ELEMENTS = 3 * (2 * 3 + 2 * 4 * 3)  # three trials per chunk
     parts, _ = s.batch_estimates(np.random.default_rng(1), 10, X)
-    assert parts.shape == whole.shape and np.allclose(parts, whole, rtol=1e-13)
+    assert parts.shape == whole.shape and np.allclose(parts, whole, rtol=1e-13, atol=0)
 
 
 def test_batch_estimates_overflow_is_inf_without_warnings():

@@ -394,7 +394,7 @@ def test_error_bound_float32_uses_float32_roundoff():
     g = gamma(3, np.float32)
     eta32 = float(np.finfo(np.float32).smallest_subnormal)
     expected = g * (1 + g) * (np.abs(X32) @ np.abs(Y32).T) + 3 * eta32
-    assert np.allclose(Linear().error_bound(X32, Y32), expected, rtol=1e-6)
+    assert np.allclose(Linear().error_bound(X32, Y32), expected, rtol=1e-6, atol=0)
     assert Linear().error_bound(X32, Y32).dtype == np.float32
 
 
@@ -688,8 +688,9 @@ def test_function_kernel_loop_and_vectorised_modes_agree():
 
 def test_function_kernel_gives_the_user_function_copies():
     """A user function that writes into its arguments changes neither the caller's points
-    nor the other entries: each call receives its own copies (DESIGN: user callbacks get
-    copies), so the Gram of x . y is exact and symmetric whatever the function does."""
+    nor the other entries: each call receives its own copies (user callbacks get copies,
+    never the caller's data), so the Gram of x . y is exact and symmetric whatever the
+    function does."""
     import mpmath
 
     def doubling(x, y):
@@ -781,7 +782,7 @@ def test_function_kernel_of_a_callable_without_a_name():
     f = functools.partial(lambda x, y, s: s * float(x @ y), s=2.0)
     k = kernel_from_function(f)
     assert repr(k) == "kernel_from_function(f)"
-    assert np.allclose(k(X, Y), 2.0 * X @ Y.T, rtol=4 * U)
+    assert np.allclose(k(X, Y), 2.0 * X @ Y.T, rtol=4 * U, atol=0)
 
 
 # ---------------------------------------------------------------------------

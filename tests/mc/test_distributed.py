@@ -1,4 +1,4 @@
-"""kernelcheck on a real Dask cluster (issue 9; claims C5, C6, C13, C17).
+"""kernelcheck on a real Dask cluster (claims C5, C6, C13, C17).
 
 A ``distributed.LocalCluster`` of two worker processes (one thread each,
 behind nannies) is started inside the module.  An unbiasedness report (C13,

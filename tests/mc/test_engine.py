@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from scipy import stats as sps
 from scipy.special import comb, ndtri
 
+from kernelcheck import stats
 from kernelcheck._src.features.random import PositiveRandomFeatures
 from kernelcheck._src.mc import engine as _stats
 from kernelcheck.errors import InvalidArgument, NumericalFailure
@@ -160,7 +161,7 @@ def test_shard_seeds_are_spawned_children():
 
 @pytest.mark.parametrize("fn", [_normal_trials, _FeatureTrials()])
 def test_identical_results_on_any_executor(fn):
-    """One process, 2 threads, 2 processes: the same bytes for the same seed (issue 9)."""
+    """One process, 2 threads, 2 processes: the same bytes for the same seed."""
     ref = run_trials(fn, 5000, seed=7, shard_size=512)
     with ThreadPoolExecutor(2) as ex:
         thr = run_trials(fn, 5000, seed=7, shard_size=512, executor=ex)
@@ -489,11 +490,11 @@ def test_central_moments_of_mean_entrywise_over_extra_axes():
         one = central_moments_of_mean(mu, m)
         # Gamma(shape m, scale 1/m) central moments: 1/m, 2/m^2, 3/m^2 + 6/m^3
         ref = [1.0, 0.0, 1 / m, 2 / m**2, 3 / m**2 + 6 / m**3]
-        assert np.allclose(one, ref, rtol=1e-12)
+        assert np.allclose(one, ref, rtol=1e-12, atol=0)
         many = central_moments_of_mean(grid, m)
         assert many.shape == (5, 3, 4)
-        assert np.allclose(many[:, 0, 0], one, rtol=1e-12)
-        assert np.allclose(many[:, 1, 2], one * np.array([1, 1, 4, 8, 16]), rtol=1e-12)
+        assert np.allclose(many[:, 0, 0], one, rtol=1e-12, atol=0)
+        assert np.allclose(many[:, 1, 2], one * np.array([1, 1, 4, 8, 16]), rtol=1e-12, atol=0)
     del stacked
 
 
@@ -672,3 +673,14 @@ def test_a_non_finite_value_anywhere_reaches_the_checked_mean(n, cols, data, bad
     where = rf"`values` must be finite.*first at index \({i}, {j}\)"
     with pytest.raises(InvalidArgument, match=where):
         Moments.from_samples(x)
+
+
+def test_moments_are_float64_whatever_the_samples_dtype():
+    """float32 (and integer) trials are read as float64 first: the same moments, bit for bit."""
+    x32 = np.random.default_rng(5).normal(size=(101, 3)).astype(np.float32) * 1e3 + 1e4
+    a, b = stats.Moments.from_samples(x32), stats.Moments.from_samples(x32.astype(np.float64))
+    for attr in ("mean", "m2", "m3", "m4"):
+        assert getattr(a, attr).dtype == np.float64
+        assert np.array_equal(getattr(a, attr), getattr(b, attr)), attr
+    aux = stats.Moments.from_samples(x32, aux=x32).maximum
+    assert aux.dtype == np.float64 and np.array_equal(aux, x32.astype(np.float64).max(axis=0))

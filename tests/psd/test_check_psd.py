@@ -467,7 +467,8 @@ def test_assert_psd_passes_psd_and_reports_witness_or_inconclusive():
     with pytest.raises(Inconclusive, match="^inconclusive: undecided") as info:
         assert_psd(K, tol=0, method="exact", max_exact_n=0)
     assert not isinstance(info.value, AssertionError) and info.value.result.verdict is r.verdict
-    assert assert_psd(K, tol=0, method="exact", max_exact_n=0, allow_inconclusive=True) is not None
+    allowed = assert_psd(K, tol=0, method="exact", max_exact_n=0, allow_inconclusive=True)
+    assert allowed.verdict is Verdict.INCONCLUSIVE and allowed.reason == r.reason
 
 
 def test_assert_psd_passes_tol_and_method_through():

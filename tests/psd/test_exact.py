@@ -21,19 +21,8 @@ import pytest
 from kernelcheck._src.psd.exact import exact_decision, quadratic_form, to_int_matrix, vector_to_ints
 from kernelcheck.psd import Verdict, check_psd
 from tests.psd import sylvester
-from tests.psd.oracle import assert_witness
-from tests.psd.sylvester import rayleigh
-
-
-def det(M) -> Fraction:
-    n = len(M)
-    if n == 0:
-        return Fraction(1)
-    return sum(
-        (-1) ** j * M[0][j] * det([row[:j] + row[j + 1 :] for row in M[1:]])
-        for j in range(n)
-        if M[0][j]
-    )
+from tests.psd.oracle import assert_witness, exact_kind
+from tests.psd.sylvester import det, rayleigh
 
 
 def rank(M) -> int:
@@ -303,3 +292,75 @@ def test_vector_to_ints_keeps_mpf_digits_beyond_float64():
         assert mpmath.mpf(num) / mpmath.mpf(den) == x
     with pytest.raises(ValueError, match="non-finite mpf"):
         vector_to_ints([mpmath.mpf("inf")])
+
+
+def test_the_exact_rung_keeps_its_size_limit_for_wide_integers():
+    """Without ``max_exact_n``, a float Gram whose integer form is wide (random float
+    entries: far more than 64 bits) keeps ``EXACT_MAX_N`` (64), not FLINT's small-integer
+    limit: at n = 65 the forced exact rung declines and says which limit applied."""
+    from kernelcheck._src.psd.exact import EXACT_MAX_N
+
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((EXACT_MAX_N + 1, 2))
+    r = check_psd(X @ X.T, tol=0, method="exact")
+    assert r.verdict is Verdict.INCONCLUSIVE
+    assert f"max_exact_n = {EXACT_MAX_N}" in r.reason
+
+
+@pytest.mark.parametrize("t", [0.0, 0.0125, 0.25])
+def test_the_exact_rung_decides_the_exact_symmetric_part(t):
+    """``symmetrize=True`` with the exact rung: the integer form is ``2 (S + t I)`` of
+    ``S = (K + K^T) / 2``, decided against elimination in fractions (``lambda_min(S)``
+    is about -0.0156: ``t = 0.0125`` is just short of it, ``0.25`` well past it)."""
+    K = np.array([[1.0, 3.0, 0.0], [-1.0, 1.0, 0.5], [0.0, 0.0, 2.0]])
+    S = [[Fraction(K[i, j]) / 2 + Fraction(K[j, i]) / 2 for j in range(3)] for i in range(3)]
+    r = check_psd(K, tol=t, method="exact", symmetrize=True)
+    assert r.symmetrized and r.method == "exact" and r.certified
+    kind = exact_kind(S)
+    if kind == "not_psd" and exact_kind(S, shift=Fraction(t)) == "not_psd":
+        assert r.verdict is Verdict.NOT_PSD
+        v = [Fraction(float(x)) for x in r.witness]
+        q = sum(v[i] * S[i][j] * v[j] for i in range(3) for j in range(3))
+        assert q < -Fraction(t) * sum(x * x for x in v)
+    else:
+        assert r.is_psd
+
+
+# ---------------------------------------------------------------------------
+# the exact rung and its bounds
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("t", [0.0, 0.5, 0.7, 1.0, 1.5])
+def test_the_exact_rung_decides_k_then_k_plus_tol_with_its_bounds(t):
+    """``[[1, 2], [2, 1]]`` (``lambda_min = -1`` exactly): NOT_PSD with a witness below
+    ``-tol`` for ``tol < 1``, PSD within ``tol`` (``K + tol I`` PSD, singular at
+    ``tol = 1``) with the proven lower bound ``-tol`` otherwise."""
+    K = np.array([[1.0, 2.0], [2.0, 1.0]])
+    r = check_psd(K, tol=t, method="exact")
+    assert r.certified and r.method == "exact" and r.rungs == ("exact",)
+    kind = exact_kind(K.tolist(), shift=Fraction(t))
+    if kind == "not_psd":
+        assert_witness(K, r)
+        assert r.upper_bound >= -1.0 and r.lower_bound == -math.inf
+    else:
+        assert r.verdict is Verdict.POSITIVE_SEMIDEFINITE
+        assert r.lower_bound == -t <= -1.0 and "K + tol I" in r.reason
+
+
+@pytest.mark.parametrize("t", [0.0, 0.25])
+def test_the_exact_rung_on_psd_pd_and_zero_matrices_sets_proven_bounds(t):
+    """Singular PSD (``lambda_min = 0``: both bounds 0), PD (lower bound 0) and the
+    zero matrix (both bounds 0), each against elimination in fractions."""
+    sing = np.ones((3, 3))
+    r = check_psd(sing, tol=t, method="exact")
+    assert exact_kind(sing.tolist()) == "psd"
+    assert r.verdict is Verdict.POSITIVE_SEMIDEFINITE and r.certified
+    assert r.lower_bound == 0.0 == r.upper_bound and "2 zero pivot(s)" in r.reason
+    pd = np.array([[2.0, 1.0, 0.0], [1.0, 2.0, 1.0], [0.0, 1.0, 2.0]])
+    assert exact_kind(pd.tolist()) == "pd"
+    r = check_psd(pd, tol=t, method="exact")
+    assert r.verdict is Verdict.POSITIVE_DEFINITE and r.certified and r.lower_bound == 0.0
+    r = check_psd(np.zeros((2, 2)), tol=t, method="exact")
+    assert r.verdict is Verdict.POSITIVE_SEMIDEFINITE and r.certified
+    assert r.lower_bound == 0.0 == r.upper_bound and "zero matrix" in r.reason

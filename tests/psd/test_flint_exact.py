@@ -121,3 +121,56 @@ def test_the_zero_matrix_block_of_a_scaled_gram_is_psd_within_a_tolerance():
     r = check_psd(Z, tol=t, method="exact")
     assert r.verdict is Verdict.POSITIVE_SEMIDEFINITE and r.certified
     assert r.lower_bound == -t
+
+
+def test_flint_exact_rung_on_entries_beyond_500_bits_pivots_on_the_exact_diagonal():
+    """The identity of size 9 (FLINT's exact rung is used from n = 9) with
+    ``K_12 = K_21 = 2^600``: the float guide of the exact rung shifts the integers by
+    ``2^100`` (to 500 bits), where every diagonal entry ``1`` becomes 0 (``dpstrf``
+    finds rank 0) and no pivot is resolved; the rung must then pivot on the largest
+    exact diagonal entry."""
+    pytest.importorskip("flint")
+    K = np.eye(9)
+    K[0, 1] = K[1, 0] = 2.0**600
+    K[8, 8] = 0.0  # the last index is not a pivot
+    assert exact_kind(K.tolist()) == "not_psd"
+    r = check_psd(K, tol=0, method="exact")
+    assert r.method == "exact"
+    assert_witness(K, r)
+
+
+def test_flint_exact_rung_decides_a_block_that_becomes_zero():
+    """A rank-one integer Gram: after one block the Schur complement is the zero matrix, PSD."""
+    pytest.importorskip("flint")
+    b = np.array([1.0, 2.0, 3.0])
+    K = np.outer(b, b)
+    assert exact_kind(K.tolist()) == "psd"
+    r = check_psd(K, tol=0, method="exact")
+    assert r.verdict is Verdict.POSITIVE_SEMIDEFINITE and r.certified
+
+
+def test_the_float_guide_pivots_on_the_leading_pivots_within_the_ratio():
+    """``_pivot_block``'s rule (its docstring): the first pivots of ``dpstrf``, largest
+    remaining diagonal first, within ``PIVOT_RATIO = 2^-26`` of the first (inclusive),
+    halved until the certificate of the block holds.  On a diagonal ``m`` the pivots are
+    the diagonal entries in decreasing order, so the expected set is read off by hand."""
+    from kernelcheck._src.psd.schur import PIVOT_RATIO, _pivot_block
+
+    assert PIVOT_RATIO == 2.0**-26
+    dg = np.array([2.0**-27, 1.0, 2.0**-26, 0.5, 2.0**-20, 2.0**-40])
+    m = np.diag(dg)
+    R = np.full(m.shape, 2.0**-80)
+    assert _pivot_block(m, R) == [1, 2, 3, 4]  # 1, 0.5, 2^-20 and 2^-26 (the boundary)
+    assert _pivot_block(np.diag([1.0, 2.0**-30]), np.full((2, 2), 2.0**-80)) == [0]
+    # radii that hide the last pivots: the block of 8 fails, its first half is proven
+    m = np.eye(8)
+    R = np.full((8, 8), 2.0**-80)
+    R[4:, :] = R[:, 4:] = 2.0
+    assert _pivot_block(m, R) == [0, 1, 2, 3]
+    # nothing resolved: no pivot
+    assert _pivot_block(np.eye(2), np.full((2, 2), 2.0)) is None
+    # the first pivot's ball reaches 0, another one's does not: that one
+    m = np.diag([1.0, 0.5])
+    for r11, expected in ((0.3, [1]), (0.5, None), (0.5 * (1 - 2.0**-51), None)):
+        # 0.5 - 0.3 > 0; 0.5 - 0.5 (1 + 4u) < 0; 0.5 - r11 (1 + 4u) rounds to 0 (eta decides)
+        assert _pivot_block(m, np.array([[2.0, 0.0], [0.0, r11]])) == expected

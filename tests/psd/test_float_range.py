@@ -1,11 +1,12 @@
-"""check_psd at the top of the float64 range (issue 17, S1 and S3).
+"""check_psd at the top of the float64 range (claim C5).
 
-Entries near the float64 maximum 1.8e308 made the certified Cholesky's
-shift ``c`` overflow to inf, ``(K_jj + s) - c`` a NaN pivot, which OpenBLAS's
-``dpotrf`` factors "successfully": an indefinite matrix was certified PSD,
-with RuntimeWarnings on the way.  Every verdict here is checked against
-Sylvester's criterion in exact fractions (:mod:`tests.psd.sylvester`), and
-the suite turns any RuntimeWarning into a failure.
+Near the float64 maximum 1.8e308 the certified Cholesky's shift ``c`` can
+overflow to inf and ``(K_jj + s) - c`` become a NaN pivot, which OpenBLAS's
+``dpotrf`` factors "successfully"; the certificate must then be refused, not
+given, and the verdict come from a rung that stays in range.  Every verdict
+here is checked against Sylvester's criterion in exact fractions
+(:mod:`tests.psd.sylvester`), and the suite turns any RuntimeWarning into a
+failure.
 """
 
 from __future__ import annotations

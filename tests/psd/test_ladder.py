@@ -32,8 +32,12 @@ from kernelcheck._src.psd.schur import flint
 from kernelcheck._src.psd.tolerance import EIGH_P, default_tolerance, frobenius
 from kernelcheck.psd import Verdict, check_psd
 from tests.psd import sylvester
-from tests.psd.oracle import assert_witness, hilbert, reference_kind
-from tests.psd.sylvester import rayleigh
+from tests.psd.oracle import assert_witness, exact_kind, hilbert, reference_kind
+from tests.psd.sylvester import det, rayleigh
+
+ETA = math.ldexp(1.0, -1074)  # the smallest subnormal float64
+
+U64 = 2.0**-53
 
 NUM = r"(-?[0-9.]+(?:e[+-]?[0-9]+)?|nan|inf)"
 
@@ -723,3 +727,217 @@ def test_inconclusive_auto_reason_names_the_limits(n):
     assert ("mpmath" in r.rungs) == (n <= MPMATH_MAX_N)
     lam, err = re.search(r"lambda_min ~ " + NUM + r" \+- " + NUM, r.reason).groups()
     assert close3(lam, r.min_eigenvalue) and close3(err, r.min_eigenvalue_error)
+
+
+@pytest.mark.parametrize("c", [1.0, 0.5])
+def test_a_zero_diagonal_entry_gives_its_witness_on_the_diagonal_rung(c):
+    """``[[0, b], [b, c]]`` with ``b = 1e-320``: ``v = (c, -b)`` has ``v^T K v = -b^2 c < 0``.
+    The float eigenvector is ``(1, 0)`` (``b / c`` is below its rounding), and the
+    fallback ``(-(c / b + 1), 1)`` overflows; the documented cheap rung (a zero diagonal
+    entry with a non-zero entry in its row, at ``tol = 0``) must still decide."""
+    K = np.array([[0.0, 1e-320], [1e-320, c]])
+    r = check_psd(K, tol=0)
+    assert_witness(K, r)
+    assert r.method == "diagonal" and r.rungs == ("diagonal",)
+
+
+def test_the_lower_bound_of_the_cholesky_of_k_plus_tol_widens_by_the_symmetric_parts_error():
+    """``A = [[1, 1], [1 + 2^-52, 1]]``: ``A + A^T`` rounds its off-diagonal (a tie) so
+    ``H = fl(A + A^T)`` misses ``L`` with ``||L||_F = 2^-52 sqrt 2``.  The Cholesky of
+    ``H + shift I`` proves ``lambda_min(2 S) > -shift - ||L||``, and ``shift`` is
+    ``2 tol - ||L||``: the bound for ``S`` is ``-tol`` (up to its rounding), not the
+    ``||L|| / 2`` higher bound that would hold for ``H``."""
+    A = np.array([[1.0, 1.0], [1.0 + 2.0**-52, 1.0]])
+    S = [[Fraction(A[i, j]) / 2 + Fraction(A[j, i]) / 2 for j in range(2)] for i in range(2)]
+    assert exact_kind(S) == "not_psd"  # lambda_min(S) = -2^-53
+    t = 1e-3
+    r = check_psd(A, tol=t, method="cholesky")
+    assert r.symmetrized and r.verdict is Verdict.POSITIVE_SEMIDEFINITE and r.certified
+    assert r.lower_bound <= -t * (1.0 - 8 * U64)
+    assert exact_kind(S, shift=-Fraction(r.lower_bound)) in ("pd", "psd")
+
+
+def test_proven_bounds_of_psd_verdicts_bracket_the_exact_lambda_min():
+    """The zero matrix (exact rung) and a rank-one Gram with entries below 1 (low-rank
+    rung): ``lambda_min = 0`` exactly, which every proven lower bound must not exceed."""
+    r = check_psd(np.zeros((3, 3)), method="exact")
+    assert r.verdict is Verdict.POSITIVE_SEMIDEFINITE and r.lower_bound <= 0.0 <= r.upper_bound
+    b = np.array([0.125, 0.25, 0.375])
+    K = np.outer(b, b)  # exact products: rank one exactly
+    assert exact_kind(K.tolist()) == "psd"
+    r = check_psd(K, tol=1e-3, method="lowrank")
+    assert r.verdict is Verdict.POSITIVE_SEMIDEFINITE and r.certified and r.method == "lowrank"
+    assert -1e-3 <= r.lower_bound <= 0.0
+
+
+def test_forced_exact_beyond_max_exact_n_is_declined_before_any_work():
+    r = check_psd(np.ones((3, 3)), tol=0, method="exact", max_exact_n=2)
+    assert r.verdict is Verdict.INCONCLUSIVE and r.rungs == () and r.method == "none"
+    assert "n = 3 exceeds max_exact_n = 2" in r.reason
+    r = check_psd(np.ones((3, 3)), tol=0, method="exact", max_exact_n=3)
+    assert r.verdict is Verdict.POSITIVE_SEMIDEFINITE and r.certified
+
+
+def test_auto_inconclusive_names_the_exact_limit_and_the_estimate():
+    """The singular ``ones(3, 3)`` at ``tol = 0`` with exact arithmetic capped at
+    ``n = 2``: no float rung can prove ``lambda_min = 0`` (the eigenvector's exact
+    value ``(sum v)^2`` is never negative, a Cholesky certificate never exists), so
+    the ladder ends INCONCLUSIVE; its reason quotes the estimate, its error and the
+    limit, and the rungs tried are listed in order."""
+    K = np.ones((3, 3))
+    r = check_psd(K, tol=0, max_exact_n=2)
+    assert r.verdict is Verdict.INCONCLUSIVE and not r.certified
+    assert "exact" not in r.rungs
+    assert r.rungs[:4] == ("diagonal", "cholesky", "minor", "eigh")
+    assert r.method == r.rungs[-1]
+    m = re.search(rf"lambda_min ~ {NUM} \+- {NUM} is within rounding of -tol \((.*)\)", r.reason)
+    assert m is not None
+    assert float(m.group(1)) == pytest.approx(r.min_eigenvalue, rel=1e-2, abs=1e-300)
+    assert float(m.group(2)) == pytest.approx(r.min_eigenvalue_error, rel=1e-2)
+    assert m.group(3) == "n = 3 > max_exact_n = 2"
+    assert abs(r.min_eigenvalue) <= r.min_eigenvalue_error
+    # with the limit lifted the same ladder decides it exactly, before the ball and
+    # mpmath rungs (docs/psd.md: at tol = 0 the exact rung settles the question outright)
+    r = check_psd(K, tol=0, max_exact_n=3)
+    assert r.verdict is Verdict.POSITIVE_SEMIDEFINITE and r.method == "exact"
+    assert r.rungs == ("diagonal", "cholesky", "minor", "eigh", "exact")
+
+
+def test_forced_mpmath_beyond_its_limit_is_declined_before_any_work():
+    from kernelcheck._src.psd.highprec import MPMATH_MAX_N
+
+    n = MPMATH_MAX_N + 1
+    r = check_psd(np.ones((n, n)), tol=0, method="mpmath")
+    assert r.verdict is Verdict.INCONCLUSIVE and r.rungs == () and r.method == "none"
+    assert f"n = {n} exceeds the mpmath limit {MPMATH_MAX_N}" in r.reason
+
+
+def test_auto_inconclusive_beyond_the_mpmath_limit_names_both_limits():
+    """``ones(n, n)`` with ``n = MPMATH_MAX_N + 1`` at tol = 0, exact arithmetic capped:
+    mpmath is not run, the ball rung cannot decide a singular matrix, and the reason
+    lists each limit that stopped a rung."""
+    from kernelcheck._src.psd.highprec import MPMATH_MAX_N
+
+    n = MPMATH_MAX_N + 1
+    r = check_psd(np.ones((n, n)), tol=0, max_exact_n=2)
+    assert r.verdict is Verdict.INCONCLUSIVE and "mpmath" not in r.rungs
+    assert f"n = {n} > max_exact_n = 2; n > {MPMATH_MAX_N} for mpmath)" in r.reason
+
+
+# ---------------------------------------------------------------------------
+# forced rungs that cannot decide, and tolerances below the float range
+# ---------------------------------------------------------------------------
+
+
+def test_forced_lowrank_at_tol_zero_or_on_an_indefinite_matrix_is_inconclusive():
+    """The low-rank certificate needs ``tol > 0`` (at 0 it is not tried, even on the
+    zero matrix); on ``[[1, 2], [2, 1]]`` (``lambda_min = -1``) no factor is within tol."""
+    r = check_psd(np.zeros((2, 2)), tol=0, method="lowrank")
+    assert r.verdict is Verdict.INCONCLUSIVE and r.rungs == () and not r.certified
+    assert isinstance(r.reason, str) and r.reason
+    K = np.array([[1.0, 2.0], [2.0, 1.0]])
+    r = check_psd(K, tol=1e-3, method="lowrank")
+    assert r.verdict is Verdict.INCONCLUSIVE and r.rungs == ("lowrank",) and r.method == "lowrank"
+    assert isinstance(r.reason, str) and r.reason
+
+
+def test_a_tolerance_that_rounds_away_on_the_scaled_matrix_tries_no_shifted_cholesky():
+    """``S = 2^1021 [[1, 1], [1, 1]]`` (singular) given as an asymmetric matrix with
+    ``max |A| = 2^1022``: the float rungs work on ``H = S / 2`` (``sigma = 1/2``), where
+    ``sigma tol`` with ``tol = eta`` (the smallest subnormal) rounds down to no positive
+    number: there is no ``K + tol I`` to certify, and the singular ``K`` has no
+    certificate."""
+    s = 2.0**1021
+    K = np.array([[s, 2 * s], [0.0, s]])
+    S = [[Fraction(s), Fraction(s)], [Fraction(s), Fraction(s)]]
+    assert exact_kind(S) == "psd"
+    r = check_psd(K, tol=ETA, method="cholesky", symmetrize=True)
+    assert r.verdict is Verdict.INCONCLUSIVE and r.rungs == ("cholesky",)
+    assert r.symmetrized and not r.certified
+    r = check_psd(K, tol=ETA, symmetrize=True)
+    assert r.verdict is Verdict.POSITIVE_SEMIDEFINITE and r.certified and r.method == "exact"
+    assert r.lower_bound == 0.0 == r.upper_bound
+
+
+def test_without_flint_the_ladder_says_so_and_decides_exactly_in_python(monkeypatch):
+    """With FLINT absent (its probe returning None, as on an install without
+    python-flint) the ball rung is skipped with the reason in the result, the exact
+    rung keeps its Python limit and uses Python integers at any n."""
+    import kernelcheck._src.psd.ladder as ladder
+    from kernelcheck._src.psd.exact import EXACT_MAX_N
+    from kernelcheck._src.psd.schur import FLINT_MISSING
+
+    monkeypatch.setattr(ladder, "flint", lambda: None)
+    K = np.ones((3, 3))
+    r = check_psd(K, tol=0, method="ball")
+    assert r.verdict is Verdict.INCONCLUSIVE and r.reason == f"ball: {FLINT_MISSING}"
+    assert r.rungs == ()
+    r = check_psd(K, tol=0, max_exact_n=2)
+    assert r.verdict is Verdict.INCONCLUSIVE and f"ball: {FLINT_MISSING}" in r.reason
+    assert "ball" not in r.rungs
+    n = 10  # above the size where FLINT's elimination would be used
+    G = np.ones((n, n))
+    assert exact_kind(G.tolist()) == "psd"
+    r = check_psd(G, tol=0, method="exact")
+    assert r.verdict is Verdict.POSITIVE_SEMIDEFINITE and r.certified
+    r = check_psd(np.ones((EXACT_MAX_N + 1,) * 2), tol=0, method="exact")
+    assert r.verdict is Verdict.INCONCLUSIVE and f"max_exact_n = {EXACT_MAX_N}" in r.reason
+
+
+def _failed_pivot(K, t):
+    lad = _Ladder(check_psd_iv(K, Tolerance(t, "test")))
+    assert lad.cholesky() is None
+    return lad.failed_pivot
+
+
+@pytest.mark.parametrize(
+    ("K", "first_bad"),
+    [
+        (np.diag([0.0, 1.0, 1.0, 1.0]), 1),  # the first pivot is 0
+        (np.outer([1.0, 2.0, 3.0, 4.0], [1.0, 2.0, 3.0, 4.0]), 2),  # rank 1: k = n / 2
+        (np.array([[1.0, 0, 1, 1], [0, 1, 1, 2], [1, 1, 2, 3], [1, 2, 3, 5]]), 3),  # rank 2
+    ],
+)
+def test_the_low_rank_certificate_comes_first_when_the_cholesky_fails_by_pivot_n_over_2(
+    K, first_bad
+):
+    """A rank-``r`` PSD ``K`` (exact integer entries) has positive leading minors up to
+    ``r`` and a zero one at ``r + 1``: the certified Cholesky fails at that pivot
+    (Sylvester).  With ``tol > 0`` the ladder tries the low-rank certificate first
+    iff that pivot is at most ``min(n / 2, max_rank(n))``, else ``K + tol I`` first;
+    either certifies ``lambda_min = 0 >= -tol`` with a proven bound in ``[-tol, 0]``."""
+    from kernelcheck._src.psd.lowrank import max_rank
+
+    t = 1e-3
+    assert exact_kind(K.tolist()) == "psd"
+    minors = [det([[Fraction(float(x)) for x in row[:r]] for row in K[:r]]) for r in range(1, 5)]
+    assert next(i + 1 for i, m in enumerate(minors) if m <= 0) == first_bad
+    assert _failed_pivot(K, t) == first_bad
+    r = check_psd(K, tol=t)
+    assert r.is_psd and r.certified and -t <= r.lower_bound <= 0.0
+    after = r.rungs[r.rungs.index("minor") + 1]
+    if first_bad <= min(4 // 2, max_rank(4)):
+        assert after == "lowrank"
+    else:
+        assert after == "cholesky+tol"
+
+
+def test_the_mpmath_certificate_of_k_plus_tol_bounds_lambda_min_below():
+    """The singular ``ones(2, 2)`` (``lambda_min = 0``) with ``tol = 1/8``: mpmath's
+    Cholesky of ``K`` fails, that of ``K + tol I`` succeeds; its proven lower bound is in
+    ``[-tol, 0]``."""
+    K = np.ones((2, 2))
+    r = check_psd(K, tol=0.125, method="mpmath")
+    assert r.verdict is Verdict.POSITIVE_SEMIDEFINITE and r.certified and r.method == "mpmath"
+    assert -0.125 <= r.lower_bound <= 0.0 and "K + tol I" in r.reason
+
+
+def test_a_symmetrised_result_keeps_the_rungs_reason_and_adds_the_note():
+    """``symmetrize=True``: the reason is the deciding rung's sentence followed by the
+    note on the symmetric part -- both, the rung's first (here the Cholesky of the PD
+    ``S = [[2, 1], [1, 2]]``, whose reason quotes Rump's shift)."""
+    K = np.array([[2.0, 2.0], [0.0, 2.0]])
+    r = check_psd(K, symmetrize=True)
+    assert r.verdict is Verdict.POSITIVE_DEFINITE and r.symmetrized and r.method == "cholesky"
+    rung, _, note = r.reason.partition("; ")
+    assert "Rump's shift" in rung and "symmetri" in note

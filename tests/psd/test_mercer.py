@@ -19,6 +19,8 @@ from kernelcheck.errors import NumericalFailure
 from kernelcheck.psd import Nystrom, Verdict, check_psd, mercer_features
 from tests.psd import sylvester
 
+U64 = 2.0**-53
+
 
 @pytest.mark.parametrize("seed", range(3))
 def test_mercer_features_reproduce_K(seed):
@@ -201,3 +203,18 @@ def test_extend_messages_name_landmarks_and_describe_values():
     assert str(info.value).endswith("got array of shape (2, 2) and dtype float64")
     phi = F.extend(lambda A, B=None: A @ (A if B is None else B).T, X)
     assert np.allclose(phi(X) @ phi(X).T, X @ X.T)
+
+
+def test_mercer_features_of_the_symmetric_part_when_asked():
+    """``symmetrize=True`` reaches the input check of ``mercer_features`` too: an input
+    asymmetric beyond rounding gives features of ``(K + K^T) / 2``, refused without it."""
+    from kernelcheck.errors import InvalidArgument
+    from kernelcheck.psd import mercer_features
+
+    K = np.array([[2.0, 1.0], [0.0, 2.0]])
+    with pytest.raises(InvalidArgument, match="symmetri"):
+        mercer_features(K)
+    Phi = mercer_features(K, symmetrize=True).phi
+    S = np.array([[2.0, 0.5], [0.5, 2.0]])
+    # the eigensolver's documented backward error p(n) u ||S||_F, p(n) = 64 (n + 2)
+    assert np.max(np.abs(Phi @ Phi.T - S)) <= 64 * (2 + 2) * U64 * float(np.linalg.norm(S))

@@ -19,29 +19,18 @@ compute in float32.
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import numpy as np
 import pytest
 
 from kernelcheck import verify
+from tests.fla_naive import load
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("einops")
 
 
 def _naive(family: str):
-    spec = importlib.util.find_spec("fla")
-    if spec is None or not spec.submodule_search_locations:
-        pytest.skip("fla-core is not installed")
-    path = Path(spec.submodule_search_locations[0]) / "ops" / family / "naive.py"
-    if not path.exists():
-        pytest.skip(f"the installed fla ships no {family} naive reference")
-    module_spec = importlib.util.spec_from_file_location(f"fla_naive_{family}", path)
-    module = importlib.util.module_from_spec(module_spec)
-    module_spec.loader.exec_module(module)
-    return module
+    return load(family)
 
 
 def _scaled(X):

@@ -221,7 +221,7 @@ def test_symmetrize_is_an_option_of_verify_kernel():
 
 
 def test_a_plain_function_of_two_point_sets_is_judged_with_a_note():
-    """C5: ``lambda A, B: exp(A B^T)`` (the issue's example) is read as
+    """C5: ``lambda A, B: exp(A B^T)`` (a Gram written as a function of two point sets) is read as
     ``kernel_from_function(f, blocks=True)``, says so, and passes; a non-kernel written
     the same way is caught by the search."""
     rep = verify_kernel(lambda A, B: np.exp(A @ B.T), dim=3, budget=8)
@@ -320,7 +320,7 @@ def test_domain_is_for_the_search_only():
 @pytest.mark.parametrize("d", [1, 5, 50])
 def test_linear_kernel_passes_at_every_rank(d):
     """C5: ``verify.kernel(Linear(), X)`` passes for rank-deficient Grams (n = 300 > d),
-    decided and certified (the issue's failing case was d = 5)."""
+    decided and certified at every rank."""
     X = np.random.default_rng(d).standard_normal((300, d))
     rep = verify_kernel(kc.Linear(), X)
     assert rep.passed and rep.verdict == "psd" and rep.psd.certified

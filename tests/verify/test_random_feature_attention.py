@@ -19,8 +19,12 @@ from kernelcheck._src.verify.random_features.attention_stats import (
     asymptotic_bias,
     intercept_weights,
 )
-from kernelcheck.errors import Inconclusive
+from kernelcheck.errors import Inconclusive, NumericalFailure
 from kernelcheck.kernels import Exponential
+
+#: Queries, keys and values of a few tokens (their ratio is not exact)
+_RB = np.random.default_rng(16)
+RB_Q, RB_K, RB_V = _RB.normal(size=(3, 2)), _RB.normal(size=(5, 2)), _RB.normal(size=(5, 2))
 
 MS = (16, 32, 64, 128)
 P = 6
@@ -238,3 +242,19 @@ def test_outputs_that_do_not_vary_are_judged_by_rounding():
 
     bad = verify.random_feature_attention(shifted, Q, K, V, trials=20, seed=0)
     assert bad.verdict == "fail" and (bad.z > 1e3).all()
+
+
+#: random-feature attention whose outputs reach the top of the float range: a
+#: NumericalFailure saying so, no RuntimeWarning, no report holding inf or NaN
+BIG_LAYERS = {
+    "constant-1e308": lambda q, k, v, m, rng: np.full((q.shape[0], v.shape[1]), 1e308),
+    "noisy-1e307": lambda q, k, v, m, rng: 1e307 * (1 + 0.1 * rng.standard_normal((3, 2))),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BIG_LAYERS))
+def test_random_feature_attention_near_the_float_maximum_is_a_numerical_failure(name):
+    with pytest.raises(NumericalFailure, match="float64 range"):
+        verify.random_feature_attention(
+            BIG_LAYERS[name], RB_Q, RB_K, RB_V, trials=20, seed=0, num_features=(2, 4, 8)
+        )

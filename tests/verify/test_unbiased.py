@@ -3,9 +3,10 @@
 Statistics: each correct sampler is checked at family-wise false-alarm rate
 alpha = 0.01 (Holm over the pairs), so a seeded run of a correct sampler fails
 with probability <= 0.01 (the seeds are fixed, so CI is deterministic); the
-broken samplers of issue 5 have relative biases of 10% or more on these
-points, while the reports detect 1% or less (``detectable_relative_bias``,
-power 0.8), so each is caught with probability essentially 1.
+broken samplers below (each a known way to get a random feature map wrong) have
+relative biases of 10% or more on these points, while the reports detect 1% or
+less (``detectable_relative_bias``, power 0.8), so each is caught with probability
+essentially 1.
 
 The per-pair numbers of a report are also recomputed from the raw trial
 estimates, replayed from the documented seeding (block k of ``shard_size``
@@ -55,7 +56,7 @@ def _positive(W, A):
     return np.exp(A @ W.T - 0.5 * (A * A).sum(1)[:, None]) / np.sqrt(W.shape[0])
 
 
-# ---- the broken samplers of issue 5 ("done when") ---------------------------
+# ---- broken samplers: each a known way to get a random feature map wrong ----
 
 
 def no_norm_term(rng):

@@ -21,6 +21,15 @@ from typing import Any
 from kernelcheck._src.attention.common.blocking import auto_chunk_size
 from kernelcheck._src.attention.common.spec import FamilySpec, TokenInput
 from kernelcheck._src.attention.common.types import AttentionCost
+from kernelcheck._src.attention.families.channel_gated import bound as channel_bound
+from kernelcheck._src.attention.families.channel_gated import cost as channel_cost
+from kernelcheck._src.attention.families.channel_gated import forms as channel_forms
+from kernelcheck._src.attention.families.channel_gated.reference import (
+    BONUS,
+    KEY_GATES,
+    VALUE_GATES,
+    ChannelGatedSpec,
+)
 from kernelcheck._src.attention.families.delta import bound as delta_bound
 from kernelcheck._src.attention.families.delta import cost as delta_cost
 from kernelcheck._src.attention.families.delta import forms as delta_forms
@@ -43,7 +52,8 @@ from kernelcheck._src.attention.families.gated_delta.reference import (
 from kernelcheck._src.attention.families.kda import bound as kda_bound
 from kernelcheck._src.attention.families.kda import cost as kda_cost
 from kernelcheck._src.attention.families.kda import forms as kda_forms
-from kernelcheck._src.attention.families.kda.reference import KEY_GATES, KdaSpec
+from kernelcheck._src.attention.families.kda.reference import KEY_GATES as KDA_GATES
+from kernelcheck._src.attention.families.kda.reference import KdaSpec
 from kernelcheck._src.attention.families.kernelized import bound as kernelized_bound
 from kernelcheck._src.attention.families.kernelized import cost as kernelized_cost
 from kernelcheck._src.attention.families.kernelized import forms as kernelized_forms
@@ -129,7 +139,20 @@ class Form:
     def call(self, a: Any, b: Any, V: Any, *required: Any, causal: bool, **kwargs: Any) -> Any:
         """Run the form; ``causal`` goes to the forms that take it (not the causal-only ones).
 
-        ``required`` are the positional arguments named by :attr:`requires`.
+        Parameters
+        ----------
+        a : array_like, shape (..., n, d) or (..., n, D)
+            The queries ``Q`` (``inputs == "queries"``) or their features ``phi(Q)``.
+        b : array_like, shape (..., n, d) or (..., n, D)
+            The keys ``K`` or their features ``phi(K)``, as ``a``.
+        V : array_like, shape (..., n, d_v)
+            The values.
+        *required
+            The positional arguments named by :attr:`requires` (a kernel, the gates).
+        causal : bool
+            Causal mask; a causal-only form refuses False.
+        **kwargs
+            The form's options (:attr:`options`, ``on_bad_normalizer``).
         """
         if len(required) != len(self.requires):
             raise InvalidArgument(
@@ -143,7 +166,23 @@ class Form:
         return self.function(a, b, V, *required, causal=causal, **kwargs)
 
     def bound(self, a: Any, b: Any, V: Any, *required: Any, causal: bool, **kwargs: Any) -> Any:
-        """The form's error bound on the same arguments as :meth:`call`."""
+        """The form's error bound on the same arguments as :meth:`call`.
+
+        Parameters
+        ----------
+        a : array_like, shape (..., n, d) or (..., n, D)
+            The queries ``Q`` or their features ``phi(Q)``, as in :meth:`call`.
+        b : array_like, shape (..., n, d) or (..., n, D)
+            The keys ``K`` or their features ``phi(K)``, as ``a``.
+        V : array_like, shape (..., n, d_v)
+            The values.
+        *required
+            The positional arguments named by :attr:`requires` (a kernel, the gates).
+        causal : bool
+            Causal mask; a causal-only form refuses False.
+        **kwargs
+            The bound's options (``dtype``, ``extra_ops``, the form's own).
+        """
         if self.causal_only and not causal:
             raise InvalidArgument(f"form {self.name!r} is causal only; pass causal=True")
         return self.error_bound(a, b, V, *required, causal=causal, **kwargs)
@@ -203,7 +242,13 @@ class Family:
     flags: tuple[str, ...] = ()
 
     def selects(self, given: frozenset[str]) -> bool:
-        """Whether the selecting options ``given`` choose this family."""
+        """Whether the selecting options ``given`` choose this family.
+
+        Parameters
+        ----------
+        given : frozenset of str
+            The selecting ``verify.attention`` options passed (not None).
+        """
         return (
             self.requires <= given
             and given <= self.requires | self.accepts | self.any_of
@@ -273,6 +318,11 @@ def _transition_forms(family, modules, claims, requires, summaries):
 
 _LINEAR_MODEL = "linear_error_bound: gamma_(2n+2D+4) |phi_q| |phi_k|^T |V|, quotient bound"
 _GATED_MODEL = "gated_error_bound: ((1 + gamma_(3n+2D+8))(1 + rho_i) - 1) |phi_q| (|phi_k| d)^T |V|"
+_CHANNEL_MODEL = (
+    "channel_gated_error_bound: ((1 + gamma_(3n+D+10))(1 + rho_a,i)(1 + rho_b,i) - 1) M, "
+    "M the decayed sums of absolute values"
+)
+_CHANNEL_INPUTS = ("key_gates", "value_gates", "bonus")
 
 
 class FamilyRegistry(Sequence):
@@ -452,6 +502,56 @@ FAMILIES = FamilyRegistry(
         storage_ops=6,
     ),
     Family(
+        "channel_gated",
+        "linear attention with gates on the key or value channels (GLA, HGRN-2, RWKV-6)",
+        ("C21",),
+        (
+            Form(
+                "channel_gated_recurrent",
+                channel_forms.channel_gated_recurrent,
+                channel_bound.channel_gated_error_bound,
+                channel_cost.channel_gated_recurrent_cost,
+                causal_only=True,
+                inputs="features",
+                claims=("C21",),
+                summary="S_t = Diag(a_t) S_(t-1) Diag(b_t) + phi(k_t) v_t^T, token by token",
+                model=_CHANNEL_MODEL,
+                options=("initial_state", "return_state"),
+                requires=_CHANNEL_INPUTS,
+            ),
+            Form(
+                "channel_gated_parallel",
+                channel_forms.channel_gated_parallel,
+                channel_bound.channel_gated_error_bound,
+                channel_cost.channel_gated_parallel_cost,
+                causal_only=True,
+                inputs="features",
+                claims=("C21",),
+                summary="per-channel decays exp(L_i - L_j) of every pair, in blocks of rows",
+                model=_CHANNEL_MODEL,
+                requires=_CHANNEL_INPUTS,
+            ),
+            Form(
+                "channel_gated_chunked",
+                channel_forms.channel_gated_chunked,
+                channel_bound.channel_gated_error_bound,
+                channel_cost.channel_gated_chunked_cost,
+                causal_only=True,
+                inputs="features",
+                claims=("C21",),
+                summary="per-channel gated, chunked: decays within a chunk, the state carried",
+                model=_CHANNEL_MODEL,
+                options=("chunk_size", "initial_state", "return_state"),
+                requires=_CHANNEL_INPUTS,
+            ),
+        ),
+        ChannelGatedSpec,
+        accepts=frozenset({"feature_map", "bonus"}),
+        any_of=frozenset({"key_decay", "value_decay"}),
+        token_inputs=(KEY_GATES, VALUE_GATES, BONUS),
+        storage_ops=6,
+    ),
+    Family(
         "delta",
         "the delta rule (DeltaNet): one step of gradient descent on the state per token",
         ("C22", "C24"),
@@ -512,7 +612,7 @@ FAMILIES = FamilyRegistry(
         KdaSpec,
         requires=frozenset({"beta", "key_decay"}),
         accepts=frozenset({"feature_map"}),
-        token_inputs=(KEY_GATES, BETA_INPUT),
+        token_inputs=(KDA_GATES, BETA_INPUT),
         storage_ops=4,
         flags=("qk_l2norm", "layer_chunk"),
     ),
@@ -533,7 +633,7 @@ FAMILIES = FamilyRegistry(
         DplrSpec,
         requires=frozenset({"dplr_a", "dplr_b"}),
         accepts=frozenset({"feature_map", "key_decay"}),
-        token_inputs=(DPLR_A, DPLR_B, KEY_GATES._replace(required=False)),
+        token_inputs=(DPLR_A, DPLR_B, KDA_GATES._replace(required=False)),
         storage_ops=4,
         flags=("qk_l2norm", "layer_chunk"),
     ),
@@ -570,12 +670,24 @@ _FAMILY_OF = {f.name: fam for fam in FAMILIES for f in fam.forms}
 
 
 def get_form(name: Any) -> Form:
-    """The registered :class:`Form` called ``name``; else an InvalidArgument listing the names."""
+    """The registered :class:`Form` called ``name``; else an InvalidArgument listing the names.
+
+    Parameters
+    ----------
+    name : str
+        A key of :data:`FORMS` (``"softmax"``, ``"chunked"``, ...).
+    """
     return FORMS[check_choice(name, "form", tuple(FORMS))]
 
 
 def get_family(name: Any) -> Family:
-    """The registered :class:`Family` called ``name``; else an InvalidArgument listing the names."""
+    """The registered :class:`Family` called ``name``; else an InvalidArgument listing the names.
+
+    Parameters
+    ----------
+    name : str
+        A name of :data:`FAMILIES` (``"softmax"``, ``"linear"``, ...).
+    """
     return FAMILIES[check_choice(name, "family", FAMILIES.names)]
 
 
@@ -659,14 +771,21 @@ def cost_model(
 
     Parameters
     ----------
-    form : {"softmax", "kernelized", "parallel", "recurrent", "chunked"}
-    n, d, D, d_v : int >= 1
-        ``D`` is ignored by the exact forms, ``d`` by the linear ones.
-    chunk_size : int >= 1, optional
-        The chunk size of ``chunked`` and ``gated_chunked``; default that of
-        the forms (32, or 64 for D > 1024).
-    causal : bool, optional
-        Default False for softmax, kernelized and parallel; recurrent and
+    form : str
+        A key of :data:`FORMS` (``"softmax"``, ``"parallel"``, ``"chunked"``, ...).
+    n : int
+        Sequence length (>= 1).
+    d : int
+        Query/key size (>= 1); ignored by the linear forms.
+    D : int
+        Feature dimension (>= 1); ignored by the exact forms.
+    d_v : int
+        Value size (>= 1).
+    chunk_size : int, default None
+        The chunk size of ``chunked`` and ``gated_chunked`` (>= 1; None: that
+        of the forms, 32, or 64 for D > 1024).
+    causal : bool, default None
+        None: False for softmax, kernelized and parallel; recurrent and
         chunked are causal (passing False raises).
 
     Returns

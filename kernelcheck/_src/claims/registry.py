@@ -1,4 +1,4 @@
-"""The claims registry: one entry per claim of the essay (C1..C20) with the check that decides it.
+"""The claims registry: one entry per claim of the essay (C1..C21) with the check that decides it.
 
 The registry is the single place the ``kernelcheck essay`` report, the command
 line and the documentation read claims from.  Each :class:`Claim` carries its
@@ -82,7 +82,7 @@ GROUPS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("recurrence", "The recurrence", ("C14", "C15")),
     ("beyond-the-essay", "Beyond the essay", ("C16", "C17", "C18")),
     ("recurrence-today", "The recurrence, as users build it today", ("C19", "C20")),
-    ("recurrences-shipped", "The recurrences people ship", ("C22", "C23", "C24")),
+    ("recurrences-shipped", "The recurrences people ship", ("C21", "C22", "C23", "C24")),
 )
 
 
@@ -99,7 +99,7 @@ class ClaimResult(Result):
     Attributes
     ----------
     claim : str
-        The claim id, ``"C1"`` .. ``"C20"``.
+        The claim id, ``"C1"`` .. ``"C21"``.
     verdict : ClaimVerdict
         verified, refuted or inconclusive.
     key_number : str
@@ -152,7 +152,7 @@ class Claim:
     Attributes
     ----------
     id : str
-        ``"C1"`` .. ``"C20"``.
+        ``"C1"`` .. ``"C21"``.
     title : str
         The claim in a few words (the essay table's second column).
     statement : str
@@ -322,6 +322,16 @@ STATEMENTS: dict[str, tuple[str, str]] = {
         "weights phi(q_i).phi(k_j) prod_{l=j+1..i} g_l (j <= i); its chunked form agrees with "
         "both, and g = 1 gives C14/C19.",
     ),
+    "C21": (
+        "per-channel gates are decayed attention too",
+        "S_t = Diag(a_t) S_{t-1} + k_t v_t^T with a_t in [0, 1]^D (gates on the key channels; "
+        "gates on the value channels multiply from the right, S_{t-1} Diag(b_t)). Its parallel "
+        "form weights each pair channel by channel, y_i = sum_{j<=i} (q_i o prod_{l=j+1..i} a_l) "
+        ". k_j v_j, computed from differences of cumulative log-gates (never exp(-L_j) alone, "
+        "which overflows), with gates of exactly 0 resetting the state; its chunked form agrees "
+        "with both, and with a_t = g_t 1 it is C20. RWKV-6 reads the current token through a "
+        "bonus instead of the state: y_t = S_{t-1}^T r_t + ((r_t o u) . k_t) v_t.",
+    ),
     "C22": (
         "the delta rule",
         "S_t = S_{t-1} + beta_t k_t (v_t - S_{t-1}^T k_t)^T = (I - beta_t k_t k_t^T) S_{t-1} + "
@@ -408,7 +418,7 @@ def _build(entries: Iterable[tuple[str, Check]]) -> Mapping[str, Claim]:
     """The claims of ``(group slug, check entry)`` pairs, keyed by id in claim order.
 
     Raises RuntimeError (at import, a fault of the package) when an entry is
-    in the wrong group, is registered twice, or the ids are not C1..C20 in order.
+    in the wrong group, is registered twice, or the ids are not C1..C21 in order.
     """
     props = property_tests()
     claims: dict[str, Claim] = {}
@@ -427,7 +437,7 @@ def _build(entries: Iterable[tuple[str, Check]]) -> Mapping[str, Claim]:
             uses_executor=entry.uses_executor,
         )
     if list(claims) != list(STATEMENTS):
-        raise RuntimeError(f"claim checks {list(claims)} are not C1..C20 in order")
+        raise RuntimeError(f"claim checks {list(claims)} are not C1..C21 in order")
     return MappingProxyType(claims)
 
 
@@ -438,7 +448,7 @@ CLAIMS: Mapping[str, Claim] = _build(
 
 
 def registry() -> dict[str, Claim]:
-    """The claims, in order C1..C20.
+    """The claims, in order C1..C21.
 
     Returns
     -------

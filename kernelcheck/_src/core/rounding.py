@@ -40,6 +40,7 @@ __all__ = [
     "unit_roundoff",
     "eta",
     "gamma",
+    "NoUsefulBound",
     "inner_product_factor",
     "matmul_error_bound",
     "feature_product_bound",
@@ -257,6 +258,14 @@ def eta(dtype: Any = np.float64) -> float:
     return precision(dtype).eta
 
 
+class NoUsefulBound(InvalidArgument):
+    """:func:`gamma` asked for ``k`` roundings with ``k u >= 1/2``: no useful worst-case bound.
+
+    A verifier that meets it on one of its cases reports that case as not
+    judged, with what to change, instead of refusing the whole call.
+    """
+
+
 def gamma(k: float, dtype: Any = np.float64) -> float:
     """Higham's ``gamma_k = k u / (1 - k u)`` for ``k`` rounding errors.
 
@@ -264,15 +273,16 @@ def gamma(k: float, dtype: Any = np.float64) -> float:
 
     Raises
     ------
-    InvalidArgument
-        When ``k u >= 1/2``: the model gives no useful bound that far out.
+    NoUsefulBound
+        An :class:`InvalidArgument`, when ``k u >= 1/2``: the model gives no
+        useful bound that far out.
     """
     if isinstance(dtype, RoundingModel):
         return dtype.gamma(k)
     p = precision(dtype)
     ku = float(k) * p.u
     if not ku < 0.5:
-        raise InvalidArgument(
+        raise NoUsefulBound(
             f"gamma_k is not a useful bound for k = {k} operations in {p.name} "
             f"(k u = {ku:.3g} >= 1/2)"
         )
@@ -359,7 +369,8 @@ def probabilistic_lambda(terms: float, failure: float) -> float:
     :func:`model_for_data`.
     """
     terms = max(float(terms), 1.0)
-    return 1.01 * math.sqrt(2.0 * math.log(2.0 * terms / float(failure)))
+    # a difference of logarithms: 2 terms / failure overflows for a subnormal failure
+    return 1.01 * math.sqrt(2.0 * (math.log(2.0 * terms) - math.log(float(failure))))
 
 
 @dataclass(frozen=True)

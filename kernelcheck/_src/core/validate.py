@@ -86,10 +86,11 @@ def to_numpy(value: Any, name: str) -> np.ndarray:
     """``value`` as a NumPy array: the one converter of arrays and tensors.
 
     NumPy arrays are returned as they are; a PyTorch tensor is detached and
-    moved to host memory (a bfloat16 tensor is widened to float32 first, which
-    is exact: NumPy has no bfloat16); anything else goes through
-    :func:`numpy.asarray`.  Raises :class:`InvalidArgument` naming ``name``
-    for strings and for what NumPy cannot read.
+    moved to host memory; anything else goes through :func:`numpy.asarray`.
+    bfloat16 values (a PyTorch tensor, or a JAX or ml_dtypes array) are
+    widened to float32, which is exact: NumPy computes in no bfloat16.
+    Raises :class:`InvalidArgument` naming ``name`` for strings and for what
+    NumPy cannot read.
 
     Parameters
     ----------
@@ -104,7 +105,7 @@ def to_numpy(value: Any, name: str) -> np.ndarray:
         A base ndarray; it may share memory with ``value``.
     """
     if isinstance(value, np.ndarray):
-        return _base_ndarray(value, name)
+        return _widened(_base_ndarray(value, name))
     # PyTorch tensors: detach from the graph and move to host memory first.
     detach = getattr(value, "detach", None)
     if callable(detach) and hasattr(value, "cpu"):
@@ -126,7 +127,14 @@ def to_numpy(value: Any, name: str) -> np.ndarray:
         raise InvalidArgument(
             f"`{name}` must be a numeric array, got {describe(value)} ({exc})"
         ) from exc
-    return _base_ndarray(arr, name)
+    return _widened(_base_ndarray(arr, name))
+
+
+def _widened(arr: np.ndarray) -> np.ndarray:
+    """``arr``, a bfloat16 one (ml_dtypes', JAX's) as float32: exact, and NumPy computes in it."""
+    if arr.dtype.kind == "V" and arr.dtype.name == "bfloat16":
+        return arr.astype(np.float32)
+    return arr
 
 
 def _base_ndarray(arr: np.ndarray, name: str) -> np.ndarray:

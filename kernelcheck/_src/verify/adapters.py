@@ -172,41 +172,54 @@ class Adapter:
             arr = jax.device_put(arr, self.device)
         return arr
 
-    def to_numpy(self, value: Any, name: str = "output") -> tuple[np.ndarray, str]:
+    def to_numpy(
+        self, value: Any, name: str = "output", source: str = "fn"
+    ) -> tuple[np.ndarray, str]:
         """A layer's output read back: float64 values and the name of the format it came in.
 
-        Raises :class:`InvalidArgument` naming ``name`` for a non-array, an
-        array of another framework, or a non-floating dtype.
+        Raises :class:`InvalidArgument` naming ``source`` (the callable that
+        returned ``value``: ``fn``, ``vjp``, ``read_state``) and ``name`` for a
+        non-array, an array of another framework, a non-floating dtype, or a
+        masked array with masked entries.
         """
         fw = framework_of(value)
+        who = f"`{source}`"
         # framework="numpy" reads any array (a layer may return a CPU tensor); a torch or
         # jax layer must answer in its own framework
         if fw != self.framework and self.framework != "numpy":
             raise InvalidArgument(
-                f"`fn` returned a {fw} array as its {name}; with framework={self.framework!r} "
+                f"{who} returned a {fw} array as its {name}; with framework={self.framework!r} "
                 f"it must return a {self.framework} array"
             )
         if fw == "torch":
             t = value.detach().cpu()
             dname = str(t.dtype).rsplit(".", 1)[-1]
             if dname not in PRECISIONS:
-                raise InvalidArgument(f"`fn` returned a {name} of dtype {t.dtype}, not a float")
+                raise InvalidArgument(f"{who} returned a {name} of dtype {t.dtype}, not a float")
             import torch
 
             return t.to(torch.float64).numpy(), dname
         if fw == "jax":
             dname = str(value.dtype)
             if dname not in PRECISIONS:
-                raise InvalidArgument(f"`fn` returned a {name} of dtype {value.dtype}, not a float")
+                raise InvalidArgument(
+                    f"{who} returned a {name} of dtype {value.dtype}, not a float"
+                )
             return np.asarray(value).astype(np.float64), dname
         if not isinstance(value, np.ndarray) and not np.isscalar(value):
             if not hasattr(value, "__array__") and not isinstance(value, (list, tuple)):
                 raise InvalidArgument(
-                    f"`fn` returned {describe(value)} as its {name}, not an array"
+                    f"{who} returned {describe(value)} as its {name}, not an array"
                 )
+        if isinstance(value, np.ma.MaskedArray) and np.ma.getmaskarray(value).any():
+            masked = int(np.count_nonzero(np.ma.getmaskarray(value)))
+            raise InvalidArgument(
+                f"{who} returned a masked array as its {name}, with {masked} masked entries: "
+                "an output holds every entry"
+            )
         arr = np.asarray(value)
         if arr.dtype.kind != "f" or arr.dtype.name not in PRECISIONS:
-            raise InvalidArgument(f"`fn` returned a {name} of {describe(arr)}, not a float array")
+            raise InvalidArgument(f"{who} returned a {name} of {describe(arr)}, not a float array")
         return arr.astype(np.float64), arr.dtype.name
 
 
@@ -239,7 +252,8 @@ def _device(framework: str, module: Any, device: Any) -> Any:
     if framework == "torch":
         try:
             dev = module.device(device)
-            module.empty(0, device=dev)
+            # a round trip: a device whose tensors hold no data (``meta``) fails here
+            module.zeros(1, device=dev).cpu().numpy()
         except Exception as exc:
             raise InvalidArgument(
                 f"`device` {device!r} is not a usable torch device here ({_first_sentence(exc)}); "
@@ -249,6 +263,11 @@ def _device(framework: str, module: Any, device: Any) -> Any:
     import jax
 
     if not isinstance(device, str):
+        if not isinstance(device, jax.Device):
+            raise InvalidArgument(
+                f"`device` must be a jax platform name ('cpu', 'gpu', 'tpu') or a jax.Device, "
+                f"got {describe(device)}"
+            )
         return device
     try:
         return jax.devices(device)[0]

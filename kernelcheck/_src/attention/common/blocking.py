@@ -333,7 +333,7 @@ def causal_products(
     instead of a join of all threads twice per group.  Each chunk's products
     are the same calls and its state the same sum in the same order whatever
     the threads, and, ungated or chunk-local, whatever the groups, so the
-    result does not depend on them (tests/attention/test_forms.py compares
+    result does not depend on them (tests/attention/common/test_blocking.py compares
     them bit for bit); scaled once per group, the decays are measured from
     each group's first token, so the groups (not the threads) set the
     roundings, each within the error bound.

@@ -74,6 +74,48 @@ def underflow_term(terms: int, dtype, *factors: np.ndarray) -> float:
     return value
 
 
+def accumulation_model(dt):
+    """The model of the running sums alone: a RoundingModel's accumulation precision only.
+
+    Sums carried in the accumulation precision (the cumulative log gates, a
+    recurrent state) see none of the per-term storage roundings of a 16-bit
+    layer: no storage roundings, and ``u``, ``eta`` of the accumulation
+    precision (a probabilistic model keeps its ``lambda``).  A plain dtype is
+    returned as it is.
+    """
+    if isinstance(dt, RoundingModel):
+        return dataclasses.replace(dt, storage=dt.accumulate, storage_ops=0)
+    return dt
+
+
+def log_decay_error(abs_log_sums: np.ndarray, k: int, dt, ulps: float, steps=0.0) -> np.ndarray:
+    """``rho = expm1(2 gamma_k |L| + steps) + ulps u``: the relative error of a decay from logs.
+
+    A decay ``prod_(l=j+1..i) g_l`` formed as ``exp`` of a difference of
+    cumulative log gates: ``|L| = sum |log g_l|`` over the tokens up to ``i``
+    (all terms of one sign), each partial sum within ``gamma |L|``, the
+    difference of two within twice that, ``k`` counting the sums' roundings
+    and those of ``log``; ``exp`` and the products of the factors add
+    ``ulps`` units of ``u``; ``steps`` the relative error of a product of
+    per-token factors ``exp(log g_l)`` (a recurrence handed log gates), if
+    any.  Evaluated in ``dt`` (a dtype or a RoundingModel).
+    """
+    return np.expm1(2.0 * gamma(k, dt) * abs_log_sums + steps) + ulps * unit_roundoff(dt)
+
+
+def gated_decay_error(abs_log_sums: np.ndarray, n: int, dt) -> np.ndarray:
+    """The gated forms' ``rho_i = expm1(2 gamma_(n+5) |L_i|) + c u`` (:func:`linear_family_bound`).
+
+    ``c = 10`` for ``dt`` float64, 6 otherwise; ``u`` and ``gamma`` of the
+    accumulation precision of a RoundingModel (the log sums and ``exp`` are
+    running computations, not stored values).  The forward bound of C20 and
+    its backward pass's bound read it here.
+    """
+    c = 10.0 if dt == np.dtype(np.float64) else 6.0
+    acc = dt.accumulate if isinstance(dt, RoundingModel) else dt  # the log sums' precision
+    return log_decay_error(abs_log_sums, n + 5, acc, c)
+
+
 def linear_family_bound(phi_q, phi_k, V, causal, dt, extra_ops, normalize, M0, log_gates):
     """The bound of the linear and gated families on validated inputs (see the public bounds).
 
@@ -123,10 +165,8 @@ def linear_family_bound(phi_q, phi_k, V, causal, dt, extra_ops, normalize, M0, l
     rel_dt = gamma(k + extra_ops, dt)
     if log_gates is not None:
         L = -np.cumsum(log_gates.astype(np.float64), axis=-1)[..., None]  # |L_i| >= 0
-        c_dt = 10.0 if dt == np.dtype(np.float64) else 6.0  # see the docstring
-        acc = dt.accumulate if isinstance(dt, RoundingModel) else dt
-        rho_dt = np.expm1(2.0 * gamma(n + 5, acc) * L) + c_dt * unit_roundoff(acc)
-        rho64 = np.expm1(2.0 * gamma(n + 5, np.float64) * L) + 10.0 * unit_roundoff(np.float64)
+        rho_dt = gated_decay_error(L, n, dt)  # see the docstring
+        rho64 = gated_decay_error(L, n, np.dtype(np.float64))
         # absH was formed with float64 decays: the exact sums are within (1 + 2 rho64)
         absH = absH * (1.0 + 2.0 * rho64)
         rel_dt = (1.0 + rel_dt) * (1.0 + rho_dt) - 1.0

@@ -133,7 +133,7 @@ def decay_mask(dec: ChunkDecays, out: np.ndarray) -> np.ndarray:
     would underflow and overflow (``0 * inf``): the differences are
     exponentiated instead, with ``-inf`` above the diagonal and clamped to
     at most 0 (``lc`` is non-increasing, log gates being <= 0, so they are
-    already), in [0, 1].  tests/attention/test_forms.py runs both.
+    already), in [0, 1].  tests/attention/common/test_decays.py runs both.
     """
     if dec.growth is not None:
         return np.multiply(dec.from_start[..., :, None], dec.growth[..., None, :], out=out)

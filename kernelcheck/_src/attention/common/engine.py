@@ -9,6 +9,7 @@ recurrence, an ``init`` / ``step`` pair over its state (optax style).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -30,8 +31,10 @@ from kernelcheck._src.attention.common.types import (
     finish_divided,
     finish_unnormalized,
 )
+from kernelcheck._src.core.memory import check_size
 from kernelcheck._src.core.validate import (
     as_array,
+    as_bool,
     as_float_dtype,
     as_int,
     as_int_tuple,
@@ -188,19 +191,44 @@ def run_recurrence(phi_q, phi_k, V, gates, normalize, M0, action, form):
 
 
 def empty_state(
-    D: Any, d_v: Any, batch_shape: Any = (), dtype: Any = np.float64, normalize: bool = False
+    D: int,
+    d_v: int,
+    *,
+    batch_shape: tuple[int, ...] = (),
+    dtype: Any = np.float64,
+    normalize: bool = True,
 ) -> State:
-    """The state of no tokens, ``S = 0`` of shape ``batch_shape + (D, d_v)`` (and ``z = 0``).
+    """The empty recurrent state ``S = 0`` (D x d_v), ``z = 0`` (D) (claims C11, C14, C19).
 
-    ``D`` and ``d_v`` are checked as ints >= 1, ``batch_shape`` as a tuple of
-    them, ``dtype`` as float64 or float32; ``z`` is None unless ``normalize``.
+    Parameters
+    ----------
+    D : int
+        Feature dimension.
+    d_v : int
+        Value dimension.
+    batch_shape : tuple of int
+        Leading (batch, head) dimensions; ``()`` broadcasts against any batch.
+    dtype : float64 or float32
+    normalize : bool
+        False for unnormalised attention: the state is ``S`` alone (``z`` None).
+
+    Returns
+    -------
+    State
+
     """
     D = as_int(D, "D", minimum=1)
     d_v = as_int(d_v, "d_v", minimum=1)
     batch_shape = as_int_tuple(batch_shape, "batch_shape", minimum=1)
     dtype = as_float_dtype(dtype, "dtype")
+    normalize = as_bool(normalize, "normalize")
+    check_size(
+        math.prod(batch_shape) * D * (d_v + normalize),
+        f"the state of batch shape {batch_shape} with D = {D}, d_v = {d_v}",
+        itemsize=dtype.itemsize,
+    )
     z = np.zeros(batch_shape + (D,), dtype=dtype) if normalize else None
-    return State(np.zeros(batch_shape + (D, d_v), dtype=dtype), z)
+    return State(S=np.zeros(batch_shape + (D, d_v), dtype=dtype), z=z)
 
 
 def chunk_size_iv(chunk_size: Any, D: int) -> int:

@@ -169,6 +169,9 @@ class FamilySpec:
 
     #: Whether the family keeps a recurrent state (``state=True`` applies).
     has_state = False
+    #: The values ``verify.attention(normalize=...)`` may take for the family, its
+    #: default first: softmax and kernelized attention always divide by a normaliser.
+    normalizes: tuple[bool, ...] = (True,)
     #: The registered form whose final state the state checks compare with.
     state_form: str | None = None
     #: The gradients :meth:`vjp` gives a reference for, of ``("dQ", "dK", "dV", ...)``.
@@ -277,6 +280,24 @@ class FamilySpec:
         """Outputs of bugs peculiar to the family, by description (shape (..., n, d_v))."""
         return {}
 
+    def state_bug_shapes(self, args, kw) -> dict:
+        """Final states of known state bugs, by description (shape of :meth:`state_bound`'s).
+
+        For the diagnosis of a failing final-state check (a partial last
+        chunk decayed as a full one, a state in the other layout, ...); none
+        by default.
+        """
+        return {}
+
+    def handover_bug_shapes(self, args, kw, state) -> dict:
+        """Outputs of a continuation call under known hand-over bugs, by description.
+
+        ``args``, ``kw`` are the reference's arguments for the tokens after
+        the cut and ``state`` the state handed over (a cached state ignored,
+        ...); none by default.
+        """
+        return {}
+
     # ----- the state -------------------------------------------------------
     def state_arguments(self, args) -> tuple:
         """The leading arguments of :attr:`state_form` from the reference's arguments."""
@@ -334,6 +355,7 @@ class FeatureSpec(FamilySpec):
 
     has_state = True
     feature_gradients = True
+    normalizes: tuple[bool, ...] = (True, False)
 
     @property
     def normalize(self) -> bool:
@@ -382,6 +404,33 @@ class FeatureSpec(FamilySpec):
         """``d``, ``d_v`` and the feature dimension ``D`` (the map applied to one zero row)."""
         D = _phi(self.options.phi_q, np.zeros((1, d)), "Q").shape[-1]
         return {"d": d, "D": D, "d_v": d_v}
+
+    def identity_maps(self) -> bool:
+        """Whether both feature maps are the identity (none given, or the linear kernel's map).
+
+        Then the gradients by ``phi(Q)``, ``phi(K)`` are those by ``Q``, ``K``
+        (the family's reference gradient checks ``dQ`` and ``dK``).
+        """
+        from kernelcheck._src.kernels.leaves import Linear
+
+        def identity(phi) -> bool:
+            return phi is None or isinstance(getattr(phi, "kernel", None), Linear)
+
+        return identity(self.options.phi_q) and identity(self.options.phi_k)
+
+    def feature_vjp(self, ref, bound, bound64) -> list:
+        """The :meth:`vjp` entries of a family on feature maps: ``dQ``, ``dK``, ``dV``.
+
+        ``ref``, ``bound``, ``bound64``: a family's VJP record (fields
+        ``dphi_q``, ``dphi_k``, ``dV``) and its bounds in the layer's model
+        and in float64, whose sum is the tolerance; ``dQ``, ``dK`` are with
+        respect to the features (:attr:`feature_gradients`).
+        """
+        return [
+            ("dQ", 0, ref.dphi_q, bound.dphi_q + bound64.dphi_q),
+            ("dK", 1, ref.dphi_k, bound.dphi_k + bound64.dphi_k),
+            ("dV", 2, ref.dV, bound.dV + bound64.dV),
+        ]
 
     def maps_text(self) -> str:
         """The feature map(s) in words."""

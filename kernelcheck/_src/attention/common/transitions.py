@@ -460,7 +460,7 @@ def transition_recurrence(raw_step, tokens: tuple[TokenLimits, ...], family: str
     def init(
         D: int, d_v: int, *, batch_shape: tuple[int, ...] = (), dtype: Any = np.float64
     ) -> State:
-        return empty_state(D, d_v, batch_shape, dtype)
+        return empty_state(D, d_v, batch_shape=batch_shape, dtype=dtype, normalize=False)
 
     def step(state: State, q: Any, k: Any, v: Any, *values: Any):
         if not isinstance(state, State):

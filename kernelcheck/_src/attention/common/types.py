@@ -26,6 +26,10 @@ from kernelcheck.errors import BadNormalizer, NumericalFailure
 class State(NamedTuple):
     """The recurrent state ``(S, z)`` of linear attention (claims C11, C14).
 
+    Its size, ``D (d_v + 1)`` numbers per batch entry (``D d_v``
+    unnormalised), does not depend on the number of tokens consumed (C11).
+    The gated recurrence (C20) carries the same state, decayed.
+
     Attributes
     ----------
     S : numpy.ndarray
@@ -33,10 +37,6 @@ class State(NamedTuple):
     z : numpy.ndarray or None
         ``sum_{j <= t} phi(k_j)``, shape (..., D); None for unnormalised
         attention, which needs no normaliser (C19).
-
-    Its size, ``D (d_v + 1)`` numbers per batch entry (``D d_v``
-    unnormalised), does not depend on the number of tokens consumed (C11).
-    The gated recurrence (C20) carries the same state, decayed.
 
     Examples
     --------
@@ -60,7 +60,15 @@ class State(NamedTuple):
 
     @classmethod
     def from_matrix(cls, M: np.ndarray, normalize: bool) -> State:
-        """Split the matrix ``[S, z]`` of the chunked products back into a state."""
+        """Split the matrix ``[S, z]`` of the chunked products back into a state.
+
+        Parameters
+        ----------
+        M : numpy.ndarray, shape (..., D, d_v + 1) or (..., D, d_v)
+            ``[S, z]`` (normalised: ``z`` its last column) or ``S`` alone.
+        normalize : bool
+            Whether ``M`` carries ``z`` in its last column.
+        """
         if normalize:
             return cls(np.ascontiguousarray(M[..., :-1]), np.ascontiguousarray(M[..., -1]))
         return cls(M, None)

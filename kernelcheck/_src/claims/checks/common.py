@@ -56,7 +56,7 @@ class Check(NamedTuple):
     Attributes
     ----------
     id : str
-        ``"C1"`` .. ``"C20"``.
+        ``"C1"`` .. ``"C21"``.
     fn : callable
         ``fn(level)`` (or ``fn(level, executor=None)`` when ``uses_executor``)
         returning ``(verdict, key number text, details)``.

@@ -24,6 +24,7 @@ calls, and the output's independence of a chunk size.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -33,6 +34,7 @@ from kernelcheck._src.core.calls import call_user
 from kernelcheck._src.core.deadline import honours_timeout
 from kernelcheck._src.core.rounding import Tolerance
 from kernelcheck._src.core.seeds import child_seed
+from kernelcheck._src.core.validate import to_numpy
 from kernelcheck._src.verify.attention.cases import (
     Case,
 )
@@ -50,8 +52,9 @@ from kernelcheck._src.verify.attention.options import (
     offsets_iv,
 )
 from kernelcheck._src.verify.attention.reference import PACKED
-from kernelcheck._src.verify.attention.report import AttentionCase, AttentionReport
-from kernelcheck._src.verify.attention.run import Run, run_case
+from kernelcheck._src.verify.attention.report import AttentionCase, AttentionReport, skipped_case
+from kernelcheck._src.verify.attention.run import Run, constant_values, run_case
+from kernelcheck._src.verify.attention.systematic import systematic_checks
 
 __all__ = ["attention", "AttentionReport", "AttentionCase"]
 
@@ -67,17 +70,16 @@ def _extras(opts: AttentionOptions, case: Case, rng: np.random.Generator) -> dic
     needs_D = any(ti.width == "D" for ti in inputs)
     sizes = opts.run.reference.spec.sizes(d, d_v) if needs_D else {"d": d, "d_v": d_v}
     for ti in inputs:
+        if ti.name not in opts.samplers and ti.name not in opts.constants:
+            continue  # an input the family accepts but the call leaves out
         shape = ti.shape(batch, n, sizes)
         if ti.name in opts.samplers:
             label = f"{ti.option}(rng, shape)"
             drawn = call_user(opts.samplers[ti.name], f"`{ti.option}`", rng, shape)
+            drawn = to_numpy(drawn, label)  # a tensor of any dtype or device
             out[ti.name] = np.array(ti.validate(drawn, shape, label), dtype=np.float64)
         else:
-            value = opts.constants[ti.name]
-            if ti.per_token and np.ndim(value) > ti.trailing:
-                # one value per head, the same for every token: a token axis before the width's
-                value = np.expand_dims(value, ti.axis)
-            out[ti.name] = np.broadcast_to(value, shape).copy()
+            out[ti.name] = constant_values(ti, opts.constants[ti.name], shape)
     packed = _offsets(opts, n, rng)
     if packed is not None:
         out[PACKED] = packed
@@ -98,7 +100,7 @@ def _offsets(opts: AttentionOptions, n: int, rng: np.random.Generator):
 @honours_timeout
 def attention(
     fn: Any, *, kernel: Any = None, feature_map: Any = None, causal: bool = False,
-    normalize: bool = True, scale: Any = None, stabilizer: float | None = None,
+    normalize: bool | None = None, scale: Any = None, stabilizer: float | None = None,
     feature_ops: int | None = None, seed: Any = 0, n: int = 16, d: int | None = None,
     d_v: int | None = None, batch_shape: tuple = (), layout: str = "...nd",
     qk_heads: int | None = None, offsets: Any = None, cases: Any = None, inputs: Any = None,
@@ -125,8 +127,8 @@ def attention(
         Linear attention with this map (or ``(phi_q, phi_k)``), applied to float64 rows.
     causal : bool, default False
         Causal mask.
-    normalize : bool, default True
-        Normalised linear attention (C10) or not (C19).
+    normalize : bool, default None
+        Normalised linear attention (C10) or not (C19); None: the family's own (linear: True).
     scale : float or callable, default None
         Softmax's logit scale, or a function of ``d`` (None: ``1/sqrt(d)``).
     stabilizer : float, default None
@@ -220,6 +222,8 @@ def _run(opts: AttentionOptions) -> AttentionReport:
     ]
     judged += _stress_cases(opts, np.random.default_rng(child_seed(opts.root, 3)))
     checks = _extra_checks(opts, judged, np.random.default_rng(child_seed(opts.root, 2)))
+    extras, root = functools.partial(_extras, opts), child_seed(opts.root, 4)
+    checks += systematic_checks(opts.run, judged, root, extras, opts.grad, opts.vjp)
     return _report(opts, [j.case for j in judged], checks)
 
 
@@ -248,7 +252,7 @@ def _extra_checks(opts: AttentionOptions, judged, rng) -> list[AttentionCase]:
     base = next((j for j in judged if j.reference is not None and j.case.name in
                  ("random", "user inputs")), None)  # fmt: skip
     if base is None:
-        return []
+        return _not_run(opts, judged)
     checks: list[AttentionCase] = []
     if opts.check_causality:
         checks.append(causality_check(opts.run, base, rng))
@@ -262,6 +266,19 @@ def _extra_checks(opts: AttentionOptions, judged, rng) -> list[AttentionCase]:
             if j.case.name in ("random", "positive values", "user inputs", "across blocks"):
                 checks += grad_checks(opts.run, j, rng, opts.vjp)
     return checks
+
+
+def _not_run(opts: AttentionOptions, judged) -> list[AttentionCase]:
+    """The extra checks asked for, listed as skipped when their case could not be judged."""
+    first = next((j.case for j in judged if j.case.name in ("random", "user inputs")), None)
+    if first is None:  # `cases=` left the random case out: the checks were not asked for
+        return []
+    asked = [("causality", opts.check_causality), ("state hand-over", opts.state),
+             ("chunk sizes", takes(opts.run.fn, "chunk_size", explicitly=True)),
+             ("gradients", opts.grad)]  # fmt: skip
+    outcome = "failed" if first.passed is False else "was not judged"
+    why = f"it runs on case '{first.name}', which {outcome}"
+    return [skipped_case(name, first.shape, why) for name, on in asked if on]
 
 
 def _report(opts: AttentionOptions, results, checks) -> AttentionReport:

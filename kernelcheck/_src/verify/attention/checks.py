@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import math
 from typing import Any
@@ -24,8 +25,11 @@ import numpy as np
 
 from kernelcheck._src.attention.common.types import State
 from kernelcheck._src.core.calls import call_user
+from kernelcheck._src.core.rounding import NoUsefulBound
+from kernelcheck._src.core.validate import describe
 from kernelcheck._src.verify.adapters import round_to
 from kernelcheck._src.verify.attention.cases import from_layout, to_layout
+from kernelcheck._src.verify.attention.diagnosis import name_closest
 from kernelcheck._src.verify.attention.jacobian import feature_jacobians, through_features
 from kernelcheck._src.verify.attention.reference import PACKED
 from kernelcheck._src.verify.attention.report import AttentionCase, failed_case, skipped_case
@@ -37,8 +41,10 @@ from kernelcheck._src.verify.attention.run import (
     compare,
     layer_heads,
     output_of,
+    raised,
     read_output,
     token_arguments,
+    unbounded,
 )
 from kernelcheck.errors import InvalidArgument
 
@@ -174,17 +180,19 @@ def state_reader(adapter, read_state=None, layout: str = "key-major"):
     transposed to kernelcheck's ``(..., D, d_v)``.
     """
 
+    source = "fn" if read_state is None else "read_state"
+
     def read(value: Any) -> State:
         if read_state is not None:
             value = call_user(read_state, "`read_state`", value)
         z = None
         if isinstance(value, State) or (isinstance(value, (tuple, list)) and len(value) == 2):
-            S, _ = adapter.to_numpy(value[0], "state S")
-            z = None if value[1] is None else adapter.to_numpy(value[1], "state z")[0]
+            S, _ = adapter.to_numpy(value[0], "state S", source)
+            z = None if value[1] is None else adapter.to_numpy(value[1], "state z", source)[0]
         else:
             if isinstance(value, (tuple, list)) and len(value) == 1:
                 value = value[0]
-            S, _ = adapter.to_numpy(value, "state")
+            S, _ = adapter.to_numpy(value, "state", source)
         if layout == "value-major":
             S = np.swapaxes(S, -1, -2)
         return State(S, z)
@@ -213,7 +221,10 @@ def final_state_check(run: Run, j0: Judged, read) -> AttentionCase:
         _, ref_state = form.call(*spec.state_arguments(args), causal=True,
                                  normalize=spec.normalize, return_state=True)  # fmt: skip
         refs.append(_state_matrix(ref_state))
-        bounds.append(spec.state_bound(args, j0.model, args[0].shape[-2]))
+        try:
+            bounds.append(spec.state_bound(args, j0.model, args[0].shape[-2]))
+        except NoUsefulBound as exc:
+            return skipped_case(name, shape, unbounded(j0.model, args[0].shape[-2], exc))
     packed = PACKED in j0.extras
     refM = np.stack(refs) if packed else refs[0]
     bound = np.stack(bounds) if packed else bounds[0]
@@ -223,10 +234,16 @@ def final_state_check(run: Run, j0: Judged, read) -> AttentionCase:
         raise
     except Exception as exc:  # noqa: BLE001 - the user's converter failed: a finding
         return failed_case(name, shape, f"reading the state raised {type(exc).__name__}: {exc}")
-    gotS = _state_matrix(state)
-    if gotS.shape != refM.shape:
-        return failed_case(name, shape, f"state of shape {gotS.shape}, expected {refM.shape}")
-    return compare(name, shape, gotS, refM, bound)
+    result = _final_state(name, shape, state, refM, bound, spec.normalize)
+    if result.passed is False and result.where is not None and not packed:
+        gotS = _state_matrix(state)  # compared entrywise: name the closest bug shape
+        if gotS.shape == refM.shape:
+            with np.errstate(all="ignore"):
+                shapes = spec.state_bug_shapes(j0.args, j0.kw)
+            if shapes:
+                diagnosis = name_closest(gotS, bound, shapes, refM)
+                result = dataclasses.replace(result, diagnosis=diagnosis)
+    return result
 
 
 def _state_matrix(state: State):
@@ -246,6 +263,52 @@ def state_checks(run: Run, judged, read, split: tuple[str, ...]) -> list[Attenti
     return out
 
 
+def _final_state(name: str, shape, state: State, refM, E, normalize: bool) -> AttentionCase:
+    """The layer's final ``(S, z)`` against the reference's ``[S, z]``, entrywise within ``E``.
+
+    Compared as one matrix ``[S | z]`` of shape (..., D, d_v + 1) when the
+    reference is normalised, ``S`` alone otherwise.  A normalised layer whose
+    state holds no ``z`` (``(S, None)``, or ``S`` alone) has its ``S``
+    compared, and the note says that ``z`` was not; a state of the wrong
+    shape, or one holding NaN or Inf, fails with the reason.
+    """
+    note = ""
+    parts = [("S", np.asarray(state.S, dtype=np.float64))]
+    if normalize and state.z is None:
+        note = (
+            "the layer's state holds no normaliser z (it reads as (S, None)): S compared alone; "
+            "pass read_state= returning (S, z) to check z too"
+        )
+        refM, E = refM[..., :-1], E[..., :-1]
+    elif normalize:
+        parts.append(("z", np.asarray(state.z, dtype=np.float64)))
+    want = {"S": refM.shape[:-1] + (refM.shape[-1] - len(parts) + 1,), "z": refM.shape[:-1]}
+    for label, got in parts:
+        if got.shape != want[label]:
+            return failed_case(
+                name, shape, f"state {label} of shape {got.shape}, expected {want[label]}"
+            )
+        bad = _not_finite(got, f"the layer's state {label}")
+        if bad:
+            return failed_case(name, shape, bad)
+    gotM = (
+        parts[0][1]
+        if len(parts) == 1
+        else np.concatenate([parts[0][1], parts[1][1][..., None]], -1)
+    )
+    return compare(name, shape, gotM, refM, E, note, tokens=False)
+
+
+def _not_finite(values: np.ndarray, what: str) -> str:
+    """Where ``values`` holds NaN or Inf, in words ('' when every entry is finite)."""
+    bad = ~np.isfinite(values)
+    if not bad.any():
+        return ""
+    where = tuple(int(i) for i in np.argwhere(bad)[0])
+    count = f"{int(bad.sum())} of {values.size} entries not finite"
+    return f"{what} holds {float(values[where])} at {where} ({count})"
+
+
 def _split_check(run, j0) -> AttentionCase:
     """Prefill half the tokens, then the rest but two, then the last two one at a time.
 
@@ -263,7 +326,7 @@ def _split_check(run, j0) -> AttentionCase:
         return skipped_case(name, shape, "needs at least four tokens to split")
     spec = run.reference.spec
     normalize = spec.normalize
-    cuts = [0, n // 2, n - 2, n - 1, n]
+    cuts = sorted({0, n // 2, n - 2, n - 1, n})  # n = 4: n // 2 is n - 2, no empty piece
     pieces, handed, tol_extra = [], None, np.zeros(j0.reference.shape)
     den = run.reference.normalizers(j0.args, j0.kw) if normalize else None
     try:
@@ -284,10 +347,12 @@ def _split_check(run, j0) -> AttentionCase:
                     seg, E0, gs, normalize, j0.reference[..., a:b, :], d
                 )
             handed = raw[1]
+    except NoUsefulBound as exc:  # the handed state's bound, not the layer
+        return skipped_case(name, shape, unbounded(j0.model, n, exc))
     except InvalidArgument:
         raise
     except Exception as exc:  # noqa: BLE001
-        return failed_case(name, shape, f"fn raised {type(exc).__name__}: {exc}")
+        return failed_case(name, shape, f"fn raised {raised(exc)}")
     joined: np.ndarray = np.concatenate(pieces, axis=-2)
     return compare(
         name, shape, joined, j0.reference, j0.tolerance + tol_extra, "cuts at n/2, n-2, n-1"
@@ -296,7 +361,11 @@ def _split_check(run, j0) -> AttentionCase:
 
 def _take_tokens(run: Run, extras, a: int, b: int) -> dict:
     """Tokens ``a:b`` of every per-token input (packed: one sequence of ``b - a`` tokens)."""
-    out = {ti.name: ti.take(extras[ti.name], a, b) for ti in run.reference.family.token_inputs}
+    out = {
+        ti.name: ti.take(extras[ti.name], a, b)
+        for ti in run.reference.family.token_inputs
+        if ti.name in extras
+    }
     if PACKED in extras:
         out[PACKED] = np.array([0, b - a])
     return out
@@ -329,9 +398,7 @@ def chunk_size_checks(run: Run, j0: Judged, sizes=(1, 3, 16)) -> list[AttentionC
         except InvalidArgument:
             raise
         except Exception as exc:  # noqa: BLE001
-            out.append(
-                failed_case(name, tuple(j0.Q.shape), f"fn raised {type(exc).__name__}: {exc}")
-            )
+            out.append(failed_case(name, tuple(j0.Q.shape), f"fn raised {raised(exc)}"))
             continue
         out.append(compare(name, tuple(j0.Q.shape), got, j0.reference, j0.tolerance))
     return out
@@ -345,10 +412,11 @@ def _layer_vjp(run: Run, Q, K, V, extras, G, vjp):
 
     torch and jax differentiate with respect to the arrays kernelcheck
     hands over, never through ``.backward()`` into the user's module (its
-    parameters' ``.grad`` stay as they were); a NumPy layer's ``vjp`` gives
-    ``(dQ, dK, dV)``.  The forward and backward pass run as one call through
-    :func:`call_fn` (the ``timeout=`` and the check that the gradients are
-    real numbers).
+    parameters' ``.grad`` stay as they were; grad mode is on for the call,
+    even under the caller's ``torch.no_grad()``); a NumPy layer's ``vjp``
+    gives ``(dQ, dK, dV)``.  The forward and backward pass run as one call
+    through :func:`call_fn` (the ``timeout=`` and the check that the
+    gradients are real numbers).
     """
     a = run.adapter
     kwargs = {**(run.fn_kwargs or {}), **({"initial_state": None} if run.state else {})}
@@ -360,10 +428,10 @@ def _layer_vjp(run: Run, Q, K, V, extras, G, vjp):
         import torch
 
         def torch_vjp(*ts):
-            out = output_of(run, run.fn(*ts, **kwargs))
-            grads = torch.autograd.grad(
-                out, ts, grad_outputs=a.to_framework(cot).to(out.dtype), allow_unused=True
-            )
+            with torch.enable_grad():  # even under the caller's torch.no_grad()
+                out = output_of(run, run.fn(*ts, **kwargs))
+                cotangent = a.to_framework(cot).to(out.dtype)
+                grads = torch.autograd.grad(out, ts, cotangent, allow_unused=True)
             return tuple(torch.zeros_like(t) if g is None else g for t, g in zip(ts, grads))
 
         ts = [a.to_framework(to_layout(X, run.layout), requires_grad=True) for X in qkv]
@@ -385,9 +453,16 @@ def _layer_vjp(run: Run, Q, K, V, extras, G, vjp):
             vjp, "`vjp`", *(to_layout(X.copy(), run.layout) for X in qkv),
             to_layout(G, run.layout),
         )  # fmt: skip
+        if not (isinstance(grads, (tuple, list)) and len(grads) == 3):
+            got = f"a {type(grads).__name__} of {len(grads)}" if isinstance(
+                grads, (tuple, list)) else describe(grads)  # fmt: skip
+            raise InvalidArgument(
+                f"`vjp(Q, K, V, G)` must return three arrays (dQ, dK, dV), got {got}"
+            )
     out = []
+    source = "fn" if a.framework != "numpy" else "vjp"
     for i, grad in enumerate(grads):
-        arr, _ = a.to_numpy(grad, "gradient")
+        arr, _ = a.to_numpy(grad, "gradient", source)
         if i < 3:
             out.append(from_layout(arr, run.layout) if run.layout == "bnhd" else arr)
         else:  # a per-token input's gradient, back from the layer's layout
@@ -427,13 +502,16 @@ def _group_sum(run: Run, X: np.ndarray) -> np.ndarray:
     return X.reshape(shape).sum(axis=-3)
 
 
-def grad_checks(run: Run, j0: Judged, rng: np.random.Generator, vjp=None) -> list[AttentionCase]:
+def grad_checks(
+    run: Run, j0: Judged, rng: np.random.Generator, vjp=None, collect: list | None = None
+) -> list[AttentionCase]:
     """The layer's vector-Jacobian product along a random cotangent, against the reference's.
 
     The family's specification gives the reference gradients it can check
     (:attr:`~kernelcheck._src.attention.common.spec.FamilySpec.gradients`)
     with their bounds in the layer's model and float64's; the others are
-    listed as not checked, with the reason.
+    listed as not checked, with the reason.  ``collect`` receives
+    ``(name, layer's gradient, reference, tolerance)`` of each gradient compared.
     """
     label = f"gradient ({j0.case.name})"
     if j0.reference is None:
@@ -451,17 +529,20 @@ def grad_checks(run: Run, j0: Judged, rng: np.random.Generator, vjp=None) -> lis
     )
     G = round_to(G, run.adapter.precision)
     try:
+        refs = run.reference.for_case(j0.extras).vjp(j0.args, j0.kw, j0.Q, j0.K, j0.V, G, j0.model)
+    except NoUsefulBound as exc:
+        return [skipped_case(label, shape, unbounded(j0.model, shape[-2], exc))]
+    try:
         got = _layer_vjp(run, j0.Q, j0.K, j0.V, j0.extras, G, vjp)
     except InvalidArgument:
         raise
     except Exception as exc:  # noqa: BLE001 - the layer's backward failed: a finding
-        return [failed_case(label, shape, f"the backward pass raised {type(exc).__name__}: {exc}")]
+        return [failed_case(label, shape, f"the backward pass raised {raised(exc)}")]
     out = []
     unchecked = [g for g in ("dQ", "dK", "dV") if g not in spec.gradients]
     reason = spec.gradients_not_checked
     jacobians = _feature_jacobians(run, j0) if spec.feature_gradients else {}
-    reference = run.reference.for_case(j0.extras)
-    for name, index, r, t in reference.vjp(j0.args, j0.kw, j0.Q, j0.K, j0.V, G, j0.model):
+    for name, index, r, t in refs:
         if index < 2 and spec.feature_gradients:
             J = jacobians[index]
             if J is None:
@@ -471,7 +552,12 @@ def grad_checks(run: Run, j0: Judged, rng: np.random.Generator, vjp=None) -> lis
                     "operations): write it in torch or jax operations for dQ and dK"
                 )
                 continue
-            r, t = through_features(J, r, t, j0.model, spec.extra_ops(j0.Q.shape[-1]) // 2)
+            try:
+                r, t = through_features(J, r, t, j0.model, spec.extra_ops(j0.Q.shape[-1]) // 2)
+            except NoUsefulBound as exc:
+                label = f"gradient {name} ({j0.case.name})"
+                out.append(skipped_case(label, shape, unbounded(j0.model, shape[-2], exc)))
+                continue
         if index >= 3:
             taken = _token_gradient(run, got, j0.extras, index, r, t)
             if taken is None:
@@ -485,9 +571,11 @@ def grad_checks(run: Run, j0: Judged, rng: np.random.Generator, vjp=None) -> lis
         if g_.shape != r.shape:
             out.append(failed_case(case, shape, f"{name} of shape {g_.shape}, expected {r.shape}"))
         elif not np.isfinite(g_).all():
-            out.append(failed_case(case, shape, f"{name} holds NaN or Inf"))
+            out.append(failed_case(case, shape, _not_finite(g_, f"the layer's {name}")))
         else:
             out.append(compare(case, shape, g_, r, t))
+            if collect is not None:
+                collect.append((name, g_, r, t))
     if unchecked:
         what = ", ".join(sorted(set(unchecked), key=unchecked.index))
         out.append(skipped_case(f"gradient {what} ({j0.case.name})", shape, reason))

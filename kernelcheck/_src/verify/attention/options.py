@@ -18,7 +18,13 @@ import numpy as np
 
 from kernelcheck._src.attention.registry import FAMILY_OPTIONS, SELECTING_OPTIONS, select_family
 from kernelcheck._src.core.memory import check_size
-from kernelcheck._src.core.rounding import PRODUCT_ONLY, Precision, precision
+from kernelcheck._src.core.rounding import (
+    PRECISIONS,
+    PRODUCT_ONLY,
+    Precision,
+    given_precision,
+    precision,
+)
 from kernelcheck._src.core.seeds import as_seed_sequence, child_seed
 from kernelcheck._src.core.validate import (
     as_bool,
@@ -28,8 +34,9 @@ from kernelcheck._src.core.validate import (
     as_real,
     check_callable,
     check_choice,
+    to_numpy,
 )
-from kernelcheck._src.verify.adapters import adapter
+from kernelcheck._src.verify.adapters import adapter, round_to
 from kernelcheck._src.verify.attention.cases import (
     ACROSS_BLOCKS,
     CASES,
@@ -51,6 +58,12 @@ ERROR_MODELS = ("worst-case", "probabilistic")
 #: Layouts of a layer's state matrix: ``S`` of shape (..., D, d_v), or its transpose.
 STATE_LAYOUTS = ("key-major", "value-major")
 
+#: The most leading (batch, head) axes a case may have.  NumPy holds at most 32 axes
+#: in an array (64 from NumPy 2.0, but ``np.broadcast`` still 32), and the cases and
+#: the references' intermediates add up to five of their own (tokens, features,
+#: chunks, the state's two): 16 leaves room on every NumPy version.
+MAX_BATCH_AXES = 16
+
 
 class AttentionOptions(NamedTuple):
     """The validated options of one call, by name, passed down as one record."""
@@ -66,6 +79,30 @@ class AttentionOptions(NamedTuple):
     check_causality: bool
     grad: bool
     vjp: Any
+
+
+def _batch_iv(value, user: Case | None) -> tuple[int, ...]:
+    """The batch of the cases: ``batch_shape``, or the leading axes of the user's ``inputs``.
+
+    At most :data:`MAX_BATCH_AXES` positive sizes; with ``inputs``, a
+    ``batch_shape`` other than ``()`` must be theirs (the per-head constants
+    are read against it).
+    """
+    batch = as_int_tuple(value, "batch_shape", minimum=1)
+    if user is not None and user.Q is not None:
+        given, batch = batch, tuple(user.Q.shape[:-2])
+        if given not in ((), batch):
+            raise InvalidArgument(
+                f"`batch_shape` {given} differs from the batch {batch} of `inputs` (their "
+                "leading axes): user inputs carry their own batch; leave batch_shape out"
+            )
+    if len(batch) > MAX_BATCH_AXES:
+        raise InvalidArgument(
+            f"`batch_shape` may hold at most {MAX_BATCH_AXES} leading (batch, head) axes, got "
+            f"{len(batch)} axes {batch}: NumPy arrays hold at most 32 axes and the cases add "
+            "their own; merge batch axes into one (every batch entry is checked alike)"
+        )
+    return batch
 
 
 def _family_options_iv(family_options: dict) -> dict:
@@ -122,8 +159,11 @@ def _token_inputs_iv(family, o: dict, causal: bool, batch: tuple[int, ...]):
         if callable(value):
             samplers[ti.name] = value
             continue
+        value = to_numpy(value, ti.option)  # a tensor of any dtype or device, read once
         values = ti.validate(value, np.shape(value), ti.option)
         head_shape = np.shape(values)[: np.ndim(values) - ti.trailing]
+        if ti.per_token:
+            _per_head_iv(ti, head_shape, batch)
         try:
             if np.broadcast_shapes(head_shape, batch) != batch:
                 raise ValueError  # it would widen the batch, not fill it
@@ -135,6 +175,67 @@ def _token_inputs_iv(family, o: dict, causal: bool, batch: tuple[int, ...]):
             ) from None
         constants[ti.name] = np.asarray(values, dtype=np.float64)
     return constants, samplers
+
+
+def _per_head_iv(ti, head_shape: tuple[int, ...], batch: tuple[int, ...]) -> None:
+    """Refuse a constant whose last axis could be read as the token axis of the forms' gates.
+
+    A constant's axes are batch_shape's, right-aligned as NumPy broadcasts:
+    ``(H,)`` or ``(1, H)`` is one value per head, ``(B, H)`` one per batch
+    entry and head.  kernelcheck.attention's forms take gates of shape
+    ``(..., n)``, where ``(H, 1)`` is one value per head; here the same array
+    would be one value per batch entry (B = H) or be refused.  So a constant
+    ending in an axis of 1 where the batch has several heads is refused,
+    whatever B is, with the shape that says what it means.
+    """
+    if not (batch and batch[-1] > 1 and head_shape and head_shape[-1] == 1):
+        return
+    if math.prod(head_shape) == 1:  # one value: the same under either reading
+        return
+    H = batch[-1]
+    width = f" + ({ti.width},)" if ti.width else ""
+    raise InvalidArgument(
+        f"`{ti.option}` of shape {head_shape}{width} ends in an axis of 1 where batch_shape "
+        f"{batch} has {H} heads: verify.attention reads a constant's axes as batch_shape's "
+        f"(right-aligned), not with a token axis as kernelcheck.attention's gates (where "
+        f"({H}, 1) is one value per head); write one {ti.option} per head as shape ({H},), "
+        f"one per batch entry and head as {batch}, or pass a function {ti.option}(rng, shape) "
+        "for values per token"
+    )
+
+
+def _decimals_iv(family, o: dict, constants: dict[str, np.ndarray]) -> tuple:
+    """The constants given in a format narrower than float64, with the decimals they round from.
+
+    ``decay=torch.tensor(0.9)`` is 0.899999976 (float32's nearest); the
+    reference uses that value, as given, and a layer computing with 0.9 in
+    float64 differs from it.  For each such constant, the shortest decimal
+    numbers that round to its values in its format: a failing case is
+    checked against them (see :func:`~kernelcheck._src.verify.attention.run.run_case`).
+    Returns ``(token input, format name, given values, decimals)`` for each
+    constant whose decimals differ from its values.
+    """
+    out = []
+    for ti in family.token_inputs:
+        if ti.name not in constants:
+            continue
+        p = given_precision(o["family"][ti.option])
+        values = constants[ti.name]
+        if p is None or p.u <= PRECISIONS["float64"].u:
+            continue
+        decimals = values.copy()
+        todo = np.ones(values.shape, dtype=bool)
+        for digits in range(1, 18):
+            if not todo.any():
+                break
+            guess = np.array([float(f"{v:.{digits}g}") for v in values.ravel()]).reshape(
+                values.shape
+            )
+            hit = todo & (round_to(guess, p) == values)
+            decimals[hit], todo = guess[hit], todo & ~hit
+        if not np.array_equal(decimals, values):
+            out.append((ti, p.name, values, decimals))
+    return tuple(out)
 
 
 def _precision_iv(framework, dtype, device, accumulate):
@@ -154,6 +255,12 @@ def _precision_iv(framework, dtype, device, accumulate):
         acc = None if accumulate is None else precision(accumulate)
     except InvalidArgument as exc:  # precision() speaks of a dtype; this one is `accumulate`
         raise InvalidArgument(f"`accumulate`: {exc}") from None
+    if acc is not None and acc.name in PRODUCT_ONLY:
+        raise InvalidArgument(
+            f"`accumulate` {acc.name} is the operand format of matrix products, whose sums are "
+            "float32: pass accumulate='float32' (and dtype='tf32' for a layer whose products "
+            "round their operands to TF32)"
+        )
     declared: Precision | None = None if dtype is None and framework == "numpy" else prec
     return ad, declared, acc
 
@@ -171,9 +278,17 @@ def _reference_iv(o: dict, family) -> Reference:
             "`scale` applies to the softmax reference only; the kernel or feature map carries "
             "its own scale"
         )
-    normalize = as_bool(o["normalize"], "normalize")
-    if not normalize and feature_map is None:
-        raise InvalidArgument("`normalize=False` applies to linear attention: pass `feature_map`")
+    allowed = family.spec.normalizes
+    normalize = allowed[0] if o["normalize"] is None else as_bool(o["normalize"], "normalize")
+    if normalize not in allowed:
+        if not normalize:  # a family that always divides by a normaliser
+            raise InvalidArgument(
+                "`normalize=False` applies to linear attention: pass `feature_map`"
+            )
+        raise InvalidArgument(
+            f"`normalize={normalize}` does not apply to the {family.name} family "
+            f"({family.summary}): it is {'normalised' if allowed[0] else 'unnormalised'}"
+        )
     feature_ops = (
         None if o["feature_ops"] is None else as_int(o["feature_ops"], "feature_ops", minimum=0)
     )
@@ -185,11 +300,20 @@ def _reference_iv(o: dict, family) -> Reference:
                 "`stabilizer` is an eps added to the normaliser of kernelized or linear "
                 "attention; softmax has no such normaliser"
             )
-    return Reference.of(
+    ref = Reference.of(
         causal=o["causal"], feature_map=_feature_pair(feature_map), selecting=selecting,
         normalize=normalize, scale=scale_option(scale), kernel=kernel, stabilizer=stabilizer,
         feature_ops=feature_ops, flags=flags,
     )  # fmt: skip
+    if stabilizer is not None and not ref.normalize:
+        other = (", or pass normalize=True for a layer that divides by its normaliser"
+                 if True in allowed else "")  # fmt: skip
+        raise InvalidArgument(
+            f"`stabilizer`={stabilizer:g} is an eps added to a normaliser, but the reference, "
+            f"{ref.name}, divides by none{' (normalize=False)' if o['normalize'] is False else ''}"
+            f": leave `stabilizer` out{other}"
+        )
+    return ref
 
 
 def _state_iv(fn, o: dict, ref: Reference, causal: bool) -> bool:
@@ -208,6 +332,11 @@ def _state_iv(fn, o: dict, ref: Reference, causal: bool) -> bool:
         )
     if o["read_state"] is not None:
         check_callable(o["read_state"], "read_state")
+        if not state:
+            raise InvalidArgument(
+                "`read_state` reads the layer's state for the checks of state=True: pass "
+                "state=True with it"
+            )
     return state
 
 
@@ -233,14 +362,15 @@ def attention_options(fn, **o) -> AttentionOptions:
     ref = _reference_iv(o, family)
     root = as_seed_sequence(o["seed"])
     n = as_int(o["n"], "n", minimum=2)
-    offsets = _packed_iv(o["offsets"], o["inputs"])
+    layout = check_choice(o["layout"], "layout", LAYOUTS)
+    user = None if o["inputs"] is None else user_case(o["inputs"], layout)
+    offsets = _packed_iv(o["offsets"], user)
     if offsets is not None and not callable(offsets):
         n = int(offsets[-1])  # the cases run at the offsets' length
     fixed_d = o["d"] is not None
     d = 8 if o["d"] is None else as_int(o["d"], "d", minimum=1)
     d_v = d if o["d_v"] is None else as_int(o["d_v"], "d_v", minimum=1)
-    batch = as_int_tuple(o["batch_shape"], "batch_shape", minimum=1)
-    layout = check_choice(o["layout"], "layout", LAYOUTS)
+    batch = _batch_iv(o["batch_shape"], user)
     if layout == "bnhd" and len(batch) != 2:
         raise InvalidArgument(
             f"layout='bnhd' needs batch_shape=(batch, heads), got batch_shape={batch}"
@@ -251,9 +381,12 @@ def attention_options(fn, **o) -> AttentionOptions:
     constants, samplers = _token_inputs_iv(family, o, causal, batch)
     group = _qk_group_iv(o["qk_heads"], batch, o["inputs"])
     state = _state_iv(fn, o, ref, causal)
+    fn_kwargs = _fn_kwargs_iv(o["fn_kwargs"], state)
+    grad = _grad_iv(o["grad"], o["vjp"], ad.framework)
+    log_gates = _log_gates_iv(o["log_gates"], family, samplers)
     names = _case_names(o["cases"], o["inputs"])
-    if o["inputs"] is not None:
-        cases = [user_case(o["inputs"], layout)]
+    if user is not None:
+        cases = [user]
     else:
         _check_case_sizes(n, d, d_v, batch)
         rng = np.random.default_rng(child_seed(root, 0))
@@ -264,29 +397,70 @@ def attention_options(fn, **o) -> AttentionOptions:
     seed_value = (
         int(seed) if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool) else None
     )
-    fn_kwargs = o["fn_kwargs"]
-    if fn_kwargs is not None and not (
-        isinstance(fn_kwargs, dict) and all(isinstance(k, str) for k in fn_kwargs)
-    ):
-        raise InvalidArgument(
-            f"`fn_kwargs` must be a dict of keyword arguments (names as strings), got {fn_kwargs!r}"
-        )
     run = Run(
         fn=fn, adapter=ad, reference=ref, layout=layout, dtype=declared, accumulate=acc,
         failure=failure if error_model == "probabilistic" else None,
         passed=tuple(ti for ti in family.token_inputs if ti.name in samplers),
-        seed_value=seed_value, state=state, fn_kwargs=dict(fn_kwargs or {}),
-        log_gates=as_bool(o["log_gates"], "log_gates"), qk_group=group, offsets=offsets,
+        seed_value=seed_value, state=state, fn_kwargs=fn_kwargs, log_gates=log_gates,
+        qk_group=group, offsets=offsets, decimals=_decimals_iv(family, o, constants),
     )  # fmt: skip
     check = as_bool(o["check_causality"], "check_causality")
-    grad = as_bool(o["grad"], "grad")
-    if o["vjp"] is not None:
-        check_callable(o["vjp"], "vjp")
     return AttentionOptions(
         run=run, root=root, cases=cases, constants=constants, samplers=samplers, state=state,
         read_state=o["read_state"], check_causality=check and causal, grad=grad, vjp=o["vjp"],
         state_layout=check_choice(o["state_layout"], "state_layout", STATE_LAYOUTS),
     )  # fmt: skip
+
+
+def _fn_kwargs_iv(fn_kwargs, state: bool) -> dict:
+    """``fn_kwargs``: keyword arguments by name, none that ``state=True`` passes itself."""
+    if fn_kwargs is None:
+        return {}
+    if not (isinstance(fn_kwargs, dict) and all(isinstance(k, str) for k in fn_kwargs)):
+        raise InvalidArgument(
+            f"`fn_kwargs` must be a dict of keyword arguments (names as strings), got {fn_kwargs!r}"
+        )
+    if state and "initial_state" in fn_kwargs:
+        raise InvalidArgument(
+            "`fn_kwargs` holds initial_state, which state=True passes to fn itself (None, then "
+            "the states fn hands back): leave it out of `fn_kwargs`"
+        )
+    return dict(fn_kwargs)
+
+
+def _grad_iv(grad, vjp, framework: str) -> bool:
+    """``grad`` and ``vjp``: a backward pass of a NumPy layer, used by the gradient check."""
+    grad = as_bool(grad, "grad")
+    if vjp is None:
+        return grad
+    check_callable(vjp, "vjp")
+    if framework != "numpy":
+        raise InvalidArgument(
+            f"`vjp` is a NumPy layer's backward pass; with framework={framework!r} the "
+            "gradients come from the framework (autograd of fn): leave `vjp` out"
+        )
+    if not grad:
+        raise InvalidArgument("`vjp` is used by the gradient check: pass grad=True with it")
+    return grad
+
+
+def _log_gates_iv(log_gates, family, samplers: dict) -> bool:
+    """``log_gates``: the logarithms of gates handed to the layer, which needs such gates."""
+    log_gates = as_bool(log_gates, "log_gates")
+    handed = [ti for ti in family.token_inputs if ti.loggable and ti.name in samplers]
+    if log_gates and not handed:
+        loggable = [ti.option for ti in family.token_inputs if ti.loggable]
+        if not loggable:
+            raise InvalidArgument(
+                f"`log_gates=True` hands fn the logarithms of its gates, but the {family.name} "
+                "family has none: leave it out"
+            )
+        raise InvalidArgument(
+            f"`log_gates=True` hands fn the logarithms of the gates it is handed, but fn is "
+            f"handed none: a constant `{loggable[0]}` is the layer's own; pass a sampler "
+            f"{loggable[0]}=f(rng, shape), or leave log_gates out"
+        )
+    return log_gates
 
 
 def _feature_pair(feature_map) -> tuple[Any, Any] | None:
@@ -314,15 +488,15 @@ def _packed_length(case: Case, n: int) -> Case:
     return Case(case.name, None, None, None, reason)
 
 
-def _packed_iv(offsets, inputs):
+def _packed_iv(offsets, user: Case | None):
     """``offsets``: None, a sampler ``offsets(rng, n)``, or fixed offsets (checked here)."""
     if offsets is None or callable(offsets):
         return offsets
     arr = offsets_iv(offsets, "offsets")
-    if inputs is not None and len(inputs) == 3 and np.shape(inputs[0])[-2] != arr[-1]:
+    if user is not None and user.Q is not None and user.Q.shape[-2] != arr[-1]:
         raise InvalidArgument(
             f"`offsets` must end at the length of the user inputs, "
-            f"{np.shape(inputs[0])[-2]}, got {arr.tolist()}"
+            f"{user.Q.shape[-2]}, got {arr.tolist()}"
         )
     return arr
 

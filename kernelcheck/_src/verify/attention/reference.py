@@ -191,7 +191,7 @@ class PackedReference:
         for a, b in zip(self.offsets[:-1], self.offsets[1:], strict=True):
             head = tuple(x[..., a:b, :] for x in args[:3])
             rest = tuple(
-                by_name[name].take(x, a, b) if name in by_name else x
+                by_name[name].take(x, a, b) if name in by_name and x is not None else x
                 for name, x in zip(self.form.requires, args[3:], strict=True)
             )
             out.append(head + rest)

@@ -19,6 +19,7 @@ from kernelcheck._src.core.calls import call_user
 from kernelcheck._src.core.rounding import (
     PRECISIONS,
     PRODUCT_ONLY,
+    NoUsefulBound,
     Precision,
     RoundingModel,
     model_for_data,
@@ -32,6 +33,7 @@ from kernelcheck._src.verify.attention.cases import (
     to_layout,
 )
 from kernelcheck._src.verify.attention.diagnosis import diagnose
+from kernelcheck._src.verify.attention.localise import localise
 from kernelcheck._src.verify.attention.reference import PACKED, Reference
 from kernelcheck._src.verify.attention.report import AttentionCase, failed_case, skipped_case
 from kernelcheck.errors import BadNormalizer, InvalidArgument, NumericalFailure
@@ -44,6 +46,9 @@ __all__ = [
     "rounding_model",
     "call_layer",
     "call_fn",
+    "raised",
+    "unbounded",
+    "constant_values",
     "output_of",
     "read_output",
 ]
@@ -66,6 +71,7 @@ class Run(NamedTuple):
     log_gates: bool = False  # hand fn log(g) instead of g (fla's convention)
     qk_group: int = 1  # value heads per query/key head (grouped heads: Q, K have fewer)
     offsets: Any = None  # packed sequences: a list of offsets, or a sampler offsets(rng, n)
+    decimals: tuple = ()  # (TokenInput, format, values, decimals): constants given narrower
 
 
 class Judged(NamedTuple):
@@ -140,7 +146,10 @@ def token_arguments(run: Run, extras) -> list:
     for ti in run.passed:
         values = ti.to_layout(extras[ti.name], run.layout)
         if run.log_gates and ti.loggable:
-            values = round_to(np.log(values), a.precision)
+            with np.errstate(divide="ignore"):
+                logs = np.log(values)  # a gate of exactly 0 is -inf: the log of a reset
+            finite = np.isfinite(logs)
+            values = np.where(finite, round_to(np.where(finite, logs, 0.0), a.precision), logs)
         out.append(a.to_framework(values))
     return out
 
@@ -176,6 +185,25 @@ class _Raised(NamedTuple):
     error: BaseException
 
 
+class LayerRaised(Exception):
+    """An :class:`InvalidArgument` the layer itself raised (a layer built on kernelcheck).
+
+    Handed on in this wrapper so that no check mistakes it for a refusal of
+    ``verify.attention``'s own arguments: it is reported as the failed case
+    it is (:func:`raised`).
+    """
+
+    def __init__(self, error: BaseException):
+        super().__init__(str(error))
+        self.error = error
+
+
+def raised(exc: BaseException) -> str:
+    """The layer's exception in words, ``"Type: message"``, as a failed case's note gives it."""
+    error = exc.error if isinstance(exc, LayerRaised) else exc
+    return f"{type(error).__name__}: {error}"
+
+
 def call_fn(fn, label: str, *args, **kwargs):
     """``fn(*args, **kwargs)`` through the validation home, its own exceptions unchanged.
 
@@ -183,7 +211,8 @@ def call_fn(fn, label: str, *args, **kwargs):
     ``timeout=`` of ``verify.attention`` and refuses complex, object and
     string results (``InvalidArgument`` naming ``label``: no verdict is drawn
     from them); an exception of the layer itself is re-raised as it was, for
-    the caller to report as the failed case it is.
+    the caller to report as the failed case it is, except an
+    ``InvalidArgument``, which is re-raised as :class:`LayerRaised`.
     """
 
     def guarded(*a, **k):
@@ -194,6 +223,8 @@ def call_fn(fn, label: str, *args, **kwargs):
 
     out = call_user(guarded, label, *args, **kwargs)
     if isinstance(out, _Raised):
+        if isinstance(out.error, InvalidArgument):
+            raise LayerRaised(out.error) from out.error
         raise out.error
     return out
 
@@ -233,14 +264,21 @@ def read_output(run: Run, raw, expected: tuple) -> tuple[np.ndarray | None, str,
     return out, dname, ""
 
 
-def compare(name: str, shape: tuple, got, ref, tol, note: str = "") -> AttentionCase:
+def compare(
+    name: str, shape: tuple, got, ref, tol, note: str = "", tokens: bool = True
+) -> AttentionCase:
     """Entrywise ``|got - ref| <= tol``: the case's verdict and its numbers.
 
-    ``got`` and ``ref`` are finite, ``tol`` finite and positive where it
-    matters; their difference, or its ratio to ``tol``, can still exceed the
-    float range (a layer returning 1e308): it is then ``inf``, truthfully
-    larger than any finite tolerance, and the note says so.
+    ``got`` and ``ref`` are finite; a ``tol`` that is not finite somewhere
+    (a bound beyond the float64 range) gives a skipped case: no verdict is
+    drawn from inf or NaN.  The difference, or its ratio to ``tol``, can
+    still exceed the float range (a layer returning 1e308): it is then
+    ``inf``, truthfully larger than any finite tolerance, and the note says so.  With
+    ``tokens`` (axis -2 of the arrays is the token axis) a failure's note
+    says where along it the output stops agreeing (:func:`localise`).
     """
+    if not np.isfinite(tol).all():  # no verdict from an infinite (or NaN) tolerance
+        return skipped_case(name, shape, _tolerance_overflow(tol, (ref,)))
     with np.errstate(over="ignore"):
         err = np.abs(got - ref)
     if not np.isfinite(err).all():
@@ -254,6 +292,7 @@ def compare(name: str, shape: tuple, got, ref, tol, note: str = "") -> Attention
     ok = bool((err <= tol).all())
     if not ok:
         beyond = f"{int((err > tol).sum())} of {err.size} entries beyond tolerance"
+        beyond += f" ({localise(err, tol)})" if tokens else ""
         note = f"{beyond}; {note}" if note else beyond
     finite = rel[np.isfinite(rel)]
     return AttentionCase(
@@ -278,6 +317,8 @@ def _rounded(run: Run, case: Case, extras):
     Q, K = grouped(run, Q), grouped(run, K)
     rounded = {}
     for ti in run.reference.family.token_inputs:
+        if ti.name not in extras:
+            continue  # an input the family accepts but the call leaves out
         values = round_to(extras[ti.name], p)
         if ti.positive:
             # a gate of 1 - 2^-12 rounds to 1 in bfloat16 (fine); one below the range would be 0
@@ -288,8 +329,11 @@ def _rounded(run: Run, case: Case, extras):
     return Q, K, V, rounded
 
 
-def run_case(run: Run, case: Case, extras) -> Judged:
-    """Run ``fn`` on one case and judge its output (a skipped or failed case is not an error)."""
+def run_case(run: Run, case: Case, extras, explain: bool = True) -> Judged:
+    """Run ``fn`` on one case and judge its output (a skipped or failed case is not an error).
+
+    ``explain=False`` leaves a failure undiagnosed (the replicates of a statistical check).
+    """
     ref_obj = run.reference.for_case(extras)
     if case.skip or case.Q is None:
         return _judged(skipped_case(case.name, (), case.skip))
@@ -315,7 +359,7 @@ def run_case(run: Run, case: Case, extras) -> Judged:
     except InvalidArgument:
         raise
     except Exception as exc:  # the user's code failed on this input: a finding, not a crash
-        return _judged(failed_case(case.name, shape, f"fn raised {type(exc).__name__}: {exc}"))
+        return _judged(failed_case(case.name, shape, f"fn raised {raised(exc)}"))
     got, dname, problem = read_output(run, raw, ref.shape)
     if got is None or problem and not dname:
         return _judged(failed_case(case.name, shape, problem))
@@ -323,19 +367,115 @@ def run_case(run: Run, case: Case, extras) -> Judged:
     range_problem = _out_of_range(ref_obj.largest_intermediates(args, kw), model)
     if range_problem:
         return _judged(skipped_case(case.name, shape, range_problem))
-    with np.errstate(all="ignore"):
-        tol = ref_obj.tolerance(args, kw, model, cast_ops, ref, Q.shape[-1])
+    try:
+        with np.errstate(all="ignore"):
+            tol = ref_obj.tolerance(args, kw, model, cast_ops, ref, Q.shape[-1])
+    except NoUsefulBound as exc:
+        return _judged(skipped_case(case.name, shape, unbounded(model, shape[-2], exc)))
     if problem:  # a non-finite output
         where = tuple(int(i) for i in np.argwhere(~np.isfinite(got))[0])
         c = AttentionCase(
             case.name, shape, False, math.inf, math.inf, math.inf, where, float(tol[where]), problem
         )
         return Judged(c, Q, K, V, g, ref, tol, model, args, kw, None, _state_of(run, returned))
+    if not np.isfinite(tol).all():  # no verdict from an infinite (or NaN) tolerance
+        return _judged(skipped_case(case.name, shape, _tolerance_overflow(tol, (Q, K, V))))
+    flushed = _flushed(run, *(np.asarray(X) for X in (case.Q, case.K, case.V)))
+    note = "; ".join(x for x in (note, flushed) if x)
     result = compare(case.name, shape, got, ref, tol, note)
-    if result.passed is False and PACKED not in g:
+    if result.passed is False and PACKED not in g and explain:
         diagnosis = diagnose(ref_obj.spec, args, kw, got, tol, g, ref)
+        if run.decimals and "within rounding" not in diagnosis:
+            diagnosis = _decimals_diagnosis(run, (Q, K, V), g, got, tol) or diagnosis
         result = dataclasses.replace(result, diagnosis=diagnosis)
     return Judged(result, Q, K, V, g, ref, tol, model, args, kw, got, _state_of(run, returned))
+
+
+def unbounded(model: RoundingModel | None, tokens: int, exc: NoUsefulBound) -> str:
+    """Why a case or check of ``tokens`` tokens has no worst-case tolerance, and what to change."""
+    acc = "float64" if model is None else model.accumulate.name
+    return (
+        f"no worst-case tolerance over {tokens} tokens with sums in {acc} (accumulate="
+        f"{acc!r}): {exc}; check fewer tokens (a smaller `n`, or shorter `inputs`), pass a "
+        "wider `accumulate` (float32), or error_model='probabilistic' (the cases drawn at random)"
+    )
+
+
+def _tolerance_overflow(tol: np.ndarray, arrays) -> str:
+    """Why a case has no tolerance: its error bound is beyond the float64 range somewhere."""
+    bad = ~np.isfinite(tol)
+    where = tuple(int(i) for i in np.argwhere(bad)[0])
+    big = max(float(np.abs(X).max(initial=0.0)) for X in arrays)
+    return (
+        f"the error bound is not finite at {int(bad.sum())} of {tol.size} entries (first at "
+        f"{where}): it exceeds the float64 range for values this large (up to {big:.3g}), so "
+        "no verdict is drawn; scale the inputs down"
+    )
+
+
+def _flushed(run: Run, Q: np.ndarray, K: np.ndarray, V: np.ndarray) -> str:
+    """How many nonzero inputs round to zero in the precision they are handed over in ('' if none).
+
+    ``V * 1e-300`` handed over in float32 is zeros: the layer and the
+    reference both see zeros, and the case checks zeros; the note says so.
+    """
+    p = run.adapter.precision
+    parts = []
+    for name, X in (("Q", layer_heads(run, Q)), ("K", layer_heads(run, K)), ("V", V)):
+        with np.errstate(all="ignore"):
+            lost = int(np.count_nonzero((X != 0) & (round_to(X, p) == 0)))
+        if lost:
+            parts.append(f"{lost} of {X.size} entries of {name}")
+    if not parts:
+        return ""
+    return (
+        f"{' and '.join(parts)} are nonzero but flush to 0 in {p.name}, the precision the "
+        f"inputs are handed over in (below half its smallest subnormal, {p.eta:.3g}): the "
+        "layer and the reference see zeros there"
+    )
+
+
+def constant_values(ti, value: np.ndarray, shape: tuple) -> np.ndarray:
+    """A per-token input fixed per head (``value``: batch_shape's axes) broadcast to ``shape``."""
+    if ti.per_token and np.ndim(value) > ti.trailing:
+        # one value per head, the same for every token: a token axis before the width's
+        value = np.expand_dims(value, ti.axis)
+    return np.broadcast_to(value, shape).copy()
+
+
+def _decimals_diagnosis(run: Run, qkv: tuple, extras, got, tol) -> str:
+    """The output explained by a constant's decimals instead of its narrower values ('' if not).
+
+    A constant given in float32 (``torch.tensor(0.9)``) holds 0.899999976; a
+    layer computing with 0.9 itself differs from the reference by more than
+    its rounding when it computes in float64.
+    """
+
+    def text(x: np.ndarray) -> str:
+        values = np.unique(x)
+        return ", ".join(repr(float(v)) for v in values[:4]) + (" ..." if values.size > 4 else "")
+
+    for ti, fmt, given, decimals in run.decimals:
+        changed = dict(extras)
+        changed[ti.name] = round_to(
+            constant_values(ti, decimals, extras[ti.name].shape), run.adapter.precision
+        )
+        try:
+            with np.errstate(all="ignore"):
+                Q, K, V = qkv
+                ref = run.reference.output(*run.reference.args(Q, K, V, changed))
+        except Exception:  # noqa: BLE001 - a diagnosis never turns a report into a crash
+            continue
+        with np.errstate(invalid="ignore"):
+            if not (np.abs(got - ref) <= tol).all():
+                continue
+        return (
+            f"the output is the reference with {ti.option} = {text(decimals)}, within rounding: "
+            f"`{ti.option}` was given in {fmt}, which holds {text(given)}, and the reference "
+            f"uses that value; pass {ti.option} as float64 numbers ({text(decimals)}), or give "
+            f"the layer the {fmt} value"
+        )
+    return ""
 
 
 def _out_of_range(largest: tuple[float, float], model: RoundingModel) -> str:

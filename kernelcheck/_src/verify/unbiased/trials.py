@@ -27,7 +27,7 @@ from kernelcheck._src.core.rounding import (
     given_precision,
     inner_product_factor,
 )
-from kernelcheck._src.core.validate import describe
+from kernelcheck._src.core.validate import describe, to_numpy
 from kernelcheck.errors import InvalidArgument
 
 __all__ = ["SamplerTrials", "BatchTrials", "trial_function", "sampler_name"]
@@ -41,7 +41,10 @@ def _check_features(
 ) -> tuple[np.ndarray, Precision]:
     """The features in float64 and the format they came in (float64 for exact integers)."""
     fmt = given_precision(F) or _FLOAT64
-    arr = np.asarray(F)
+    try:  # a tensor of any framework, dtype (bfloat16 included) or device
+        arr = to_numpy(F, f"phi({name})")
+    except InvalidArgument:
+        arr = np.asarray(None)  # refused below, naming `sample`
     if arr.dtype.kind not in "biuf":
         raise InvalidArgument(
             f"`sample` returned a feature map whose output on `{name}` is not a real array "

@@ -63,17 +63,24 @@ def gated_error_bound(
 
     Parameters
     ----------
-    phi_q, phi_k : array_like, shape (..., n, D)
+    phi_q : array_like, shape (..., n, D)
+        The query features ``phi(Q)``.
+    phi_k : array_like, shape (..., n, D)
+        The key features ``phi(K)``.
     V : array_like, shape (..., n, d_v)
+        The values.
     gates : array_like, broadcastable to (..., n)
-    causal : bool
-        True: the gated forms are causal only (False is refused).
-    normalize : bool
-    initial_state : State, optional
-    dtype : float64 or float32, optional
-        Precision whose unit roundoff is used (default: the inputs').
-    extra_ops : int >= 0
-        Additional roundings per term (feature maps, inputs cast down).
+        ``g_t`` in (0, 1], as in :func:`gated_recurrent`.
+    causal : bool, default True
+        The gated forms are causal only (False is refused).
+    normalize : bool, default False
+        The normalised forms, or the unnormalised ones.
+    initial_state : State, default None
+        The state handed to the form before its first token.
+    dtype : dtype or str, default None
+        Precision whose unit roundoff is used (None: the inputs').
+    extra_ops : int, default 0
+        Additional roundings per term (>= 0: feature maps, inputs cast down).
 
     Returns
     -------

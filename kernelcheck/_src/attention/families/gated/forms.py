@@ -76,8 +76,9 @@ def gated_recurrence(*, normalize: bool = False) -> Recurrence:
 
     Parameters
     ----------
-    normalize : bool
-        Unnormalised by default, as retention and gated layers are.
+    normalize : bool, default False
+        Divide by the normaliser (the state carries ``z``); unnormalised by
+        default, as retention and gated layers are.
 
     Returns
     -------
@@ -104,7 +105,7 @@ def gated_recurrence(*, normalize: bool = False) -> Recurrence:
     def init(
         D: int, d_v: int, *, batch_shape: tuple[int, ...] = (), dtype: Any = np.float64
     ) -> State:
-        return empty_state(D, d_v, batch_shape, dtype, normalize)
+        return empty_state(D, d_v, batch_shape=batch_shape, dtype=dtype, normalize=normalize)
 
     def step(state: State, phi_q: Any, phi_k: Any, v: Any, g: Any, *, on_bad_normalizer="raise"):
         state, phi_q, phi_k, v, action = step_iv(state, phi_q, phi_k, v, on_bad_normalizer)
@@ -155,23 +156,28 @@ def gated_recurrent(
 
     Parameters
     ----------
-    phi_q, phi_k : array_like, shape (..., n, D)
+    phi_q : array_like, shape (..., n, D)
+        The query features ``phi(Q)``.
+    phi_k : array_like, shape (..., n, D)
+        The key features ``phi(K)``.
     V : array_like, shape (..., n, d_v)
+        The values.
     gates : array_like, broadcastable to (..., n)
         ``g_t`` in (0, 1] (see the module docstring for the shapes).
-    normalize : bool
-        Unnormalised by default.
-    initial_state : State, optional
-        The (decayed) state after earlier tokens, handed over (C19, C20).
-    return_state : bool
+    normalize : bool, default False
+        Divide by the normaliser, or not (as retention and gated layers).
+    initial_state : State, default None
+        The (decayed) state after earlier tokens, handed over (C19, C20); None: zero.
+    return_state : bool, default False
         Also return the final state.
-    on_bad_normalizer : {"raise", "report"}
+    on_bad_normalizer : {"raise", "report"}, default "raise"
         As in :func:`~kernelcheck.attention.parallel`, when normalised.
 
     Returns
     -------
-    numpy.ndarray of shape (..., n, d_v) (or :class:`AttentionOutput`);
-    with ``return_state`` a pair ``(result, State)``.
+    numpy.ndarray or AttentionOutput
+        Shape (..., n, d_v), or an :class:`AttentionOutput` with
+        ``on_bad_normalizer="report"``; with ``return_state`` a pair ``(result, State)``.
 
     Examples
     --------
@@ -211,12 +217,24 @@ def gated_parallel(
 
     Parameters
     ----------
-    phi_q, phi_k, V, gates, normalize, on_bad_normalizer
-        As in :func:`gated_recurrent`.
+    phi_q : array_like, shape (..., n, D)
+        The query features ``phi(Q)``.
+    phi_k : array_like, shape (..., n, D)
+        The key features ``phi(K)``.
+    V : array_like, shape (..., n, d_v)
+        The values.
+    gates : array_like, broadcastable to (..., n)
+        ``g_t`` in (0, 1], as in :func:`gated_recurrent`.
+    normalize : bool, default False
+        Divide by the normaliser, or not (as retention and gated layers).
+    on_bad_normalizer : {"raise", "report"}, default "raise"
+        As in :func:`~kernelcheck.attention.parallel`, when normalised.
 
     Returns
     -------
-    numpy.ndarray of shape (..., n, d_v), or :class:`AttentionOutput`
+    numpy.ndarray or AttentionOutput
+        Shape (..., n, d_v), or an :class:`AttentionOutput` with
+        ``on_bad_normalizer="report"``.
 
     Notes
     -----
@@ -291,19 +309,31 @@ def gated_chunked(
 
     Parameters
     ----------
-    phi_q, phi_k, V, gates
-        As in :func:`gated_recurrent`.
-    chunk_size : int >= 1, optional
-        Any size; ``C >= n`` is :func:`gated_parallel`'s computation in one
-        block, ``C = 1`` the recurrence.  Default as in
-        :func:`~kernelcheck.attention.chunked`.
-    normalize, initial_state, return_state, on_bad_normalizer
-        As in :func:`gated_recurrent`.
+    phi_q : array_like, shape (..., n, D)
+        The query features ``phi(Q)``.
+    phi_k : array_like, shape (..., n, D)
+        The key features ``phi(K)``.
+    V : array_like, shape (..., n, d_v)
+        The values.
+    gates : array_like, broadcastable to (..., n)
+        ``g_t`` in (0, 1], as in :func:`gated_recurrent`.
+    chunk_size : int, default None
+        Any size >= 1; ``C >= n`` is :func:`gated_parallel`'s computation in
+        one block, ``C = 1`` the recurrence.  None: as in :func:`~kernelcheck.attention.chunked`.
+    normalize : bool, default False
+        Divide by the normaliser, or not (as retention and gated layers).
+    initial_state : State, default None
+        The (decayed) state after earlier tokens, as in :func:`gated_recurrent`.
+    return_state : bool, default False
+        Also return the final state.
+    on_bad_normalizer : {"raise", "report"}, default "raise"
+        As in :func:`~kernelcheck.attention.parallel`, when normalised.
 
     Returns
     -------
-    numpy.ndarray of shape (..., n, d_v), or :class:`AttentionOutput`; with
-    ``return_state`` a pair ``(result, State)``.
+    numpy.ndarray or AttentionOutput
+        Shape (..., n, d_v), or an :class:`AttentionOutput` with
+        ``on_bad_normalizer="report"``; with ``return_state`` a pair ``(result, State)``.
 
     Notes
     -----

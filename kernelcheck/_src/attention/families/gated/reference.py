@@ -7,6 +7,7 @@ import numpy as np
 
 from kernelcheck._src.attention.common.inputs import gates_iv
 from kernelcheck._src.attention.common.spec import FeatureSpec, TokenInput
+from kernelcheck._src.attention.families.gated.vjp import gated_vjp_with_bounds
 from kernelcheck.errors import InvalidArgument
 
 __all__ = ["GatedSpec", "GATES"]
@@ -44,7 +45,8 @@ class GatedSpec(FeatureSpec):
     """Decayed or gated linear attention, ``S_t = g_t S_(t-1) + phi(k_t) v_t^T`` (claim C20)."""
 
     state_form = "gated_chunked"
-    gradients_not_checked = "no reference gradient for the gated reference yet"
+
+    gradients = ("dQ", "dK", "dV")
 
     @classmethod
     def example_arguments(cls, rng, n: int, d: int, D: int, d_v: int, batch=()) -> tuple:
@@ -98,3 +100,17 @@ class GatedSpec(FeatureSpec):
                 i - L[..., None, :] - later, 0.0
             ),
         }
+
+    def vjp(self, args, kw, Q, K, V, G, model):
+        """:func:`~kernelcheck.attention.gated_vjp`: dphi_q, dphi_k (as dQ, dK), dV and dg (C20).
+
+        ``dg`` (index 3: the family's first per-token input) is the derivative
+        by ``log g``, the gradient of a layer handed ``log g``.
+        """
+        models = ((model, self.extra_ops(Q.shape[-1])), (None, 0))
+        ref, (b, b64) = gated_vjp_with_bounds(
+            args[0], args[1], V, args[3], G, normalize=self.normalize, models=models
+        )
+        return self.feature_vjp(ref, b, b64) + [
+            ("dg", 3, ref.dlog_gates, b.dlog_gates + b64.dlog_gates)
+        ]

@@ -50,12 +50,20 @@ def kernelized_error_bound(
 
     Parameters
     ----------
-    Q, K : array_like, shape (..., n, d)
+    Q : array_like, shape (..., n, d)
+        The queries.
+    K : array_like, shape (..., n, d)
+        The keys.
     V : array_like, shape (..., n, d_v)
-    kernel : kernel object with ``error_bound(X, Y)``
-    causal : bool
-    dtype : float64 or float32, optional
-    extra_ops : int >= 0
+        The values.
+    kernel : kernel object
+        The kernel of :func:`kernelized`, with its bound ``error_bound(X, Y)``.
+    causal : bool, default False
+        Restrict row i to keys ``j <= i``.
+    dtype : dtype or str, default None
+        Precision whose unit roundoff is used (None: the inputs').
+    extra_ops : int, default 0
+        Additional roundings per sum term (>= 0).
 
     Returns
     -------

@@ -65,20 +65,27 @@ def kernelized(
 
     Parameters
     ----------
-    Q, K : array_like, shape (..., n, d)
+    Q : array_like, shape (..., n, d)
+        The queries.
+    K : array_like, shape (..., n, d)
+        The keys.
     V : array_like, shape (..., n, d_v)
+        The values.
     kernel : callable
         A kernel object (``kernel(X, Y)`` returns the (n, m) Gram block),
         e.g. from :mod:`kernelcheck.kernels`.
-    causal : bool
-    on_bad_normalizer : {"raise", "report"}
+    causal : bool, default False
+        Restrict row i to keys ``j <= i``.
+    on_bad_normalizer : {"raise", "report"}, default "raise"
         A kernel with negative values (``Linear()``, odd Taylor orders) can
         give a normaliser ``<= 0``: raise :class:`~kernelcheck.errors.BadNormalizer`
         or return an :class:`AttentionOutput`.
 
     Returns
     -------
-    numpy.ndarray of shape (..., n, d_v), or :class:`AttentionOutput`
+    numpy.ndarray or AttentionOutput
+        Shape (..., n, d_v), or an :class:`AttentionOutput` with
+        ``on_bad_normalizer="report"``.
 
     Notes
     -----

@@ -58,16 +58,21 @@ def linear_error_bound(
 
     Parameters
     ----------
-    phi_q, phi_k : array_like, shape (..., n, D)
+    phi_q : array_like, shape (..., n, D)
+        The query features ``phi(Q)``.
+    phi_k : array_like, shape (..., n, D)
+        The key features ``phi(K)``.
     V : array_like, shape (..., n, d_v)
-    causal : bool
-    dtype : float64 or float32, optional
-        Precision whose unit roundoff u is used (default: the inputs').
-    extra_ops : int >= 0
-        Additional roundings per term (see above).
-    normalize : bool
-        The normalised forms (default) or the unnormalised ones (C19).
-    initial_state : State, optional
+        The values.
+    causal : bool, default False
+        Restrict row i to keys ``j <= i``.
+    dtype : dtype or str, default None
+        Precision whose unit roundoff u is used (None: the inputs').
+    extra_ops : int, default 0
+        Additional roundings per term (>= 0; see above).
+    normalize : bool, default True
+        The normalised forms, or the unnormalised ones (C19).
+    initial_state : State, default None
         The state handed to a causal form before its first token.
 
     Returns

@@ -9,7 +9,6 @@ computed as two matrix products (bidirectional), by prefix sums (causal
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
@@ -20,6 +19,7 @@ from kernelcheck._src.attention.common.blocking import (
 from kernelcheck._src.attention.common.engine import (
     Recurrence,
     chunk_size_iv,
+    empty_state,
     linear_rows,
     run_recurrence,
     step_iv,
@@ -31,12 +31,8 @@ from kernelcheck._src.attention.common.types import (
     finish,
     finish_unnormalized,
 )
-from kernelcheck._src.core.memory import check_size
 from kernelcheck._src.core.validate import (
     as_bool,
-    as_float_dtype,
-    as_int,
-    as_int_tuple,
 )
 from kernelcheck.errors import InvalidArgument
 
@@ -70,20 +66,26 @@ def parallel(
 
     Parameters
     ----------
-    phi_q, phi_k : array_like, shape (..., n, D)
-        Feature matrices ``phi(Q)``, ``phi(K)``.
+    phi_q : array_like, shape (..., n, D)
+        The query features ``phi(Q)``.
+    phi_k : array_like, shape (..., n, D)
+        The key features ``phi(K)``.
     V : array_like, shape (..., n, d_v)
-    causal : bool
-    normalize : bool
-        Divide by the normaliser (default) or not (C19).
-    on_bad_normalizer : {"raise", "report"}
-        What to do when a normaliser ``phi(q_i) . z_i <= 0`` (C12): raise
+        The values.
+    causal : bool, default False
+        Restrict row i to keys ``j <= i``.
+    normalize : bool, default True
+        Divide by the normaliser, or not (C19).
+    on_bad_normalizer : {"raise", "report"}, default "raise"
+        When a normaliser ``phi(q_i) . z_i <= 0`` (C12): raise
         :class:`~kernelcheck.errors.BadNormalizer`, or return an
         :class:`AttentionOutput` with the positions.  Never an added eps.
 
     Returns
     -------
-    numpy.ndarray of shape (..., n, d_v), or :class:`AttentionOutput`
+    numpy.ndarray or AttentionOutput
+        Shape (..., n, d_v), or an :class:`AttentionOutput` with
+        ``on_bad_normalizer="report"``.
         Bidirectional, the transposed view of the ``(..., d_v + 1, n)``
         product (each matrix Fortran-ordered, its normalisers in the
         row after it): OpenBLAS runs that product faster than a
@@ -123,47 +125,6 @@ def parallel(
     normalize = as_bool(normalize, "normalize")
     chunk = auto_chunk_size(phi_q.shape[-1]) if causal else None
     return linear_rows(phi_q, phi_k, V, normalize, action, "parallel", chunk=chunk)[0]
-
-
-def _init(
-    D: int,
-    d_v: int,
-    *,
-    batch_shape: tuple[int, ...] = (),
-    dtype: Any = np.float64,
-    normalize: bool = True,
-) -> State:
-    """The empty recurrent state ``S = 0`` (D x d_v), ``z = 0`` (D) (claims C11, C14, C19).
-
-    Parameters
-    ----------
-    D : int
-        Feature dimension.
-    d_v : int
-        Value dimension.
-    batch_shape : tuple of int
-        Leading (batch, head) dimensions; ``()`` broadcasts against any batch.
-    dtype : float64 or float32
-    normalize : bool
-        False for unnormalised attention: the state is ``S`` alone (``z`` None).
-
-    Returns
-    -------
-    State
-
-    """
-    D = as_int(D, "D", minimum=1)
-    d_v = as_int(d_v, "d_v", minimum=1)
-    batch_shape = as_int_tuple(batch_shape, "batch_shape", minimum=1)
-    dtype = as_float_dtype(dtype, "dtype")
-    normalize = as_bool(normalize, "normalize")
-    check_size(
-        math.prod(batch_shape) * D * (d_v + normalize),
-        f"the state of batch shape {batch_shape} with D = {D}, d_v = {d_v}",
-        itemsize=dtype.itemsize,
-    )
-    z = np.zeros(batch_shape + (D,), dtype=dtype) if normalize else None
-    return State(S=np.zeros(batch_shape + (D, d_v), dtype=dtype), z=z)
 
 
 def _step(state: State, phi_q: Any, phi_k: Any, v: Any, *, on_bad_normalizer: str = "raise"):
@@ -221,22 +182,28 @@ def recurrent(
 
     Parameters
     ----------
-    phi_q, phi_k : array_like, shape (..., n, D)
+    phi_q : array_like, shape (..., n, D)
+        The query features ``phi(Q)``.
+    phi_k : array_like, shape (..., n, D)
+        The key features ``phi(K)``.
     V : array_like, shape (..., n, d_v)
-    normalize : bool
-        Divide by the normaliser (default) or not (C19; the state has no ``z``).
-    initial_state : State, optional
+        The values.
+    normalize : bool, default True
+        Divide by the normaliser, or not (C19; the state has no ``z``).
+    initial_state : State, default None
         The state after earlier tokens (a prefill handed over to decoding,
-        C19); zero by default.
-    return_state : bool
+        C19); None: zero.
+    return_state : bool, default False
         Also return the final :class:`State` (its size is ``D (d_v + 1)``
         per batch entry whatever n is, C11).
-    on_bad_normalizer : {"raise", "report"}
+    on_bad_normalizer : {"raise", "report"}, default "raise"
+        As in :func:`parallel`.
 
     Returns
     -------
-    numpy.ndarray of shape (..., n, d_v) or :class:`AttentionOutput`;
-    with ``return_state`` a pair ``(result, State)``.
+    numpy.ndarray or AttentionOutput
+        Shape (..., n, d_v), or an :class:`AttentionOutput` with
+        ``on_bad_normalizer="report"``; with ``return_state`` a pair ``(result, State)``.
 
     Notes
     -----
@@ -289,20 +256,31 @@ def chunked(
 
     Parameters
     ----------
-    phi_q, phi_k : array_like, shape (..., n, D)
+    phi_q : array_like, shape (..., n, D)
+        The query features ``phi(Q)``.
+    phi_k : array_like, shape (..., n, D)
+        The key features ``phi(K)``.
     V : array_like, shape (..., n, d_v)
-    chunk_size : int >= 1, optional
-        Any size, divisor of n or not; ``C >= n`` is one quadratic block,
-        ``C = 1`` is the recurrence.  Default: 32 for ``D <= 1024``, else 64,
+        The values.
+    chunk_size : int, default None
+        Any size >= 1, divisor of n or not; ``C >= n`` is one quadratic block,
+        ``C = 1`` is the recurrence.  None: 32 for ``D <= 1024``, else 64,
         the sizes at which the per-chunk products run at BLAS speed
         (:func:`~kernelcheck._src.attention.common.blocking.auto_chunk_size`).
-    normalize, initial_state, return_state, on_bad_normalizer
-        As in :func:`recurrent`.
+    normalize : bool, default True
+        Divide by the normaliser, or not (C19; the state has no ``z``).
+    initial_state : State, default None
+        The state after earlier tokens, as in :func:`recurrent`; None: zero.
+    return_state : bool, default False
+        Also return the final :class:`State`.
+    on_bad_normalizer : {"raise", "report"}, default "raise"
+        As in :func:`parallel`.
 
     Returns
     -------
-    numpy.ndarray of shape (..., n, d_v), or :class:`AttentionOutput`; with
-    ``return_state`` a pair ``(result, State)``.
+    numpy.ndarray or AttentionOutput
+        Shape (..., n, d_v), or an :class:`AttentionOutput` with
+        ``on_bad_normalizer="report"``; with ``return_state`` a pair ``(result, State)``.
 
     Notes
     -----
@@ -379,7 +357,7 @@ def linear_recurrence(*, normalize: bool = True) -> Recurrence:
     def init_state(
         D: int, d_v: int, *, batch_shape: tuple[int, ...] = (), dtype: Any = np.float64
     ) -> State:
-        return _init(D, d_v, batch_shape=batch_shape, dtype=dtype, normalize=normalize)
+        return empty_state(D, d_v, batch_shape=batch_shape, dtype=dtype, normalize=normalize)
 
     def step_state(state: State, phi_q: Any, phi_k: Any, v: Any, *, on_bad_normalizer="raise"):
         if normalize and isinstance(state, State) and state.z is None:

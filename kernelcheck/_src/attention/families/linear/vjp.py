@@ -48,8 +48,10 @@ def linear_vjp(
 
     Parameters
     ----------
-    phi_q, phi_k : array_like, shape (..., n, D)
-        The feature matrices.
+    phi_q : array_like, shape (..., n, D)
+        The query features ``phi(Q)``.
+    phi_k : array_like, shape (..., n, D)
+        The key features ``phi(K)``.
     V : array_like, shape (..., n, d_v)
         The values.
     G : array_like, shape (..., n, d_v)
@@ -118,8 +120,10 @@ def linear_vjp_error_bound(
 
     Parameters
     ----------
-    phi_q, phi_k : array_like, shape (..., n, D)
-        The feature matrices.
+    phi_q : array_like, shape (..., n, D)
+        The query features ``phi(Q)``.
+    phi_k : array_like, shape (..., n, D)
+        The key features ``phi(K)``.
     V : array_like, shape (..., n, d_v)
         The values.
     G : array_like, shape (..., n, d_v)

@@ -69,17 +69,22 @@ def softmax_error_bound(
 
     Parameters
     ----------
-    Q, K : array_like, shape (..., n, d)
+    Q : array_like, shape (..., n, d)
+        The queries.
+    K : array_like, shape (..., n, d)
+        The keys.
     V : array_like, shape (..., n, d_v)
-    causal : bool
-    scale : float, optional
-        ``1 / sqrt(d)`` by default.
-    dtype : float64 or float32, optional
-        Precision whose unit roundoff is used (default: the inputs').
-    extra_ops : int >= 0
-        Extra roundings per logit and per sum term (e.g. 2 for inputs rounded
-        to a lower precision first).
-    tight : bool
+        The values.
+    causal : bool, default False
+        Restrict row i to keys ``j <= i``.
+    scale : float, default None
+        Logit scale; None: ``1 / sqrt(d)``.
+    dtype : dtype or str, default None
+        Precision whose unit roundoff is used (None: the inputs').
+    extra_ops : int, default 0
+        Extra roundings per logit and per sum term (>= 0; e.g. 2 for inputs
+        rounded to a lower precision first).
+    tight : bool, default True
         ``False``: the first bound alone, without the second's float64
         softmax pass (larger, as valid, ``O(n d)``; for a term that only has
         to be small, such as a float64 reference's own error).

@@ -31,12 +31,16 @@ def softmax(Q: Any, K: Any, V: Any, *, causal: bool = False, scale: float | None
 
     Parameters
     ----------
-    Q, K : array_like, shape (..., n, d)
+    Q : array_like, shape (..., n, d)
+        The queries.
+    K : array_like, shape (..., n, d)
+        The keys.
     V : array_like, shape (..., n, d_v)
-    causal : bool
+        The values.
+    causal : bool, default False
         Restrict row i to keys ``j <= i``.
-    scale : float, optional
-        Logit scale; ``1 / sqrt(d)`` by default (C1).
+    scale : float, default None
+        Logit scale; None: ``1 / sqrt(d)`` (C1).
 
     Returns
     -------

@@ -35,6 +35,25 @@ from kernelcheck.errors import NumericalFailure
 def softmax_vjp(Q: Any, K: Any, V: Any, G: Any, *, causal: bool = False, scale=None) -> VJP:
     """The VJP of :func:`~kernelcheck.attention.softmax` along ``G``: ``(dQ, dK, dV)`` (C1).
 
+    Parameters
+    ----------
+    Q : array_like, shape (..., n, d)
+        The queries.
+    K : array_like, shape (..., n, d)
+        The keys.
+    V : array_like, shape (..., n, d_v)
+        The values.
+    G : array_like, shape (..., n, d_v)
+        The cotangent.
+    causal : bool, default False
+        Restrict row i to keys ``j <= i``.
+    scale : float, default None
+        Logit scale; None: ``1 / sqrt(d)``.
+
+    Returns
+    -------
+    VJP
+
     Examples
     --------
     >>> import numpy as np
@@ -74,6 +93,27 @@ def softmax_vjp_error_bound(
     depends on ``dtype``: :func:`softmax_vjp_with_bounds` shares them between
     precisions.  They are formed a block of query rows at a time, never for
     all n rows at once (memory: a few ``rows x n`` blocks of about 2 MiB).
+
+    Parameters
+    ----------
+    Q : array_like, shape (..., n, d)
+        The queries.
+    K : array_like, shape (..., n, d)
+        The keys.
+    V : array_like, shape (..., n, d_v)
+        The values.
+    G : array_like, shape (..., n, d_v)
+        The cotangent.
+    causal : bool, default False
+        Restrict row i to keys ``j <= i``.
+    scale : float, default None
+        Logit scale; None: ``1 / sqrt(d)``.
+    dtype : dtype or str, default None
+        The precision of the backward pass bounded (None: the inputs').
+
+    Returns
+    -------
+    VJP
     """
     Q, K, V, causal, scale = softmax_iv(Q, K, V, causal, scale)
     dt = dtype_iv(dtype, V.dtype)
