@@ -14,7 +14,10 @@ runs over the four registry records:
 * every reported bug shape of the family lies beyond the float32 tolerance
   (so ``verify.attention`` would catch it);
 * expanding transitions give an infinite bound, which the specification
-  turns into a case that is not judged.
+  turns into a case that is not judged;
+* a final state that overflows is refused even where every output is finite;
+  the in-layer L2 normalisation of a row whose squared norm overflows is
+  that row's direction, not zero.
 """
 
 from __future__ import annotations
@@ -24,9 +27,10 @@ import pytest
 
 from kernelcheck._src.attention.common.spec import SpecOptions
 from kernelcheck._src.attention.common.transition_spec import NOT_JUDGED
+from kernelcheck._src.attention.common.transitions import l2_normalized
 from kernelcheck._src.attention.registry import FAMILIES
 from kernelcheck.attention import State
-from kernelcheck.errors import InvalidArgument
+from kernelcheck.errors import InvalidArgument, NumericalFailure
 
 NAMES = ("delta", "gated_delta", "kda", "dplr")
 RECURRENCES = {
@@ -226,6 +230,30 @@ def test_expanding_transitions_leave_the_case_not_judged(name):
     spec = _family(name).spec(SpecOptions(causal=True))
     assert spec.judged(tuple(args), {}, b16) == NOT_JUDGED
     assert spec.judged(tuple(args), {}, b64[:4]) == ""
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_final_state_that_overflows_is_a_numerical_failure(name):
+    """One token, ``q = 1e-200``, ``k = v = 1e200``: the chunked output
+    ``(q . k) beta v`` is finite, the state ``k (beta v)^T`` is not.  Returning
+    that state would hand an ``inf`` to the next call as if it were a number."""
+    args = list(_arguments(name, np.random.default_rng(31), 1, 1, 1, ()))
+    args[:3] = [np.array([[1e-200]]), np.array([[1e200]]), np.array([[1e200]])]
+    form = _forms(name)["chunked"]
+    assert np.isfinite(form.call(*args, causal=True)).all()
+    with pytest.raises(NumericalFailure, match="state is not finite"):
+        form.call(*args, causal=True, return_state=True)
+
+
+def test_the_l2_normalisation_of_a_row_beyond_the_float_range_is_its_direction():
+    """``|x|^2 = 2e400`` overflows: ``x / sqrt(|x|^2 + eps)`` would be 0; the row
+    scaled by a power of two first gives ``x / |x|``, within ``D + 2`` roundings."""
+    X = np.array([[1e200, -1e200, 3.0], [3.0, 4.0, 0.0]])
+    got = l2_normalized(X)
+    want = np.array([[2**-0.5, -(2**-0.5), 3.0 / (2**0.5 * 1e200)], [0.6, 0.8, 0.0]])
+    assert np.abs(got[0] - want[0]).max() <= 5 * np.finfo(np.float64).eps
+    # a row within the range keeps the shipped formula with its eps
+    assert np.array_equal(got[1], X[1] / np.sqrt(25.0 + 1e-6))
 
 
 @pytest.mark.parametrize("name", NAMES)

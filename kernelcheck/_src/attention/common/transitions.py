@@ -41,7 +41,7 @@ from kernelcheck._src.attention.common.inputs import (
     token_values_iv,
     triple_iv,
 )
-from kernelcheck._src.attention.common.types import State, finish_unnormalized
+from kernelcheck._src.attention.common.types import State, finish_state, finish_unnormalized
 from kernelcheck._src.core.validate import (
     as_array,
     as_bool,
@@ -168,17 +168,20 @@ def run_steps(step, q, k, v, tokens, S0, *, norms: bool = False):
     ``tokens`` are the per-token arrays after ``v`` (token axis -2 for those
     of ndim equal to ``q``'s, else -1).  Returns the outputs (``(..., n, d_v)``),
     the final state and, with ``norms``, the 2-norm of every column of every
-    state ``S_t`` (``(..., n, d_v)``; the error model's magnitudes).
+    state ``S_t`` (``(..., n, d_v)``; the error model's magnitudes).  A state
+    that leaves the float range gives ``inf`` or NaN without a warning: the
+    caller checks the result (:func:`finish_form`).
     """
     n = q.shape[-2]
     S = S0
     out = np.empty(q.shape[:-1] + v.shape[-1:], dtype=S.dtype)
     col = np.empty_like(out) if norms else None
-    for t in range(n):
-        here = [x[..., t, :] if x.ndim == q.ndim else x[..., t] for x in tokens]
-        S, out[..., t, :] = step(S, q[..., t, :], k[..., t, :], v[..., t, :], *here)
-        if col is not None:
-            col[..., t, :] = np.sqrt(np.sum(S * S, axis=-2))
+    with np.errstate(over="ignore", invalid="ignore"):
+        for t in range(n):
+            here = [x[..., t, :] if x.ndim == q.ndim else x[..., t] for x in tokens]
+            S, out[..., t, :] = step(S, q[..., t, :], k[..., t, :], v[..., t, :], *here)
+            if col is not None:
+                col[..., t, :] = np.sqrt(np.sum(S * S, axis=-2))
     return out, S, col
 
 
@@ -247,19 +250,20 @@ def _pair_products(L, R, G, Z, shift_rows: bool, strict: bool, pair=None) -> np.
     :func:`factor_range` and that hold no gate of 0; the others form the
     decays pair by pair.  One decay for every channel comes as ``pair``, the
     chunk's pair decays ``exp(G_t - G_j)`` formed once (row t - 1 are row t's
-    when ``shift_rows``).
+    when ``shift_rows``).  The pairs above the band are selected away, never
+    multiplied by 0: a product that overflows there (``inf * 0``) changes no
+    row.  Called under the caller's ``np.errstate`` (see :func:`chunked_transitions`).
     """
     C = L.shape[-2]
     keep = np.tril(np.ones((C, C), dtype=bool), -1 if strict else 0)
     if pair is not None:
-        return (L @ swap(R)) * (_shift(pair, 0.0) if shift_rows else pair) * keep
+        return np.where(keep, (L @ swap(R)) * (_shift(pair, 0.0) if shift_rows else pair), 0.0)
     if G is None:
-        return (L @ swap(R)) * keep
+        return np.where(keep, L @ swap(R), 0.0)
     Gr = _shift(G, 0.0) if shift_rows else G
     Zr = _shift(Z, 0) if shift_rows else Z
     safe = (Z[..., -1, :].max(-1) == 0) & (-G[..., -1, :].min(-1) <= factor_range(L.dtype))
-    with np.errstate(over="ignore", invalid="ignore"):
-        out = ((L * np.exp(Gr)) @ swap(R * np.exp(-G))) * keep
+    out = np.where(keep, (L * np.exp(Gr)) @ swap(R * np.exp(-G)), 0.0)
     for idx in zip(*np.nonzero(~safe), strict=True):
         d = _decay(Gr[idx][:, None, :], Zr[idx][:, None, :], G[idx][None], Z[idx][None])
         out[idx] = np.where(keep, np.einsum("tc,jc,tjc->tj", L[idx], R[idx], d), 0.0)
@@ -326,8 +330,18 @@ def chunked_transitions(T: Transitions, C: int, S0: np.ndarray):
     ``W`` of every chunk come from one forward substitution
     (:func:`forward_substitution`) before the pass over the chunks.
 
+    Finite inputs whose products leave the float range give an ``inf`` or a
+    NaN in the result, without a warning: the caller checks the result
+    (:func:`finish_form`).
+
     Operation count: see the families' cost models (``cost.py``).
     """
+    with np.errstate(over="ignore", invalid="ignore"):
+        return _chunked_pass(T, C, S0)
+
+
+def _chunked_pass(T: Transitions, C: int, S0: np.ndarray):
+    """:func:`chunked_transitions`' computation (under its ``np.errstate``)."""
     n, dv = T.q.shape[-2], T.v.shape[-1]
     ch = _prepare(T, min(C, n))
     nc = ch.Aq.shape[-3]
@@ -368,8 +382,22 @@ class FormInputs(NamedTuple):
 
 
 def l2_normalized(X: np.ndarray, eps: float = L2NORM_EPS) -> np.ndarray:
-    """``x / sqrt(|x|^2 + eps)`` row by row: the in-layer normalisation of the shipped layers."""
-    return X / np.sqrt(np.sum(X * X, axis=-1, keepdims=True) + eps)
+    """``x / sqrt(|x|^2 + eps)`` row by row: the in-layer normalisation of the shipped layers.
+
+    A row whose ``|x|^2`` leaves the float range (there ``eps`` is far below
+    its rounding) is first scaled by a power of two, exactly: ``y / |y|``
+    with ``y = 2^-e x``, never ``x / inf = 0``.  Either way ``D + 2``
+    roundings an entry (the sum of squares, the square root, the quotient).
+    """
+    with np.errstate(over="ignore"):
+        ss = np.sum(X * X, axis=-1, keepdims=True)
+    out = X / np.sqrt(ss + eps)
+    big = np.isinf(ss[..., 0])
+    if big.any():
+        Y = X[big]
+        Y = np.ldexp(Y, -np.frexp(np.max(np.abs(Y), axis=-1, keepdims=True))[1])
+        out[big] = Y / np.sqrt(np.sum(Y * Y, axis=-1, keepdims=True))
+    return out
 
 
 def form_inputs_iv(
@@ -433,9 +461,15 @@ def delta_chunk_iv(chunk_size: Any) -> int:
 
 
 def finish_form(out: np.ndarray, S: np.ndarray, x: FormInputs, form: str):
-    """The output checked finite (an expanding transition can overflow), with the state if asked."""
+    """The output checked finite (an expanding transition can overflow), with the state if asked.
+
+    A returned state is checked too (a last query of 0 reads nothing of it).
+    NumericalFailure where either holds an ``inf`` or a NaN.
+    """
     out = finish_unnormalized(out, form)
-    return (out, State(S, None)) if x.return_state else out
+    if not x.return_state:
+        return out
+    return out, State(finish_state(S, form), None)
 
 
 class TokenLimits(NamedTuple):
@@ -496,8 +530,10 @@ def transition_recurrence(raw_step, tokens: tuple[TokenLimits, ...], family: str
             for x, t in zip(values, tokens, strict=True)
         ]  # fmt: skip
         S = np.broadcast_to(S, batch + S.shape[-2:]).astype(dt)
-        new, y = raw_step(S, q, k, v, *checked)
-        return State(new, None), finish_unnormalized(y, f"{family} step")
+        with np.errstate(over="ignore", invalid="ignore"):
+            new, y = raw_step(S, q, k, v, *checked)
+        y = finish_unnormalized(y, f"{family} step")
+        return State(finish_state(new, f"{family} step"), None), y
 
     init.__doc__ = f"The empty state of the {family} recurrence: ``S = 0`` (no normaliser)."
     step.__doc__ = f"One token of the {family} recurrence: ``(state, q, k, v, ...) -> (state, y)``."
