@@ -486,17 +486,27 @@ def transitions_bound(
 
     T = Transitions(f64(T.q), f64(T.k), f64(T.v), f64(T.read), f64(T.write), f64(T.log_w))
     S0 = np.asarray(S0, dtype=np.float64)
+    # an intermediate beyond the float range is an inf or a NaN, mapped to ``inf`` below
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        return _bounds(T, S0, dtype, extra_ops, chunk_size)
+
+
+def _bounds(T: Transitions, S0: np.ndarray, dtype, extra_ops: int, chunk_size: int):
+    """:func:`transitions_bound` on float64 arrays (under its ``np.errstate``)."""
     mags = magnitudes(T)
     p = T.k if T.write is None else T.write
     w = np.ones(T.q.shape[:-1] + (1,)) if T.log_w is None else np.exp(T.log_w)
-    with np.errstate(over="ignore", invalid="ignore"):
-        _, _, sig_hat = run_steps(dplr_step, T.q, T.k, T.v, (T.read, p, w), S0, norms=True)
+    _, _, sig_hat = run_steps(dplr_step, T.q, T.k, T.v, (T.read, p, w), S0, norms=True)
     sig_hat = np.where(np.isfinite(sig_hat), sig_hat, np.inf) * (1.0 + gamma(mags.D + 2))
     sig0 = np.sqrt(np.sum(S0 * S0, axis=-2)) * (1.0 + gamma(mags.D + 2))
     sig0 = np.broadcast_to(sig0, sig_hat.shape[:-2] + sig_hat.shape[-1:])
     growth = _growth(mags.rho)
-    with np.errstate(over="ignore", invalid="ignore"):
-        bands = _bands(T, mags, chunk_size)
+    # a magnitude beyond the float range leaves no bound from its token on
+    finite = np.isfinite(growth)
+    for x in (mags.q, mags.k, mags.r, mags.p, mags.mu, mags.logw):
+        finite &= np.isfinite(x)
+    finite &= np.isfinite(mags.v).all(axis=-1)
+    bands = _bands(T, mags, chunk_size)
     results = []
     e64 = None
     models = [np.dtype(np.float64)]
@@ -509,7 +519,7 @@ def transitions_bound(
             mags.D * (chunk_size + 8), dt, mags.q, mags.k + mags.p, mags.v, mags.r
         )
         bad = ~good | expands(growth, dt, mags.D + 10 + extra_ops)[..., None]
-        bad |= ~(np.isfinite(out) & np.isfinite(e))
+        bad |= ~(np.isfinite(out) & np.isfinite(e) & finite[..., None])
         bad = np.logical_or.accumulate(bad, axis=-2)
         out, e = np.where(bad, np.inf, out), np.where(bad, np.inf, e)
         if e64 is None:
