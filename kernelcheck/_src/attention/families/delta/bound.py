@@ -71,17 +71,49 @@ def delta_error_bound(
     >>> bool((err <= delta_error_bound(*f32, qk_l2norm=True)).all())
     True
     """
+    x, T = _validated(q, k, v, beta, causal, initial_state, qk_l2norm, scale)
+    return family_bounds(x, T, dtype, extra_ops, qk_l2norm, scale, chunk_size)[1].out
+
+
+def delta_parallel_error_bound(
+    q, k, v, beta, *, causal=True, dtype=None, extra_ops=0, qk_l2norm=False, scale=1.0
+):
+    """:func:`delta_error_bound` with one chunk of all n tokens (the parallel form, C22).
+
+    Parameters
+    ----------
+    q : array_like, shape (..., n, D)
+        Queries.
+    k : array_like, shape (..., n, D)
+        Keys.
+    v : array_like, shape (..., n, d_v)
+        Values.
+    beta : array_like, broadcastable to (..., n)
+        The step ``beta_t >= 0`` of each token and head.
+    causal : bool, default True
+        Must be True.
+    dtype : float dtype or RoundingModel, default None
+        The precision the form computes in (None: the inputs'), as in
+        :func:`delta_error_bound`.
+    extra_ops : int >= 0, default 0
+        Roundings added to every count (inputs the layer rounds itself).
+    qk_l2norm : bool, default False
+        Normalise queries and keys inside the form, ``x / sqrt(|x|^2 + 1e-6)``.
+    scale : float, default 1.0
+        Multiplies the queries (after the normalisation).
+
+    Returns
+    -------
+    numpy.ndarray, shape (..., n, d_v)
+    """
+    x, T = _validated(q, k, v, beta, causal, None, qk_l2norm, scale)
+    return family_bounds(x, T, dtype, extra_ops, qk_l2norm, scale, x.q.shape[-2])[1].out
+
+
+def _validated(q, k, v, beta, causal, initial_state, qk_l2norm, scale):
+    """The bounds' inputs validated (in float64) and their transitions: ``(FormInputs, T)``."""
     causal_iv(causal)
     x, *tokens = tr.family_inputs(
         q, k, v, (beta,), LIMITS, initial_state, False, qk_l2norm, scale, np.float64
     )
-    T = delta_transitions(x, *tokens)
-    return family_bounds(x, T, dtype, extra_ops, qk_l2norm, scale, chunk_size)[1].out
-
-
-def delta_parallel_error_bound(q, k, v, beta, **options):
-    """:func:`delta_error_bound` with one chunk of all n tokens (the parallel form, C22).
-
-    ``options`` are those of :func:`delta_error_bound` but ``chunk_size``.
-    """
-    return delta_error_bound(q, k, v, beta, chunk_size=np.shape(q)[-2], **options)
+    return x, delta_transitions(x, *tokens)
