@@ -1,7 +1,7 @@
 """How ``verify.attention`` meets a layer of one family: the base of every family's specification.
 
 A family of attention (softmax, kernelized, linear, gated, ...) is one
-folder under ``attention/families/`` and one :class:`~kernelcheck._src.attention.registry.Family`
+folder under ``attention/families/`` and one :class:`~kernelcheck._src.attention.records.Family`
 record.  Its ``reference.py`` subclasses :class:`FamilySpec`: given the
 options of a ``verify.attention`` call (:class:`SpecOptions`), the spec
 builds the arguments of the family's reference form from the inputs the
