@@ -15,6 +15,13 @@
 * :func:`channel_gated_recurrence`, :func:`channel_gated_recurrent`,
   :func:`channel_gated_parallel`, :func:`channel_gated_chunked` -- gates on
   the key or value channels and RWKV-6's bonus: GLA, HGRN-2, RWKV-6 (C21);
+* the delta rule and its kin (C22-C24): :func:`delta_recurrence`,
+  :func:`delta_recurrent`, :func:`delta_chunked`, :func:`delta_parallel`
+  (DeltaNet); the same with ``gated_delta_`` (Gated DeltaNet, one decay per
+  token), ``kda_`` (Kimi Delta Attention, a decay per key channel) and
+  ``dplr_`` (the diagonal-plus-rank-one transition of RWKV-7), each with its
+  normwise error bound (``*_error_bound``) and reference backward pass
+  (``*_vjp``, with bounds on request);
 * :func:`linear_error_bound`, :func:`softmax_error_bound`,
   :func:`kernelized_error_bound`, :func:`gated_error_bound` -- a-priori
   rounding-error bounds of the forms;
@@ -58,6 +65,21 @@ from kernelcheck._src.attention.families.channel_gated.vjp import (
     channel_gated_vjp,
     channel_gated_vjp_error_bound,
 )
+from kernelcheck._src.attention.families.delta.bound import delta_error_bound
+from kernelcheck._src.attention.families.delta.forms import (
+    delta_chunked,
+    delta_parallel,
+    delta_recurrence,
+    delta_recurrent,
+)
+from kernelcheck._src.attention.families.delta.vjp import delta_vjp
+from kernelcheck._src.attention.families.dplr.bound import dplr_error_bound
+from kernelcheck._src.attention.families.dplr.forms import (
+    dplr_chunked,
+    dplr_recurrence,
+    dplr_recurrent,
+)
+from kernelcheck._src.attention.families.dplr.vjp import dplr_vjp
 from kernelcheck._src.attention.families.gated.bound import gated_error_bound
 from kernelcheck._src.attention.families.gated.forms import (
     gated_chunked,
@@ -70,6 +92,23 @@ from kernelcheck._src.attention.families.gated.vjp import (
     gated_vjp,
     gated_vjp_error_bound,
 )
+from kernelcheck._src.attention.families.gated_delta.bound import gated_delta_error_bound
+from kernelcheck._src.attention.families.gated_delta.forms import (
+    gated_delta_chunked,
+    gated_delta_parallel,
+    gated_delta_recurrence,
+    gated_delta_recurrent,
+)
+from kernelcheck._src.attention.families.gated_delta.vjp import (
+    gated_delta_vjp,
+)
+from kernelcheck._src.attention.families.kda.bound import kda_error_bound
+from kernelcheck._src.attention.families.kda.forms import (
+    kda_chunked,
+    kda_recurrence,
+    kda_recurrent,
+)
+from kernelcheck._src.attention.families.kda.vjp import kda_vjp
 from kernelcheck._src.attention.families.kernelized.bound import kernelized_error_bound
 from kernelcheck._src.attention.families.kernelized.forms import kernelized
 from kernelcheck._src.attention.families.linear.bound import linear_error_bound
@@ -118,6 +157,28 @@ __all__ = [
     "channel_gated_parallel",
     "channel_gated_chunked",
     "channel_gated_error_bound",
+    "delta_recurrence",
+    "delta_recurrent",
+    "delta_chunked",
+    "delta_parallel",
+    "delta_error_bound",
+    "delta_vjp",
+    "gated_delta_recurrence",
+    "gated_delta_recurrent",
+    "gated_delta_chunked",
+    "gated_delta_parallel",
+    "gated_delta_error_bound",
+    "gated_delta_vjp",
+    "kda_recurrence",
+    "kda_recurrent",
+    "kda_chunked",
+    "kda_error_bound",
+    "kda_vjp",
+    "dplr_recurrence",
+    "dplr_recurrent",
+    "dplr_chunked",
+    "dplr_error_bound",
+    "dplr_vjp",
     "softmax_vjp",
     "linear_vjp",
     "softmax_vjp_error_bound",

@@ -52,15 +52,7 @@ CATALOGUE_ARGUMENTS = {
 #: run, as ``xfail`` (not strict: the failing inputs are drawn by Hypothesis), and show up
 #: as XPASS in the summary once the bug is fixed -- then delete the line.  (A bug that can
 #: hit any entry is recognised inside its test instead.)
-KNOWN_LIBRARY_BUGS: dict[tuple[str, str], str] = {
-    **{
-        ("tests/attention/test_family_inputs.py::test_every_bound_is_never_nan", form): (
-            "gated_error_bound (unnormalised) returns NaN where |phi_q| |phi_k| overflows and "
-            "V = 0 (inf * 0); linear_error_bound returns inf there"
-        )
-        for form in ("gated_parallel", "gated_recurrent", "gated_chunked")
-    },
-}
+KNOWN_LIBRARY_BUGS: dict[tuple[str, str], str] = {}
 
 
 def pytest_generate_tests(metafunc):

@@ -1,8 +1,8 @@
 """Attention in every form, one folder per family (claims C1-C3, C10-C12, C14, C15, C19, C20).
 
-* ``registry`` -- the :class:`~kernelcheck._src.attention.registry.Family`
-  records and their forms (``FAMILIES``, ``FORMS``): the one list every
-  consumer reads;
+* ``registry`` -- the table of families and their forms (``FAMILIES``,
+  ``FORMS``): the one list every consumer reads; ``records`` -- its record
+  types (:class:`~kernelcheck._src.attention.records.Family`, ``Form``);
 * ``families/<family>/`` -- each family's forms, error bound, cost model,
   reference backward pass and the specification through which
   ``verify.attention`` meets a layer of the family: ``softmax`` (C1, C2),

@@ -1,8 +1,10 @@
 """The registry of attention families and their forms: each family once, every form once.
 
-A :class:`Family` is one folder under ``attention/families/`` and one record
-here: its forms (each a :class:`Form` with its error bound and cost model),
-the per-token inputs it takes beside ``Q, K, V`` (:class:`TokenInput`), the
+A :class:`~kernelcheck._src.attention.records.Family` is one folder under
+``attention/families/`` and one record here: its forms (each a
+:class:`~kernelcheck._src.attention.records.Form` with its error bound and
+cost model), the per-token inputs it takes beside ``Q, K, V``
+(:class:`~kernelcheck._src.attention.common.spec.TokenInput`), the
 ``verify.attention`` options that select it, the storage roundings of its
 error model, the specification through which ``verify.attention`` builds its
 reference, range check, state, gradient and bug shapes
@@ -14,12 +16,9 @@ the tests read these records: adding a family is its folder plus one record.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from kernelcheck._src.attention.common.blocking import auto_chunk_size
-from kernelcheck._src.attention.common.spec import FamilySpec, TokenInput
 from kernelcheck._src.attention.common.types import AttentionCost
 from kernelcheck._src.attention.families.channel_gated import bound as channel_bound
 from kernelcheck._src.attention.families.channel_gated import cost as channel_cost
@@ -30,10 +29,30 @@ from kernelcheck._src.attention.families.channel_gated.reference import (
     VALUE_GATES,
     ChannelGatedSpec,
 )
+from kernelcheck._src.attention.families.delta import bound as delta_bound
+from kernelcheck._src.attention.families.delta import cost as delta_cost
+from kernelcheck._src.attention.families.delta import forms as delta_forms
+from kernelcheck._src.attention.families.delta.reference import BETA_INPUT, DeltaSpec
+from kernelcheck._src.attention.families.dplr import bound as dplr_bound
+from kernelcheck._src.attention.families.dplr import cost as dplr_cost
+from kernelcheck._src.attention.families.dplr import forms as dplr_forms
+from kernelcheck._src.attention.families.dplr.reference import DPLR_A, DPLR_B, DplrSpec
 from kernelcheck._src.attention.families.gated import bound as gated_bound
 from kernelcheck._src.attention.families.gated import cost as gated_cost
 from kernelcheck._src.attention.families.gated import forms as gated_forms
 from kernelcheck._src.attention.families.gated.reference import GATES, GatedSpec
+from kernelcheck._src.attention.families.gated_delta import bound as gated_delta_bound
+from kernelcheck._src.attention.families.gated_delta import cost as gated_delta_cost
+from kernelcheck._src.attention.families.gated_delta import forms as gated_delta_forms
+from kernelcheck._src.attention.families.gated_delta.reference import (
+    GATED_DELTA_INPUTS,
+    GatedDeltaSpec,
+)
+from kernelcheck._src.attention.families.kda import bound as kda_bound
+from kernelcheck._src.attention.families.kda import cost as kda_cost
+from kernelcheck._src.attention.families.kda import forms as kda_forms
+from kernelcheck._src.attention.families.kda.reference import KEY_GATES as KDA_GATES
+from kernelcheck._src.attention.families.kda.reference import KdaSpec
 from kernelcheck._src.attention.families.kernelized import bound as kernelized_bound
 from kernelcheck._src.attention.families.kernelized import cost as kernelized_cost
 from kernelcheck._src.attention.families.kernelized import forms as kernelized_forms
@@ -46,6 +65,7 @@ from kernelcheck._src.attention.families.softmax import bound as softmax_bound
 from kernelcheck._src.attention.families.softmax import cost as softmax_cost
 from kernelcheck._src.attention.families.softmax import forms as softmax_forms
 from kernelcheck._src.attention.families.softmax.reference import SoftmaxSpec
+from kernelcheck._src.attention.records import Family, FamilyRegistry, Form, FormRegistry
 from kernelcheck._src.core.validate import as_bool, as_int, check_choice
 from kernelcheck.errors import InvalidArgument
 
@@ -64,192 +84,48 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
-class Form:
-    """One attention form and what goes with it.
+_DELTA_OPTIONS = ("chunk_size", "initial_state", "return_state", "qk_l2norm", "scale")
+_TRANSITION_MODEL = (
+    "normwise through the transitions (C24): e_t = rho_t e_(t-1) + lambda_t, "
+    "|y_t| error <= |q_t| (e_t + ...); inf where the transitions expand"
+)
 
-    Attributes
-    ----------
-    name : str
-        The registry key, e.g. ``"chunked"``.
-    function : callable
-        The form: ``function(Q, K, V, ...)`` for ``inputs == "queries"``,
-        ``function(phi_q, phi_k, V, ...)`` for ``inputs == "features"``.
-    error_bound : callable
-        Its a-priori entrywise rounding-error bound, called with the same
-        leading arguments (and ``causal=``).
-    cost : callable
-        ``cost(n, d, D, d_v, chunk_size, causal) -> (flops, state size)``.
-    causal_only : bool
-        True for forms that only compute causal attention (the recurrence).
-    inputs : str
-        ``"queries"`` (Q, K) or ``"features"`` (phi(Q), phi(K)).
-    claims : tuple of str
-        The claims the form computes (C1 ...).
-    summary : str
-        One line, for reports and documentation.
-    model : str
-        The error bound in one line (its function's docstring has the derivation).
-    options : tuple of str, default ()
-        The keyword options the form takes beyond ``causal`` and
-        ``on_bad_normalizer`` (e.g. ``"chunk_size"``, ``"scale"``).
-    requires : tuple of str, default ()
-        Positional arguments after the three inputs (``"kernel"``, ``"gates"``).
-    scaling : tuple of bool, default ()
-        The masks (False: bidirectional, True: causal) the scaling
-        experiment measures the form with (none: not measured).
+
+def _transition_forms(family, modules, claims, requires, summaries):
+    """The chunked, recurrent (and parallel) forms of a family of transitions (C22, C23).
+
+    ``modules`` are the family's ``forms``, ``bound`` and ``cost`` modules,
+    whose functions follow one naming: ``<family>_<kind>``,
+    ``<family>_error_bound`` (``<family>_parallel_error_bound`` for the
+    parallel form, one chunk of n tokens) and ``<family>_<kind>_cost``.
+    ``summaries`` has one line per kind; the chunked form comes first: the
+    reference of ``verify.attention`` (fast, and covered by the same bound).
     """
-
-    name: str
-    function: Callable[..., Any]
-    error_bound: Callable[..., Any]
-    cost: Callable[..., tuple[int, int]]
-    causal_only: bool
-    inputs: str
-    claims: tuple[str, ...]
-    summary: str
-    model: str
-    options: tuple[str, ...] = ()
-    requires: tuple[str, ...] = ()
-    scaling: tuple[bool, ...] = ()
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self.function(*args, **kwargs)
-
-    def call(self, a: Any, b: Any, V: Any, *required: Any, causal: bool, **kwargs: Any) -> Any:
-        """Run the form; ``causal`` goes to the forms that take it (not the causal-only ones).
-
-        Parameters
-        ----------
-        a : array_like, shape (..., n, d) or (..., n, D)
-            The queries ``Q`` (``inputs == "queries"``) or their features ``phi(Q)``.
-        b : array_like, shape (..., n, d) or (..., n, D)
-            The keys ``K`` or their features ``phi(K)``, as ``a``.
-        V : array_like, shape (..., n, d_v)
-            The values.
-        *required
-            The positional arguments named by :attr:`requires` (a kernel, the gates).
-        causal : bool
-            Causal mask; a causal-only form refuses False.
-        **kwargs
-            The form's options (:attr:`options`, ``on_bad_normalizer``).
-        """
-        if len(required) != len(self.requires):
-            raise InvalidArgument(
-                f"form {self.name!r} takes {len(self.requires)} argument(s) after the inputs "
-                f"({', '.join(self.requires) or 'none'}), got {len(required)}"
-            )
-        if self.causal_only:
-            if not causal:
-                raise InvalidArgument(f"form {self.name!r} is causal only; pass causal=True")
-            return self.function(a, b, V, *required, **kwargs)
-        return self.function(a, b, V, *required, causal=causal, **kwargs)
-
-    def bound(self, a: Any, b: Any, V: Any, *required: Any, causal: bool, **kwargs: Any) -> Any:
-        """The form's error bound on the same arguments as :meth:`call`.
-
-        Parameters
-        ----------
-        a : array_like, shape (..., n, d) or (..., n, D)
-            The queries ``Q`` or their features ``phi(Q)``, as in :meth:`call`.
-        b : array_like, shape (..., n, d) or (..., n, D)
-            The keys ``K`` or their features ``phi(K)``, as ``a``.
-        V : array_like, shape (..., n, d_v)
-            The values.
-        *required
-            The positional arguments named by :attr:`requires` (a kernel, the gates).
-        causal : bool
-            Causal mask; a causal-only form refuses False.
-        **kwargs
-            The bound's options (``dtype``, ``extra_ops``, the form's own).
-        """
-        if self.causal_only and not causal:
-            raise InvalidArgument(f"form {self.name!r} is causal only; pass causal=True")
-        return self.error_bound(a, b, V, *required, causal=causal, **kwargs)
-
-
-@dataclass(frozen=True)
-class Family:
-    """One attention family: its forms and everything ``verify.attention`` needs of it.
-
-    Attributes
-    ----------
-    name : str
-        The family's name (its folder under ``attention/families/``).
-    summary : str
-        One line, for reports and documentation.
-    claims : tuple of str
-        The claims the family belongs to.
-    forms : tuple of Form
-        Its forms; the first is the reference ``verify.attention`` compares
-        a layer with (computed in float64 on the inputs the layer received).
-    spec : type
-        Its :class:`~kernelcheck._src.attention.common.spec.FamilySpec`
-        subclass: the reference's arguments, the range check (largest
-        intermediates), the diagnosis's bug shapes, the state's bound and
-        propagation, the reference gradient.
-    requires : frozenset of str, default frozenset()
-        The ``verify.attention`` options that must all be given to choose
-        this family (softmax none, kernelized ``kernel``, gated
-        ``feature_map`` and ``decay``, ...).
-    accepts : frozenset of str, default frozenset()
-        Further selecting options the family takes when given (a feature
-        map of a family whose default map is the identity, ...).
-    any_of : frozenset of str, default frozenset()
-        Options of which at least one must be given (gates on the key
-        channels, on the value channels, or both).
-    flags : tuple of str, default ()
-        Boolean ``verify.attention`` options the family's specification
-        reads (keys normalised inside the layer, ...); they select nothing.
-    token_inputs : tuple of TokenInput, default ()
-        Per-token inputs beside ``Q, K, V`` (the gates of C20, ...).
-    storage_ops : int, default 0
-        Roundings per term to the storage precision in a layer that stores
-        in 16 bits and accumulates in float32 (e.g. linear: the two feature
-        matrices, the scores or state, the sums and the output).
-    """
-
-    name: str
-    summary: str
-    claims: tuple[str, ...]
-    forms: tuple[Form, ...]
-    spec: type[FamilySpec]
-    requires: frozenset[str] = frozenset()
-    token_inputs: tuple[TokenInput, ...] = ()
-    storage_ops: int = 0
-    accepts: frozenset[str] = frozenset()
-    any_of: frozenset[str] = frozenset()
-    flags: tuple[str, ...] = ()
-
-    def selects(self, given: frozenset[str]) -> bool:
-        """Whether the selecting options ``given`` choose this family.
-
-        Parameters
-        ----------
-        given : frozenset of str
-            The selecting ``verify.attention`` options passed (not None).
-        """
-        return (
-            self.requires <= given
-            and given <= self.requires | self.accepts | self.any_of
-            and (not self.any_of or bool(given & self.any_of))
+    forms, bound, cost = modules
+    out = []
+    for kind, line in summaries.items():
+        options = {"chunked": _DELTA_OPTIONS, "recurrent": _DELTA_OPTIONS[1:]}.get(
+            kind, ("qk_l2norm", "scale")
         )
-
-    @property
-    def options(self) -> frozenset[str]:
-        """Every selecting option the family takes."""
-        return self.requires | self.accepts | self.any_of
-
-    @property
-    def reference(self) -> Form:
-        """The form ``verify.attention`` compares a layer with."""
-        return self.forms[0]
-
-    @property
-    def state_form(self) -> Form | None:
-        """The form whose final state the state checks compare with (None: no state)."""
-        name = self.spec.state_form
-        return None if name is None else get_form(name)
+        error_bound = (
+            f"{family}_parallel_error_bound" if kind == "parallel" else f"{family}_error_bound"
+        )
+        out.append(
+            Form(
+                f"{family}_{kind}",
+                getattr(forms, f"{family}_{kind}"),
+                getattr(bound, error_bound),
+                getattr(cost, f"{family}_{kind}_cost"),
+                causal_only=True,
+                inputs="features",
+                claims=claims,
+                summary=line,
+                model=_TRANSITION_MODEL,
+                options=options,
+                requires=requires,
+            )
+        )
+    return tuple(out)
 
 
 _LINEAR_MODEL = "linear_error_bound: gamma_(2n+2D+4) |phi_q| |phi_k|^T |V|, quotient bound"
@@ -259,35 +135,6 @@ _CHANNEL_MODEL = (
     "M the decayed sums of absolute values"
 )
 _CHANNEL_INPUTS = ("key_gates", "value_gates", "bonus")
-
-
-class FamilyRegistry(Sequence):
-    """The attention families in the essay's order: a read-only sequence of :class:`Family`.
-
-    Indexed by position or by name (``FAMILIES["gated"]``); iterating gives
-    the records.  Every consumer (``verify.attention``, the scaling
-    experiment, the claim checks, the tests) reads this one list.
-    """
-
-    def __init__(self, *families: Family):
-        self._families = families
-        self._by_name = {f.name: f for f in families}
-
-    def __getitem__(self, key):  # type: ignore[override]
-        if isinstance(key, str):
-            return self._by_name[key]
-        return self._families[key]
-
-    def __len__(self) -> int:
-        return len(self._families)
-
-    def __repr__(self) -> str:
-        return f"FamilyRegistry({', '.join(self._by_name)})"
-
-    @property
-    def names(self) -> tuple[str, ...]:
-        """The families' names, in order."""
-        return tuple(self._by_name)
 
 
 #: Every attention family, in the essay's order (read-only).
@@ -487,30 +334,93 @@ FAMILIES = FamilyRegistry(
         token_inputs=(KEY_GATES, VALUE_GATES, BONUS),
         storage_ops=6,
     ),
+    Family(
+        "delta",
+        "the delta rule (DeltaNet): one step of gradient descent on the state per token",
+        ("C22", "C24"),
+        _transition_forms(
+            "delta",
+            (delta_forms, delta_bound, delta_cost),
+            ("C22",),
+            ("beta",),
+            {
+                "chunked": "the delta rule by the WY (UT) representation, chunk by chunk",
+                "recurrent": "S_t = (I - beta_t k_t k_t^T) S_(t-1) + beta_t k_t v_t^T",
+                "parallel": "the delta rule's quadratic form, one UT transform of all tokens",
+            },
+        ),
+        DeltaSpec,
+        requires=frozenset({"beta"}),
+        accepts=frozenset({"feature_map"}),
+        token_inputs=(BETA_INPUT,),
+        storage_ops=4,
+        flags=("qk_l2norm", "layer_chunk"),
+    ),
+    Family(
+        "gated_delta",
+        "Gated DeltaNet: the delta rule with a decay per token and head (Qwen3-Next)",
+        ("C22", "C23", "C24"),
+        _transition_forms(
+            "gated_delta",
+            (gated_delta_forms, gated_delta_bound, gated_delta_cost),
+            ("C22", "C23"),
+            ("gates", "beta"),
+            {
+                "chunked": "Gated DeltaNet by the WY (UT) representation, the chunk's decays",
+                "recurrent": "S_t = alpha_t (I - beta_t k_t k_t^T) S_(t-1) + beta_t k_t v_t^T",
+                "parallel": "Gated DeltaNet's quadratic form, one UT transform of all tokens",
+            },
+        ),
+        GatedDeltaSpec,
+        requires=frozenset({"beta", "decay"}),
+        accepts=frozenset({"feature_map"}),
+        token_inputs=GATED_DELTA_INPUTS,
+        storage_ops=4,
+        flags=("qk_l2norm", "layer_chunk"),
+    ),
+    Family(
+        "kda",
+        "Kimi Delta Attention: the delta rule after a decay on every key channel",
+        ("C22", "C23", "C24"),
+        _transition_forms(
+            "kda",
+            (kda_forms, kda_bound, kda_cost),
+            ("C22", "C23"),
+            ("gates", "beta"),
+            {
+                "chunked": "Kimi Delta Attention by the WY (UT) representation, channel decays",
+                "recurrent": "S_t = (I - beta_t k_t k_t^T) Diag(alpha_t) S_(t-1) + beta_t k v^T",
+            },
+        ),
+        KdaSpec,
+        requires=frozenset({"beta", "key_decay"}),
+        accepts=frozenset({"feature_map"}),
+        token_inputs=(KDA_GATES, BETA_INPUT),
+        storage_ops=4,
+        flags=("qk_l2norm", "layer_chunk"),
+    ),
+    Family(
+        "dplr",
+        "the diagonal-plus-rank-one transition of RWKV-7, the general case of C23",
+        ("C23", "C24"),
+        _transition_forms(
+            "dplr",
+            (dplr_forms, dplr_bound, dplr_cost),
+            ("C23",),
+            ("a", "b", "gates"),
+            {
+                "chunked": "the DPLR transition by the WY (UT) representation, general case",
+                "recurrent": "S_t = (Diag(w_t) + b_t a_t^T) S_(t-1) + k_t v_t^T",
+            },
+        ),
+        DplrSpec,
+        requires=frozenset({"dplr_a", "dplr_b"}),
+        accepts=frozenset({"feature_map", "key_decay"}),
+        token_inputs=(DPLR_A, DPLR_B, KDA_GATES._replace(required=False)),
+        storage_ops=4,
+        flags=("qk_l2norm", "layer_chunk"),
+    ),
 )
-
-
-class FormRegistry(Mapping):
-    """The attention forms by name, in the essay's order: a read-only mapping of :class:`Form`.
-
-    The flat view of :data:`FAMILIES`: ``FORMS["chunked"]`` is the chunked
-    form; iterating gives the names.
-    """
-
-    def __init__(self, families: Sequence[Family]):
-        self._forms = {f.name: f for fam in families for f in fam.forms}
-
-    def __getitem__(self, name: str) -> Form:
-        return self._forms[name]
-
-    def __iter__(self):
-        return iter(self._forms)
-
-    def __len__(self) -> int:
-        return len(self._forms)
-
-    def __repr__(self) -> str:
-        return f"FormRegistry({', '.join(self._forms)})"
 
 
 #: Every attention form by name, in the essay's order: the flat view of :data:`FAMILIES`.

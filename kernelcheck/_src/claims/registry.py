@@ -82,7 +82,7 @@ GROUPS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("recurrence", "The recurrence", ("C14", "C15")),
     ("beyond-the-essay", "Beyond the essay", ("C16", "C17", "C18")),
     ("recurrence-today", "The recurrence, as users build it today", ("C19", "C20")),
-    ("recurrences-shipped", "The recurrences people ship", ("C21",)),
+    ("recurrences-shipped", "The recurrences people ship", ("C21", "C22", "C23", "C24")),
 )
 
 
@@ -331,6 +331,33 @@ STATEMENTS: dict[str, tuple[str, str]] = {
         "which overflows), with gates of exactly 0 resetting the state; its chunked form agrees "
         "with both, and with a_t = g_t 1 it is C20. RWKV-6 reads the current token through a "
         "bonus instead of the state: y_t = S_{t-1}^T r_t + ((r_t o u) . k_t) v_t.",
+    ),
+    "C22": (
+        "the delta rule",
+        "S_t = S_{t-1} + beta_t k_t (v_t - S_{t-1}^T k_t)^T = (I - beta_t k_t k_t^T) S_{t-1} + "
+        "beta_t k_t v_t^T: one step of gradient descent on 1/2 |S^T k_t - v_t|^2 with step "
+        "beta_t (with |k_t| = 1 and beta_t = 1 the state then returns v_t exactly at k_t). The "
+        "transition has spectral norm max(1, |1 - beta_t |k_t|^2|): it never expands when "
+        "0 <= beta_t |k_t|^2 <= 2. The chunked form by the WY (UT) representation -- per chunk, "
+        "T = (I + strictly-lower(Diag(beta) K K^T))^(-1) Diag(beta), W = T K, U = T V -- agrees "
+        "with the recurrence, and so does the quadratic parallel form.",
+    ),
+    "C23": (
+        "one transition for all of them",
+        "S_t = M_t S_{t-1} + k_t v_t^T with M_t = Diag(w_t) + a_t b_t^T (diagonal plus rank "
+        "one): Gated DeltaNet is M_t = alpha_t (I - beta_t k_t k_t^T) with the value scaled by "
+        "beta_t, Kimi Delta Attention (I - beta_t k_t k_t^T) Diag(alpha_t), RWKV-7 the general "
+        "case, and C14 and C19-C22 are special cases. Recurrent and chunked forms agree and hand "
+        "a state over at any cut, also at a cut inside a chunk.",
+    ),
+    "C24": (
+        "what rounding does to a recurrence",
+        "An error made at step j reaches step t through the product of the transitions between "
+        "them. With non-negative gates (C14, C19-C21) an entrywise bound holds; with the delta "
+        "rule's transitions only a normwise one does, |S_t - fl(S_t)| <= sum_{j<=t} "
+        "|M_t ... M_{j+1}|_2 eps_j, which grows linearly in t while every transition is "
+        "non-expansive and exponentially otherwise (unnormalised keys with beta |k|^2 near 20 "
+        "reach |S| of about 1e10 within 64 tokens).",
     ),
 }
 

@@ -142,6 +142,9 @@ def linear_family_bound(phi_q, phi_k, V, causal, dt, extra_ops, normalize, M0, l
     per term already among the model's ``storage_ops``; multiplying the log
     sums by the storage format's error would let errors of several percent
     pass on long sequences).
+
+    Never NaN: ``inf`` (no bound) where a sum of absolute products overflows
+    and meets a zero (``inf * 0``).
     """
     n, D = phi_k.shape[-2], phi_q.shape[-1]  # n: the number of keys summed over
     W = (with_ones(V) if normalize else V).astype(np.float64)
@@ -182,13 +185,15 @@ def linear_family_bound(phi_q, phi_k, V, causal, dt, extra_ops, normalize, M0, l
         # exact one: the quotient bound needs both models.
         E = E + g64 * (1.0 + g64) * absH
     if not normalize:
-        return E * (1.0 + gamma(4, np.float64))
+        # a sum of absolute products that overflowed met a zero (inf * 0 in the
+        # decays or |phi_q| |phi_k| times V = 0): NaN, and no bound there
+        return np.where(np.isnan(E), np.inf, E) * (1.0 + gamma(4, np.float64))
     coarse = quotient_bound(absH * (1.0 + g64), E, H[..., -1], unit_roundoff(dt))
     if not (isinstance(dt, RoundingModel) and dt.storage_ops):
         return coarse
     rho = None if log_gates is None else rho_dt
     fine = _linear_fine(absH * (1.0 + g64), H, V, causal, dt, k, D, extra_ops, rho, g64, E)
-    return np.minimum(coarse, fine)
+    return np.fmin(coarse, fine)  # the quotient bound where the finer one is NaN (overflow)
 
 
 def _linear_fine(absH, H, V, causal, dt, k, D, extra_ops, rho, g64, E):

@@ -231,3 +231,38 @@ def gates_iv(gates: Any, shape: tuple[int, ...], dtype: np.dtype, name: str = "g
     with np.errstate(divide="ignore"):
         log_g = np.log(g)
     return Gates(g, log_g)
+
+
+def token_values_iv(
+    value: Any,
+    shape: tuple[int, ...],
+    dtype: np.dtype,
+    name: str,
+    *,
+    low: float = -math.inf,
+    high: float = math.inf,
+    what: str = "",
+) -> np.ndarray:
+    """Per-token values (a delta rule's step, gates on key channels, ...) broadcast to ``shape``.
+
+    Raises :class:`~kernelcheck.errors.InvalidArgument` naming ``name`` for a
+    boolean, a NaN or infinite value, a value outside ``[low, high]`` (the
+    first one found is shown, with ``what`` saying what is expected), or a
+    shape that does not broadcast to ``shape``; returns a read-only view in
+    ``dtype`` (never the caller's array written to).
+    """
+    if isinstance(value, (bool, np.bool_)) or np.asarray(value).dtype.kind == "b":
+        raise InvalidArgument(f"`{name}` must be {what or 'real numbers'}, got {value!r}")
+    arr = as_array(value, name, allow_empty=True)
+    try:
+        out = np.broadcast_to(arr, shape)
+    except ValueError:
+        raise InvalidArgument(f"`{name}` must broadcast to {shape}, got {describe(arr)}") from None
+    bad = ~((arr >= low) & (arr <= high))
+    if bad.any():
+        first = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise InvalidArgument(
+            f"`{name}` must be {what or f'in [{low}, {high}]'}, but {int(bad.sum())} "
+            f"value(s) are not (first at index {first}: {float(arr[first])!r})"
+        )
+    return out.astype(dtype, copy=False)

@@ -1,7 +1,7 @@
 """How ``verify.attention`` meets a layer of one family: the base of every family's specification.
 
 A family of attention (softmax, kernelized, linear, gated, ...) is one
-folder under ``attention/families/`` and one :class:`~kernelcheck._src.attention.registry.Family`
+folder under ``attention/families/`` and one :class:`~kernelcheck._src.attention.records.Family`
 record.  Its ``reference.py`` subclasses :class:`FamilySpec`: given the
 options of a ``verify.attention`` call (:class:`SpecOptions`), the spec
 builds the arguments of the family's reference form from the inputs the
@@ -105,6 +105,10 @@ class TokenInput(NamedTuple):
         ``stress(rng, shape) -> {label: values}``: values that break layers
         (gates near 0, exactly 0, near 1), each run by ``verify.attention``
         as a case of its own when the layer takes this input.
+    required : bool
+        False for an input its family takes only when its option is given
+        (the decays of the diagonal-plus-rank-one transition): absent, the
+        layer is not handed it and the specification supplies its default.
     """
 
     name: str
@@ -116,6 +120,7 @@ class TokenInput(NamedTuple):
     positive: bool = False
     per_token: bool = True
     stress: Callable[..., dict] | None = None
+    required: bool = True
 
     @property
     def trailing(self) -> int:
@@ -240,6 +245,15 @@ class FamilySpec:
         """Options of the reference form's bound (``float64``: the reference's own share)."""
         return {}
 
+    def judged(self, args, kw, tolerance: np.ndarray) -> str:
+        """'' when a case can be judged with ``tolerance``, else the reason it is not.
+
+        A family whose error model can give no bound (transitions that expand,
+        C24) returns its reason where a tolerance is infinite: such a case is
+        neither passed nor failed.
+        """
+        return ""
+
     # ----- the diagnosis -------------------------------------------------
     def scores(self, args, kw, *, swap: bool = False, scale: Callable | None = None):
         """The unmasked weights ``kappa(q_i, k_j)`` (softmax: the logits), shape (..., n, m).
@@ -288,6 +302,14 @@ class FamilySpec:
     def state_arguments(self, args) -> tuple:
         """The leading arguments of :attr:`state_form` from the reference's arguments."""
         raise InvalidArgument(f"{self.describe()} has no recurrent state")
+
+    def state_options(self, kw) -> dict:
+        """The keyword options of :attr:`state_form` (the normalisation by default)."""
+        return {"normalize": self.normalize}
+
+    def take_arguments(self, args, a: int, b: int) -> tuple:
+        """Tokens ``a:b`` of the reference's leading arguments (the inputs, by default)."""
+        return tuple(x[..., a:b, :] for x in args[:3])
 
     def state_bound(self, args, model, n: int) -> np.ndarray:
         """Bound on the rounding of the state (as one matrix) after ``n`` tokens."""

@@ -212,6 +212,13 @@ def finish_unnormalized(num: np.ndarray, form: str, inputs=()) -> np.ndarray:
     return num
 
 
+def finish_state(S: np.ndarray, form: str) -> np.ndarray:
+    """A state handed back to the caller, checked finite (its inputs were checked before)."""
+    if not all_finite(S):
+        raise _overflow(form, "the state is not finite", S.dtype, ())
+    return S
+
+
 def finish_matrix(H: np.ndarray, normalize: bool, action: str, form: str, inputs=()):
     """The output from the products ``H`` with ``[V, 1]`` (normalised) or with ``V`` (not)."""
     if not normalize:

@@ -1,0 +1,561 @@
+"""What rounding does to a recurrence of transitions: the normwise error model (claim C24).
+
+The delta-rule families (:mod:`~kernelcheck._src.attention.common.transitions`)
+update ``S_t = M_t S_(t-1) + k_t v_t^T`` with ``M_t = Diag(w_t) + p_t r_t^T``.
+Their transitions are not entrywise non-negative, so the entrywise bounds of
+the linear and gated families do not apply; a normwise bound does.  Each
+value column ``m`` of the state is its own vector recurrence, and an error
+``f_j`` made at step j reaches step t through the product of the transitions
+between them:
+
+    |S_t - fl(S_t)|_(:,m) <= sum_(j <= t) |M_t ... M_(j+1)|_2 |f_j|_(:,m)
+                          <= e_t,m,    e_t = rho_t e_(t-1) + lambda_t,
+
+Higham's standard model (``u`` the unit roundoff, ``gamma_k = k u / (1 - k u)``)
+and the inputs taken as exact.  The terms:
+
+* ``rho_t >= |M_t|_2``, computed in float64 from the inputs (upward: the
+  float64 evaluation's own error added).  For ``|x| = 1``,
+  ``|M x|^2 = |Diag(w) x|^2 + x^T N x`` with ``N = r (Dp)^T + (Dp) r^T +
+  |p|^2 r r^T`` (``D = Diag(w)``), of rank two: its largest eigenvalue is
+  that of the 2 x 2 matrix ``[[|p|^2, 1], [1, 0]] G``, ``G`` the Gram matrix
+  of ``r`` and ``D p``.  So ``|M_t|_2^2 <= max_c w_c^2 + max(0, lambda)`` with
+  ``lambda = (tau + sqrt(tau^2 + 4 g)) / 2``, ``tau = |p|^2 |r|^2 + 2 r.Dp``,
+  ``g = |r|^2 |Dp - c r|^2`` (``c = r.Dp / |r|^2``; any ``c`` gives an upper
+  bound, this one the exact Gram determinant): exact when the decay is one
+  number for every channel (then ``|I - beta k k^T|_2 = max(1, |1 - beta |k|^2|)``
+  as C22 states), an upper bound otherwise.  ``rho~_t = max(rho_t, max_c w_c)``
+  propagates (the chunked form decays its own terms by at most ``max_c w_c``).
+* ``lambda_t`` bounds the error made at token t by the recurrence or by the
+  chunked (WY) form, whichever is larger, with magnitudes bounded from the
+  exact state norms ``sigma_t`` (the float64 reference's, plus its own bound):
+
+  - the recurrence's step, every term through ``D + 10`` roundings (the read
+    ``r^T S`` over D, the error, ``beta``, the outer product, two sums, the
+    decay and its ``exp``):
+    ``gamma_(D+10) (mu_t (sigma_(t-1) + e_(t-1)) + |k_t| |v_t,m|)``,
+    ``mu_t = max_c w_c + |p_t| |r_t|``;
+  - the chunked form, any chunk of at most C tokens starting anywhere: its
+    pseudo-values solve ``(I - A) X = B + R~ S0`` by forward substitution,
+    whose computed solution solves a system perturbed by ``gamma_C |I - A|``
+    (Higham, Theorem 8.5), amplified by ``|(I - A)^(-1)|``.  That inverse is
+    bounded from the transitions themselves, for every chunk at once:
+    ``(I - A)^(-1)_tj = r_t^T M_(t-1) ... M_(j+1) p_j``, so
+    ``|(I - A)^(-1)_tj| <= |r_t| Lambda_t |p_j|`` with ``Lambda_t`` the product
+    of ``max(1, rho~)`` over the C tokens before t (1 while no transition
+    expands).  With ``Z_t = 2 (|v_t| + |r_t| Lambda_t (omega_(t-1) + sigma'_t))``
+    (the pseudo-values' two parts, ``omega`` the window's ``sum |k_j| |v_j|``,
+    ``sigma'`` the largest state entering a window, the factor 2 for the
+    computed magnitudes), ``Z' = Z + |r_t| sum_j |p_j| Z_j`` and
+    ``Z'' = Z' + |r_t| Lambda_t sum_j |p_j| Z'_j`` (sums over the C - 1
+    tokens before t), ``|dX_t| <= (gamma_a + gamma_s) Z''_t + gamma_(D+1) Z_t``
+    and the state's share ``gamma_(C+3) (sigma'_t + 2 |p_t| Xbar_t) + |p_t| |dX_t|``;
+    decays within a chunk, ``exp`` of differences of cumulative log gates,
+    add ``expm1(4 gamma_(C+5) L_t) + 10 u`` (``L_t`` the window's total
+    ``|log w|``), in the accumulation precision: a layer storing 16-bit
+    inputs keeps its log sums in that precision, and each decayed operand's
+    storage rounding is among the model's storage roundings (the
+    storage format's ``u`` times ``L_t`` would leave gates near 0 unjudged).
+* the output ``y_t = S_t^T q_t``:
+  ``|q_t| (e_t (1 + gamma_o) + gamma_o (sigma_t + sigma'_t + e'_t + W_t))``,
+  ``gamma_o = gamma_(D+C+3)`` (with the decays' error), ``W_t`` the window's
+  ``sum 2 |p_j| Xbar_j (+ omega_t)``, plus gradual underflow.
+
+Second order: the magnitudes of computed quantities are the exact ones plus
+their errors, which the bound itself bounds: it is computed with a trial
+error, and accepted where it does not exceed the trial (the least fixed
+point of a monotone recursion lies below any post-fixed point).  Where the
+transitions expand so much that ``gamma_(D+10) max_j |M_t ... M_j|`` reaches
+1/2, or no trial is accepted, the bound is ``inf``: the a-priori model says
+nothing there, and no verdict may come from it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import NamedTuple
+
+import numpy as np
+
+from kernelcheck._src.attention.common.bounds import underflow_term
+from kernelcheck._src.attention.common.inputs import dtype_iv
+from kernelcheck._src.attention.common.transitions import (
+    DELTA_CHUNK,
+    Transitions,
+    dplr_step,
+    run_steps,
+)
+from kernelcheck._src.core.rounding import Precision, RoundingModel, gamma, unit_roundoff
+from kernelcheck._src.core.validate import as_bool, as_int
+from kernelcheck.errors import InvalidArgument
+
+__all__ = [
+    "TransitionBounds",
+    "Local",
+    "local_terms",
+    "magnitudes",
+    "output_terms",
+    "transition_norms",
+    "transitions_bound",
+    "expands",
+    "bound_extra_ops",
+    "family_bounds",
+    "causal_iv",
+]
+
+#: The computed pseudo-values' parts may exceed the exact ones by this fraction (checked).
+_SLACK = 0.25
+
+#: How many times a trial error is doubled before the bound gives up (``inf``).
+_TRIALS = 4
+
+
+class TransitionBounds(NamedTuple):
+    """The normwise bounds of one evaluation of the model.
+
+    Attributes
+    ----------
+    out : numpy.ndarray, shape (..., n, d_v)
+        Bound on every output entry.
+    state : numpy.ndarray, shape (..., n, d_v)
+        ``e_t``: bound on the 2-norm of the error of every column of ``S_t``.
+    growth : numpy.ndarray, shape (..., n)
+        ``max_j |M_t ... M_(j+1)|_2`` bounded (``>= 1``): how far an error can grow.
+    """
+
+    out: np.ndarray
+    state: np.ndarray
+    growth: np.ndarray
+
+
+class _Magnitudes(NamedTuple):
+    """Per-token norms of the canonical arrays, in float64, rounded upward."""
+
+    q: np.ndarray  # (..., n) |q_t|
+    k: np.ndarray  # |k_t|
+    r: np.ndarray  # |r_t|
+    p: np.ndarray  # |p_t|
+    v: np.ndarray  # (..., n, d_v) |v_t,m|
+    rho: np.ndarray  # (..., n) rho~_t
+    mu: np.ndarray  # (..., n) max w + |p| |r|
+    wmax: np.ndarray  # (..., n) max_c w_c
+    logw: np.ndarray  # (..., n) max_c |log w_c| (0 for a gate of 0: nothing crosses it)
+    merged: bool  # the read is written along the keys (the delta rule)
+    D: int  # the key dimension
+
+
+def _norm(X: np.ndarray) -> np.ndarray:
+    """``|x|_2`` of every row, rounded upward (a sum of squares: ``gamma_(D+2)`` relative)."""
+    return np.sqrt(np.sum(X * X, axis=-1)) * (1.0 + gamma(X.shape[-1] + 2))
+
+
+def transition_norms(T: Transitions) -> tuple[np.ndarray, np.ndarray]:
+    """``rho_t >= |Diag(w_t) + p_t r_t^T|_2`` and ``max_c w_tc``, in float64 (see the module).
+
+    The 2 x 2 reduction of the module docstring, evaluated upward: ``tau``
+    plus the rounding of its terms, ``g`` from the residual ``Dp - c r``
+    plus its rounding (``|Dp - c r|`` is at least the exact residual for any
+    computed ``c``).
+    """
+    r = T.read.astype(np.float64)
+    p = (T.k if T.write is None else T.write).astype(np.float64)
+    D = r.shape[-1]
+    if T.log_w is None:
+        w = np.ones(r.shape[:-1] + (1,))
+    else:
+        w = np.exp(T.log_w.astype(np.float64))
+    wmax = np.max(w, axis=-1) * (1.0 + 4.0 * unit_roundoff())
+    Dp = w * p
+    g = gamma(D + 4)
+    rr, pp, rd = (np.sum(x * y, axis=-1) for x, y in ((r, r), (p, p), (r, Dp)))
+    absr, absd = np.sqrt(rr), np.sqrt(np.sum(Dp * Dp, axis=-1))
+    tau = pp * rr + 2.0 * rd + g * (pp * rr + 2.0 * absr * absd)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        c = np.where(rr > 0, rd / rr, 0.0)
+    resid = Dp - c[..., None] * r
+    slack = 2.0 * unit_roundoff() * (absd + np.abs(c) * absr)
+    det = rr * (np.sqrt(np.sum(resid * resid, axis=-1)) * (1.0 + g) + slack) ** 2 * (1.0 + g)
+    lam = 0.5 * (tau + np.sqrt(tau * tau + 4.0 * det)) * (1.0 + g)
+    rho = np.sqrt(wmax * wmax + np.maximum(lam, 0.0)) * (1.0 + g)
+    return rho, wmax
+
+
+def magnitudes(T: Transitions) -> _Magnitudes:
+    """Per-token norms of the canonical arrays (float64, upward) and of the transitions."""
+    rho, wmax = transition_norms(T)
+    k = _norm(T.k)
+    r = _norm(T.read)
+    p = k if T.write is None else _norm(T.write)
+    if T.log_w is None:
+        logw = np.zeros(rho.shape)
+    else:
+        finite = np.where(np.isneginf(T.log_w), 0.0, np.abs(T.log_w))
+        logw = np.max(finite, axis=-1) * (1.0 + 2.0 * unit_roundoff())
+    return _Magnitudes(
+        _norm(T.q), k, r, p, np.abs(T.v), np.maximum(rho, wmax), wmax + p * r, wmax, logw,
+        T.write is None, T.q.shape[-1],
+    )  # fmt: skip
+
+
+def _band(x: np.ndarray, C: int, *, own: bool, axis: int) -> np.ndarray:
+    """Upper bound of ``sum_j x_j`` over the ``C - 1`` tokens before each (and itself if ``own``).
+
+    ``x >= 0``; a difference of prefix sums, with their rounding
+    (``2 gamma_n`` of the prefix sum) added so the result is never below the
+    exact window sum.
+    """
+    n = x.shape[axis]
+    cs = np.cumsum(x, axis=axis)
+    zero = np.zeros_like(np.take(cs, [0], axis=axis))
+    cs0 = np.concatenate([zero, cs], axis=axis)  # cs0[t] = sum_(j < t)
+    hi = np.arange(n) + (1 if own else 0)
+    lo = np.maximum(np.arange(n) - C + 1, 0)
+    top = np.take(cs0, hi, axis=axis)
+    out = top - np.take(cs0, lo, axis=axis)
+    return np.maximum(out, 0.0) + 2.0 * gamma(n + 2) * top
+
+
+def _window_max(x: np.ndarray, C: int, axis: int) -> np.ndarray:
+    """``max`` of ``x`` over the tokens ``t - C' .. t`` (``C' >= C``, a power of two), upward."""
+    out = x.copy()
+    n = x.shape[axis]
+    span = 1
+    while span < min(C, n):
+        head = np.take(out, [0] * span, axis=axis)
+        shifted = np.concatenate([head, np.take(out, range(n - span), axis=axis)], axis=axis)
+        out = np.maximum(out, shifted)
+        span *= 2
+    return out
+
+
+def expands(growth: np.ndarray, dtype, ops: int) -> np.ndarray:
+    """Where the transitions amplify a unit-roundoff error to order one: no bound there.
+
+    ``gamma_ops(dtype) growth >= 1/2``.
+    """
+    return gamma(ops, dtype) * growth >= 0.5
+
+
+def _growth(rho: np.ndarray) -> np.ndarray:
+    """``G_t = max(1, rho~_t G_(t-1))``: the largest product of transitions ending at t."""
+    G = np.empty_like(rho)
+    g = np.ones(rho.shape[:-1])
+    with np.errstate(over="ignore"):
+        for t in range(rho.shape[-1]):
+            g = np.maximum(1.0, rho[..., t] * g)
+            G[..., t] = g
+    return G
+
+
+def _propagate(rho: np.ndarray, lam: np.ndarray) -> np.ndarray:
+    """``e_t = rho~_t e_(t-1) + lambda_t`` (``e_(-1) = 0``), shape (..., n, d_v), upward."""
+    e = np.empty_like(lam)
+    prev = np.zeros(lam.shape[:-2] + lam.shape[-1:])
+    n = lam.shape[-2]
+    with np.errstate(over="ignore", invalid="ignore"):
+        for t in range(n):
+            prev = rho[..., t, None] * prev + lam[..., t, :]
+            e[..., t, :] = prev
+    return e * (1.0 + gamma(2 * n + 2))
+
+
+class _Bands(NamedTuple):
+    """Every chunk's matrices at once: entry ``[..., t, l]`` is row t, column ``j = t - l``.
+
+    A chunk of at most C tokens starting anywhere holds, for ``t - C < j < t``,
+    exactly these entries (an entry of the inverse of a unit lower triangular
+    matrix depends only on the rows and columns between its own), so sums
+    over the band bound every chunk's sums.  Computed in float64 and rounded
+    upward (see :func:`_bands`).
+    """
+
+    A: np.ndarray  # |A_tj| = |r_t . D_(t-1<-j) p_j| (decays only), lags 1..C-1 (lag 0 unused)
+    Abar: np.ndarray  # sum_c |r_tc| |p_jc| D_c: the rounding of forming A_tj
+    Linv: np.ndarray  # |(I - A)^(-1)_tj| = |r_t . M_(t-1) ... M_(j+1) p_j|
+    Aq: np.ndarray  # sum_c |q_tc| |p_jc| D_(t<-j),c, lags 0..C-1: the outputs' products
+
+
+def _bands(T: Transitions, mags: _Magnitudes, C: int) -> _Bands:
+    """The band entries of :class:`_Bands` by propagating every ``p_j`` C - 1 tokens forward.
+
+    ``y_j`` is ``p_j`` decayed, ``z_j`` is ``p_j`` through the transitions
+    (``z <- Diag(w) z + p (r . z)``); at lag l row ``t = j + l`` reads them.
+    Each computed entry is within ``(l + 1) gamma_(D+4)`` of the norms'
+    product ``2 |r_t| Lambda |p_j|`` (``mu``-free: the error of each step is
+    propagated by the transitions themselves, whose norm the propagation
+    also bounds), which is added.
+    """
+    r, q = T.read, T.q
+    p = T.k if T.write is None else T.write
+    w = np.ones(r.shape[:-1] + (1,)) if T.log_w is None else np.exp(T.log_w)
+    n, D = r.shape[-2], r.shape[-1]
+    C = min(C, n)
+    shape = r.shape[:-1] + (C,)
+    A, Abar, Linv, Aq = (np.zeros(shape) for _ in range(4))
+    y, z, ya = p.copy(), p.copy(), np.abs(p)
+    Aq[..., 0] = np.sum(np.abs(q) * ya, axis=-1)
+    growth = np.log(np.maximum(mags.rho, 1.0))
+    g = gamma(D + 4)
+    for lag in range(1, C):
+        rows, cols = slice(lag, n), slice(0, n - lag)
+        rl = r[..., rows, :]
+        A[..., rows, lag] = np.abs(np.sum(rl * y[..., cols, :], axis=-1))
+        Abar[..., rows, lag] = np.sum(np.abs(rl) * ya[..., cols, :], axis=-1)
+        val = np.sum(rl * z[..., cols, :], axis=-1)
+        Linv[..., rows, lag] = np.abs(val)
+        wl = w[..., rows, :]
+        y[..., cols, :] *= wl
+        ya[..., cols, :] *= wl
+        z[..., cols, :] = wl * z[..., cols, :] + p[..., rows, :] * val[..., None]
+        Aq[..., rows, lag] = np.sum(np.abs(q[..., rows, :]) * ya[..., cols, :], axis=-1)
+        # the propagated z_j has grown by at most prod max(1, rho) over its lag
+        span = np.exp(np.cumsum(growth, axis=-1))
+        Lam = span[..., rows] / np.maximum(span[..., cols], 1e-300)
+        slack = (lag + 1) * g * 2.0 * mags.r[..., rows] * Lam * mags.p[..., cols]
+        Linv[..., rows, lag] += slack
+        A[..., rows, lag] += (lag + 1) * g * Abar[..., rows, lag]
+    up = 1.0 + gamma(D + C + 4)
+    return _Bands(A * up, Abar * up, Linv * up, Aq * up)
+
+
+def _lag_sum(band: np.ndarray, X: np.ndarray, *, own: bool) -> np.ndarray:
+    """``sum_l band[t, l] X[t - l]`` over lags 1..C-1 (and 0 if ``own``), shape of ``X``."""
+    out = band[..., :, 0, None] * X if own else np.zeros_like(X)
+    n = X.shape[-2]
+    for lag in range(1, band.shape[-1]):
+        out[..., lag:, :] += band[..., lag:, lag, None] * X[..., : n - lag, :]
+    return out * (1.0 + gamma(band.shape[-1] + 2))
+
+
+class _Terms(NamedTuple):
+    """The window quantities of one evaluation that do not depend on the trial error."""
+
+    sig: np.ndarray  # (..., n, d_v) sigma_t, upward
+    sig_before: np.ndarray  # sigma_(t-1)
+    sig_in: np.ndarray  # sigma'_t: largest state entering a window ending at t
+    omega: np.ndarray  # sum over the window before t of |k_j| |v_j|
+    omega_own: np.ndarray  # ... including t
+    Lam: np.ndarray  # (..., n, 1) Lambda_t
+    rho_dec: np.ndarray  # (..., n, 1) the decays' relative error
+
+
+def _shift_tokens(x: np.ndarray, first: np.ndarray) -> np.ndarray:
+    """``x`` one token later along axis -2 (row t holds row t - 1), row 0 ``first``."""
+    return np.concatenate([first[..., None, :], x[..., :-1, :]], axis=-2)
+
+
+def _terms(mags: _Magnitudes, sig: np.ndarray, sig0: np.ndarray, C: int, dt) -> _Terms:
+    before = _shift_tokens(sig, sig0)
+    kv = mags.k[..., None] * mags.v
+    log_growth = np.log(np.maximum(mags.rho, 1.0))[..., None]
+    Lam = np.exp(_band(log_growth, C, own=False, axis=-2)) * (1.0 + gamma(8))
+    L = _band(mags.logw[..., None], C, own=True, axis=-2)
+    # the log sums and exp run in the accumulation precision (module docstring)
+    acc = dt.accumulate if isinstance(dt, RoundingModel) else dt
+    rho_dec = np.expm1(4.0 * gamma(C + 5, acc) * L) + 10.0 * unit_roundoff(acc)
+    if not mags.logw.any():
+        rho_dec = np.zeros_like(rho_dec)
+    return _Terms(
+        sig, before, _window_max(before, C, -2), _band(kv, C, own=False, axis=-2),
+        _band(kv, C, own=True, axis=-2), Lam, rho_dec,
+    )  # fmt: skip
+
+
+def _chain(a, b):
+    """``(1 + a)(1 + b) - 1``: two relative errors in a row."""
+    return a + b + a * b
+
+
+class Local(NamedTuple):
+    """The terms of one evaluation at every token (shapes (..., n, d_v)), for reading and tests."""
+
+    recurrence: np.ndarray  # lambda of the recurrence's step
+    chunk: np.ndarray  # lambda of the chunked form's share
+    dX: np.ndarray  # bound on the chunked form's pseudo-values' error
+    xbar: np.ndarray  # bound on the pseudo-values
+    ok: np.ndarray  # where the computed parts stay within _SLACK of the exact ones
+
+
+def local_terms(mags, bands: _Bands, tm: _Terms, dt, C: int, extra: int, trial) -> Local:
+    """The recurrence's and the chunked form's errors at each token (module docstring).
+
+    ``dt`` is a float dtype or a RoundingModel: its accumulation precision
+    rounds every operation (the state is kept in it), its storage precision
+    the chunked form's stored intermediates (``T``, ``U`` and ``W``, the
+    pseudo-values), ``storage_ops`` times each.  ``trial`` is the trial
+    state error (the magnitudes of computed states are the exact ones plus it).
+    """
+    acc, u_s = _split(dt)
+    Dx, x = mags.D + int(extra), int(extra)  # every rounding count grows by ``extra``
+    e_before = _shift_tokens(trial, np.zeros(trial.shape[:-2] + trial.shape[-1:]))
+    e_in = _window_max(e_before, C, -2)
+    r, p, k = (a[..., None] for a in (mags.r, mags.p, mags.k))
+    dec = tm.rho_dec
+    g_A = _chain(gamma(Dx + 3, acc), dec)
+    g_C = gamma(C + x, acc)
+    g_rhs = _chain(gamma(3 + x, acc), dec)
+    g_st = _chain(gamma(C + 3 + x, acc), dec)
+    own = mags.v if mags.merged else 0.0
+    xbar = own + r * (tm.sig_before + e_before)
+    Zx = own + r * (tm.sig_before + e_before + 2.0 * tm.Lam * (tm.sig_in + e_in))
+    Z = (1.0 + _SLACK) * Zx  # the computed parts, at most _SLACK off (checked below)
+    Y = g_rhs * Z + g_C * (Z + _lag_sum(bands.A, Z, own=False))
+    Y = Y + g_A * (1.0 + g_C) * _lag_sum(bands.Abar, Z, own=False) + u_s * Z
+    if not mags.merged:
+        Y = Y + gamma(C + Dx + 3, acc) * r * tm.omega
+    dX = Y + _lag_sum(bands.Linv, Y, own=False) + (gamma(Dx + 1, acc) + u_s) * Z
+    lam_ch = g_st * (tm.sig_in + e_in + (1.0 + _SLACK) * p * xbar) + p * dX
+    if not mags.merged:
+        lam_ch = lam_ch + g_st * k * mags.v
+    g_rec = gamma(Dx + 10, acc)
+    lam_rec = g_rec * (mags.mu[..., None] * (tm.sig_before + e_before) + k * mags.v)
+    return Local(lam_rec, lam_ch, dX, xbar, dX <= _SLACK * Zx)
+
+
+def output_terms(mags, bands: _Bands, tm: _Terms, dt, C: int, extra: int, e, trial, local):
+    """The outputs' bound from the state's ``e`` and the window's products (module docstring).
+
+    ``trial`` bounds the errors of the states entering a window (as in
+    :func:`local_terms`), ``local`` the pseudo-values.
+    """
+    acc, u_s = _split(dt)
+    e_in = _window_max(_shift_tokens(trial, np.zeros(e.shape[:-2] + e.shape[-1:])), C, -2)
+    q = mags.q[..., None]
+    g_o = _chain(gamma(mags.D + int(extra) + C + 3, acc), tm.rho_dec) + u_s
+    W = _lag_sum(bands.Aq, (1.0 + _SLACK) * local.xbar, own=True)
+    if not mags.merged:
+        W = W + q * tm.omega_own
+    return q * e * (1.0 + g_o) + g_o * (q * (tm.sig + tm.sig_in + e_in) + W)
+
+
+def _evaluate(mags, bands: _Bands, tm: _Terms, dt, C: int, extra: int, trial: np.ndarray):
+    """One application of the bound's recursion with the trial error ``trial``: (out, e, ok)."""
+    local = local_terms(mags, bands, tm, dt, C, extra, trial)
+    e = _propagate(mags.rho, np.maximum(local.recurrence, local.chunk))
+    out = output_terms(mags, bands, tm, dt, C, extra, e, trial, local)
+    return out, e, local.ok
+
+
+def _split(dt):
+    """The accumulation model and the storage roundings' ``storage_ops u_s`` of ``dt``."""
+    if isinstance(dt, RoundingModel):
+        acc = dataclasses.replace(dt, storage_ops=0)
+        return acc, gamma(dt.storage_ops, dt.storage) if dt.storage_ops else 0.0
+    return dt, 0.0
+
+
+def _solve(mags, bands, sig_hat, sig0, C, dt, extra, sig_fixed=None):
+    """The bound's fixed point (module docstring): out, e, and where it is certified.
+
+    ``sig_fixed`` None: the float64 reference's own bound, whose exact state
+    norms are ``sig_hat + e`` (the trial); else the layer's, with the exact
+    norms bounded by ``sig_fixed``.
+    """
+    trial = np.zeros_like(sig_hat)
+    for _ in range(_TRIALS):
+        sig = sig_hat + trial if sig_fixed is None else sig_fixed
+        with np.errstate(over="ignore", invalid="ignore"):
+            tm = _terms(mags, sig, sig0, C, dt)
+            out, e, ok = _evaluate(mags, bands, tm, dt, C, extra, trial)
+        good = (e <= trial) & ok
+        if good.all():
+            return out, e, good
+        trial = 2.0 * e
+    # certified up to the first token where neither the trial nor the magnitudes held
+    good = ~np.logical_or.accumulate(~good, axis=-2)
+    return out, e, good
+
+
+def transitions_bound(
+    T: Transitions, S0: np.ndarray, dtype, *, extra_ops: int = 0, chunk_size: int = 64
+) -> tuple[TransitionBounds, TransitionBounds]:
+    """The normwise bounds (module docstring) in float64 and in ``dtype``: (float64, dtype).
+
+    ``T`` and ``S0`` (the handed-over state, taken as exact) are the
+    canonical arrays of the inputs the forms received; ``dtype`` a float
+    dtype or a :class:`~kernelcheck._src.core.rounding.RoundingModel`;
+    ``extra_ops`` roundings added to every count (the layer's own input casts,
+    an in-layer normalisation); ``chunk_size`` the longest chunk a chunked
+    computation uses (every chunk of at most that many tokens, starting
+    anywhere, is covered).  Both bounds are ``inf`` from the first token on
+    where no bound is certified, or where the transitions expand too far.
+    """
+
+    def f64(x):
+        return None if x is None else np.asarray(x, dtype=np.float64)
+
+    T = Transitions(f64(T.q), f64(T.k), f64(T.v), f64(T.read), f64(T.write), f64(T.log_w))
+    S0 = np.asarray(S0, dtype=np.float64)
+    # an intermediate beyond the float range is an inf or a NaN, mapped to ``inf`` below
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        return _bounds(T, S0, dtype, extra_ops, chunk_size)
+
+
+def _bounds(T: Transitions, S0: np.ndarray, dtype, extra_ops: int, chunk_size: int):
+    """:func:`transitions_bound` on float64 arrays (under its ``np.errstate``)."""
+    mags = magnitudes(T)
+    p = T.k if T.write is None else T.write
+    w = np.ones(T.q.shape[:-1] + (1,)) if T.log_w is None else np.exp(T.log_w)
+    _, _, sig_hat = run_steps(dplr_step, T.q, T.k, T.v, (T.read, p, w), S0, norms=True)
+    sig_hat = np.where(np.isfinite(sig_hat), sig_hat, np.inf) * (1.0 + gamma(mags.D + 2))
+    sig0 = np.sqrt(np.sum(S0 * S0, axis=-2)) * (1.0 + gamma(mags.D + 2))
+    sig0 = np.broadcast_to(sig0, sig_hat.shape[:-2] + sig_hat.shape[-1:])
+    growth = _growth(mags.rho)
+    # a magnitude beyond the float range leaves no bound from its token on
+    finite = np.isfinite(growth)
+    for x in (mags.q, mags.k, mags.r, mags.p, mags.mu, mags.logw):
+        finite &= np.isfinite(x)
+    finite &= np.isfinite(mags.v).all(axis=-1)
+    bands = _bands(T, mags, chunk_size)
+    results = []
+    e64 = None
+    models = [np.dtype(np.float64)]
+    if not (isinstance(dtype, np.dtype) and dtype == models[0]):
+        models.append(dtype)
+    for dt in models:
+        out, e, good = _solve(mags, bands, sig_hat, sig0, chunk_size, dt, extra_ops,
+                              None if e64 is None else sig_hat + e64)  # fmt: skip
+        out = out + underflow_term(
+            mags.D * (chunk_size + 8), dt, mags.q, mags.k + mags.p, mags.v, mags.r
+        )
+        bad = ~good | expands(growth, dt, mags.D + 10 + extra_ops)[..., None]
+        bad |= ~(np.isfinite(out) & np.isfinite(e) & finite[..., None])
+        bad = np.logical_or.accumulate(bad, axis=-2)
+        out, e = np.where(bad, np.inf, out), np.where(bad, np.inf, e)
+        if e64 is None:
+            e64 = e
+        results.append(TransitionBounds(out, e, growth))
+    return results[0], results[-1]
+
+
+def bound_extra_ops(x, extra_ops, qk_l2norm, scale) -> int:
+    """Roundings to add to every count for a form's own input handling (see the families' bounds).
+
+    ``extra_ops`` (at least 0) plus ``2 (D + 4)`` for an in-layer L2
+    normalisation (``x / sqrt(|x|^2 + eps)``: a sum of squares, the ``eps``,
+    a square root and a division, ``D + 4`` roundings per entry, on keys met
+    at most twice in every term) and one for a query scale other than 1.
+    """
+    extra = as_int(extra_ops, "extra_ops", minimum=0)
+    if as_bool(qk_l2norm, "qk_l2norm"):
+        extra += 2 * (x.q.shape[-1] + 4)
+    return extra + (0 if float(scale) == 1.0 else 1)
+
+
+def causal_iv(causal) -> None:
+    """The delta-rule families are causal only: ``causal=False`` is refused."""
+    if not as_bool(causal, "causal"):
+        raise InvalidArgument("`causal` must be True: a recurrence orders the tokens (C22, C23)")
+
+
+def family_bounds(x, T: Transitions, dtype, extra_ops, qk_l2norm, scale, chunk_size):
+    """A family's bounds from its validated inputs ``x`` and transitions: (float64, dtype).
+
+    ``dtype`` None is the inputs' own precision, else a float dtype, a
+    :class:`~kernelcheck._src.core.rounding.Precision` or a RoundingModel; ``chunk_size`` None the
+    default chunk (see :func:`transitions_bound`).
+    """
+    extra = bound_extra_ops(x, extra_ops, qk_l2norm, scale)
+    dt = dtype if isinstance(dtype, Precision) else dtype_iv(dtype, x.dtype)
+    C = DELTA_CHUNK if chunk_size is None else as_int(chunk_size, "chunk_size", minimum=1)
+    return transitions_bound(T, x.S0, dt, extra_ops=extra, chunk_size=C)

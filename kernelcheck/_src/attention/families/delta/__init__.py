@@ -1,0 +1,1 @@
+"""The delta rule, DeltaNet (claim C22): forms, bound, cost, gradient, reference specification."""

@@ -1,0 +1,1 @@
+"""Gated DeltaNet (claims C22, C23): forms, bound, cost, gradient, reference specification."""

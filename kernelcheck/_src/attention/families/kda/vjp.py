@@ -1,0 +1,55 @@
+"""The reference backward pass of Kimi Delta Attention and its bounds (claims C22-C24).
+
+The gradient of ``<G, y>`` with respect to ``q``, ``k``, ``v``, ``gates``
+(one per key channel) and ``beta``, by the reverse recurrence of the adjoint
+state and the chain rule of the family's canonical arrays
+(:func:`~kernelcheck._src.attention.common.transition_spec.family_vjp`);
+each channel's gate reaches the state and, through the decayed key, the
+erase. Bounds: the normwise model of
+:mod:`~kernelcheck._src.attention.common.transition_vjp`.
+"""
+
+from __future__ import annotations
+
+from kernelcheck._src.attention.common.transition_spec import vjp_call
+from kernelcheck._src.attention.families.kda.reference import KdaSpec
+
+
+def kda_vjp(
+    q, k, v, gates, beta, G, *, qk_l2norm=False, scale=1.0, initial_state=None, models=None
+):
+    """The gradients of ``<G, y>`` for Kimi Delta Attention, with bounds per model if asked (C24).
+
+    Each key channel's gate has its own gradient (with respect to its value).
+
+    Parameters
+    ----------
+    q : array_like, shape (..., n, D)
+        Queries.
+    k : array_like, shape (..., n, D)
+        Keys.
+    v : array_like, shape (..., n, d_v)
+        Values.
+    gates : array_like, broadcastable to (..., n, D)
+        The decays ``alpha_t`` in [0, 1] of every key channel (values, not logarithms).
+    beta : array_like, broadcastable to (..., n)
+        The step ``beta_t >= 0`` of each token and head.
+    G : array_like, shape (..., n, d_v)
+        The cotangent of the outputs.
+    qk_l2norm : bool, default False
+        Normalise queries and keys inside the form, ``x / sqrt(|x|^2 + 1e-6)``.
+    scale : float, default 1.0
+        Multiplies the queries (after the normalisation).
+    initial_state : State, default None
+        A state ``(S, None)`` handed over from earlier tokens (None: zeros).
+    models : sequence of (dtype, int), default None
+        Precisions (a dtype or RoundingModel; None the inputs') with the
+        roundings added to every count: the bounds are asked for (None: not).
+
+    Returns
+    -------
+    dict, or (dict, tuple of dict) with ``models``
+        As :func:`~kernelcheck.attention.delta_vjp`'s, with this family's inputs.
+    """
+    args = (q, k, v, gates, beta)
+    return vjp_call(KdaSpec, args, G, qk_l2norm, scale, initial_state, models)

@@ -1,0 +1,198 @@
+"""Terms of the normwise bound of the transitions that its holding tests cannot see (C24).
+
+A bound that misses a term still holds on most inputs (it is about a
+thousand times the measured error on random ones), so each test builds
+inputs on which one documented term of
+:mod:`~kernelcheck._src.attention.common.transition_bound` dominates, and
+requires the bound to contain it (or to grow by it):
+
+* the transitions' norms: with ``beta |k|^2 = 3`` every transition stretches
+  by ``rho = 2`` and the state's bound grows at least twofold a token;
+* the recurrence's own roundings: a handed-over state a million times the
+  new tokens' writes leaves ``gamma_(D+10) |q| mu sigma_(-1)`` in the bound;
+* the chunked form's triangular systems: parallel keys make the chunks'
+  products large, and the bound covering chunks of 64 tokens is several
+  times the one covering single tokens;
+* the storage precision: a 16-bit layer's stored output adds
+  ``gamma_ops(storage) |q_t| sigma_t``;
+* the decays formed from cumulative log gates: ``expm1(4 gamma_(C+5) L) + 10 u``
+  in the accumulation precision;
+* gradual underflow: subnormal inputs leave the underflow term.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kernelcheck._src.attention.common import transition_bound as tb
+from kernelcheck._src.attention.common.transitions import Transitions
+from kernelcheck._src.core.rounding import RoundingModel, eta, gamma, precision, unit_roundoff
+from kernelcheck.attention import (
+    State,
+    delta_error_bound,
+    gated_delta_chunked,
+    gated_delta_error_bound,
+    gated_delta_recurrent,
+)
+
+
+def _delta(n, D, dv, seed=0, scale=1.0):
+    rng = np.random.default_rng(seed)
+    q, k = rng.standard_normal((2, n, D))
+    k /= np.linalg.norm(k, axis=-1, keepdims=True)
+    return q, k * scale, rng.standard_normal((n, dv)), rng.uniform(0.2, 1.0, n)
+
+
+def _bounds(q, k, v, beta, model, S0=None, chunk_size=64):
+    T = Transitions(q, k, beta[:, None] * v, -beta[:, None] * k)
+    S0 = np.zeros((q.shape[-1], v.shape[-1])) if S0 is None else S0
+    return tb.transitions_bound(T, S0, model, chunk_size=chunk_size)
+
+
+def test_the_state_bound_grows_by_the_transitions_norm():
+    n, D, dv = 12, 4, 2
+    q, k, v, _ = _delta(n, D, dv)
+    beta = np.full(n, 3.0)  # |k| = 1: beta |k|^2 = 3, |I - 3 k k^T| = 2
+    b64, _ = _bounds(q, k, v, beta, np.dtype(np.float64))
+    e = b64.state
+    assert np.isfinite(e).all()
+    assert (e[1:] >= 2.0 * e[:-1]).all()
+    assert np.allclose(b64.growth, 2.0 ** np.arange(1, n + 1), rtol=1e-12)
+
+
+def test_a_large_handed_over_state_enters_through_the_recurrence_term():
+    n, D, dv = 3, 4, 2
+    q, k, v, beta = _delta(n, D, dv, seed=1)
+    rng = np.random.default_rng(1)
+    S0 = 1e6 * rng.standard_normal((D, dv))
+    b = delta_error_bound(q, k, v, beta, dtype="float32", initial_state=State(S0))
+    sig0 = np.linalg.norm(S0, axis=0)
+    mu = 1.0 + beta[0] * np.sum(k[0] ** 2)
+    share = gamma(D + 10, np.float32) * np.linalg.norm(q[0]) * mu * sig0
+    without = delta_error_bound(q, k, v, beta, dtype="float32")
+    assert (without[0] < share / 100).all()  # the state's share dominates
+    assert (b[0] >= share).all()
+
+
+def test_the_chunks_triangular_systems_enter_through_the_chunk_terms():
+    n, D, dv = 48, 4, 2
+    rng = np.random.default_rng(2)
+    q = rng.standard_normal((n, D))
+    k = np.ones((n, D)) + 1e-3 * rng.standard_normal((n, D))  # nearly parallel keys
+    k /= np.linalg.norm(k, axis=-1, keepdims=True)
+    v, beta = rng.standard_normal((n, dv)), np.full(n, 0.9)
+    _, wide = _bounds(q, k, v, beta, np.dtype(np.float32), chunk_size=64)
+    _, single = _bounds(q, k, v, beta, np.dtype(np.float32), chunk_size=1)
+    assert (wide.out[-1] > 5.0 * single.out[-1]).all()
+    assert (wide.state[-1] > 5.0 * single.state[-1]).all()
+
+
+def test_a_16_bit_layer_pays_its_storage_roundings():
+    n, D, dv = 8, 4, 2
+    q, k, v, beta = _delta(n, D, dv, seed=3)
+    model = RoundingModel(precision("float32"), precision("bfloat16"), 4)
+    b64, b16 = _bounds(q, k, v, beta, model, chunk_size=1)
+    _, b32 = _bounds(q, k, v, beta, np.dtype(np.float32), chunk_size=1)
+    _, _, sig = tb.run_steps(tb.dplr_step, q, k, beta[:, None] * v,
+                             (-beta[:, None] * k, k, np.ones((n, 1))), np.zeros((D, dv)),
+                             norms=True)  # fmt: skip
+    share = gamma(4, precision("bfloat16")) * np.linalg.norm(q, axis=-1)[:, None] * sig
+    assert (b32.out < share).all()
+    assert (b16.out >= share).all()
+
+
+def test_decays_from_cumulative_log_gates_carry_their_error():
+    n, dv = 40, 2
+    logw = np.full((n, 1), np.log(0.05))
+    mags = tb._Magnitudes(*(np.ones(n),) * 4, np.ones((n, dv)), np.ones(n), np.ones(n),
+                          np.ones(n), np.abs(logw[:, 0]), True, 4)  # fmt: skip
+    C = 16
+    tm = tb._terms(mags, np.ones((n, dv)), np.zeros(dv), C, np.dtype(np.float32))
+    L = np.minimum(np.arange(1, n + 1), C) * abs(np.log(0.05))
+    expected = np.expm1(4.0 * gamma(C + 5, np.float32) * L) + 10 * unit_roundoff(np.float32)
+    assert (tm.rho_dec[:, 0] >= expected).all()
+    # a 16-bit layer accumulating in float32 forms its decays in float32
+    model = RoundingModel(precision("float32"), precision("bfloat16"), 4)
+    tm16 = tb._terms(mags, np.ones((n, dv)), np.zeros(dv), C, model)
+    assert np.allclose(tm16.rho_dec, tm.rho_dec)
+    assert (tm16.rho_dec < np.expm1(4.0 * gamma(C + 5, precision("bfloat16")) * L[:, None])).all()
+    q, k, v, beta = _delta(n, 4, dv, seed=4)
+    g = np.full(n, 0.05)
+    low = [x.astype(np.float32) for x in (q, k, v, g, beta)]
+    err = np.abs(gated_delta_chunked(*low, chunk_size=C) - gated_delta_recurrent(q, k, v, g, beta))
+    assert (err <= gated_delta_error_bound(*low, chunk_size=C)).all()
+
+
+def test_subnormal_inputs_leave_the_underflow_term():
+    n, D, dv = 4, 3, 2
+    q = np.full((n, D), 1e-310)
+    k = np.full((n, D), 1.0 / np.sqrt(D))
+    v, beta = np.ones((n, dv)), np.full(n, 0.5)
+    b = delta_error_bound(q, k, v, beta)
+    under = 3 * D * (64 + 8) * eta(np.float64)
+    assert (b >= under).all()
+    assert (b <= 1e-290).all()
+
+
+def _two_tokens():
+    """Two tokens of the delta rule from a handed-over state, and its magnitudes by hand."""
+    rng = np.random.default_rng(5)
+    D, dv = 3, 2
+    q, k = rng.standard_normal((2, 2, D))
+    k /= np.linalg.norm(k, axis=-1, keepdims=True)
+    v, beta = rng.standard_normal((2, dv)), np.array([0.7, 0.4])
+    S0 = rng.standard_normal((D, dv))
+    T = Transitions(q, k, beta[:, None] * v, -beta[:, None] * k)
+    return T, S0, beta
+
+
+def test_the_local_terms_are_the_documented_formulas():
+    T, S0, beta = _two_tokens()
+    D, dt, C = 3, np.dtype(np.float32), 64
+    mags = tb.magnitudes(T)
+    _, _, sig = tb.run_steps(tb.dplr_step, T.q, T.k, T.v, (T.read, T.k, np.ones((2, 1))), S0,
+                             norms=True)  # fmt: skip
+    sig0 = np.linalg.norm(S0, axis=0)
+    tm = tb._terms(mags, sig, sig0, C, dt)
+    bands = tb._bands(T, mags, C)
+    local = tb.local_terms(mags, bands, tm, dt, C, 0, np.zeros_like(sig))
+    g = lambda m: gamma(m, dt)  # noqa: E731
+    kn, r = np.linalg.norm(T.k, axis=-1), beta * np.linalg.norm(T.k, axis=-1)
+    vv = np.abs(T.v)
+    before = np.stack([sig0, sig[0]])
+    mu = 1.0 + r * kn
+    assert np.allclose(local.recurrence, g(D + 10) * (mu[:, None] * before + kn[:, None] * vv))
+    # token 0: no earlier token in its window; token 1: one, lag 1, with its exact entries
+    sig_in = np.maximum.accumulate(before, axis=0)
+    Zx = vv + r[:, None] * (before + 2.0 * tm.Lam * sig_in)
+    Z = 1.25 * Zx
+    A = abs(T.read[1] @ T.k[0])
+    Abar = np.abs(T.read[1]) @ np.abs(T.k[0])
+    Y = (g(3) + g(C)) * Z
+    Y[1] += g(C) * A * Z[0] + g(D + 3) * (1 + g(C)) * Abar * Z[0]
+    dX = Y + (g(D + 1)) * Z
+    dX[1] += bands.Linv[1, 1] * Y[0]
+    assert np.allclose(bands.Linv[1, 1], A, rtol=1e-12)  # no transition between lag 1's pair
+    assert np.allclose(local.dX, dX, rtol=1e-10)
+    xbar = vv + r[:, None] * before
+    chunk = g(C + 3) * (sig_in + 1.25 * kn[:, None] * xbar) + kn[:, None] * dX
+    assert np.allclose(local.chunk, chunk, rtol=1e-10)
+
+
+def test_the_bound_composes_the_local_terms_through_the_transitions():
+    T, S0, _ = _two_tokens()
+    dt, C = np.dtype(np.float32), 64
+    b64, b32 = tb.transitions_bound(T, S0, dt, chunk_size=C)
+    mags = tb.magnitudes(T)
+    tokens = (T.read, T.k, np.ones((2, 1)))
+    sig = tb.run_steps(tb.dplr_step, T.q, T.k, T.v, tokens, S0, norms=True)[2]
+    tm = tb._terms(mags, sig, np.linalg.norm(S0, axis=0), C, dt)
+    bands = tb._bands(T, mags, C)
+    zero = np.zeros_like(sig)
+    local = tb.local_terms(mags, bands, tm, dt, C, 0, zero)
+    lam = np.maximum(local.recurrence, local.chunk)
+    e = np.empty_like(lam)
+    e[0] = lam[0]
+    e[1] = mags.rho[1] * e[0] + lam[1]
+    assert (b32.state >= e).all()
+    assert (b32.out >= tb.output_terms(mags, bands, tm, dt, C, 0, e, zero, local)).all()
