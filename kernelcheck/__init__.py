@@ -1,7 +1,7 @@
 """kernelcheck: numerical verification of the mathematics of linear attention.
 
 The essay "Linear Attention from first principles" derives linear attention from
-kernel theory; kernelcheck turns each of its claims (C1..C20, see the docs) into
+kernel theory; kernelcheck turns each of its claims (C1..C24, see the docs) into
 code that decides it numerically, with evidence:
 
 * :mod:`kernelcheck.kernels` -- kernels as immutable values with an algebra and

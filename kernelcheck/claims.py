@@ -1,7 +1,7 @@
-"""The claims of the essay (C1..C21), the checks that decide them, and the essay report.
+"""The claims of the essay (C1..C24), the checks that decide them, and the essay report.
 
 One registry serves the ``kernelcheck essay`` command, the command line and
-the documentation: :func:`registry` lists every :class:`Claim` (C1..C21),
+the documentation: :func:`registry` lists every :class:`Claim` (C1..C24),
 each with ``check(level)`` returning a :class:`ClaimResult` (verdict
 verified / refuted / inconclusive, the key measured number, the evidence).
 :func:`run_essay` runs them all and returns an :class:`EssayReport`;

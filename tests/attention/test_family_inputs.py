@@ -1,4 +1,4 @@
-"""Inputs to every form of every attention family: refused by name, accepted, extreme (C1-C20).
+"""Inputs to every form of every attention family: refused by name, accepted, extreme (C1-C24).
 
 Every test here runs over :data:`kernelcheck.attention.FAMILIES` (the
 ``attention_form`` argument of ``tests/conftest.py``, or tables built from the

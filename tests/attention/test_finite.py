@@ -1,4 +1,4 @@
-"""Every form names the input that holds a NaN or an Inf, wherever it is (claims C1-C20).
+"""Every form names the input that holds a NaN or an Inf, wherever it is (claims C1-C24).
 
 The fast forms take their large inputs without scanning them
 (``as_array(finite=False)``) and check the result, which every non-finite input

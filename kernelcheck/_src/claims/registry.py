@@ -1,4 +1,4 @@
-"""The claims registry: one entry per claim of the essay (C1..C21) with the check that decides it.
+"""The claims registry: one entry per claim of the essay (C1..C24) with the check that decides it.
 
 The registry is the single place the ``kernelcheck essay`` report, the command
 line and the documentation read claims from.  Each :class:`Claim` carries its
@@ -418,7 +418,7 @@ def _build(entries: Iterable[tuple[str, Check]]) -> Mapping[str, Claim]:
     """The claims of ``(group slug, check entry)`` pairs, keyed by id in claim order.
 
     Raises RuntimeError (at import, a fault of the package) when an entry is
-    in the wrong group, is registered twice, or the ids are not C1..C21 in order.
+    in the wrong group, is registered twice, or the ids are not C1..C24 in order.
     """
     props = property_tests()
     claims: dict[str, Claim] = {}
@@ -437,7 +437,7 @@ def _build(entries: Iterable[tuple[str, Check]]) -> Mapping[str, Claim]:
             uses_executor=entry.uses_executor,
         )
     if list(claims) != list(STATEMENTS):
-        raise RuntimeError(f"claim checks {list(claims)} are not C1..C21 in order")
+        raise RuntimeError(f"claim checks {list(claims)} are not the STATEMENTS keys in order")
     return MappingProxyType(claims)
 
 
@@ -448,7 +448,7 @@ CLAIMS: Mapping[str, Claim] = _build(
 
 
 def registry() -> dict[str, Claim]:
-    """The claims, in order C1..C21.
+    """The claims, in order C1..C24.
 
     Returns
     -------

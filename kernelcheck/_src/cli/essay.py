@@ -1,4 +1,4 @@
-"""``kernelcheck essay``: check every claim C1..C20 and print the table of verdicts.
+"""``kernelcheck essay``: check every claim C1..C24 and print the table of verdicts.
 
 The table is printed row by row as the checks finish, above a progress bar
 with an estimate of the time left (on a terminal, unless ``--quiet``); the
@@ -39,8 +39,8 @@ def add_parser(sub: Any) -> None:
     """
     p = sub.add_parser(
         NAME,
-        help="check every claim C1..C20 of the essay and print the table",
-        description="Run every registered claim check (C1..C20) on built-in defaults and "
+        help="check every claim C1..C24 of the essay and print the table",
+        description="Run every registered claim check (C1..C24) on built-in defaults and "
         "print a table: claim, the claim in a few words, verdict, key number.",
         epilog=EPILOG,
     )
