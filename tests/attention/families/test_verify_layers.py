@@ -162,3 +162,52 @@ def test_a_detached_per_token_input_fails_its_gradient_alone(bug, grad):
                               **_OPTIONS)  # fmt: skip
     failed = {c.name for c in report.failures()}
     assert failed and all(name.startswith(f"gradient {grad} ") for name in failed), failed
+
+
+#: the transition families' chunked forms and the verify.attention options that select them
+_STATE_LAYERS = {
+    "delta": ("delta_chunked", ("beta",)),
+    "gated_delta": ("gated_delta_chunked", ("decay", "beta")),
+    "kda": ("kda_chunked", ("key_decay", "beta")),
+    "dplr": ("dplr_chunked", ("dplr_a", "dplr_b", "key_decay")),
+}
+
+
+def _state_layer(family: str, bug: str = ""):
+    """The family's chunked form as a layer with a state; ``bug``: the handed state halved."""
+    from kernelcheck import attention
+
+    form = getattr(attention, _STATE_LAYERS[family][0])
+
+    def layer(q, k, v, *tokens, initial_state=None):
+        if bug and initial_state is not None:
+            initial_state = attention.State(initial_state.S * 0.5)
+        return form(q, k, v, *tokens, initial_state=initial_state, return_state=True,
+                    chunk_size=16, qk_l2norm=True, scale=q.shape[-1] ** -0.5)  # fmt: skip
+
+    return layer
+
+
+def _state_options(family: str) -> dict:
+    from kernelcheck._src.attention.registry import FAMILIES
+
+    samplers = {ti.option: ti.sample for ti in FAMILIES[family].token_inputs}
+    options = {name: samplers[name] for name in _STATE_LAYERS[family][1]}
+    return {**options, "qk_l2norm": True, "scale": lambda d: d**-0.5, "causal": True}
+
+
+@pytest.mark.parametrize("family", sorted(_STATE_LAYERS))
+def test_state_true_judges_the_final_state_and_the_hand_over_of_every_transition_family(family):
+    """state=True runs the family's own state form (its options, not the normaliser's) and
+    hands the state over at n/2, n-2, n-1: a correct layer passes, a halved handed state fails."""
+    from kernelcheck._src.attention.registry import FAMILIES
+
+    assert {fam.name for fam in FAMILIES if fam.flags and fam.state_form} == set(_STATE_LAYERS)
+    kw = dict(state=True, n=40, cases=("random", "odd length"), **_state_options(family))
+    report = verify.attention(_state_layer(family), **kw)
+    assert report.passed, report.details()
+    names = {c.name for c in report.checks if c.passed}
+    assert {"final state (random)", "state hand-over (random)"} <= names
+    bug = verify.attention(_state_layer(family, bug="halved"), **kw)
+    failed = {c.name for c in bug.checks if c.passed is False}
+    assert "state hand-over (random)" in failed and all(c.passed for c in bug.cases)

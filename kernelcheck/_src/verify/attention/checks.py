@@ -218,8 +218,8 @@ def final_state_check(run: Run, j0: Judged, read) -> AttentionCase:
     pieces = run.reference.for_case(j0.extras).pieces(j0.args)
     refs, bounds = [], []
     for args in pieces:  # packed sequences: one final state per sequence, stacked first
-        _, ref_state = form.call(*spec.state_arguments(args), causal=True,
-                                 normalize=spec.normalize, return_state=True)  # fmt: skip
+        _, ref_state = form.call(*spec.state_arguments(args), causal=True, return_state=True,
+                                 **spec.state_options(j0.kw))  # fmt: skip
         refs.append(_state_matrix(ref_state))
         try:
             bounds.append(spec.state_bound(args, j0.model, args[0].shape[-2]))
@@ -341,7 +341,7 @@ def _split_check(run, j0) -> AttentionCase:
             pieces.append(np.asarray(got))
             if a > 0:  # the handed state's error reaches every output of this piece
                 seg = tuple(x[..., a:b, :] for x in j0.args[:3])
-                E0 = spec.state_bound(tuple(x[..., :a, :] for x in j0.args[:3]), j0.model, a)
+                E0 = spec.state_bound(spec.take_arguments(j0.args, 0, a), j0.model, a)
                 d = None if den is None else den[..., a:b, :]
                 tol_extra[..., a:b, :] = spec.propagate(
                     seg, E0, gs, normalize, j0.reference[..., a:b, :], d
