@@ -9,8 +9,12 @@ Group ``verify-attention``, measured in the same run:
 * ``layer fwd+bwd``: the user's own torch layer, forward and backward, once.
 * ``verify``: ``verify.attention`` on the ``random`` case with ``grad=True``
   (softmax, torch ``scaled_dot_product_attention``, float32) or
-  ``state=True`` (a chunked linear layer with a state), causality check off
-  so that the layer is called a fixed number of times.
+  ``state=True`` (a chunked linear layer with a state), or both (a Gated
+  DeltaNet layer in torch, token by token, with in-layer L2 normalisation:
+  forward, state hand-over and the gradients of q, k, v, the gates and beta),
+  causality check off so that the layer is called a fixed number of times.
+  The Gated DeltaNet floor is kernelcheck's float64 reference itself:
+  ``gated_delta_chunked`` and ``gated_delta_vjp`` once each.
 
 The verifier's own overhead is ``verify - (layer calls)``: the time of the
 layer's calls is measured inside the run (every call of ``fn`` is timed;
@@ -31,6 +35,7 @@ import time
 import numpy as np
 import pytest
 
+from kernelcheck import attention as att
 from kernelcheck import verify
 
 torch = pytest.importorskip("torch")
@@ -84,11 +89,46 @@ def linear_floor(Q, K, V, G):
     return A @ V, A.T @ G
 
 
-def layer_fwd_bwd(fn, n):
+def _gates_beta(n):
+    rng = np.random.default_rng(1)
+    return rng.uniform(0.9, 1.0, n), rng.uniform(0.1, 1.0, n)
+
+
+def gated_delta_floor(Q, K, V, G):
+    """The float64 reference's forward and backward pass, once each."""
+    g, beta = _gates_beta(Q.shape[0])
+    kw = {"qk_l2norm": True, "scale": D**-0.5}
+    return att.gated_delta_chunked(Q, K, V, g, beta, **kw), att.gated_delta_vjp(
+        Q, K, V, g, beta, G, **kw
+    )
+
+
+def _l2(x):
+    return x / torch.sqrt((x * x).sum(-1, keepdim=True))
+
+
+def gated_delta(q, k, v, g, beta, initial_state=None):
+    """Gated DeltaNet token by token: L2-normalised q and k, S_t = g_t (I - b k k^T) S + b k v^T."""
+    q, k = _l2(q) * q.shape[-1] ** -0.5, _l2(k)
+    S = q.new_zeros((q.shape[-1], v.shape[-1])) if initial_state is None else initial_state
+    out = []
+    for t in range(q.shape[-2]):
+        S = S * g[t]
+        S = S + beta[t] * k[t, :, None] * (v[t] - k[t] @ S)[None, :]
+        out.append(q[t] @ S)
+    return torch.stack(out), S
+
+
+def layer_fwd_bwd(fn, n, extra=()):
     Q, K, V, G = (torch.from_numpy(x).float().requires_grad_() for x in _inputs(n))
-    out = fn(Q, K, V)
+    more = [torch.from_numpy(x).float().requires_grad_() for x in extra]
+    out = fn(Q, K, V, *more)
     out = out[0] if isinstance(out, tuple) else out
-    torch.autograd.grad(out, (Q, K, V), G.detach())
+    torch.autograd.grad(out, (Q, K, V, *more), G.detach())
+
+
+def _uniform(low, high):
+    return lambda rng, shape: rng.uniform(low, high, shape)
 
 
 CASES = {
@@ -97,6 +137,18 @@ CASES = {
         chunked_state,
         linear_floor,
         {"feature_map": elu1_np, "state": True},
+    ),  # fmt: skip
+    "gated delta grad state": (
+        gated_delta,
+        gated_delta_floor,
+        {
+            "grad": True,
+            "state": True,
+            "decay": _uniform(0.9, 1.0),
+            "beta": _uniform(0.1, 1.0),
+            "qk_l2norm": True,
+            "scale": lambda d: d**-0.5,
+        },
     ),  # fmt: skip
 }
 
@@ -112,7 +164,8 @@ def test_verify_attention_overhead(benchmark, size_for, name, what):
         benchmark.pedantic(floor, args=_inputs(n), **_rounds(benchmark))
         return
     if what == "layer fwd+bwd":
-        benchmark.pedantic(layer_fwd_bwd, args=(fn, n), **_rounds(benchmark))
+        extra = _gates_beta(n) if name.startswith("gated delta") else ()
+        benchmark.pedantic(layer_fwd_bwd, args=(fn, n, extra), **_rounds(benchmark))
         return
     runs = []
 
