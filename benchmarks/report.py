@@ -342,6 +342,55 @@ GROUPS: dict[str, Group] = {
         ),  # fmt: skip
         "overhead as above",
     ),
+    "verify-attention (gated delta grad state)": Group(
+        "`verify.attention` of a Gated DeltaNet layer with state and gradients, against the "
+        "float64 reference's forward and backward pass (n = 4096, d = d_v = 64)",
+        "verify_attention_overhead[gated delta grad state-floor]",
+        (
+            Target(
+                "verify_attention_overhead[gated delta grad state-verify]",
+                at_most=3.0,
+                extra="overhead_excluding_fn_forward",
+            ),
+        ),  # fmt: skip
+        "overhead as above; the floor is `gated_delta_chunked` and `gated_delta_vjp` once each",
+    ),
+    "channel-gated-8k": Group(
+        "`channel_gated_chunked` (float64) against fla's naive chunked references in torch "
+        "(n = 8192, D = d_v = 64)",
+        "fla_naive_chunk_rwkv6_8k_peer",
+        (
+            Target("channel_gated_chunked_rwkv6_8k", at_most=1.0),
+            Target("channel_gated_chunked_gla_8k", at_most=1.0),
+        ),
+        "fla's naive chunked forms take float64 tensors and compute in float32 inside",
+    ),  # fmt: skip
+    "delta-chunked": Group(
+        "`delta_chunked` (float64) against fla's `delta_rule_chunkwise` in torch float64 "
+        "(n = 8192, d = d_v = 64, one thread)",
+        "fla_delta_rule_chunkwise_float64",
+        (Target("delta_chunked", at_most=1.0),),
+    ),
+    "gated-delta-chunked": Group(
+        "`gated_delta_chunked` against fla's `naive_chunk_gated_delta_rule` (n = 8192, "
+        "d = d_v = 64, one thread)",
+        "fla_naive_chunk_gated_delta_rule",
+        (Target("gated_delta_chunked", at_most=1.0),),
+        "fla's naive form computes in float32 inside; `gated_delta_chunked_float32` for "
+        "information",
+    ),
+    "kda-chunked": Group(
+        "`kda_chunked` against fla's `naive_chunk_kda` (n = 8192, d = d_v = 64, one thread)",
+        "fla_naive_chunk_kda",
+        (Target("kda_chunked", at_most=1.0),),
+        "fla's naive form computes in float32 inside",
+    ),
+    "dplr-chunked": Group(
+        "`dplr_chunked` against fla's `dplr_chunkwise` (n = 8192, d = d_v = 64, one thread)",
+        "fla_dplr_chunkwise",
+        (Target("dplr_chunked", at_most=1.0),),
+        "fla's form computes in float32 inside",
+    ),
     "gram-polynomial": Group(
         "`Polynomial(3, c=1)` Gram matrix against scikit-learn (X of shape (4000, 64))",
         "gram_polynomial_sklearn_peer",
