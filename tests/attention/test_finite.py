@@ -124,6 +124,30 @@ def test_overflow_of_finite_inputs_is_still_a_numerical_failure(attention_form):
             form.call(*args, causal=causal)
 
 
+def test_a_state_that_overflows_after_the_last_output_is_a_numerical_failure(
+    attention_state_form,
+):
+    """One token, q = 1e-200 and k = v = 1e200 (unnormalised where the form allows it): the
+    output q.k v = 1e200 is finite, the state k v^T = 1e400 is not.  Handed back, that state
+    is refused as an overflow; the output alone is still returned."""
+    fam, form = attention_state_form
+    args = _inputs(fam, "examples", n=1)
+    args[0] = np.full((1, D), 1e-200)
+    args[1] = np.full((1, D), 1e200)
+    args[2] = np.full((1, DV), 1e200)
+    kw = {"normalize": False} if "normalize" in form.options else {}
+    try:
+        out = form.call(*args, causal=True, **kw)
+    except NumericalFailure:
+        return  # the form already overflows on the output itself: refused, never returned
+    try:
+        _, state = form.call(*args, causal=True, return_state=True, **kw)
+    except NumericalFailure as exc:
+        assert "overflow" in str(exc) and np.isfinite(out).all()
+        return
+    assert np.isfinite(state.S).all() and (state.z is None or np.isfinite(state.z).all())
+
+
 #: The normalised forms on feature matrices, whose scores are products of features.
 NORMALISED_FEATURE_FORMS = [
     pytest.param(f, id=f.name)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from contextlib import nullcontext
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -217,6 +217,21 @@ def finish_state(S: np.ndarray, form: str) -> np.ndarray:
     if not all_finite(S):
         raise _overflow(form, "the state is not finite", S.dtype, ())
     return S
+
+
+def with_state(result: Any, state: State, return_state: bool, form: str) -> Any:
+    """``(result, state)`` with the state's ``S`` and ``z`` checked finite, or ``result`` alone.
+
+    A chunked or recurrent form whose outputs are finite can still hand back
+    a state that overflowed after the last output was formed (one token,
+    ``k = v = 1e200``): that state is a NumericalFailure, never a silent inf.
+    """
+    if not return_state:
+        return result
+    finish_state(state.S, form)
+    if state.z is not None:
+        finish_state(state.z, form)
+    return result, state
 
 
 def finish_matrix(H: np.ndarray, normalize: bool, action: str, form: str, inputs=()):

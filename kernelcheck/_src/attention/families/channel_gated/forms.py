@@ -53,7 +53,7 @@ from kernelcheck._src.attention.common.engine import (
     step_iv,
 )
 from kernelcheck._src.attention.common.inputs import state_matrix_iv
-from kernelcheck._src.attention.common.types import State, finish_unnormalized
+from kernelcheck._src.attention.common.types import State, finish_unnormalized, with_state
 from kernelcheck._src.attention.families.channel_gated.decays import (
     ChannelInputs,
     ChunkDecays,
@@ -249,7 +249,7 @@ def channel_gated_recurrent(
         if x.bonus:
             out += _bonus_term(x)
     result = finish_unnormalized(out, "channel_gated_recurrent", _inputs(x))
-    return (result, State(S, None)) if return_state else result
+    return with_state(result, State(S, None), return_state, "channel_gated_recurrent")
 
 
 def parallel_rows(n: int, width: int, nb: int) -> int:
@@ -553,4 +553,4 @@ def channel_gated_chunked(
         if x.bonus:
             out += _bonus_term(x)
     result = finish_unnormalized(out, "channel_gated_chunked", _inputs(x))
-    return (result, State(S, None)) if return_state else result
+    return with_state(result, State(S, None), return_state, "channel_gated_chunked")

@@ -58,6 +58,7 @@ from kernelcheck._src.attention.common.types import (
     finish,
     finish_matrix,
     finish_unnormalized,
+    with_state,
 )
 from kernelcheck._src.core.validate import (
     as_bool,
@@ -195,7 +196,7 @@ def gated_recurrent(
     return_state = as_bool(return_state, "return_state")
     M0 = state_matrix_iv(initial_state, phi_q, V, normalize, True)
     result, state = run_recurrence(phi_q, phi_k, V, g.gates, normalize, M0, action, "gated")
-    return (result, state) if return_state else result
+    return with_state(result, state, return_state, "gated_recurrent")
 
 
 def gated_parallel(
@@ -362,4 +363,4 @@ def gated_chunked(
     result, M = linear_rows(
         phi_q, phi_k, V, normalize, action, "gated_chunked", chunk=C, M0=M0, log_gates=g.log_gates
     )
-    return (result, State.from_matrix(M, normalize)) if return_state else result
+    return with_state(result, State.from_matrix(M, normalize), return_state, "gated_chunked")

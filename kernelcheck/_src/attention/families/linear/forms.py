@@ -30,6 +30,7 @@ from kernelcheck._src.attention.common.types import (
     State,
     finish,
     finish_unnormalized,
+    with_state,
 )
 from kernelcheck._src.core.validate import (
     as_bool,
@@ -226,7 +227,7 @@ def recurrent(
     return_state = as_bool(return_state, "return_state")
     M0 = state_matrix_iv(initial_state, phi_q, V, normalize, True)
     result, state = run_recurrence(phi_q, phi_k, V, None, normalize, M0, action, "recurrent")
-    return (result, state) if return_state else result
+    return with_state(result, state, return_state, "recurrent")
 
 
 def chunked(
@@ -313,7 +314,7 @@ def chunked(
     return_state = as_bool(return_state, "return_state")
     M0 = state_matrix_iv(initial_state, phi_q, V, normalize, True)
     result, M = linear_rows(phi_q, phi_k, V, normalize, action, "chunked", chunk=C, M0=M0)
-    return (result, State.from_matrix(M, normalize)) if return_state else result
+    return with_state(result, State.from_matrix(M, normalize), return_state, "chunked")
 
 
 def linear_recurrence(*, normalize: bool = True) -> Recurrence:
