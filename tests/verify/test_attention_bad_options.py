@@ -43,6 +43,12 @@ def _gated_att(decay, **options):
     )
 
 
+def _channel_att(**options):
+    """A per-channel gated layer (GLA: key gates), its gates its own constant per head."""
+    layer = lambda q, k, v: attention.channel_gated_chunked(q, k, v, None, None, None)  # noqa: E731
+    return lambda call: call(layer, causal=True, **options)
+
+
 def _unnormalised(q, k, v):
     return attention.parallel(np.exp(q), np.exp(k), v, normalize=False)
 
@@ -89,6 +95,17 @@ OPTIONS_BAD = {
     "check_causality-int": (_att(check_causality=0), r"^`check_causality` must be True or False"),
     "log_gates-string": (_att(log_gates="no"), r"^`log_gates` must be True or False"),
     "progress-not-callable": (_att(progress=True), r"^`progress` must be callable"),
+    "key_decay-width": (
+        _channel_att(key_decay=np.full(3, 0.9), batch_shape=(2,)),
+        r"^`key_decay` of shape \(3,\) holds 3 values per head on its last axis, one per "
+        r"channel of width D, but case 'random' has D = 8",
+    ),
+    "key_decay-per-channel-without-d": (
+        _channel_att(key_decay=np.full(8, 0.9)),
+        r"^`key_decay` of shape \(8,\) .* but case 'd=1' has D = 1: .* pass d= to fix",
+    ),
+    "key_decay-above-one": (_channel_att(key_decay=1.5), r"^`key_decay` must lie in \[0, 1\]"),
+    "key_decay-negative": (_channel_att(key_decay=-0.1), r"^`key_decay` must lie in \[0, 1\]"),
     "normalize-int": (_att(normalize=1), r"^`normalize` must be True or False"),
     "framework-unknown": (_att(framework="tensorflow"), r"^`framework` must be one of 'numpy'"),
     "framework-none": (_att(framework=None), r"^`framework` must be one of"),

@@ -341,6 +341,31 @@ def _state_iv(fn, o: dict, ref: Reference, causal: bool) -> bool:
     return state
 
 
+def _widths_iv(spec, family, constants: dict[str, np.ndarray], cases: list[Case]) -> None:
+    """A constant per channel (gates on the key or value channels, a bonus) must fit every case.
+
+    Its last axis is the width (``D``, ``d`` or ``d_v``) or 1; the ``d = 1``
+    case of a call without a fixed ``d`` has ``D = d = 1``, which a constant
+    with one value per channel of a wider key cannot fill.
+    """
+    for ti in family.token_inputs:
+        value = constants.get(ti.name)
+        if value is None or not ti.width or value.ndim == 0 or value.shape[-1] == 1:
+            continue
+        for case in cases:
+            if case.skip or case.Q is None or case.V is None:
+                continue
+            want = spec.sizes(case.Q.shape[-1], case.V.shape[-1])[ti.width]
+            if value.shape[-1] != want:
+                raise InvalidArgument(
+                    f"`{ti.option}` of shape {value.shape} holds {value.shape[-1]} values per "
+                    f"head on its last axis, one per channel of width {ti.width}, but case "
+                    f"'{case.name}' has {ti.width} = {want}: give a last axis of {want} (or "
+                    f"1), pass d= to fix the layer's key size (the case with d = 1 is then "
+                    f"left out), or pass a function {ti.option}(rng, shape)"
+                )
+
+
 def attention_options(fn, **o) -> AttentionOptions:
     """The options of one ``verify.attention`` call, validated, as one record.
 
@@ -395,6 +420,7 @@ def attention_options(fn, **o) -> AttentionOptions:
         cases = generate_cases(rng, n, d, d_v, batch, fixed_d=fixed_d, names=names)
         if offsets is not None and not callable(offsets):
             cases = [_packed_length(c, n) for c in cases]
+    _widths_iv(ref.spec, family, constants, cases)
     seed = o["seed"]
     seed_value = (
         int(seed) if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool) else None

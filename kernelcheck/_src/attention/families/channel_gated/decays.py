@@ -53,7 +53,9 @@ def gate_values_iv(values: Any, shape: tuple[int, ...], dtype, name: str) -> np.
     if isinstance(values, (bool, np.bool_)) or np.asarray(values).dtype.kind == "b":
         raise InvalidArgument(f"`{name}` must be numbers in [0, 1], got booleans {values!r}")
     arr = as_array(values, name, allow_empty=True)
-    if arr.ndim == 0 or arr.shape[-1] != shape[-1]:
+    if shape == () == arr.shape:  # one number checked alone: a gate for every channel
+        pass
+    elif arr.ndim == 0 or arr.shape[-1] != shape[-1]:
         raise InvalidArgument(
             f"`{name}` must have a last axis of {shape[-1]} (one gate per channel; shape "
             f"{shape}), got {describe(arr)}"
@@ -80,7 +82,9 @@ def bonus_values_iv(values: Any, shape: tuple[int, ...], dtype, name: str = "bon
     if isinstance(values, (bool, np.bool_)) or np.asarray(values).dtype.kind == "b":
         raise InvalidArgument(f"`{name}` must be real numbers, got booleans {values!r}")
     arr = as_array(values, name, allow_empty=True)
-    if arr.ndim == 0 or arr.shape[-1] != shape[-1]:
+    if shape == () == arr.shape:  # one number checked alone: a gate for every channel
+        pass
+    elif arr.ndim == 0 or arr.shape[-1] != shape[-1]:
         raise InvalidArgument(
             f"`{name}` must broadcast to {shape} (batch + (D,): one vector per head, not per "
             f"token), got {describe(arr)}"
