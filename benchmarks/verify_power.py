@@ -19,14 +19,17 @@ on one draw of the ``positive values`` law against the float64 reference
 ``torch.testing``.  A bug is a relative error ``r`` on the rows from n/2 on
 of one output (O, dQ, dK or dV), made inside the layer in float32 before its
 result is rounded to the layer's dtype (:func:`zoo.flash` and
-:func:`zoo.chunked_linear` take it as ``bug=``); the smallest ``r`` a
+:func:`zoo.chunked_linear` take it as ``bug=``; the linear layer's dQ and
+dK come out of autograd already in the layer's dtype, and take it there);
+every checker judges the same layer, TF32 ones included; the smallest ``r`` a
 checker catches is found by bisection in ``log r`` (to a factor 1.25) and
 counts only where the checker passes the correct layer on the same draw.
 
 ``--false-alarms`` runs the correct layers of the zoo over seeds instead and
-counts the runs each checker fails.  The float64 references of the
-kernelcheck calls are cached across the bisection (the same seed draws the
-same inputs): results are the same as without the cache.
+counts the runs each checker fails (``--dtypes tf32``: the zoo's TF32
+layers).  The float64 references of the kernelcheck calls are cached across
+the bisection (the same seed draws the same inputs): results are the same as
+without the cache.
 
     python3 benchmarks/verify_power.py --power --dtypes bfloat16 --sizes 64,1024
     python3 benchmarks/verify_power.py --false-alarms --seeds 20 --sizes 64
@@ -245,11 +248,13 @@ def power_cell(family: str, output: str, dtype: str, n: int) -> dict:
         cell["kernelcheck"] = "not judged"
     else:
         grad = output != "O"
-        if not kernelcheck_passes(buggy(family, output, 0.0), family, dtype, n, grad):
+        if not kernelcheck_passes(buggy(family, output, 0.0, tf32), family, dtype, n, grad):
             cell["kernelcheck"] = "false alarm"
         else:
             r, note = smallest_caught(
-                lambda r: not kernelcheck_passes(buggy(family, output, r), family, dtype, n, grad)
+                lambda r: (
+                    not kernelcheck_passes(buggy(family, output, r, tf32), family, dtype, n, grad)
+                )
             )
             cell["kernelcheck"] = note or r
     return cell
@@ -294,6 +299,7 @@ def false_alarm_cell(name, fn, kw, framework, dtype, n, seeds, full=False) -> di
 
 def _layers(names, compile_too):
     out = [(n, f, k, "torch") for n, f, k in zoo.torch_layers(compile_too)]
+    out += [(n, f, k, "torch") for n, f, k in zoo.tf32_layers()]
     try:
         out += [(n, f, k, "jax") for n, f, k in zoo.jax_layers()]
     except ImportError:
@@ -346,6 +352,8 @@ def main(argv=None):
             for dt in dtypes:
                 if fw == "jax" and dt == "float16" and name == "jax sdpa":
                     continue  # XLA's CPU backend has no float16 dot with float32 accumulation
+                if (dt == "tf32") != name.endswith(" tf32"):
+                    continue  # TF32 is judged on the layers that round their operands to it
                 for n in sizes:
                     t0 = time.perf_counter()
                     cell = false_alarm_cell(name, fn, kw, fw, dt, n, range(a.seeds), a.full)

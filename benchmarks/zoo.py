@@ -14,6 +14,9 @@ store in the input's precision and how they accumulate:
   float32 (as flash-linear-attention's chunk kernels keep it);
 * ``cumsum linear``: the same by cumulative sums in float32;
 * ``compiled sdpa``, ``compiled chunked linear``: ``torch.compile`` of the two;
+* ``flash tf32``, ``chunked linear tf32``: ``flash`` and ``chunked linear``
+  with every matrix product rounding its float32 operands to TF32 (judged
+  with ``dtype="tf32"``);
 * ``jax sdpa``, ``jax cumsum linear``, ``jax scan linear``: JAX's
   ``dot_product_attention``, cumulative sums and a ``lax.scan`` recurrence
   with a float32 state.
@@ -204,10 +207,16 @@ def chunked_linear(Q, K, V, chunk=BLOCK, bug=None, tf32=False):
     """Causal normalised linear attention in chunks, inputs in their dtype, state in float32.
 
     ``bug(name, x)`` as for :func:`flash`: ``"O"`` on the float32 output,
-    ``"dV"`` on the float32 gradient of the values; ``tf32`` as for :func:`flash`.
+    ``"dV"`` on the float32 gradient of the values, ``"dQ"`` and ``"dK"`` on the
+    gradients of the queries and keys as autograd hands them back (in the
+    inputs' dtype: the features' backward runs in it), applied in float32 and
+    rounded again; ``tf32`` as for :func:`flash`.
     """
     torch = _torch()
     acc = torch.float32 if Q.element_size() < 4 else Q.dtype
+    if bug is not None:  # dQ, dK: on the gradient as autograd hands it back (in Q's dtype)
+        Q = _GradHook.get().apply(Q, bug, "dQ") if Q.requires_grad else Q
+        K = _GradHook.get().apply(K, bug, "dK") if K.requires_grad else K
     fq, fk, V32 = elu1(Q), elu1(K), V.to(acc)
     if bug is not None and V32.requires_grad:
         V32 = _GradHook.get().apply(V32, bug, "dV")
@@ -326,3 +335,14 @@ def torch_layers(compile_too: bool = False):
             ("compiled chunked linear", compiled(chunked_linear), linear),
         ]
     return out
+
+
+def tf32_layers():
+    """The zoo's layers whose matrix products round their operands to TF32 (``dtype="tf32"``)."""
+    import functools
+
+    linear = {"causal": True, "feature_map": elu1_any}
+    return [
+        ("flash tf32", flash(tf32=True), {"causal": True}),
+        ("chunked linear tf32", functools.partial(chunked_linear, tf32=True), linear),
+    ]
