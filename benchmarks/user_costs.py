@@ -14,6 +14,9 @@ machine, with the load average at the start and the end of the run:
   tensors); the layer is kernelcheck's own form of that family, so the time is
   the check's (its cases, the float64 reference and its error bound, the
   causality check) plus one such layer's;
+* the default call of ``verify.attention`` (n = 16, every default case and
+  check) on a float32 torch softmax and a causal linear layer at d = 64,
+  without and with ``grad=True``;
 * ``check_psd`` of a Gaussian Gram matrix (positive definite: the certified
   Cholesky decides) and of an indefinite one (a witness and, up to
   n = 2000, the enclosure of its smallest eigenvalue) at n = 1000 to 5000.
@@ -146,6 +149,40 @@ def attention(family: str, dtype: str, n: int) -> Figure:
     return _timed(f"`verify.attention`, {family}, {dtype}", f"n = {n}", call)
 
 
+def _torch_layer(family: str) -> tuple[Callable, dict]:
+    """A float32 torch layer of ``family`` (autograd gives its gradients) and its options."""
+    import torch
+
+    def elu1(x):
+        return torch.where(x > 0, x + 1.0, torch.exp(torch.clamp(x, max=0.0)))
+
+    if family == "softmax":
+        return (lambda Q, K, V: torch.softmax(Q @ K.transpose(-1, -2) / Q.shape[-1] ** 0.5, -1)
+                @ V), {}  # fmt: skip
+
+    def linear(Q, K, V):  # causal, normalised, by cumulative sums
+        fq, fk = elu1(Q), elu1(K)
+        S = torch.cumsum(fk[..., :, None] * V[..., None, :], dim=-3)
+        z = torch.cumsum(fk, dim=-2)
+        return (fq[..., None, :] @ S)[..., 0, :] / (fq * z).sum(-1, keepdim=True)
+
+    return linear, dict(feature_map=_elu1, causal=True)
+
+
+def default_call(family: str, grad: bool) -> Figure:
+    """``verify.attention`` as called with its defaults (n = 16) on a torch layer at d = 64."""
+    from kernelcheck import verify
+
+    layer, options = _torch_layer(family)
+
+    def call() -> str:
+        report = verify.attention(layer, framework="torch", d=64, grad=grad, **options)
+        return str(report.outcome)
+
+    what = f"`verify.attention`, {family}, float32, default call" + (", grad=True" * grad)
+    return _timed(what, "n = 16", call)
+
+
 def _gram(n: int, indefinite: bool) -> np.ndarray:
     X = np.random.default_rng(n).standard_normal((n, 16))
     d2 = (X * X).sum(1)[:, None] + (X * X).sum(1)[None, :] - 2 * X @ X.T
@@ -175,6 +212,8 @@ def measure(*, quick: bool = False) -> list[Figure]:
     figures = [essay("quick")]
     if not quick:
         figures.append(essay("default"))
+    for family in ("softmax", "linear"):
+        figures += [default_call(family, False), default_call(family, True)]
     for family in FAMILIES:
         for dtype in DTYPES:
             for n in ATTENTION_SIZES[:1] if quick else ATTENTION_SIZES:
