@@ -58,3 +58,40 @@ def test_the_torch_path_is_within_the_float32_model(model, function, family):
     G = rng.standard_normal(v.shape)
     grads_within(family, layer, args, {**kw, "initial_state": State(S0), "log_gates": True},
                  G, function)  # fmt: skip
+
+
+_OPTIONS = {
+    "gated_delta": {"decay": lambda rng, s: rng.uniform(0.5, 1.0, s)},
+    "kda": {"key_decay": lambda rng, s: rng.uniform(0.5, 1.0, s)},
+}
+
+
+@pytest.mark.parametrize("model, function, family", LAYERS, ids=[x[1] for x in LAYERS])
+def test_verify_attention_passes_the_gates_gradient_of_every_path_from_no_state(
+    model, function, family
+):
+    """From no initial state the first gate's exact gradient is 0; a chunked path forms it as a
+    reverse cumulative sum of the cumulative log gates' gradients, which cancels only to
+    rounding (about 1e-7 in float32).  The gates' tolerance covers that form of the sum, and
+    a gradient of the gates lost to the graph (detached) is still refuted."""
+    import torch
+
+    fn = getattr(transformers_model(model), function).__wrapped__
+
+    def layer(q, k, v, g, b, detach=False):
+        g = g.detach() if detach else g
+        return fn(q, k, v, g, b, initial_state=None, output_final_state=False,
+                  use_qk_l2norm_in_kernel=True)[0]  # fmt: skip
+
+    kw = dict(framework="torch", dtype="float32", causal=True, layout="bnhd",
+              batch_shape=(1, 2), d=8, beta=lambda rng, s: rng.uniform(0.1, 1.0, s),
+              qk_l2norm=True, scale=lambda d: d**-0.5, log_gates=True, grad=True,
+              cases=("random", "positive values"), **_OPTIONS[family])  # fmt: skip
+    from kernelcheck import verify
+
+    report = verify.attention(layer, **kw)
+    assert report.passed, report.details()
+    assert any(c.name == "gradient dgates (random)" and c.passed for c in report.checks)
+    lost = verify.attention(lambda *a: layer(*a, detach=True), **kw)
+    failed = {c.name for c in lost.checks if c.passed is False}
+    assert "gradient dgates (random)" in failed and torch.is_grad_enabled()

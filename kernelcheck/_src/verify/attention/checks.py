@@ -25,7 +25,7 @@ import numpy as np
 
 from kernelcheck._src.attention.common.types import State
 from kernelcheck._src.core.calls import call_user
-from kernelcheck._src.core.rounding import NoUsefulBound
+from kernelcheck._src.core.rounding import NoUsefulBound, gamma
 from kernelcheck._src.core.validate import describe
 from kernelcheck._src.verify.adapters import round_to
 from kernelcheck._src.verify.attention.cases import from_layout, to_layout
@@ -470,7 +470,7 @@ def _layer_vjp(run: Run, Q, K, V, extras, G, vjp):
     return out
 
 
-def _token_gradient(run: Run, got, extras, index: int, r, t):
+def _token_gradient(run: Run, got, extras, index: int, r, t, model):
     """The layer's gradient of the family's per-token input ``index - 3``, and the reference's.
 
     None when the layer was not handed that input (a constant of its own).
@@ -484,10 +484,38 @@ def _token_gradient(run: Run, got, extras, index: int, r, t):
     if ti.name not in names or len(got) <= 3 + names.index(ti.name):
         return None
     g_ = got[3 + names.index(ti.name)]
+    if ti.loggable and ti.per_token:
+        t = through_cumulative_logs(r, t, model, ti.axis)
     if ti.loggable and not run.log_gates:
         values = extras[ti.name]
         r, t = r / values, t / values
     return g_, r, t
+
+
+def through_cumulative_logs(r: np.ndarray, t: np.ndarray, model, axis: int) -> np.ndarray:
+    """The tolerance of a gate's gradient (in its logarithm) formed by cumulative sums.
+
+    A chunked layer decays by ``exp(L_i - L_j)`` of the cumulative log gates
+    ``L_s = sum_(l <= s) log g_l``; autograd then forms ``d log g_t`` as the
+    reverse cumulative sum ``sum_(s >= t) dL_s`` of the gradients of the
+    ``L_s``, whose terms cancel where the exact gradient is small (with no
+    initial state, ``d log g_0 = 0`` exactly, a sum of nonzero terms).  Its
+    error model: each ``dL_s = r_s - r_(s+1)`` is formed within the error
+    ``t_s + t_(s+1)`` the recurrence's bound allows the two gradients it
+    joins, and the ``n - t`` additions of the reverse sum, whose partial sums
+    are the ``r_s``, add at most ``gamma_(n-t) sum_(s >= t) |r_s|`` (both in
+    the layer's model, ``gamma`` of float64's too).  The result is at least
+    ``t`` (it holds ``t_t``), so a layer that follows the recurrence is
+    judged by no tighter a tolerance than before.
+    """
+    r, t = np.moveaxis(r, axis, -1), np.moveaxis(t, axis, -1)
+    n = r.shape[-1]
+    following = np.concatenate([t[..., 1:], np.zeros_like(t[..., :1])], axis=-1)
+    from_end = np.flip(np.cumsum(np.flip(t + following, -1), -1), -1)
+    sums = np.flip(np.cumsum(np.flip(np.abs(r), -1), -1), -1)
+    count = np.arange(n, 0, -1, dtype=np.float64)
+    g = np.array([gamma(k, model) + gamma(k) for k in count])
+    return np.moveaxis(np.maximum(t, from_end + g * sums), -1, axis)
 
 
 def _feature_jacobians(run: Run, j0: Judged) -> dict:
@@ -559,7 +587,7 @@ def grad_checks(
                 out.append(skipped_case(label, shape, unbounded(j0.model, shape[-2], exc)))
                 continue
         if index >= 3:
-            taken = _token_gradient(run, got, j0.extras, index, r, t)
+            taken = _token_gradient(run, got, j0.extras, index, r, t, j0.model)
             if taken is None:
                 continue
             g_, r, t = taken
