@@ -104,7 +104,8 @@ def gated_delta_floor(Q, K, V, G):
 
 
 def _l2(x):
-    return x / torch.sqrt((x * x).sum(-1, keepdim=True))
+    """In-layer L2 normalisation as the shipped layers and ``qk_l2norm=True`` define it."""
+    return x / torch.sqrt((x * x).sum(-1, keepdim=True) + 1e-6)
 
 
 def gated_delta(q, k, v, g, beta, initial_state=None):
