@@ -55,6 +55,21 @@ def _beta(rng, shape):
     return rng.uniform(0.1, 1.0, size=shape)
 
 
+def _unit(rng, shape):
+    x = rng.standard_normal(shape)
+    return x / np.linalg.norm(x, axis=-1, keepdims=True)
+
+
+def dplr_a(rng, shape):
+    """RWKV-7's read factor ``-kappa`` (a unit vector)."""
+    return -_unit(rng, shape)
+
+
+def dplr_b(rng, shape):
+    """RWKV-7's write factor ``kappa o c``, ``c`` in (0, 1) (drawn apart from the read's)."""
+    return _unit(rng, shape) * rng.uniform(0.0, 1.0, shape)
+
+
 def layers():
     """(name, function and package, layer, options, {dtype: extra options or a skip reason})."""
     import fla
@@ -118,6 +133,41 @@ def layers():
 
         return layer
 
+    hgrn = fla_naive("hgrn/naive.py")
+    dplr = fla_naive("generalized_delta_rule/dplr/naive.py")
+
+    def hgrn_layer(q, k, v, gv, initial_state=None):
+        """HGRN, ``h_t = exp(g_t) h_(t-1) + x_t``: value-gated, one key channel, phi = 1.
+
+        q and k are not read (their features are 1); the heads fold into fla's batch axis.
+        """
+        lead, (n, dv) = v.shape[:-2], v.shape[-2:]
+        h0 = None if initial_state is None else initial_state.reshape(-1, dv)
+        o, h = hgrn.naive_recurrent_hgrn(v.reshape(-1, n, dv), gv.reshape(-1, n, dv),
+                                         initial_state=h0, output_final_state=True)  # fmt: skip
+        return o.reshape(*lead, n, dv), h.reshape(*lead, 1, dv)
+
+    def sgla_chunk_layer(q, k, v, g, initial_state=None):
+        return sgla.naive_chunk_simple_gla(q, k, v, g, initial_state=initial_state,
+                                           output_final_state=True, chunk_size=16,
+                                           scale=1.0)  # fmt: skip
+
+    def gdn_chunk_layer(q, k, v, g, beta, initial_state=None):
+        return gdn.naive_chunk_gated_delta_rule(
+            l2(q), l2(k), v, g, beta, chunk_size=16, scale=q.shape[-1] ** -0.5,
+            initial_state=initial_state, output_final_state=True,
+        )  # fmt: skip
+
+    def kda_chunk_layer(q, k, v, g, beta, initial_state=None):
+        return kda.naive_chunk_kda(
+            l2(q), l2(k), v, g, beta, scale=q.shape[-1] ** -0.5, initial_state=initial_state,
+            output_final_state=True, chunk_size=16,
+        )  # fmt: skip
+
+    def dplr_layer(q, k, v, a, b, gk, initial_state=None):  # RWKV-7's recurrence, (B, H, T, K)
+        return dplr.dplr_recurrence(q, k, v, a, b, gk, initial_state=initial_state,
+                                    output_final_state=True)  # fmt: skip
+
     base = {"framework": "torch", "causal": True, "batch_shape": (2, H), "d": D}
     delta_kw = {**base, "beta": _beta, "qk_l2norm": True, "scale": lambda d: d**-0.5}
     gdn_kw = {**delta_kw, "layout": "bnhd", "decay": _gates, "log_gates": True}
@@ -151,6 +201,18 @@ def layers():
          hf("kimi_linear", "recurrent_kimi_delta_attention"), {**kda_kw, **sg}, casts),
         ("Kimi-Linear chunked", f"chunk_kimi_delta_attention, {tf_v}",
          hf("kimi_linear", "chunk_kimi_delta_attention"), {**kda_kw, **sg}, casts),
+        ("fla HGRN", f"naive_recurrent_hgrn, {fla_v}", hgrn_layer,
+         {**base, **sg, "value_decay": _gates, "log_gates": True, "normalize": False,
+          "feature_map": lambda X: np.ones(X.shape[:-1] + (1,)), "feature_ops": 0}, casts),
+        ("fla simple GLA chunked", f"naive_chunk_simple_gla, {fla_v}", sgla_chunk_layer,
+         {**base, **sg, "layout": "bnhd", "decay": _gates, "log_gates": True,
+          "feature_map": lambda X: X, "normalize": False}, casts),
+        ("fla Gated DeltaNet chunked", f"naive_chunk_gated_delta_rule, {fla_v}",
+         gdn_chunk_layer, {**gdn_kw, **sg}, casts),
+        ("fla KDA chunked", f"naive_chunk_kda, {fla_v}", kda_chunk_layer, {**kda_kw, **sg}, casts),
+        ("fla RWKV-7 (DPLR)", f"dplr_recurrence, {fla_v}", dplr_layer,
+         {**base, **sg, "dplr_a": dplr_a, "dplr_b": dplr_b, "key_decay": _gates,
+          "log_gates": True, "scale": lambda d: d**-0.5}, casts),
     ]  # fmt: skip
 
 

@@ -141,3 +141,43 @@ def test_a_progress_callback_that_raises_stops_the_check_with_its_own_error():
 
     with pytest.raises(KeyboardInterrupt):
         verify.attention(lambda Q, K, V: softmax(Q, K, V), progress=stop)
+
+
+def _gated_layer(bug_after: int = -1):
+    """Gated attention; ``bug_after`` >= 0: gates below 1e-2 read as 0 from that token on."""
+
+    def layer(Q, K, V, g, cu_seqlens=None):
+        if bug_after >= 0:
+            g = g.copy()
+            g[..., bug_after:] = np.where(g[..., bug_after:] < 1e-2, 0.0, g[..., bug_after:])
+        if cu_seqlens is None:
+            return gated_chunked(Q, K, V, g, normalize=False, chunk_size=16)
+        return np.concatenate([
+            gated_chunked(Q[..., a:b, :], K[..., a:b, :], V[..., a:b, :], g[..., a:b],
+                          normalize=False, chunk_size=16)
+            for a, b in zip(cu_seqlens[:-1], cu_seqlens[1:])
+        ], axis=-2)  # fmt: skip
+
+    return layer
+
+
+def test_stress_cases_run_on_the_first_197_tokens_and_still_catch_their_bug():
+    """Beyond ``ACROSS_BLOCKS`` tokens the stress cases keep that many (their cost does not grow
+    with n); a bug at gates near 0 from token 150 on is still caught there, and only there."""
+    kw = dict(decay=lambda rng, shape: rng.uniform(0.9, 1.0, shape), causal=True,
+              normalize=False, feature_map=lambda X: X, n=300, cases=("random",))  # fmt: skip
+    good = verify.attention(_gated_layer(), **kw)
+    assert good.passed, good.details()
+    shapes = {c.name: c.shape[-2] for c in good.cases}
+    assert shapes == {"random": 300, "random, gates near 0": 197, "random, gates near 1": 197}
+    bad = verify.attention(_gated_layer(bug_after=150), **kw)
+    assert {c.name for c in bad.failures()} == {"random, gates near 0"}
+
+
+def test_packed_stress_cases_keep_every_token():
+    kw = dict(decay=lambda rng, shape: rng.uniform(0.9, 1.0, shape), causal=True,
+              normalize=False, feature_map=lambda X: X, n=300, cases=("random",),
+              offsets=[0, 120, 300])  # fmt: skip
+    report = verify.attention(_gated_layer(), **kw)
+    assert report.passed, report.details()
+    assert {c.shape[-2] for c in report.cases} == {300}

@@ -211,3 +211,18 @@ def test_state_true_judges_the_final_state_and_the_hand_over_of_every_transition
     bug = verify.attention(_state_layer(family, bug="halved"), **kw)
     failed = {c.name for c in bug.checks if c.passed is False}
     assert "state hand-over (random)" in failed and all(c.passed for c in bug.cases)
+
+
+def test_a_case_whose_transitions_expand_is_not_judged_and_says_why():
+    """Keys not normalised (``|k|^2`` about 8, beta in (0.5, 1)): every transition stretches, the
+    normwise model bounds nothing, and the case says so (not a float64 overflow, not a pass)."""
+    from kernelcheck import attention
+
+    def layer(q, k, v, beta):
+        return attention.delta_chunked(q, k, v, beta, chunk_size=4)
+
+    report = verify.attention(layer, beta=lambda rng, shape: rng.uniform(0.5, 1.0, shape),
+                              causal=True, n=40, cases=("random",))  # fmt: skip
+    random = next(c for c in report.cases if c.name == "random")
+    assert random.passed is None and "the transitions expand" in random.note, random.note
+    assert "float64 range" not in random.note

@@ -315,6 +315,10 @@ class FamilySpec:
         """Bound on the rounding of the state (as one matrix) after ``n`` tokens."""
         raise InvalidArgument(f"{self.describe()} has no recurrent state")
 
+    def prefix_state_bound(self, args, model, a: int) -> np.ndarray:
+        """:meth:`state_bound` of the first ``a`` tokens of ``args`` (a state handed over)."""
+        return self.state_bound(self.take_arguments(args, 0, a), model, a)
+
     def propagate(self, args, E0, extras, normalize: bool, ref, den) -> np.ndarray:
         """Effect on each output of an error ``E0`` in the state handed in before ``args``."""
         raise InvalidArgument(f"{self.describe()} has no recurrent state")

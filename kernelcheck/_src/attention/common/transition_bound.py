@@ -85,6 +85,7 @@ from kernelcheck._src.attention.common.transitions import (
     dplr_step,
     run_steps,
 )
+from kernelcheck._src.core.memo import digest, memoized
 from kernelcheck._src.core.rounding import Precision, RoundingModel, gamma, unit_roundoff
 from kernelcheck._src.core.validate import as_bool, as_int
 from kernelcheck.errors import InvalidArgument
@@ -491,12 +492,37 @@ def transitions_bound(
         return _bounds(T, S0, dtype, extra_ops, chunk_size)
 
 
-def _bounds(T: Transitions, S0: np.ndarray, dtype, extra_ops: int, chunk_size: int):
-    """:func:`transitions_bound` on float64 arrays (under its ``np.errstate``)."""
+class _Prepared(NamedTuple):
+    """What every model's bound of one input shares: magnitudes, exact state norms, bands."""
+
+    mags: _Magnitudes
+    sig_hat: np.ndarray
+    sig0: np.ndarray
+    growth: np.ndarray
+    finite: np.ndarray
+    bands: _Bands
+
+
+def exact_norms(T: Transitions, S0: np.ndarray) -> np.ndarray:
+    """The 2-norm of every column of every state ``S_t``, by the float64 loop (memoized).
+
+    The error model's magnitudes and the largest intermediates both read
+    them; inside a :func:`~kernelcheck._src.core.memo.memo_scope` the loop
+    runs once per input.
+    """
+
+    def run():
+        p = T.k if T.write is None else T.write
+        w = np.ones(T.q.shape[:-1] + (1,)) if T.log_w is None else np.exp(T.log_w)
+        with np.errstate(over="ignore", invalid="ignore"):
+            return run_steps(dplr_step, T.q, T.k, T.v, (T.read, p, w), S0, norms=True)[2]
+
+    return memoized(("exact_norms", digest(*T, S0)), run)
+
+
+def _prepare(T: Transitions, S0: np.ndarray, chunk_size: int) -> _Prepared:
     mags = magnitudes(T)
-    p = T.k if T.write is None else T.write
-    w = np.ones(T.q.shape[:-1] + (1,)) if T.log_w is None else np.exp(T.log_w)
-    _, _, sig_hat = run_steps(dplr_step, T.q, T.k, T.v, (T.read, p, w), S0, norms=True)
+    sig_hat = exact_norms(T, S0)
     sig_hat = np.where(np.isfinite(sig_hat), sig_hat, np.inf) * (1.0 + gamma(mags.D + 2))
     sig0 = np.sqrt(np.sum(S0 * S0, axis=-2)) * (1.0 + gamma(mags.D + 2))
     sig0 = np.broadcast_to(sig0, sig_hat.shape[:-2] + sig_hat.shape[-1:])
@@ -506,26 +532,43 @@ def _bounds(T: Transitions, S0: np.ndarray, dtype, extra_ops: int, chunk_size: i
     for x in (mags.q, mags.k, mags.r, mags.p, mags.mu, mags.logw):
         finite &= np.isfinite(x)
     finite &= np.isfinite(mags.v).all(axis=-1)
-    bands = _bands(T, mags, chunk_size)
-    results = []
-    e64 = None
-    models = [np.dtype(np.float64)]
-    if not (isinstance(dtype, np.dtype) and dtype == models[0]):
-        models.append(dtype)
-    for dt in models:
-        out, e, good = _solve(mags, bands, sig_hat, sig0, chunk_size, dt, extra_ops,
-                              None if e64 is None else sig_hat + e64)  # fmt: skip
-        out = out + underflow_term(
-            mags.D * (chunk_size + 8), dt, mags.q, mags.k + mags.p, mags.v, mags.r
-        )
-        bad = ~good | expands(growth, dt, mags.D + 10 + extra_ops)[..., None]
-        bad |= ~(np.isfinite(out) & np.isfinite(e) & finite[..., None])
-        bad = np.logical_or.accumulate(bad, axis=-2)
-        out, e = np.where(bad, np.inf, out), np.where(bad, np.inf, e)
-        if e64 is None:
-            e64 = e
-        results.append(TransitionBounds(out, e, growth))
-    return results[0], results[-1]
+    return _Prepared(mags, sig_hat, sig0, growth, finite, _bands(T, mags, chunk_size))
+
+
+def _model_bound(prep: _Prepared, dt, extra_ops: int, chunk_size: int, e64) -> TransitionBounds:
+    """One model's bound; ``e64`` None: the float64 reference's own, else the layer's."""
+    mags = prep.mags
+    out, e, good = _solve(mags, prep.bands, prep.sig_hat, prep.sig0, chunk_size, dt, extra_ops,
+                          None if e64 is None else prep.sig_hat + e64)  # fmt: skip
+    out = out + underflow_term(
+        mags.D * (chunk_size + 8), dt, mags.q, mags.k + mags.p, mags.v, mags.r
+    )
+    bad = ~good | expands(prep.growth, dt, mags.D + 10 + extra_ops)[..., None]
+    bad |= ~(np.isfinite(out) & np.isfinite(e) & prep.finite[..., None])
+    bad = np.logical_or.accumulate(bad, axis=-2)
+    return TransitionBounds(np.where(bad, np.inf, out), np.where(bad, np.inf, e), prep.growth)
+
+
+def _bounds(T: Transitions, S0: np.ndarray, dtype, extra_ops: int, chunk_size: int):
+    """:func:`transitions_bound` on float64 arrays (under its ``np.errstate``).
+
+    Inside a :func:`~kernelcheck._src.core.memo.memo_scope` (a verification)
+    the shared parts and each model's bound are computed once per input: the
+    output's bound in float64, the layer's model and the final state's bound
+    of one case all read them.
+    """
+    key = ("transitions_bound", digest(*T, S0), chunk_size)
+    prep = memoized(key + ("prepared",), lambda: _prepare(T, S0, chunk_size))
+    f64 = np.dtype(np.float64)
+
+    def model(dt, e64):
+        label = (repr(dt), extra_ops, e64 is None)
+        return memoized(key + label, lambda: _model_bound(prep, dt, extra_ops, chunk_size, e64))
+
+    b64 = model(f64, None)
+    bdt = b64 if isinstance(dtype, np.dtype) and dtype == f64 else model(dtype, b64.state)
+    # memoized arrays are shared: the caller gets its own
+    return tuple(TransitionBounds(*(x.copy() for x in b)) for b in (b64, bdt))
 
 
 def bound_extra_ops(x, extra_ops, qk_l2norm, scale) -> int:

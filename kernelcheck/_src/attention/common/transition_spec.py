@@ -27,7 +27,7 @@ from kernelcheck._src.attention.common.spec import (
     TokenInput,
     callable_name,
 )
-from kernelcheck._src.attention.common.transition_bound import family_bounds
+from kernelcheck._src.attention.common.transition_bound import exact_norms, family_bounds
 from kernelcheck._src.attention.common.vjp import cotangent
 from kernelcheck._src.core.calls import call_user
 from kernelcheck._src.core.rounding import gamma
@@ -214,11 +214,8 @@ class TransitionSpec(FamilySpec):
         """
         x = self.inputs(args, kw)
         T = self.transitions(x, args[3:])
-        p = T.k if T.write is None else T.write
-        w = np.ones(T.q.shape[:-1] + (1,)) if T.log_w is None else np.exp(T.log_w)
+        sig = exact_norms(T, x.S0)
         with np.errstate(all="ignore"):
-            _, _, sig = tr.run_steps(tr.dplr_step, T.q, T.k, T.v, (T.read, p, w), x.S0,
-                                     norms=True)  # fmt: skip
             qn = np.sqrt(np.sum(T.q * T.q, axis=-1))[..., None]
             rn = np.sqrt(np.sum(T.read * T.read, axis=-1))[..., None]
             stored = max(np.abs(np.asarray(a)).max() for a in args)
@@ -278,6 +275,24 @@ class TransitionSpec(FamilySpec):
         """
         b64, bm = self.bounds(tuple(args), self._own_kw(args), model)
         e = b64.state[..., -1, :] + bm.state[..., -1, :]
+        D = args[0].shape[-1]
+        return np.broadcast_to(e[..., None, :], e.shape[:-1] + (D, e.shape[-1])).copy()
+
+    def prefix_state_bound(self, args, model, a: int) -> np.ndarray:
+        """The state's bound after the first ``a`` tokens, read from the whole sequence's bound.
+
+        The model is causal: the bound at token t is built from the inputs,
+        the exact state norms and the trial errors of tokens ``<= t`` only
+        (windows of the C tokens before t, the recursion forward), and grows
+        with each of them and with n (the factors ``gamma(2 n + 2)`` of the
+        recursion).  So row ``a - 1`` of the whole sequence's bound, where it
+        is certified, bounds the state the first ``a`` tokens leave (a layer
+        run on them computes what a run on the whole sequence computes up to
+        there): one evaluation serves every cut of a hand-over, and it is the
+        one the whole case's final state already needs.
+        """
+        b64, bm = self.bounds(tuple(args), self._own_kw(args), model)
+        e = b64.state[..., a - 1, :] + bm.state[..., a - 1, :]
         D = args[0].shape[-1]
         return np.broadcast_to(e[..., None, :], e.shape[:-1] + (D, e.shape[-1])).copy()
 

@@ -341,7 +341,7 @@ def _split_check(run, j0) -> AttentionCase:
             pieces.append(np.asarray(got))
             if a > 0:  # the handed state's error reaches every output of this piece
                 seg = tuple(x[..., a:b, :] for x in j0.args[:3])
-                E0 = spec.state_bound(spec.take_arguments(j0.args, 0, a), j0.model, a)
+                E0 = spec.prefix_state_bound(j0.args, j0.model, a)
                 d = None if den is None else den[..., a:b, :]
                 tol_extra[..., a:b, :] = spec.propagate(
                     seg, E0, gs, normalize, j0.reference[..., a:b, :], d

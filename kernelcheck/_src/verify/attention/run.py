@@ -379,7 +379,8 @@ def run_case(run: Run, case: Case, extras, explain: bool = True) -> Judged:
         )
         return Judged(c, Q, K, V, g, ref, tol, model, args, kw, None, _state_of(run, returned))
     if not np.isfinite(tol).all():  # no verdict from an infinite (or NaN) tolerance
-        return _judged(skipped_case(case.name, shape, _tolerance_overflow(tol, (Q, K, V))))
+        why = ref_obj.spec.judged(args, kw, tol) or _tolerance_overflow(tol, (Q, K, V))
+        return _judged(skipped_case(case.name, shape, why))
     flushed = _flushed(run, *(np.asarray(X) for X in (case.Q, case.K, case.V)))
     note = "; ".join(x for x in (note, flushed) if x)
     result = compare(case.name, shape, got, ref, tol, note)
