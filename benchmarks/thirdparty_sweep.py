@@ -14,7 +14,10 @@ come from::
 
 Each line printed is one (layer, dtype) cell: the failing runs out of the
 seeds and the time taken; each failure is listed with its seed, the names of
-the failing cases and checks, and the first line of the report.  A (layer,
+the failing cases and checks, and the first line of the report; then each case
+or check that was neither passed nor failed (no tolerance there, or its case
+not judged), with the number of runs and the reason (a key dimension the layer
+fixes, ``d=1``, is not listed).  A (layer,
 dtype) pair the layer does not support is printed as skipped, with the
 reason, and never counted as passed.  It is a measurement, not a test.
 """
@@ -60,14 +63,26 @@ def _unit(rng, shape):
     return x / np.linalg.norm(x, axis=-1, keepdims=True)
 
 
-def dplr_a(rng, shape):
-    """RWKV-7's read factor ``-kappa`` (a unit vector)."""
-    return -_unit(rng, shape)
+class Rwkv7Factors:
+    """RWKV-7's factors as two samplers: ``a = -kappa`` (unit), then ``b = kappa o c``.
 
+    ``verify.attention`` draws ``dplr_a`` then ``dplr_b`` for each case; the
+    second reads the ``kappa`` the first drew, so the transition
+    ``Diag(w) - (kappa o c) kappa^T`` contracts as RWKV-7's does (factors
+    drawn apart expand, and leave no bound in 16 bits).
+    """
 
-def dplr_b(rng, shape):
-    """RWKV-7's write factor ``kappa o c``, ``c`` in (0, 1) (drawn apart from the read's)."""
-    return _unit(rng, shape) * rng.uniform(0.0, 1.0, shape)
+    def __init__(self):
+        self.kappa = None
+
+    def a(self, rng, shape):
+        self.kappa = _unit(rng, shape)
+        return -self.kappa
+
+    def b(self, rng, shape):
+        kappa = self.kappa if self.kappa is not None and self.kappa.shape == shape else None
+        kappa = _unit(rng, shape) if kappa is None else kappa
+        return kappa * rng.uniform(0.0, 1.0, shape)
 
 
 def layers():
@@ -159,9 +174,12 @@ def layers():
         )  # fmt: skip
 
     def kda_chunk_layer(q, k, v, g, beta, initial_state=None):
+        """naive_chunk_kda asserts T a multiple of its chunk: the largest divisor of T up to 16."""
+        n = q.shape[1]
+        chunk = max(c for c in range(1, 17) if n % c == 0)
         return kda.naive_chunk_kda(
             l2(q), l2(k), v, g, beta, scale=q.shape[-1] ** -0.5, initial_state=initial_state,
-            output_final_state=True, chunk_size=16,
+            output_final_state=True, chunk_size=chunk,
         )  # fmt: skip
 
     def dplr_layer(q, k, v, a, b, gk, initial_state=None):  # RWKV-7's recurrence, (B, H, T, K)
@@ -173,6 +191,7 @@ def layers():
     gdn_kw = {**delta_kw, "layout": "bnhd", "decay": _gates, "log_gates": True}
     kda_kw = {**delta_kw, "layout": "bnhd", "key_decay": _gates, "log_gates": True}
     sg = {"state": True, "grad": True}
+    rwkv7 = Rwkv7Factors()
     no16 = "raises in bfloat16 (its float32 identity, torch.eye(dtype=torch.float), meets bfloat16)"
     return [
         ("fla GLA", f"naive_recurrent_gla, {fla_v}", gla_layer,
@@ -203,7 +222,7 @@ def layers():
          hf("kimi_linear", "chunk_kimi_delta_attention"), {**kda_kw, **sg}, casts),
         ("fla HGRN", f"naive_recurrent_hgrn, {fla_v}", hgrn_layer,
          {**base, **sg, "value_decay": _gates, "log_gates": True, "normalize": False,
-          "feature_map": lambda X: np.ones(X.shape[:-1] + (1,)), "feature_ops": 0}, casts),
+          "feature_map": lambda X: X[..., :1] * 0 + 1, "feature_ops": 0}, casts),
         ("fla simple GLA chunked", f"naive_chunk_simple_gla, {fla_v}", sgla_chunk_layer,
          {**base, **sg, "layout": "bnhd", "decay": _gates, "log_gates": True,
           "feature_map": lambda X: X, "normalize": False}, casts),
@@ -211,8 +230,167 @@ def layers():
          gdn_chunk_layer, {**gdn_kw, **sg}, casts),
         ("fla KDA chunked", f"naive_chunk_kda, {fla_v}", kda_chunk_layer, {**kda_kw, **sg}, casts),
         ("fla RWKV-7 (DPLR)", f"dplr_recurrence, {fla_v}", dplr_layer,
-         {**base, **sg, "dplr_a": dplr_a, "dplr_b": dplr_b, "key_decay": _gates,
-          "log_gates": True, "scale": lambda d: d**-0.5}, casts),
+         {**base, **sg, "dplr_a": rwkv7.a, "dplr_b": rwkv7.b, "key_decay": _gates,
+          "log_gates": True, "scale": lambda d: d**-0.5},
+         {"float64": "raises in float64 (its alpha is not cast to float32 with the other "
+                     "inputs: RuntimeError: expected scalar type Float but found Double)"}),
+    ] + transformers_gated_layers(base, sg) + triton_layers(base, sg, casts)  # fmt: skip
+
+
+def transformers_gated_layers(base, sg):
+    """Mamba-2's chunked scan and MiniMax's lightning attention (transformers' torch paths), C20."""
+    import torch
+    import transformers
+    from transformers import MiniMaxConfig
+    from transformers.models.mamba2 import modeling_mamba2 as m2
+    from transformers.models.minimax.modeling_minimax import (
+        MiniMaxCache,
+        MiniMaxLightningAttention,
+    )
+
+    tf_v = f"transformers {transformers.__version__}"
+    scan = m2.mamba2_chunk_scan.__wrapped__  # past the decorator that would load mamba-ssm
+
+    def mamba2_layer(q, k, v, lg, initial_state=None):
+        """Queries C, keys B, values ``dt x``, gates ``exp(dt A)`` with ``A = -1``, ``dt = -log g``.
+
+        Mamba-2 scales its values by ``dt`` itself, so the values handed to it
+        are ``v / dt``, formed in float32 (the scan's own precision): two
+        roundings more per term, counted by ``feature_ops=1``.  Its state is
+        value-major, (batch, heads, head_dim, state_size).  A gate of exactly 1
+        (``dt = 0``, which Mamba-2's softplus never gives, and which gates
+        near 1 round to in 16 bits) is handed as ``dt = 2^-60``: its ``exp``
+        rounds to 1 and scaling by a power of two is exact.
+        """
+        dt = torch.clamp((-lg).float(), min=2.0**-60)
+        x = v.float() / dt[..., None]
+        A = -torch.ones(q.shape[2], dtype=torch.float32)
+        S0 = None if initial_state is None else initial_state.float()
+        return scan(x, dt, A, k, q, chunk_size=16, initial_states=S0, return_final_states=True)
+
+    config = MiniMaxConfig(
+        hidden_size=16, num_attention_heads=H, head_dim=D, num_key_value_heads=H,
+        num_hidden_layers=2, block_size=16, intermediate_size=16, num_local_experts=2,
+        num_experts_per_tok=1, vocab_size=8, layer_types=["linear_attention", "full_attention"],
+    )  # fmt: skip
+    torch.manual_seed(0)
+    block = MiniMaxLightningAttention(config, layer_idx=0)
+    # verify.attention rounds a declared decay to the input precision, as a layer holding it
+    # in that precision would; the block holds its slopes in float32.  So its slopes are set
+    # to -log of decays exact in bfloat16 (its own rates rounded there), and its decay
+    # factors rebuilt from them as its __init__ builds them: in every dtype the declared
+    # decays are the block's own (to float32's rounding of exp(-slope))
+    exact = torch.exp(-block.slope_rate.double()).to(torch.bfloat16).double()
+    slope = (-torch.log(exact)).float()
+    block.slope_rate.copy_(slope)
+    for name, value in zip(("query_decay", "key_decay", "diagonal_decay"),
+                           block.decay_factors(slope), strict=True):  # fmt: skip
+        getattr(block, name).copy_(value)
+    decays = exact.numpy().reshape(H)
+
+    def minimax_layer(q, k, v, initial_state=None):
+        """The block as it runs, fed ``q, k, v`` in place of its projections (layout (B, H, T, d)).
+
+        A forward hook replaces the output of its ``act_fn`` (the projected
+        q, k, v) by the inputs (in the block's float32), a pre-hook on its
+        RMS norm takes the attention's output; with a state handed in, the
+        block runs token by token from its cache, as in generation.
+        """
+        b, _, n, _ = q.shape
+        # per token and head [q | k | v], as the block splits its projection
+        qkv = torch.cat([x.float().transpose(1, 2) for x in (q, k, v)], dim=-1)
+        qkv = qkv.reshape(b, n, 3 * H * D)
+        seen = {}
+        hooks = [
+            block.act_fn.register_forward_hook(lambda m, i, o: qkv),
+            block.norm.register_forward_pre_hook(lambda m, a: seen.setdefault("y", a[0])),
+        ]
+        cache = None
+        if initial_state is not None:
+            cache = MiniMaxCache()
+            cache.set_linear_cache(0, initial_state.float())
+        try:
+            _, S = block(torch.zeros(b, n, 16), None, None, past_key_values=cache)
+        finally:
+            for h in hooks:
+                h.remove()
+        return seen["y"].reshape(b, n, H, D).transpose(1, 2), S
+
+    mamba = {**base, "state": True, "layout": "bnhd", "decay": _gates, "log_gates": True,
+             "feature_map": lambda X: X, "feature_ops": 1, "normalize": False,
+             "state_layout": "value-major"}  # fmt: skip
+    minimax = {**base, **sg, "decay": decays, "feature_map": lambda X: X,
+               "normalize": False}  # fmt: skip
+    return [
+        ("Mamba-2 chunked scan", f"mamba2_chunk_scan (torch path), {tf_v}", mamba2_layer, mamba,
+         {"float64": {"accumulate": "float32"}}),
+        ("MiniMax lightning", f"MiniMaxLightningAttention (block-wise; cached: by token), {tf_v}",
+         minimax_layer, minimax, {"float64": {"accumulate": "float32"}}),
+    ]  # fmt: skip
+
+
+def triton_layers(base, sg, casts):
+    """fla's Triton kernels under ``TRITON_INTERPRET=1`` (set before this process started).
+
+    The kernels' autotuner would time its configurations on a GPU driver the
+    interpreter lacks: it keeps the first one (the path Triton takes for a
+    single configuration; the interpreter ignores ``num_warps``).  Without
+    the interpreter each row is skipped with the command that runs it.
+    """
+    names = ("Triton GLA", "Triton GLA value-major", "Triton simple GLA",
+             "Triton Gated DeltaNet")  # fmt: skip
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        why = "needs TRITON_INTERPRET=1 in the environment (Triton's interpreter, on a CPU)"
+        return [(n, "", None, {}, {dt: why for dt in ("float64", "float32", "bfloat16")})
+                for n in names]  # fmt: skip
+    import fla
+    import torch
+    import triton
+    from triton.runtime.autotuner import Autotuner
+
+    prune = Autotuner.prune_configs
+    Autotuner.prune_configs = lambda self, kwargs: prune(self, kwargs)[:1]
+    from fla.ops.gated_delta_rule import fused_recurrent_gated_delta_rule
+    from fla.ops.gla import fused_recurrent_gla
+    from fla.ops.simple_gla import fused_recurrent_simple_gla
+
+    v = f"fla-core {fla.__version__}, triton {triton.__version__} (interpreted)"
+
+    def gla_layer(q, k, v, gk, initial_state=None):
+        return fused_recurrent_gla(q, k, v, gk, scale=1.0, initial_state=initial_state,
+                                   output_final_state=True)  # fmt: skip
+
+    def gla_vfirst_layer(q, k, v, gk, initial_state=None):
+        return fused_recurrent_gla(q, k, v, gk, scale=1.0, initial_state=initial_state,
+                                   output_final_state=True, state_v_first=True)  # fmt: skip
+
+    def sgla_layer(q, k, v, g, initial_state=None):
+        return fused_recurrent_simple_gla(q, k, v, g, scale=1.0, initial_state=initial_state,
+                                          output_final_state=True)  # fmt: skip
+
+    def gdn_layer(q, k, v, g, beta, initial_state=None):  # by keyword: its 5th place is gk
+        return fused_recurrent_gated_delta_rule(
+            q, k, v, g=g, beta=beta, scale=q.shape[-1] ** -0.5, initial_state=initial_state,
+            output_final_state=True, use_qk_l2norm_in_kernel=True,
+        )  # fmt: skip
+
+    del torch
+    # the interpreter runs a kernel's program instances in NumPy: the whole default call takes
+    # about two minutes per run, three cases (random, 2 n + 5 tokens, and the systematic-error
+    # test's positive values) about twelve seconds
+    base = {**base, "cases": ("random", "odd length", "positive values")}
+    gla = {**base, **sg, "layout": "bnhd", "key_decay": _gates, "log_gates": True}
+    sgla = {**base, **sg, "layout": "bnhd", "decay": _gates, "log_gates": True,
+            "feature_map": lambda X: X, "normalize": False}  # fmt: skip
+    gdn = {**base, "state": True, "layout": "bnhd", "beta": _beta, "qk_l2norm": True,
+           "scale": lambda d: d**-0.5, "decay": _gates, "log_gates": True}  # fmt: skip
+    return [
+        ("Triton GLA", f"fused_recurrent_gla (gk), {v}", gla_layer, gla, casts),
+        ("Triton GLA value-major", f"fused_recurrent_gla (gk, state_v_first), {v}",
+         gla_vfirst_layer, {**gla, "state_layout": "value-major"}, casts),
+        ("Triton simple GLA", f"fused_recurrent_simple_gla, {v}", sgla_layer, sgla, casts),
+        ("Triton Gated DeltaNet", f"fused_recurrent_gated_delta_rule (no backward), {v}",
+         gdn_layer, gdn, casts),
     ]  # fmt: skip
 
 
@@ -235,7 +413,7 @@ def sweep(chosen, dtypes, seeds, n, out, save=None):
             call = {**kw, **extra, "dtype": dt}
             if n is not None and "n" not in kw:
                 call["n"] = n
-            t0, fails = time.perf_counter(), []
+            t0, fails, unjudged = time.perf_counter(), [], {}
             for s in seeds:
                 try:
                     report = verify.attention(fn, seed=s, **call)
@@ -245,7 +423,11 @@ def sweep(chosen, dtypes, seeds, n, out, save=None):
                     continue
                 if not report.passed:
                     fails.append(_failure(s, report))
+                for c in (*report.cases, *report.checks):  # neither passed nor failed
+                    if c.passed is None and not c.note.startswith("the layer's key dimension"):
+                        unjudged.setdefault(c.name, [0, c.note.split(";")[0][:160]])[0] += 1
             cell.update(n=call.get("n", 16), false_alarms=len(fails), failures=fails,
+                        not_judged={k: {"runs": v[0], "why": v[1]} for k, v in unjudged.items()},
                         seconds=round(time.perf_counter() - t0, 1))  # fmt: skip
             out.append(cell)
             print(f"{name:24s} {dt:9s}: {len(fails)} false alarms in {len(seeds)} seeds "
@@ -253,6 +435,8 @@ def sweep(chosen, dtypes, seeds, n, out, save=None):
             for f in fails:
                 print(f"    seed {f['seed']}: {f['first_line']} [{', '.join(f['failed'])}]",
                       flush=True)  # fmt: skip
+            for name_, (runs, why) in unjudged.items():
+                print(f"    not judged in {runs} runs: {name_} ({why})", flush=True)
             if save is not None:
                 save(out)
 
