@@ -268,6 +268,42 @@ def transformers_gated_layers(base, sg):
         S0 = None if initial_state is None else initial_state.float()
         return scan(x, dt, A, k, q, chunk_size=16, initial_states=S0, return_final_states=True)
 
+    def mamba2_head_gates_layer(q, k, v, initial_state=None):
+        """``dt = 1``, ``A`` the log of each head's gate: the values handed as they are.
+
+        The gates are one per head (the declared ``decay``), so every gradient
+        of q, k and v runs through the scan alone, with no adapter between.
+        """
+        dt = torch.ones(q.shape[:3], dtype=torch.float32)
+        S0 = None if initial_state is None else initial_state.float()
+        return scan(v.float(), dt, torch.tensor(head_logs, dtype=torch.float32), k, q,
+                    chunk_size=16, initial_states=S0, return_final_states=True)  # fmt: skip
+
+    step = m2.mamba2_selective_state_update.__wrapped__
+
+    def mamba2_steps_layer(q, k, v, lg, initial_state=None):
+        """Mamba-2's decoding step, token after token, from the handed state (value-major).
+
+        The step writes the new state into the tensor it is given (a copy of
+        the handed one here); ``dt`` and the values as for the chunked scan.
+        """
+        b, n, h, _ = q.shape
+        dt = torch.clamp((-lg).float(), min=2.0**-60)
+        x = v.float() / dt[..., None]
+        As = -torch.ones(h, v.shape[-1], q.shape[-1], dtype=torch.float32)
+        state = torch.zeros(b, h, v.shape[-1], q.shape[-1], dtype=torch.float32)
+        if initial_state is not None:
+            state = initial_state.float().clone()
+        out = []
+        for t in range(n):
+            dtt = dt[:, t, :, None].expand(-1, -1, v.shape[-1])
+            out.append(step(state, x[:, t], dtt, As, k[:, t].float(), q[:, t].float()))
+        return torch.stack(out, dim=1), state
+
+    # exact in bfloat16, so the gates verify rounds to the input precision are the layer's own
+    head_gates = np.array([0.75, 0.90625])
+    head_logs = np.log(head_gates)
+
     config = MiniMaxConfig(
         hidden_size=16, num_attention_heads=H, head_dim=D, num_key_value_heads=H,
         num_hidden_layers=2, block_size=16, intermediate_size=16, num_local_experts=2,
@@ -319,11 +355,19 @@ def transformers_gated_layers(base, sg):
     mamba = {**base, "state": True, "layout": "bnhd", "decay": _gates, "log_gates": True,
              "feature_map": lambda X: X, "feature_ops": 1, "normalize": False,
              "state_layout": "value-major"}  # fmt: skip
+    mamba_heads = {**base, **sg, "layout": "bnhd", "decay": head_gates,
+                   "feature_map": lambda X: X, "normalize": False,
+                   "state_layout": "value-major"}  # fmt: skip
     minimax = {**base, **sg, "decay": decays, "feature_map": lambda X: X,
                "normalize": False}  # fmt: skip
     return [
         ("Mamba-2 chunked scan", f"mamba2_chunk_scan (torch path), {tf_v}", mamba2_layer, mamba,
          {"float64": {"accumulate": "float32"}}),
+        ("Mamba-2 scan with head gates",
+         f"mamba2_chunk_scan (torch path, dt = 1), {tf_v}", mamba2_head_gates_layer, mamba_heads,
+         {"float64": {"accumulate": "float32"}}),
+        ("Mamba-2 decoding steps", f"mamba2_selective_state_update (torch path), {tf_v}",
+         mamba2_steps_layer, mamba, {"float64": {"accumulate": "float32"}}),
         ("MiniMax lightning", f"MiniMaxLightningAttention (block-wise; cached: by token), {tf_v}",
          minimax_layer, minimax, {"float64": {"accumulate": "float32"}}),
     ]  # fmt: skip

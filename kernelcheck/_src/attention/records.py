@@ -155,8 +155,9 @@ class Family:
         Options of which at least one must be given (gates on the key
         channels, on the value channels, or both).
     flags : tuple of str, default ()
-        Boolean ``verify.attention`` options the family's specification
-        reads (keys normalised inside the layer, ...); they select nothing.
+        ``verify.attention`` options the family's specification reads (keys
+        normalised inside the layer, ...); they select nothing.  Booleans,
+        but for a name ending in ``_chunk``: a chunk length, an int >= 1.
     token_inputs : tuple of TokenInput, default ()
         Per-token inputs beside ``Q, K, V`` (the gates of C20, ...).
     storage_ops : int, default 0

@@ -102,3 +102,26 @@ def test_fla_naive_dplr_recurrence_gradients_within_the_float32_model():
 
     kw = {"scale": D**-0.5, "log_gates": True}
     tp.grads_within("dplr", layer, (q, k, v, a, b, w), kw, G, "dplr_recurrence")
+
+
+def test_kimi_delta_attentions_transitions_are_bounded_by_their_largest_decay():
+    """``Diag(alpha) (I - beta k k^T)`` with unit keys and beta in [0, 2] has norm at most
+    ``max alpha``: the bound factors the decay out (the 2 x 2 reduction of the whole
+    transition exceeds 1 on about 40% of these tokens, up to 1.23), and stays above
+    LAPACK's norm on both sides of the factorisation."""
+    rng = np.random.default_rng(4)
+    n, D = 400, 8
+    k = rng.standard_normal((n, D))
+    k /= np.linalg.norm(k, axis=-1, keepdims=True)
+    beta, alpha = rng.uniform(0.0, 2.0, (n, 1)), rng.uniform(0.5, 1.0, (n, D))
+    both_sides = [
+        Transitions(k, k, k[:, :2], -beta * (alpha * k), None, np.log(alpha)),  # KDA's own
+        Transitions(k, k, k[:, :2], k, -beta * alpha * k, np.log(alpha)),  # decay on the left
+    ]
+    for T in both_sides:
+        rho, _ = transition_norms(T)
+        p = T.k if T.write is None else T.write
+        lapack = np.array([np.linalg.norm(np.diag(w) + np.outer(x, y), 2)
+                           for w, x, y in zip(alpha, p, T.read)])  # fmt: skip
+        assert (rho >= lapack * (1 - 1e-13)).all()
+        assert (rho <= alpha.max(axis=-1) * (1 + 1e-12)).all()

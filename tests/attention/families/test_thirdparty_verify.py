@@ -24,7 +24,8 @@ if importlib.util.find_spec("fla") is None:
     pytest.skip("fla-core is not installed", allow_module_level=True)
 sweep = pytest.importorskip("benchmarks.thirdparty_sweep")
 
-NAMES = ["fla HGRN", "fla RWKV-7 (DPLR)", "Mamba-2 chunked scan", "MiniMax lightning"]
+NAMES = ["fla HGRN", "fla RWKV-7 (DPLR)", "Mamba-2 chunked scan", "Mamba-2 scan with head gates",
+         "Mamba-2 decoding steps", "MiniMax lightning"]  # fmt: skip
 
 
 @pytest.fixture(scope="module")

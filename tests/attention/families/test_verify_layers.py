@@ -224,5 +224,20 @@ def test_a_case_whose_transitions_expand_is_not_judged_and_says_why():
     report = verify.attention(layer, beta=lambda rng, shape: rng.uniform(0.5, 1.0, shape),
                               causal=True, n=40, cases=("random",))  # fmt: skip
     random = next(c for c in report.cases if c.name == "random")
-    assert random.passed is None and "the transitions expand" in random.note, random.note
+    assert random.passed is None and "no finite bound" in random.note, random.note
     assert "float64 range" not in random.note
+
+
+def test_layer_chunk_is_a_chunk_length_and_a_bad_one_is_refused_by_name():
+    from kernelcheck import attention
+    from kernelcheck.errors import InvalidArgument
+
+    def layer(q, k, v, beta):
+        return attention.delta_chunked(q, k, v, beta, chunk_size=16, qk_l2norm=True)
+
+    kw = dict(beta=lambda rng, shape: rng.uniform(0.1, 1.0, shape), causal=True, n=20,
+              qk_l2norm=True, cases=("random",))  # fmt: skip
+    assert verify.attention(layer, layer_chunk=16, **kw).passed
+    for bad in (0, True, 2.5):
+        with pytest.raises(InvalidArgument, match="layer_chunk"):
+            verify.attention(layer, layer_chunk=bad, **kw)

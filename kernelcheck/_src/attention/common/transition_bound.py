@@ -156,16 +156,39 @@ def transition_norms(T: Transitions) -> tuple[np.ndarray, np.ndarray]:
     The 2 x 2 reduction of the module docstring, evaluated upward: ``tau``
     plus the rounding of its terms, ``g`` from the residual ``Dp - c r``
     plus its rounding (``|Dp - c r|`` is at least the exact residual for any
-    computed ``c``).
+    computed ``c``).  Where every decay of a token is positive the transition
+    is also ``Diag(w) (I + p' r^T)`` with ``p' = p / w`` (Kimi Delta
+    Attention's ``Diag(alpha) (I - beta k k^T)``), whose norm is at most
+    ``max_c w_c |I + p' r^T|_2``, the reduction being exact for the second
+    factor; the smaller of the two bounds is kept (for KDA with unit keys and
+    beta in [0, 2] it is ``max_c alpha_c`` where the first exceeds 1).
     """
     r = T.read.astype(np.float64)
     p = (T.k if T.write is None else T.write).astype(np.float64)
-    D = r.shape[-1]
     if T.log_w is None:
         w = np.ones(r.shape[:-1] + (1,))
     else:
         w = np.exp(T.log_w.astype(np.float64))
     wmax = np.max(w, axis=-1) * (1.0 + 4.0 * unit_roundoff())
+    rho = _dplr_norm(r, p, w, wmax)
+    if T.log_w is None:
+        return rho, wmax
+    positive = np.all(w > 0, axis=-1)
+    ones, one = np.ones(w.shape[:-1] + (1,)), np.ones(wmax.shape)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        safe = np.where(w > 0, w, 1.0)
+        # Diag(w) (I + (p / w) r^T) and (I + p (r / w)^T) Diag(w): the division's rounding
+        # moves the factor by at most 2 u |p / w| |r| (or |p| |r / w|) in norm
+        for pl, rl in ((p / safe, r), (p, r / safe)):
+            shift = 2.0 * unit_roundoff() * _norm(pl) * _norm(rl)
+            alt = wmax * (_dplr_norm(rl, pl, ones, one) + shift) * (1.0 + gamma(4))
+            rho = np.where(positive & np.isfinite(alt), np.minimum(rho, alt), rho)
+    return rho, wmax
+
+
+def _dplr_norm(r: np.ndarray, p: np.ndarray, w: np.ndarray, wmax: np.ndarray) -> np.ndarray:
+    """The 2 x 2 reduction's upward bound on ``|Diag(w) + p r^T|_2`` (``wmax`` >= max w)."""
+    D = r.shape[-1]
     Dp = w * p
     g = gamma(D + 4)
     rr, pp, rd = (np.sum(x * y, axis=-1) for x, y in ((r, r), (p, p), (r, Dp)))
@@ -177,8 +200,7 @@ def transition_norms(T: Transitions) -> tuple[np.ndarray, np.ndarray]:
     slack = 2.0 * unit_roundoff() * (absd + np.abs(c) * absr)
     det = rr * (np.sqrt(np.sum(resid * resid, axis=-1)) * (1.0 + g) + slack) ** 2 * (1.0 + g)
     lam = 0.5 * (tau + np.sqrt(tau * tau + 4.0 * det)) * (1.0 + g)
-    rho = np.sqrt(wmax * wmax + np.maximum(lam, 0.0)) * (1.0 + g)
-    return rho, wmax
+    return np.sqrt(wmax * wmax + np.maximum(lam, 0.0)) * (1.0 + g)
 
 
 def magnitudes(T: Transitions) -> _Magnitudes:

@@ -45,8 +45,9 @@ __all__ = [
 
 #: The reason of a case whose tolerance is infinite (the a-priori model bounds nothing there).
 NOT_JUDGED = (
-    "not judged: the transitions expand (the product of their norms leaves no a-priori "
-    "bound on the rounding, C24)"
+    "not judged: the normwise model (C24) leaves no finite bound here in this precision "
+    "(the transitions expand, or the model cannot certify that the roundings stay "
+    "below order one)"
 )
 
 
