@@ -276,7 +276,9 @@ def _flag_iv(name: str, value: Any):
 def _reference_iv(o: dict, family) -> Reference:
     """The reference of the family, from the options its specification reads."""
     selecting = set(o["family"]) & family.options
-    flags = {name: _flag_iv(name, o["family"][name]) for name in family.flags if name in o["family"]}
+    flags = {
+        name: _flag_iv(name, o["family"][name]) for name in family.flags if name in o["family"]
+    }
     kernel, feature_map = o["kernel"], o["feature_map"]
     if kernel is not None:
         check_callable(kernel, "kernel")
