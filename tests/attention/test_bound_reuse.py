@@ -48,6 +48,7 @@ def _kind(kind: str, rng) -> Transitions:
 
 
 KINDS = ["delta", "expanding", "gated", "per-channel, gates of 0", "dplr"]
+F32 = np.dtype(np.float32)
 BF16 = RoundingModel(precision("float32"), precision("bfloat16"), storage_ops=2)
 
 
@@ -122,3 +123,31 @@ def test_the_memo_keeps_recent_entries_within_its_budget(monkeypatch):
         assert made == [0, 1, 2, 3, 4]
         memo.memoized(("a", 0), lambda: make(0))  # evicted: computed again
         assert made == [0, 1, 2, 3, 4, 0]
+
+
+@pytest.mark.parametrize("family", ["delta", "gated_delta", "kda", "dplr"])
+def test_a_specs_prefix_state_bound_covers_the_prefix_run_alone(family):
+    """What the hand-over check reads (:meth:`prefix_state_bound`) against the state bound of
+    the first ``a`` tokens computed on their own, for every transition family."""
+    from kernelcheck._src.attention.common.spec import SpecOptions
+    from kernelcheck._src.attention.registry import FAMILIES, get_family
+
+    fam = get_family(family)
+    spec = fam.spec(SpecOptions(causal=True, normalize=False, flags={"qk_l2norm": True}))
+    rng = np.random.default_rng(5)
+    n, d = 90, 5
+    q, k, v = rng.standard_normal((3, n, d))
+    record = next(f for f in FAMILIES if f.name == family)
+    tokens = []
+    for ti in record.token_inputs:
+        shape = (n, d) if ti.width == "D" else (n,)
+        tokens.append(np.asarray(ti.sample(rng, shape), dtype=np.float64))
+    args = (q, k, v, *tokens)
+    compared = 0
+    for a in (1, 30, 64, 65, 88):
+        read = spec.prefix_state_bound(args, F32, a)
+        own = spec.state_bound(spec.take_arguments(args, 0, a), F32, a)
+        ok = np.isfinite(read)  # RWKV-7's default factors expand: no bound late in the sequence
+        assert (read[ok] >= own[ok]).all(), (family, a)
+        compared += bool(ok.any())
+    assert compared >= 2
