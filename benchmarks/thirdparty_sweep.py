@@ -388,7 +388,6 @@ def triton_layers(base, sg, casts):
         return [(n, "", None, {}, {dt: why for dt in ("float64", "float32", "bfloat16")})
                 for n in names]  # fmt: skip
     import fla
-    import torch
     import triton
     from triton.runtime.autotuner import Autotuner
 
@@ -418,7 +417,6 @@ def triton_layers(base, sg, casts):
             output_final_state=True, use_qk_l2norm_in_kernel=True,
         )  # fmt: skip
 
-    del torch
     # the interpreter runs a kernel's program instances in NumPy: the whole default call takes
     # about two minutes per run, three cases (random, 2 n + 5 tokens, and the systematic-error
     # test's positive values) about twelve seconds

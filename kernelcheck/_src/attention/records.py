@@ -11,7 +11,8 @@ look-ups are in :mod:`~kernelcheck._src.attention.registry`.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from kernelcheck._src.attention.common.spec import FamilySpec, TokenInput
@@ -154,10 +155,11 @@ class Family:
     any_of : frozenset of str, default frozenset()
         Options of which at least one must be given (gates on the key
         channels, on the value channels, or both).
-    flags : tuple of str, default ()
+    flags : Mapping of str to callable, default {}
         ``verify.attention`` options the family's specification reads (keys
-        normalised inside the layer, ...); they select nothing.  Booleans,
-        but for a name ending in ``_chunk``: a chunk length, an int >= 1.
+        normalised inside the layer, the layer's chunk length, ...), each with
+        its validator ``check(value, name)``, which returns the value or
+        raises ``InvalidArgument`` naming it; they select nothing.
     token_inputs : tuple of TokenInput, default ()
         Per-token inputs beside ``Q, K, V`` (the gates of C20, ...).
     storage_ops : int, default 0
@@ -176,7 +178,9 @@ class Family:
     storage_ops: int = 0
     accepts: frozenset[str] = frozenset()
     any_of: frozenset[str] = frozenset()
-    flags: tuple[str, ...] = ()
+    flags: Mapping[str, Callable[[Any, str], Any]] = field(
+        default_factory=lambda: MappingProxyType({})
+    )
 
     def selects(self, given: frozenset[str]) -> bool:
         """Whether the selecting options ``given`` choose this family.

@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from kernelcheck._src.attention.common.blocking import auto_chunk_size
+from kernelcheck._src.attention.common.transition_spec import TRANSITION_FLAGS
 from kernelcheck._src.attention.common.types import AttentionCost
 from kernelcheck._src.attention.families.channel_gated import bound as channel_bound
 from kernelcheck._src.attention.families.channel_gated import cost as channel_cost
@@ -354,7 +355,7 @@ FAMILIES = FamilyRegistry(
         accepts=frozenset({"feature_map"}),
         token_inputs=(BETA_INPUT,),
         storage_ops=4,
-        flags=("qk_l2norm", "layer_chunk"),
+        flags=TRANSITION_FLAGS,
     ),
     Family(
         "gated_delta",
@@ -376,7 +377,7 @@ FAMILIES = FamilyRegistry(
         accepts=frozenset({"feature_map"}),
         token_inputs=GATED_DELTA_INPUTS,
         storage_ops=4,
-        flags=("qk_l2norm", "layer_chunk"),
+        flags=TRANSITION_FLAGS,
     ),
     Family(
         "kda",
@@ -397,7 +398,7 @@ FAMILIES = FamilyRegistry(
         accepts=frozenset({"feature_map"}),
         token_inputs=(KDA_GATES, BETA_INPUT),
         storage_ops=4,
-        flags=("qk_l2norm", "layer_chunk"),
+        flags=TRANSITION_FLAGS,
     ),
     Family(
         "dplr",
@@ -418,7 +419,7 @@ FAMILIES = FamilyRegistry(
         accepts=frozenset({"feature_map", "key_decay"}),
         token_inputs=(DPLR_A, DPLR_B, KDA_GATES._replace(required=False)),
         storage_ops=4,
-        flags=("qk_l2norm", "layer_chunk"),
+        flags=TRANSITION_FLAGS,
     ),
 )
 

@@ -16,6 +16,8 @@ with its forms, per-token inputs, canonical transitions and bug shapes.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from types import MappingProxyType
+from typing import Any
 
 import numpy as np
 
@@ -31,10 +33,11 @@ from kernelcheck._src.attention.common.transition_bound import exact_norms, fami
 from kernelcheck._src.attention.common.vjp import cotangent
 from kernelcheck._src.core.calls import call_user
 from kernelcheck._src.core.rounding import gamma
-from kernelcheck._src.core.validate import as_array, describe
+from kernelcheck._src.core.validate import as_array, as_bool, describe
 from kernelcheck.errors import InvalidArgument
 
 __all__ = [
+    "TRANSITION_FLAGS",
     "TransitionSpec",
     "token_input",
     "NOT_JUDGED",
@@ -42,6 +45,13 @@ __all__ = [
     "vjp_call",
     "delta_bug_shapes",
 ]
+
+#: The ``verify.attention`` flags of the transition families, each with its validator: keys
+#: and queries L2-normalised inside the layer (a bool), and the longest chunk the layer
+#: computes at once (an int >= 1; see :attr:`TransitionSpec.layer_chunk`).
+TRANSITION_FLAGS: Mapping[str, Callable[[Any, str], Any]] = MappingProxyType(
+    {"qk_l2norm": as_bool, "layer_chunk": tr.delta_chunk_iv}
+)
 
 #: The reason of a case whose tolerance is infinite (the a-priori model bounds nothing there).
 NOT_JUDGED = (

@@ -455,9 +455,9 @@ def family_inputs(q, k, v, tokens, limits, initial_state, return_state, qk_l2nor
     return (x,) + tokens_iv(x, tokens, limits)
 
 
-def delta_chunk_iv(chunk_size: Any) -> int:
-    """``chunk_size`` as an int >= 1 (None: :data:`DELTA_CHUNK`)."""
-    return DELTA_CHUNK if chunk_size is None else as_int(chunk_size, "chunk_size", minimum=1)
+def delta_chunk_iv(chunk_size: Any, name: str = "chunk_size") -> int:
+    """``chunk_size`` as an int >= 1, refused under ``name`` (None: :data:`DELTA_CHUNK`)."""
+    return DELTA_CHUNK if chunk_size is None else as_int(chunk_size, name, minimum=1)
 
 
 def finish_form(out: np.ndarray, S: np.ndarray, x: FormInputs, form: str):

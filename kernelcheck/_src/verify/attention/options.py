@@ -266,19 +266,11 @@ def _precision_iv(framework, dtype, device, accumulate):
     return ad, declared, acc
 
 
-def _flag_iv(name: str, value: Any):
-    """A family flag: a chunk length (a name ending in ``_chunk``) is an int >= 1, others bools."""
-    if name.endswith("_chunk"):
-        return as_int(value, name, minimum=1)
-    return as_bool(value, name)
-
-
 def _reference_iv(o: dict, family) -> Reference:
     """The reference of the family, from the options its specification reads."""
     selecting = set(o["family"]) & family.options
-    flags = {
-        name: _flag_iv(name, o["family"][name]) for name in family.flags if name in o["family"]
-    }
+    flags = {name: check(o["family"][name], name) for name, check in family.flags.items()
+             if name in o["family"]}  # fmt: skip
     kernel, feature_map = o["kernel"], o["feature_map"]
     if kernel is not None:
         check_callable(kernel, "kernel")
