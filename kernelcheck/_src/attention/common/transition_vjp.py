@@ -114,25 +114,35 @@ def transition_vjp(T: Transitions, S0: np.ndarray, G: np.ndarray, C: int = 64):
     for b in reversed(range(len(checkpoints) - 1)):
         t0, t1 = b * C, min(n, (b + 1) * C)
         states = _forward_block(T, w, checkpoints[b], t0, t1)
+        # the adjoint runs token by token; what each token's gradients read of it is kept
+        Hs = np.empty(batch + (t1 - t0, D, dv))
+        ys = np.empty(batch + (t1 - t0, dv))
         for t in reversed(range(t0, t1)):
-            before, after = states[..., t - t0, :, :], states[..., t - t0 + 1, :, :]
             H = H + T.q[..., t, :, None] * G[..., t, None, :]
-            x = (T.read[..., t, None, :] @ before)[..., 0, :]
-            y = (p[..., t, None, :] @ H)[..., 0, :]
-            grads["q"][..., t, :] = (after @ G[..., t, :, None])[..., 0]
-            grads["v"][..., t, :] = (T.k[..., t, None, :] @ H)[..., 0, :]
-            grads["k"][..., t, :] = (H @ T.v[..., t, :, None])[..., 0]
-            grads["write"][..., t, :] = (H @ x[..., :, None])[..., 0]
-            grads["read"][..., t, :] = (before @ y[..., :, None])[..., 0]
-            grads["w"][..., t, :] = np.sum(H * before, axis=-1)
-            for name, value in (("sigma", after), ("sigma_before", before), ("tau", H)):
-                mags[name][..., t, :] = np.sqrt(np.sum(value * value, axis=-2))
-            mags["x"][..., t, :], mags["y"][..., t, :] = np.abs(x), np.abs(y)
+            Hs[..., t - t0, :, :] = H
+            y = ys[..., t - t0, :] = (p[..., t, None, :] @ H)[..., 0, :]
             H = H * w[..., t, :, None] + T.read[..., t, :, None] * y[..., None, :]
+        _chunk_grads(T, p, G, states, Hs, ys, t0, t1, grads, mags)
     if T.write is None:  # the rank-one part writes along the keys: one gradient
         grads["k"] = grads["k"] + grads["write"]
         grads["write"] = np.zeros_like(grads["write"])
     return CanonicalGrads(**grads), Magnitudes(**mags)
+
+
+def _chunk_grads(T, p, G, states, Hs, ys, t0: int, t1: int, grads: dict, mags: dict) -> None:
+    """Tokens ``t0 .. t1 - 1``'s gradients and magnitudes from their states and adjoints, at once."""
+    span = slice(t0, t1)
+    before, after = states[..., :-1, :, :], states[..., 1:, :, :]
+    x = (T.read[..., span, None, :] @ before)[..., 0, :]
+    grads["q"][..., span, :] = (after @ G[..., span, :, None])[..., 0]
+    grads["v"][..., span, :] = (T.k[..., span, None, :] @ Hs)[..., 0, :]
+    grads["k"][..., span, :] = (Hs @ T.v[..., span, :, None])[..., 0]
+    grads["write"][..., span, :] = (Hs @ x[..., :, None])[..., 0]
+    grads["read"][..., span, :] = (before @ ys[..., :, None])[..., 0]
+    grads["w"][..., span, :] = np.sum(Hs * before, axis=-1)
+    for name, value in (("sigma", after), ("sigma_before", before), ("tau", Hs)):
+        mags[name][..., span, :] = np.sqrt(np.sum(value * value, axis=-2))
+    mags["x"][..., span, :], mags["y"][..., span, :] = np.abs(x), np.abs(ys)
 
 
 def _reverse(rho: np.ndarray, lam: np.ndarray) -> np.ndarray:
