@@ -15,8 +15,8 @@ store in the input's precision and how they accumulate:
 * ``cumsum linear``: the same by cumulative sums in float32;
 * ``compiled sdpa``, ``compiled chunked linear``: ``torch.compile`` of the two;
 * ``flash tf32``, ``chunked linear tf32``: ``flash`` and ``chunked linear``
-  with every matrix product rounding its float32 operands to TF32 (judged
-  with ``dtype="tf32"``);
+  with every matrix product rounding its float32 operands to TF32, to
+  nearest (judged with ``dtype="tf32-nearest"``);
 * ``jax sdpa``, ``jax cumsum linear``, ``jax scan linear``: JAX's
   ``dot_product_attention``, cumulative sums and a ``lax.scan`` recurrence
   with a float32 state.
@@ -338,7 +338,7 @@ def torch_layers(compile_too: bool = False):
 
 
 def tf32_layers():
-    """The zoo's layers whose matrix products round their operands to TF32 (``dtype="tf32"``)."""
+    """The zoo's layers whose matrix products round their operands to TF32, to nearest."""
     import functools
 
     linear = {"causal": True, "feature_map": elu1_any}

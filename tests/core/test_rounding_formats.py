@@ -36,6 +36,7 @@ LAYOUTS = {
     "float16": (5, 10),
     "bfloat16": (8, 7),
     "tf32": (8, 10),
+    "tf32-nearest": (8, 10),
 }
 
 
@@ -52,7 +53,7 @@ def decode(bits: int, e: int, f: int) -> float:
 def numpy_reads(bits: int, name: str) -> float:
     """NumPy's reading of the same bit pattern (bfloat16: the top half of a binary32;
     TF32: its top 19 bits)."""
-    if name in ("bfloat16", "tf32"):
+    if name in ("bfloat16", "tf32", "tf32-nearest"):
         shift = 32 - 1 - sum(LAYOUTS[name])
         return float(np.array([bits << shift], dtype=np.uint32).view(np.float32)[0])
     width = {"float64": np.uint64, "float32": np.uint32, "float16": np.uint16}[name]

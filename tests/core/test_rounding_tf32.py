@@ -23,6 +23,7 @@ from kernelcheck._src.core.rounding import (
     ARRAY_FORMATS,
     PRECISIONS,
     PRODUCT_ONLY,
+    TRUNCATABLE,
     RoundingModel,
     gamma,
     precision,
@@ -131,11 +132,25 @@ def test_every_spelling_of_tf32_gives_its_precision(spelling):
     assert precision(spelling) is PRECISIONS["tf32"]
 
 
-def test_tf32_is_no_array_dtype():
-    assert PRODUCT_ONLY == ("tf32",)
-    assert "tf32" in PRECISIONS and "tf32" not in ARRAY_FORMATS
-    with pytest.raises(InvalidArgument, match=r"^`dtype` tf32 is the operand format"):
-        adapter("numpy", "tf32")
+@pytest.mark.parametrize("name", ["tf32", "tf32-nearest"])
+def test_tf32_is_no_array_dtype(name):
+    assert PRODUCT_ONLY == ("tf32", "tf32-nearest")
+    assert name in PRECISIONS and name not in ARRAY_FORMATS
+    with pytest.raises(InvalidArgument, match=rf"^`dtype` {name} is the operand format"):
+        adapter("numpy", name)
+
+
+@pytest.mark.parametrize("spelling", ["tf32-nearest", "TF32_nearest"])
+def test_tf32_declared_rounded_to_nearest_is_tf32_that_never_truncates(spelling):
+    p = precision(spelling)
+    assert p is PRECISIONS["tf32-nearest"] and p.name == "tf32-nearest"
+    assert (p.u, p.eta, p.tiny, p.max) == tuple(
+        getattr(PRECISIONS["tf32"], a) for a in ("u", "eta", "tiny", "max")
+    )
+    assert TRUNCATABLE == ("tf32",)
+    x = np.array([1.0 + 3 * 2.0**-12, -(1.0 + 3 * 2.0**-12)])  # above a half ulp: away from 0
+    assert np.array_equal(round_to(x, p), round_to(x, "tf32"))
+    assert np.array_equal(round_to(x, p), np.array([1.0 + 2.0**-10, -(1.0 + 2.0**-10)]))
 
 
 def test_the_tf32_model_composes_float32_sums_with_tf32_operand_roundings():

@@ -330,3 +330,65 @@ def test_a_final_rounding_next_to_a_power_of_two_is_no_finding():
     assert verdict(lambda ref: ref).p <= sy.FALSE_ALARM  # the raw residual: a false alarm
     assert verdict(lambda ref: sy.stored(ref, model)).p > sy.FALSE_ALARM
     assert verdict(lambda ref: sy.stored(ref, model), scale=1.01).p <= sy.FALSE_ALARM
+
+
+def test_tf32_results_are_taken_against_the_reference_in_float32():
+    """TF32 rounds a product's operands, never its float32 result: the residual of a TF32
+    layer is taken against the reference rounded to float32 (rounding it to TF32 would
+    add up to half a TF32 ulp of the reference's own, the same on every draw near 1)."""
+    from kernelcheck._src.core.rounding import PRECISIONS, RoundingModel
+
+    ref = 1.0 + np.linspace(1e-4, 3e-4, 12).reshape(3, 4)
+    for name in ("tf32", "tf32-nearest"):
+        model = RoundingModel(PRECISIONS["float32"], PRECISIONS[name], storage_ops=3)
+        assert np.array_equal(sy.stored(ref, model), ref.astype(np.float32).astype(np.float64))
+    bf16 = RoundingModel(PRECISIONS["float32"], PRECISIONS["bfloat16"], storage_ops=3)
+    assert np.array_equal(sy.stored(ref, bf16), np.ones_like(ref))
+
+
+def _torch_linear_late_dq(late: float):
+    """Causal linear attention (elu + 1) in float16 with float32 sums; its dQ rows from n/2
+    on multiplied by ``1 + late`` as they leave the layer."""
+    torch = pytest.importorskip("torch")
+
+    class Late(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, q):
+            return q.view_as(q)
+
+        @staticmethod
+        def backward(ctx, g):
+            scale = torch.ones(g.shape[-2], 1, dtype=torch.float32)
+            scale[g.shape[-2] // 2 :] += late
+            return (g.float() * scale).to(g.dtype)
+
+    def layer(Q, K, V):
+        fq, fk = (torch.nn.functional.elu(X) + 1 for X in (Late.apply(Q), K))
+        num = torch.cumsum(fk.float()[..., :, :, None] * V.float()[..., :, None, :], -3)
+        den = torch.cumsum(fk.float(), -2)
+        out = (fq.float()[..., :, :, None] * num).sum(-2) / (fq.float() * den).sum(-1, True)
+        return out.to(Q.dtype)
+
+    return layer
+
+
+def test_values_that_move_with_the_keys_give_dq_its_power(monkeypatch):
+    """A 1% error on dQ from n/2 on of a float16 linear layer, n = 256: the values of the
+    positive-values law move with the keys, so dQ (a covariance of values and features)
+    does not cancel to rounding noise and the error keeps its sign beyond the bias
+    allowance on every draw.  With values independent of the keys (the weight of the noise
+    made huge) the allowance, relative to a dQ that cancels, swallows it."""
+    from kernelcheck._src.verify.attention import cases
+
+    torch = pytest.importorskip("torch")
+    kw = dict(framework="torch", dtype="float16", causal=True, grad=True, n=256,
+              cases=("random", "positive values"), check_causality=False,
+              feature_map=lambda x: torch.nn.functional.elu(x) + 1)  # fmt: skip
+    correct = verify.attention(_torch_linear_late_dq(0.0), **kw)
+    assert correct.passed, correct.details()
+    bug = verify.attention(_torch_linear_late_dq(0.01), **kw)
+    tier = [c for c in bug.checks if c.name.startswith("systematic error dQ")]
+    assert not bug.passed and [c.passed for c in tier] == [False]
+    monkeypatch.setattr(cases, "VALUE_NOISE", 1e9)
+    blind = verify.attention(_torch_linear_late_dq(0.01), **kw)
+    assert blind.passed, blind.details()

@@ -32,6 +32,7 @@ __all__ = [
     "Precision",
     "PRECISIONS",
     "PRODUCT_ONLY",
+    "TRUNCATABLE",
     "ARRAY_FORMATS",
     "ieee_format",
     "ieee_formats",
@@ -60,7 +61,8 @@ class Precision:
     Attributes
     ----------
     name : str
-        ``"float64"``, ``"float32"``, ``"float16"``, ``"bfloat16"`` or ``"tf32"``.
+        ``"float64"``, ``"float32"``, ``"float16"``, ``"bfloat16"``, ``"tf32"`` or
+        ``"tf32-nearest"``.
     u : float
         Unit roundoff ``2**-p`` for ``p`` significand bits (with the hidden bit).
     eta : float
@@ -113,7 +115,10 @@ def ieee_formats() -> dict[str, Precision]:
     exponent bits, 10 stored fraction bits, so ``u = 2**-11`` as in float16
     but with float32's range; the products of two TF32 numbers are exact in
     float32 and are accumulated in float32.  No array is stored in it (see
-    :data:`PRODUCT_ONLY`).  Its subnormals are binary32's subnormals with 10
+    :data:`PRODUCT_ONLY`).  ``"tf32-nearest"`` is the same format with its
+    operands declared rounded to nearest (:data:`TRUNCATABLE`: plain
+    ``"tf32"`` also allows truncation); the worst-case bounds of the two are
+    the same.  Its subnormals are binary32's subnormals with 10
     fraction bits (spacing ``2**-136``); like every format here it is modelled
     with gradual underflow.
 
@@ -133,6 +138,7 @@ def ieee_formats() -> dict[str, Precision]:
         "float16": (11, -14, 15),
         "bfloat16": (8, -126, 127),
         "tf32": (11, -126, 127),
+        "tf32-nearest": (11, -126, 127),
     }
     return {name: ieee_format(name, *layout) for name, layout in layouts.items()}
 
@@ -143,13 +149,20 @@ PRECISIONS: dict[str, Precision] = ieee_formats()
 #: Formats that exist only inside a matrix product: no array holds them, so they are
 #: never a layer's input or output dtype, only the rounding of a product's operands
 #: (a :class:`RoundingModel`'s ``storage``).
-PRODUCT_ONLY: tuple[str, ...] = ("tf32",)
+PRODUCT_ONLY: tuple[str, ...] = ("tf32", "tf32-nearest")
+
+#: Product-only formats whose operands an implementation may truncate (round toward
+#: zero) rather than round to nearest: their roundings may keep one sign.  ``"tf32"``
+#: allows either (tensor cores fed float32 registers keep the top 19 bits; some
+#: conversions round); ``"tf32-nearest"`` is TF32 declared rounded to nearest, ties to
+#: even or away (a conversion such as PTX's ``cvt.rna.tf32.f32`` before the product).
+TRUNCATABLE: tuple[str, ...] = ("tf32",)
 
 #: The formats an array can be stored in: :data:`PRECISIONS` without :data:`PRODUCT_ONLY`.
 ARRAY_FORMATS: tuple[str, ...] = tuple(n for n in PRECISIONS if n not in PRODUCT_ONLY)
 
 #: Other spellings of a format's name, as frameworks and vendors write them.
-_ALIASES = {"tensorfloat32": "tf32", "tfloat32": "tf32"}
+_ALIASES = {"tensorfloat32": "tf32", "tfloat32": "tf32", "tf32_nearest": "tf32-nearest"}
 
 
 def precision(dtype: Any = np.float64) -> Precision:
@@ -158,7 +171,9 @@ def precision(dtype: Any = np.float64) -> Precision:
 
     ``"tf32"`` (also spelled ``"tensorfloat32"``, ``"tfloat32"``) names the
     operand format of TF32 matrix products; it is a format of the error model,
-    not an array dtype (:data:`PRODUCT_ONLY`).
+    not an array dtype (:data:`PRODUCT_ONLY`).  ``"tf32-nearest"`` (or
+    ``"tf32_nearest"``) is TF32 whose operands are rounded to nearest, never
+    truncated (:data:`TRUNCATABLE`).
 
     Raises
     ------

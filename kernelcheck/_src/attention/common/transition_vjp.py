@@ -130,7 +130,7 @@ def transition_vjp(T: Transitions, S0: np.ndarray, G: np.ndarray, C: int = 64):
 
 
 def _chunk_grads(T, p, G, states, Hs, ys, t0: int, t1: int, grads: dict, mags: dict) -> None:
-    """Tokens ``t0 .. t1 - 1``'s gradients and magnitudes from their states and adjoints, at once."""
+    """Tokens ``t0 .. t1 - 1``: their gradients and magnitudes from states and adjoints, at once."""
     span = slice(t0, t1)
     before, after = states[..., :-1, :, :], states[..., 1:, :, :]
     x = (T.read[..., span, None, :] @ before)[..., 0, :]

@@ -159,7 +159,9 @@ def attention(
     inputs : (Q, K, V), default None
         One user case in float64 instead of the generated ones.
     dtype : str or framework dtype, default None
-        Input precision (None: float64 for NumPy, float32 for torch and jax).
+        Input precision (None: float64 for NumPy, float32 for torch and jax);
+        ``"tf32"``: float32 products on TF32 operands (rounded or truncated),
+        ``"tf32-nearest"``: rounded to nearest (then the systematic test runs).
     framework : {"numpy", "torch", "jax"}, default "numpy"
         The layer's framework.
     device : str, default None

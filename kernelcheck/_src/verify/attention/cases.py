@@ -22,7 +22,9 @@ __all__ = ["CASES", "LAYOUTS", "Case", "generate_cases", "user_case", "to_layout
 #: The generated cases, in order.  ``positive values`` (values in [0.5, 1.5],
 #: moderate logits) is where the output is as large as the sums behind it, so
 #: the tolerance is smallest relative to the output: the case with the most
-#: power against small relative errors.
+#: power against small relative errors.  Its values move with the keys
+#: (:func:`_values_along_keys`), so the gradients through queries and keys
+#: do not cancel to noise either.
 CASES = (
     "random",
     "odd length",
@@ -88,6 +90,35 @@ def _rescale_rows(X: np.ndarray, norm: float) -> np.ndarray:
     return X / lengths * norm
 
 
+#: Weight of the independent part of a ``positive values`` value (see :func:`_values_along_keys`).
+VALUE_NOISE = 0.3
+
+
+def _values_along_keys(rng, Z_keys, spread, batch, d: int, d_v: int) -> np.ndarray:
+    """Values in (0.5, 1.5), uniform, each channel a monotone function of a key direction.
+
+    Channel ``m`` of token ``j`` is ``0.5 + Phi(z)`` with ``z = (a_m . x_j +
+    c e_jm) / sqrt(1 + c^2)``: ``x_j`` the token's key standardised (its
+    entries N(0, 1)), ``a_m`` a random unit direction (one per channel, per
+    draw), ``e_jm = Phi^-1(spread_jm)`` independent N(0, 1) noise, ``c`` =
+    :data:`VALUE_NOISE`.  So ``z`` is N(0, 1) and each value uniform on
+    (0.5, 1.5), as independent values would be, but the values move with
+    the keys: the gradients with respect to queries and keys, sums of
+    ``g . (v_j - out_i)`` times the keys, are then covariances of values
+    and keys that add up, where independent values make them sums of
+    terms of either sign that cancel to noise (the gradient small next to
+    the rounding of its terms).  Tokens stay independent draws given the
+    directions.
+    """
+    from scipy.special import ndtr, ndtri
+
+    A = rng.standard_normal(batch + (d, d_v))
+    A = A / np.linalg.norm(A, axis=-2, keepdims=True)
+    with np.errstate(divide="ignore"):  # spread == 0 (probability 2^-53) maps to -inf: v = 0.5
+        z = (Z_keys @ A + VALUE_NOISE * ndtri(spread)) / math.sqrt(1.0 + VALUE_NOISE**2)
+    return 0.5 + ndtr(z)
+
+
 def generate_cases(
     rng: np.random.Generator,
     n: int,
@@ -124,13 +155,13 @@ def generate_cases(
     )
     made["tiny norms"] = (TINY * normal(n, d), TINY * normal(n, d), normal(n, d_v))
     small = 0.5 / math.sqrt(d)
-    made["positive values"] = (
-        small * normal(n, d),
-        small * normal(n, d),
-        0.5 + rng.random(batch + (n, d_v)),
-    )
+    Kp, spread = small * normal(n, d), rng.random(batch + (n, d_v))
+    made["positive values"] = (small * normal(n, d), Kp, spread)
     m = ACROSS_BLOCKS
     made["across blocks"] = (normal(m, d), normal(m, d), normal(m, d_v))
+    made["positive values"] = made["positive values"][:2] + (
+        _values_along_keys(rng, Kp / small, spread, batch, d, d_v),
+    )
     for name in names:
         if name == "d=1" and fixed_d and d != 1:
             out.append(

@@ -45,7 +45,10 @@ feature scale), whose error is the same on every draw: it applies to the
 outputs such a constant multiplies (an unnormalised output; softmax's
 ``dQ`` and ``dK``, proportional to the logit scale).  Formats whose
 roundings may keep a sign are not judged: a 16-bit accumulation (stagnation
-of a long sum) and TF32 operands (which implementations may truncate).
+of a long sum) and ``"tf32"`` operands (which implementations may truncate:
+the mean error of a truncation is about half an ulp, of first order).  TF32
+declared rounded to nearest (``dtype="tf32-nearest"``) is judged as the
+16-bit formats are, its results taken in float32.
 Data that is not drawn at random (repeated tokens, a constant sequence, the
 caller's inputs) is never used: the replicates are kernelcheck's own
 independent draws, so structure in the data cannot mimic or mask a
@@ -84,7 +87,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from kernelcheck._src.core.rounding import PRECISIONS, PRODUCT_ONLY, RoundingModel
+from kernelcheck._src.core.rounding import PRECISIONS, PRODUCT_ONLY, TRUNCATABLE, RoundingModel
 from kernelcheck._src.core.seeds import child_seed
 from kernelcheck._src.verify.adapters import round_to
 from kernelcheck._src.verify.attention.cases import generate_cases
@@ -164,8 +167,10 @@ def stored(ref: np.ndarray, model: RoundingModel) -> np.ndarray:
     keeps the rest: a difference the layer's own arithmetic makes (which
     moves its result across a rounding boundary, either way) or a bug's.
     """
+    # a product-only format (TF32) rounds operands, never a result: results are float32
+    fmt = model.accumulate if model.storage.name in PRODUCT_ONLY else model.storage
     try:
-        return round_to(ref, model.storage)
+        return round_to(ref, fmt)
     except InvalidArgument:  # beyond the format's range: the layer could not store it either
         return ref
 
@@ -269,10 +274,11 @@ def judge(fits: list[Fit]) -> Verdict:
 
 def not_judged_reason(model: RoundingModel) -> str:
     """Why the rounding model leaves room for errors of one sign ('' when it does not)."""
-    if model.storage.name in PRODUCT_ONLY:
+    if model.storage.name in TRUNCATABLE:
         return (
             f"{model.storage.name} operands may be truncated rather than rounded to nearest "
-            "(errors of one sign): the worst-case check alone judges this precision"
+            "(errors of one sign): the worst-case check alone judges this precision "
+            "(dtype='tf32-nearest' declares products that round their operands to nearest)"
         )
     if model.accumulate.u > PRECISIONS["float32"].u:
         return (
