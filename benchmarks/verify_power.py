@@ -292,7 +292,12 @@ def false_alarm_cell(name, fn, kw, framework, dtype, n, seeds, full=False) -> di
     for s in seeds:
         narrow = {} if full else {"cases": CASES, "check_causality": False}
         report = verify.attention(
-            fn, framework=framework, dtype=declared(dtype), n=n, seed=s, grad=True,
+            fn,
+            framework=framework,
+            dtype=declared(dtype),
+            n=n,
+            seed=s,
+            grad=True,
             **{**kw, **narrow},
         )
         if not report.passed:
@@ -421,8 +426,10 @@ def tables(cells: list[dict]) -> str:
                 for k in checkers
             )
             lines.append(f"| {fam} | {out} | {dt} | {vals} |")
-        lines.append(f"\nkernelcheck catches less than a peer in {sum(map(behind, power))} of "
-                     f"{len(power)} cells.")
+        lines.append(
+            f"\nkernelcheck catches less than a peer in {sum(map(behind, power))} of "
+            f"{len(power)} cells."
+        )
     alarms = [c for c in cells if "layer" in c]
     if alarms:
         head = "| layer | dtype | n | seeds | kernelcheck | fla ratio | torch assert_close |"
