@@ -59,16 +59,21 @@ def test_a_correct_layer_passes_in_bfloat16_with_every_check_judged(rows, name):
 def test_a_cached_state_ignored_is_refuted(rows, name):
     """The state handed back to the layer dropped (a decoding step from an empty cache).
 
-    RWKV-7 in float32: in bfloat16 its normwise bound on the handed-over state
-    (6.3 on a state whose rounding error is 0.004, seed 0) lets this bug pass;
-    docs/verify-comparison.md lists it among the misses.
+    RWKV-7's normwise bound on the handed-over state in bfloat16 (6.3 on a
+    state whose rounding error is 0.004, seed 0) lets this bug pass the
+    worst-case hand-over check; the systematic-error test, which runs the
+    hand-over on each of its redraws, sees the pieces after the cut lose a
+    quarter of the output on every draw.
     """
     _, _, fn, kw, _ = rows[name]
-    dtype = "float32" if name == "fla RWKV-7 (DPLR)" else "bfloat16"
 
     def ignored(*args, initial_state=None):
         return fn(*args, initial_state=None)
 
-    report = verify.attention(ignored, seed=0, dtype=dtype, **kw)
-    failed = {c.name for c in report.failures()}
-    assert "state hand-over (random)" in failed, report.details()
+    report = verify.attention(ignored, seed=0, dtype="bfloat16", **kw)
+    failed = {c.name.split(" (")[0] for c in report.failures()}
+    if name == "fla RWKV-7 (DPLR)":
+        assert "state hand-over" not in failed  # within the worst-case bound
+        assert "systematic error hand-over" in failed, report.details()
+    else:
+        assert "state hand-over" in failed, report.details()

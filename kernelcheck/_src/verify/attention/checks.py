@@ -309,13 +309,14 @@ def _not_finite(values: np.ndarray, what: str) -> str:
     return f"{what} holds {float(values[where])} at {where} ({count})"
 
 
-def _split_check(run, j0) -> AttentionCase:
+def _split_check(run, j0, collect: list | None = None) -> AttentionCase:
     """Prefill half the tokens, then the rest but two, then the last two one at a time.
 
     The layer's own state object is handed back to it as it returned it; the
     converter only reads it (to compare with the reference).  Packed
     sequences: the first sequence alone, each piece handed over as one
-    sequence of its own.
+    sequence of its own.  ``collect`` receives ``("hand-over", the pieces'
+    outputs joined, reference, tolerance)`` when every piece ran.
     """
     if PACKED in j0.extras:
         j0 = _first_sequence(run, j0)
@@ -354,6 +355,8 @@ def _split_check(run, j0) -> AttentionCase:
     except Exception as exc:  # noqa: BLE001
         return failed_case(name, shape, f"fn raised {raised(exc)}")
     joined: np.ndarray = np.concatenate(pieces, axis=-2)
+    if collect is not None:
+        collect.append(("hand-over", joined, j0.reference, j0.tolerance + tol_extra))
     return compare(
         name, shape, joined, j0.reference, j0.tolerance + tol_extra, "cuts at n/2, n-2, n-1"
     )

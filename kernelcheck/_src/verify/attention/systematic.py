@@ -23,7 +23,12 @@ on rows ``>= t``) and a shift from token ``t`` on (``a = 1`` on rows
 ``tol`` the case's entrywise worst-case tolerance (the weights only shape the
 power; any weights computed from the replicate's own data keep the test
 valid).  Each gradient the gradient check compares (``grad=True``) is
-fitted the same way, apart.  Claims C1, C10, C14, C19, C20.
+fitted the same way, apart, and so is the hand-over's output with
+``state=True`` (the replicate run in pieces, each handed the state the last
+returned, as the state check runs it, within the tolerance the handed
+state widens): a state dropped or misread at a cut takes a share of the
+output with it on every draw, far inside the handed state's worst-case
+bound in 16 bits.  Claims C1, C10, C14, C19, C20.
 
 **Null model.**  A correct layer computes the reference formula, and on a
 replicate drawn at random its statistic is ``T_bk = mu_bk + Y_bk`` with
@@ -91,7 +96,7 @@ from kernelcheck._src.core.rounding import PRECISIONS, PRODUCT_ONLY, TRUNCATABLE
 from kernelcheck._src.core.seeds import child_seed
 from kernelcheck._src.verify.adapters import round_to
 from kernelcheck._src.verify.attention.cases import generate_cases
-from kernelcheck._src.verify.attention.checks import grad_checks
+from kernelcheck._src.verify.attention.checks import _split_check, grad_checks
 from kernelcheck._src.verify.attention.report import AttentionCase, skipped_case
 from kernelcheck._src.verify.attention.run import Judged, Run, run_case
 from kernelcheck.errors import InvalidArgument
@@ -289,16 +294,21 @@ def not_judged_reason(model: RoundingModel) -> str:
 
 
 def _outputs(run: Run, j: Judged, rng, grad: bool, vjp) -> dict[str, tuple]:
-    """``{output: (got, ref, tol)}`` of one judged replicate: ``"out"`` and the gradients.
+    """``{output: (got, ref, tol)}`` of one judged replicate: ``"out"``, the hand-over's, the
+    gradients.
 
-    The gradients are those the gradient check compares, along a cotangent
-    it draws the same way (:func:`~kernelcheck._src.verify.attention.checks.grad_checks`).
+    The hand-over (``state=True``) is the state check's, in pieces cut at n/2,
+    n - 2 and n - 1; the gradients are those the gradient check compares,
+    along a cotangent it draws the same way
+    (:func:`~kernelcheck._src.verify.attention.checks.grad_checks`).
     """
     out = {"out": (j.output, j.reference, j.tolerance)}
+    pairs: list = []
+    if run.state:
+        _split_check(run, j, collect=pairs)
     if grad:
-        pairs: list = []
         grad_checks(run, j, rng, vjp, collect=pairs)
-        out.update({name: (g, r, t) for name, g, r, t in pairs})
+    out.update({name: (g, r, t) for name, g, r, t in pairs})
     return out
 
 
