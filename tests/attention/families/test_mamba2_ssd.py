@@ -24,7 +24,10 @@ float64 both are judged by the float32 model (the chunked scan with its four
 input casts counted, ``extra_ops=5``), and the float64 model alone refuses
 them.  Planted: the state handed over key-major (head_dim equals state_size
 here, so nothing raises), and ``dt`` handed one token late to the decoding
-steps; both are caught beyond the bound.
+steps; both are caught beyond the bound.  The scan's gradients with respect
+to ``dt`` and ``A`` are the chain rule through the gated reference VJP's
+``dV`` and ``d log g``; a backward that shifts the ``dt`` gradient by one
+token is caught.
 """
 
 from __future__ import annotations
@@ -183,3 +186,74 @@ def test_the_skip_connection_is_one_more_key_channel_with_gate_zero():
     assert _within(y.double().numpy(), ref, tol), float((np.abs(y.numpy() - ref) / tol).max())
     y = SCAN(*args, chunk_size=4, initial_states=torch.tensor(S0, dtype=torch.float32))
     assert not _within(y.double().numpy(), ref, tol)
+
+
+class _LateGradient(torch.autograd.Function):
+    """The identity whose backward hands each token the gradient of the token after it
+    (a backward that indexes the time steps one off)."""
+
+    @staticmethod
+    def forward(ctx, dt):
+        return dt.view_as(dt)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return torch.cat([grad[:, 1:], torch.zeros_like(grad[:, :1])], dim=1)
+
+
+def _dt_gradient(x, dt, a, b, c, S0, G, late=False):
+    """The scan's gradients of ``<G, y>`` with respect to ``dt`` and ``A`` (float32, autograd)."""
+    args = _torch(x, dt, a, b, c, dtype=torch.float32)
+    tdt, ta = (args[i].requires_grad_() for i in (1, 2))
+    if late:
+        args[1] = _LateGradient.apply(tdt)
+    y = SCAN(*args, chunk_size=4, initial_states=torch.tensor(S0, dtype=torch.float32))
+    grads = torch.autograd.grad(y, (tdt, ta), torch.tensor(G, dtype=torch.float32))
+    return tuple(g.double().numpy() for g in grads)
+
+
+def test_the_gradient_with_respect_to_dt_is_the_chain_rule_through_values_and_gates():
+    """``dt`` enters twice, as the values' factor ``dt x`` and the log gate ``dt A``:
+
+        d/d dt_t = sum_p dV_tp x_tp + A d log g_t,    d/dA = sum_t dt_t d log g_t,
+
+    with ``dV`` and ``d log g`` the gated reference VJP's.  The scan forms its
+    log gates' cumulative sums (segment sums) and autograd returns ``d log g``
+    as their reverse cumulative sum: its tolerance is the gated bound carried
+    through that sum (as ``verify.attention`` judges a chunked layer's gate
+    gradient), then through the two products and their sum (``gamma_(P+2)``
+    each, float32).  A backward handing each token the next one's ``dt``
+    gradient is caught.
+    """
+    from kernelcheck._src.core.rounding import gamma
+    from kernelcheck._src.verify.attention.checks import through_cumulative_logs
+
+    rng = np.random.default_rng(11)
+    x, dt, a, b, c, S0 = _inputs(rng, n=18)
+    G = np.asarray(rng.standard_normal(x.shape), dtype=np.float32).astype(np.float64)
+    q, k = _heads(c), _heads(b)
+    xh, Gh = np.moveaxis(x, 1, 2), np.moveaxis(G, 1, 2)  # (b, H, n, P)
+    V, g = xh * np.moveaxis(dt, 1, 2)[..., None], np.exp(np.moveaxis(dt * a, 1, 2))
+    S0k = A.State(np.swapaxes(S0, -1, -2))
+    ref = A.gated_vjp(q, k, V, g, Gh, initial_state=S0k)
+    b32, b64 = (
+        A.gated_vjp_error_bound(q, k, V, g, Gh, initial_state=S0k, dtype=dt_, extra_ops=1)
+        for dt_ in ("float32", "float64")
+    )
+    tol_dV, tol_dlog = b32.dV + b64.dV, b32.dlog_gates + b64.dlog_gates
+    tol_dlog = through_cumulative_logs(ref.dlog_gates, tol_dlog, "float32", axis=-1)
+    ah = a[:, None]
+    want = np.sum(ref.dV * xh, axis=-1) + ah * ref.dlog_gates  # (b, H, n)
+    g_p = gamma(P + 2, "float32")
+    tol = np.sum(np.abs(xh) * (tol_dV * (1 + g_p) + g_p * np.abs(ref.dV)), axis=-1)
+    tol = tol + np.abs(ah) * (tol_dlog * (1 + g_p) + g_p * np.abs(ref.dlog_gates))
+    dth = np.moveaxis(dt, 1, 2)
+    want_a = np.sum(dth * ref.dlog_gates, axis=(0, 2))  # (H,): A is shared by the batch
+    g_n = gamma(dth.shape[-1] * Bt + 1, "float32")
+    tol_a = np.sum(dth * (tol_dlog * (1 + g_n) + g_n * np.abs(ref.dlog_gates)), axis=(0, 2))
+    want, tol = np.moveaxis(want, 2, 1), np.moveaxis(tol, 2, 1)  # (b, n, H), as dt
+    got, got_a = _dt_gradient(x, dt, a, b, c, S0, G)
+    assert _within(got, want, tol), float((np.abs(got - want) / tol).max())
+    assert _within(got_a, want_a, tol_a), float((np.abs(got_a - want_a) / tol_a).max())
+    late, _ = _dt_gradient(x, dt, a, b, c, S0, G, late=True)
+    assert not _within(late, want, tol)
