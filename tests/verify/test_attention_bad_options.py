@@ -123,6 +123,8 @@ OPTIONS_BAD = {
         _att(failure_probability="1e-9"),
         r"^`failure_probability` must be a real number",
     ),
+    "storage_ops-zero": (_att(storage_ops=0), r"^`storage_ops` must be >= 1, got 0"),
+    "storage_ops-float": (_att(storage_ops=1.5), r"^`storage_ops` must be an integer"),
     "stabilizer-negative": (_att(stabilizer=-1.0), r"^`stabilizer` must be >= 0"),
     "stabilizer-nan": (_att(stabilizer=math.nan), r"^`stabilizer` must be finite"),
     "stabilizer-inf": (_att(stabilizer=math.inf), r"^`stabilizer` must be finite"),

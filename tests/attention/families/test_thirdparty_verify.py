@@ -30,7 +30,7 @@ NAMES = ["fla HGRN", "fla RWKV-7 (DPLR)", "Mamba-2 chunked scan", "Mamba-2 scan 
 
 @pytest.fixture(scope="module")
 def rows():
-    return {r[0]: r for r in sweep.layers() if r[0] in NAMES}
+    return {r[0]: r for r in sweep.layers() if r[0] in (*NAMES, "fla KDA")}
 
 
 #: Cases RWKV-7's normwise model leaves unjudged in bfloat16: over 197 tokens its bound on the
@@ -77,3 +77,31 @@ def test_a_cached_state_ignored_is_refuted(rows, name):
         assert "systematic error hand-over" in failed, report.details()
     else:
         assert "state hand-over" in failed, report.details()
+
+
+def test_a_declared_storage_count_judges_kda_across_blocks_in_bfloat16(rows):
+    """fla's naive KDA casts its bfloat16 inputs to float32, computes there and rounds its
+    output once: ``storage_ops=1`` says so.  With the family's default count (pseudo-values
+    stored in bfloat16) the 197-token case has no certified bound and is not judged, and the
+    verdict line says so; declared, it is judged and passes, and a layer doubling its
+    outputs from token 150 on is refuted there."""
+    fn, kw = rows["fla KDA"][2:4]
+    kw = {**kw, "cases": ("random", "across blocks"), "grad": False}
+
+    def doubled(*args, **kwargs):
+        out, state = fn(*args, **kwargs)
+        late = out.clone()
+        late[:, 150:] = out[:, 150:] * 2
+        return late, state
+
+    def across(report):
+        return next(c.passed for c in report.cases if c.name == "across blocks")
+
+    default = verify.attention(fn, seed=0, dtype="bfloat16", **kw)
+    assert default.passed and across(default) is None
+    assert "cases not judged: 'across blocks'" in str(default)
+    declared = verify.attention(fn, seed=0, dtype="bfloat16", storage_ops=1, **kw)
+    assert declared.passed and across(declared) is True, declared.details()
+    assert "cases not judged" not in str(declared)
+    bug = verify.attention(doubled, seed=0, dtype="bfloat16", storage_ops=1, **kw)
+    assert across(bug) is False and not bug.passed

@@ -103,8 +103,8 @@ def _offsets(opts: AttentionOptions, n: int, rng: np.random.Generator):
 def attention(
     fn: Any, *, kernel: Any = None, feature_map: Any = None, causal: bool = False,
     normalize: bool | None = None, scale: Any = None, stabilizer: float | None = None,
-    feature_ops: int | None = None, seed: Any = 0, n: int = 16, d: int | None = None,
-    d_v: int | None = None, batch_shape: tuple = (), layout: str = "...nd",
+    feature_ops: int | None = None, storage_ops: int | None = None, seed: Any = 0, n: int = 16,
+    d: int | None = None, d_v: int | None = None, batch_shape: tuple = (), layout: str = "...nd",
     qk_heads: int | None = None, offsets: Any = None, cases: Any = None, inputs: Any = None,
     dtype: Any = None, framework: str = "numpy", device: Any = None, accumulate: Any = None,
     error_model: str = "worst-case", failure_probability: float = 1e-9, state: bool = False,
@@ -159,15 +159,16 @@ def attention(
     inputs : (Q, K, V), default None
         One user case in float64 instead of the generated ones.
     dtype : str or framework dtype, default None
-        Input precision (None: float64 for NumPy, float32 for torch and jax);
-        ``"tf32"``: float32 products on TF32 operands (rounded or truncated),
-        ``"tf32-nearest"``: rounded to nearest (then the systematic test runs).
+        Input precision (None: float64 for NumPy, float32 for torch and jax); ``"tf32"``:
+        products of TF32 operands, ``"tf32-nearest"``: operands rounded to nearest, not truncated.
     framework : {"numpy", "torch", "jax"}, default "numpy"
         The layer's framework.
     device : str, default None
         The framework device the inputs are put on.
     accumulate : str, default None
         The precision ``fn`` accumulates in (None: float32 for 16-bit inputs).
+    storage_ops : int, default None
+        Roundings to ``dtype`` per term where the bounds count them (None: the family's count).
     error_model : {"worst-case", "probabilistic"}, default "worst-case"
         The rounding model of the tolerance.
     failure_probability : float, default 1e-9
@@ -210,14 +211,13 @@ def attention(
     """
     opts = attention_options(
         fn, kernel=kernel, feature_map=feature_map, causal=causal, normalize=normalize,
-        scale=scale, stabilizer=stabilizer, feature_ops=feature_ops, seed=seed, n=n, d=d,
-        d_v=d_v, batch_shape=batch_shape, layout=layout, qk_heads=qk_heads, offsets=offsets,
-        cases=cases, progress=progress, inputs=inputs, dtype=dtype, framework=framework,
-        device=device, accumulate=accumulate,
-        error_model=error_model, failure_probability=failure_probability, state=state,
-        read_state=read_state, state_layout=state_layout, check_causality=check_causality,
-        grad=grad, vjp=vjp, fn_kwargs=fn_kwargs, log_gates=log_gates, family=family_options,
-    )  # fmt: skip
+        scale=scale, stabilizer=stabilizer, feature_ops=feature_ops, storage_ops=storage_ops,
+        seed=seed, n=n, d=d, d_v=d_v, batch_shape=batch_shape, layout=layout, qk_heads=qk_heads,
+        offsets=offsets, cases=cases, progress=progress, inputs=inputs, dtype=dtype,
+        framework=framework, device=device, accumulate=accumulate, error_model=error_model,
+        failure_probability=failure_probability, state=state, read_state=read_state, vjp=vjp,
+        state_layout=state_layout, check_causality=check_causality, grad=grad,
+        fn_kwargs=fn_kwargs, log_gates=log_gates, family=family_options)  # fmt: skip
     with memo_scope():  # a case's bounds computed once for every check that reads them
         return _run(opts)
 

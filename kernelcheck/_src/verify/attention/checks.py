@@ -51,6 +51,7 @@ from kernelcheck.errors import InvalidArgument
 __all__ = [
     "causality_check",
     "state_checks",
+    "split_check",
     "state_reader",
     "chunk_size_checks",
     "grad_checks",
@@ -257,9 +258,7 @@ def _state_matrix(state: State):
 def state_checks(run: Run, judged, read, split: tuple[str, ...]) -> list[AttentionCase]:
     """The final state of every judged case; a split run against one pass on the cases ``split``."""
     out = [final_state_check(run, j, read) for j in judged if j.case.passed is not None]
-    out += [
-        _split_check(run, j) for j in judged if j.case.name in split and j.reference is not None
-    ]
+    out += [split_check(run, j) for j in judged if j.case.name in split and j.reference is not None]
     return out
 
 
@@ -309,7 +308,7 @@ def _not_finite(values: np.ndarray, what: str) -> str:
     return f"{what} holds {float(values[where])} at {where} ({count})"
 
 
-def _split_check(run, j0, collect: list | None = None) -> AttentionCase:
+def split_check(run, j0, collect: list | None = None) -> AttentionCase:
     """Prefill half the tokens, then the rest but two, then the last two one at a time.
 
     The layer's own state object is handed back to it as it returned it; the

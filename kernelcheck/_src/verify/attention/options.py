@@ -404,6 +404,9 @@ def attention_options(fn, **o) -> AttentionOptions:
             f"layout='bnhd' needs batch_shape=(batch, heads), got batch_shape={batch}"
         )
     ad, declared, acc = _precision_iv(o["framework"], o["dtype"], o["device"], o["accumulate"])
+    storage_ops = o["storage_ops"]
+    if storage_ops is not None:  # at least the result's own rounding to the storage format
+        storage_ops = as_int(storage_ops, "storage_ops", minimum=1)
     error_model = check_choice(o["error_model"], "error_model", ERROR_MODELS)
     failure = as_probability(o["failure_probability"], "failure_probability")
     constants, samplers = _token_inputs_iv(family, o, causal, batch)
@@ -432,6 +435,7 @@ def attention_options(fn, **o) -> AttentionOptions:
         passed=tuple(ti for ti in family.token_inputs if ti.name in samplers),
         seed_value=seed_value, state=state, fn_kwargs=fn_kwargs, log_gates=log_gates,
         qk_group=group, offsets=offsets, decimals=_decimals_iv(family, o, constants),
+        storage_ops=storage_ops,
     )  # fmt: skip
     check = as_bool(o["check_causality"], "check_causality")
     return AttentionOptions(

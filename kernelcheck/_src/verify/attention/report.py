@@ -214,6 +214,10 @@ class AttentionReport(Result):
                 text += f"; diagnosis: {diagnoses[0]}"
         if self.not_checked:
             text += "; not checked: " + "; ".join(self.not_checked)
+        unjudged = [c.name for c in self.cases if c.passed is None and not c.note.startswith(
+            "the layer's key dimension is fixed")]  # fmt: skip
+        if unjudged and judged:
+            text += "; cases not judged: " + ", ".join(f"'{name}'" for name in unjudged)
         if judged == 0:
             text += "; no case could be judged"
         return text

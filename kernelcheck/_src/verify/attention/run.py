@@ -72,6 +72,7 @@ class Run(NamedTuple):
     qk_group: int = 1  # value heads per query/key head (grouped heads: Q, K have fewer)
     offsets: Any = None  # packed sequences: a list of offsets, or a sampler offsets(rng, n)
     decimals: tuple = ()  # (TokenInput, format, values, decimals): constants given narrower
+    storage_ops: int | None = None  # roundings to storage per term (None: the family's count)
 
 
 class Judged(NamedTuple):
@@ -125,7 +126,10 @@ def rounding_model(
     acc = run.accumulate
     if acc is None:
         acc = precision("float32") if _is_16bit(storage) else storage
-    storage_ops = 0 if storage.u <= acc.u else run.reference.family.storage_ops
+    declared_ops = run.storage_ops
+    if declared_ops is None:
+        declared_ops = run.reference.family.storage_ops
+    storage_ops = 0 if storage.u <= acc.u else declared_ops
     terms = float(np.prod(shape, dtype=np.float64)) * shape[-2] * 8
     model = model_for_data(acc, storage, storage_ops, failure=run.failure, terms=terms, iid=iid)
     if model.fallback:

@@ -96,7 +96,7 @@ from kernelcheck._src.core.rounding import PRECISIONS, PRODUCT_ONLY, TRUNCATABLE
 from kernelcheck._src.core.seeds import child_seed
 from kernelcheck._src.verify.adapters import round_to
 from kernelcheck._src.verify.attention.cases import generate_cases
-from kernelcheck._src.verify.attention.checks import _split_check, grad_checks
+from kernelcheck._src.verify.attention.checks import grad_checks, split_check
 from kernelcheck._src.verify.attention.report import AttentionCase, skipped_case
 from kernelcheck._src.verify.attention.run import Judged, Run, run_case
 from kernelcheck.errors import InvalidArgument
@@ -305,7 +305,7 @@ def _outputs(run: Run, j: Judged, rng, grad: bool, vjp) -> dict[str, tuple]:
     out = {"out": (j.output, j.reference, j.tolerance)}
     pairs: list = []
     if run.state:
-        _split_check(run, j, collect=pairs)
+        split_check(run, j, collect=pairs)
     if grad:
         grad_checks(run, j, rng, vjp, collect=pairs)
     out.update({name: (g, r, t) for name, g, r, t in pairs})
