@@ -90,6 +90,10 @@ def _rescale_rows(X: np.ndarray, norm: float) -> np.ndarray:
     return X / lengths * norm
 
 
+#: Why the ``d=1`` case is left out for a layer whose key size the caller fixes (``d=``):
+#: the layer's choice, not a case that could not be judged.
+FIXED_D = "the layer's key dimension is fixed"
+
 #: Weight of the independent part of a ``positive values`` value (see :func:`_values_along_keys`).
 VALUE_NOISE = 0.3
 
@@ -156,17 +160,14 @@ def generate_cases(
     made["tiny norms"] = (TINY * normal(n, d), TINY * normal(n, d), normal(n, d_v))
     small = 0.5 / math.sqrt(d)
     Kp, spread = small * normal(n, d), rng.random(batch + (n, d_v))
-    made["positive values"] = (small * normal(n, d), Kp, spread)
+    Qp = small * normal(n, d)
     m = ACROSS_BLOCKS
     made["across blocks"] = (normal(m, d), normal(m, d), normal(m, d_v))
-    made["positive values"] = made["positive values"][:2] + (
-        _values_along_keys(rng, Kp / small, spread, batch, d, d_v),
-    )
+    # the values' key directions are drawn last: every other case keeps its numbers
+    made["positive values"] = (Qp, Kp, _values_along_keys(rng, Kp / small, spread, batch, d, d_v))
     for name in names:
         if name == "d=1" and fixed_d and d != 1:
-            out.append(
-                Case(name, None, None, None, f"the layer's key dimension is fixed at d = {d}")
-            )
+            out.append(Case(name, None, None, None, f"{FIXED_D} at d = {d}"))
             continue
         Q, K, V = made[name]
         out.append(Case(name, Q, K, V))

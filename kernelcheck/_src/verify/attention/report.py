@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from kernelcheck._src.core.outcome import Outcome
 from kernelcheck._src.core.results import Result
 from kernelcheck._src.core.rounding import Tolerance
+from kernelcheck._src.verify.attention.cases import FIXED_D
 
 __all__ = ["AttentionCase", "AttentionReport"]
 
@@ -214,8 +215,9 @@ class AttentionReport(Result):
                 text += f"; diagnosis: {diagnoses[0]}"
         if self.not_checked:
             text += "; not checked: " + "; ".join(self.not_checked)
-        unjudged = [c.name for c in self.cases if c.passed is None and not c.note.startswith(
-            "the layer's key dimension is fixed")]  # fmt: skip
+        unjudged = [
+            c.name for c in self.cases if c.passed is None and not c.note.startswith(FIXED_D)
+        ]
         if unjudged and judged:
             text += "; cases not judged: " + ", ".join(f"'{name}'" for name in unjudged)
         if judged == 0:
