@@ -196,3 +196,92 @@ def test_the_bound_composes_the_local_terms_through_the_transitions():
     e[1] = mags.rho[1] * e[0] + lam[1]
     assert (b32.state >= e).all()
     assert (b32.out >= tb.output_terms(mags, bands, tm, dt, C, 0, e, zero, local)).all()
+
+
+# ----- the band entries and their sums, as computed for speed ---------------------------
+
+
+def _one_decay_transitions(n, D, seed, zero_at=()):
+    """Unit keys, beta in (0, 2), one decay for every channel (gates near 0 and exactly 0)."""
+    rng = np.random.default_rng(seed)
+    q, k = rng.standard_normal((2, n, D))
+    k /= np.linalg.norm(k, axis=-1, keepdims=True)
+    beta = rng.uniform(0.0, 2.0, (n, 1))
+    gates = rng.uniform(0.0, 1.0, (n, 1)) ** 3  # many near 0
+    gates[list(zero_at)] = 0.0
+    with np.errstate(divide="ignore"):
+        log_w = np.log(gates)
+    return Transitions(q, k, beta * rng.standard_normal((n, 2)), k, -beta * k, log_w)
+
+
+def _exact_bands(T, C):
+    """``A``, ``Abar``, ``Aq`` entry by entry in extended precision (the definitions)."""
+    ld = np.longdouble
+    r, q, p = (np.asarray(x, dtype=ld) for x in (T.read, T.q, T.write))
+    w = np.exp(np.asarray(T.log_w, dtype=ld))
+    n = r.shape[0]
+    A, Abar, Aq = (np.zeros((n, C), dtype=ld) for _ in range(3))
+    for t in range(n):
+        for lag in range(min(C, t + 1)):
+            j = t - lag
+            between = np.prod(w[j + 1 : t, 0]) if lag else ld(1)
+            if lag:
+                A[t, lag] = abs(r[t] @ p[j]) * between
+                Abar[t, lag] = np.abs(r[t]) @ np.abs(p[j]) * between
+            Aq[t, lag] = np.abs(q[t]) @ np.abs(p[j]) * (between * w[t, 0] if lag else 1)
+    return A, Abar, Aq
+
+
+def test_one_decays_block_products_are_upward_and_agree_with_the_token_by_token_decays():
+    """One decay for every channel takes the block products; they bound the exact entries.
+
+    The token-by-token path (the decay written out on every channel) is the
+    general one; both are compared with extended precision, gates near 0 and
+    exactly 0 (nothing crosses them) included, over a length that is not a
+    multiple of the chunk.
+    """
+    C, n, D = 8, 29, 4
+    T = _one_decay_transitions(n, D, seed=3, zero_at=(5, 17))
+    mags = tb.magnitudes(T)
+    fast = tb._bands(T, mags, C)
+    wide = T._replace(log_w=np.repeat(T.log_w, D, axis=-1))
+    general = tb._bands(wide, tb.magnitudes(wide), C)
+    exact = _exact_bands(T, C)
+    for name, ex in zip(("A", "Abar", "Aq"), exact, strict=True):
+        got, ref = getattr(fast, name), getattr(general, name)
+        assert (got >= ex).all() and (ref >= ex).all(), name
+        if name == "A":  # each adds its own rounding slack (of the decays too): a sliver of Abar
+            assert (np.abs(got - ref) <= 1e-10 * fast.Abar).all()
+        else:
+            np.testing.assert_allclose(got, ref, rtol=1e-12, atol=0, err_msg=name)
+    # nothing crosses a gate of 0 (token 5's, token 17's): Aq decays over (j, t], A over (j, t)
+    assert fast.Aq[5, 1] == fast.Aq[6, 2] == fast.Aq[17, 1] == fast.Aq[18, 2] == 0.0
+    assert fast.A[6, 2] == fast.A[18, 2] == 0.0 and fast.A[6, 1] > 0.0
+    np.testing.assert_allclose(fast.Linv, general.Linv, rtol=1e-12, atol=0)
+
+
+def test_band_blocks_hold_every_lag_and_the_lag_sums_are_upward():
+    rng = np.random.default_rng(4)
+    n, C, m = 37, 8, 3
+    band, X = rng.random((2, n, C)), rng.random((2, n, m))
+    band[:, np.arange(C)[None, :] > np.arange(n)[:, None]] = 0.0  # lags before token 0
+    np.testing.assert_array_equal(tb._block_lags(tb._lag_blocks(band, True), n), band)
+    for own in (False, True):
+        exact = np.zeros((2, n, m), dtype=np.longdouble)
+        for t in range(n):
+            for lag in range(0 if own else 1, min(C, t + 1)):
+                exact[:, t] += band[:, t, lag, None].astype(np.longdouble) * X[:, t - lag]
+        got = tb._lag_sum(band, X, own=own)
+        assert (got >= exact).all()
+        np.testing.assert_allclose(got, exact.astype(np.float64), rtol=1e-13)
+
+
+def test_an_infinite_entry_reaches_only_the_sums_whose_lags_reach_it():
+    """A token whose bound is already ``inf`` leaves the earlier tokens of its block finite."""
+    rng = np.random.default_rng(5)
+    n, C = 40, 8
+    band, X = rng.random((n, C)), rng.random((n, 2))
+    X[20, 1] = np.inf
+    out = tb._lag_sum(band, X, own=False)
+    assert np.isfinite(out[:21]).all() and np.isfinite(out[:, 0]).all()
+    assert np.isinf(out[21:28, 1]).all() and np.isfinite(out[28:, 1]).all()

@@ -77,6 +77,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from kernelcheck._src.attention.common.blocking import swap
 from kernelcheck._src.attention.common.bounds import underflow_term
 from kernelcheck._src.attention.common.inputs import dtype_iv
 from kernelcheck._src.attention.common.transitions import (
@@ -299,55 +300,196 @@ class _Bands(NamedTuple):
 
 
 def _bands(T: Transitions, mags: _Magnitudes, C: int) -> _Bands:
-    """The band entries of :class:`_Bands` by propagating every ``p_j`` C - 1 tokens forward.
+    """The band entries of :class:`_Bands` (rounded upward).
 
-    ``y_j`` is ``p_j`` decayed, ``z_j`` is ``p_j`` through the transitions
-    (``z <- Diag(w) z + p (r . z)``); at lag l row ``t = j + l`` reads them.
-    Each computed entry is within ``(l + 1) gamma_(D+4)`` of the norms'
-    product ``2 |r_t| Lambda |p_j|`` (``mu``-free: the error of each step is
-    propagated by the transitions themselves, whose norm the propagation
-    also bounds), which is added.
+    ``A``, ``Abar`` and ``Aq`` are products of ``r``, ``q`` and ``p`` with
+    the decays between: with one decay for every channel (or none) they are
+    block products (:func:`_one_decay_products`), else ``p_j`` is decayed
+    token by token (:func:`_decayed_products`).  ``Linv`` propagates every
+    ``p_j`` through the transitions (:func:`_reads_through`).  The final
+    factor covers the sums of the norms' products.
     """
-    r, q = T.read, T.q
+    r = T.read
     p = T.k if T.write is None else T.write
     w = np.ones(r.shape[:-1] + (1,)) if T.log_w is None else np.exp(T.log_w)
     n, D = r.shape[-2], r.shape[-1]
     C = min(C, n)
-    shape = r.shape[:-1] + (C,)
-    A, Abar, Linv, Aq = (np.zeros(shape) for _ in range(4))
-    y, z, ya = p.copy(), p.copy(), np.abs(p)
-    Aq[..., 0] = np.sum(np.abs(q) * ya, axis=-1)
-    growth = np.log(np.maximum(mags.rho, 1.0))
-    g = gamma(D + 4)
-    for lag in range(1, C):
-        rows, cols = slice(lag, n), slice(0, n - lag)
-        rl = r[..., rows, :]
-        A[..., rows, lag] = np.abs(np.sum(rl * y[..., cols, :], axis=-1))
-        Abar[..., rows, lag] = np.sum(np.abs(rl) * ya[..., cols, :], axis=-1)
-        val = np.sum(rl * z[..., cols, :], axis=-1)
-        Linv[..., rows, lag] = np.abs(val)
-        wl = w[..., rows, :]
-        y[..., cols, :] *= wl
-        ya[..., cols, :] *= wl
-        z[..., cols, :] = wl * z[..., cols, :] + p[..., rows, :] * val[..., None]
-        Aq[..., rows, lag] = np.sum(np.abs(q[..., rows, :]) * ya[..., cols, :], axis=-1)
-        # the propagated z_j has grown by at most prod max(1, rho) over its lag
-        span = np.exp(np.cumsum(growth, axis=-1))
-        Lam = span[..., rows] / np.maximum(span[..., cols], 1e-300)
-        slack = (lag + 1) * g * 2.0 * mags.r[..., rows] * Lam * mags.p[..., cols]
-        Linv[..., rows, lag] += slack
-        A[..., rows, lag] += (lag + 1) * g * Abar[..., rows, lag]
+    if T.log_w is None or T.log_w.shape[-1] == 1:
+        A, Abar, Aq = _one_decay_products(T, p, C)
+    else:
+        A, Abar, Aq = _decayed_products(T, p, w, C)
+    Linv = _reads_through(r, p, w, mags, C)
     up = 1.0 + gamma(D + C + 4)
     return _Bands(A * up, Abar * up, Linv * up, Aq * up)
 
 
-def _lag_sum(band: np.ndarray, X: np.ndarray, *, own: bool) -> np.ndarray:
-    """``sum_l band[t, l] X[t - l]`` over lags 1..C-1 (and 0 if ``own``), shape of ``X``."""
-    out = band[..., :, 0, None] * X if own else np.zeros_like(X)
+def _decayed_products(T: Transitions, p, w, C: int):
+    """``A``, ``Abar``, ``Aq`` of :class:`_Bands` by decaying every ``p_j`` token by token.
+
+    ``y_j`` is ``p_j`` decayed; at lag l row ``t = j + l`` reads it.  Each
+    computed ``A`` entry is within ``(l + 1) gamma_(D+4)`` of ``Abar`` (the
+    decays' products and the dot product), which is added; ``Abar`` and
+    ``Aq`` are sums of non-negative products, covered by :func:`_bands`'s factor.
+    """
+    n, D = T.read.shape[-2], T.read.shape[-1]
+    shape = T.read.shape[:-1] + (C,)
+    A, Abar, Aq = (np.zeros(shape) for _ in range(3))
+    r, ra, qa = T.read, np.abs(T.read), np.abs(T.q)
+    y, ya = p.copy(), np.abs(p)
+    Aq[..., 0] = np.vecdot(qa, ya)
+    g = gamma(D + 4)
+    for lag in range(1, C):
+        rows, cols = slice(lag, n), slice(0, n - lag)
+        A[..., rows, lag] = np.abs(np.vecdot(r[..., rows, :], y[..., cols, :]))
+        Abar[..., rows, lag] = np.vecdot(ra[..., rows, :], ya[..., cols, :])
+        wl = w[..., rows, :]
+        y[..., cols, :] *= wl
+        ya[..., cols, :] *= wl
+        Aq[..., rows, lag] = np.vecdot(qa[..., rows, :], ya[..., cols, :])
+        A[..., rows, lag] += (lag + 1) * g * Abar[..., rows, lag]
+    return A, Abar, Aq
+
+
+def _one_decay_products(T: Transitions, p, C: int):
+    """``A``, ``Abar``, ``Aq`` of :class:`_Bands` for one decay on every channel: block products.
+
+    Row t of block b (``t = b C + i``) meets the columns of blocks b - 1 and
+    b: ``r_t . p_j``, ``|r_t| . |p_j|`` and ``|q_t| . |p_j|`` are three
+    matrix products, and the decays between, ``exp(G_(t-1) - G_j)`` (and
+    ``exp(G_t - G_j)`` for ``Aq``), come from the cumulative log decays of
+    the 2C tokens of that pair of blocks (a decay of exactly 0 counted apart:
+    nothing crosses it).  Rounding: a dot product is within ``gamma_D`` of
+    its norms' product; the cumulative sums of ``2 C`` logs, their
+    difference and ``exp`` are within ``expm1(4 gamma_(2C+5) L) + 10 u``
+    relative (``L`` the pair's total ``|log w|``); with ``c`` the two
+    chained, ``A`` gets ``2 c Abar`` added and ``Abar``, ``Aq`` the factor ``1 + 2 c``.
+    """
+    n, D = T.read.shape[-2], T.read.shape[-1]
+    nb = -(-n // C)
+    Pw = _block_windows(p, C, nb)  # (..., nb, 2C, D)
+
+    def rows(X):  # (..., nb, C, x): the rows of every block, padded
+        out = np.zeros(X.shape[:-2] + (nb * C, X.shape[-1]))
+        out[..., :n, :] = X
+        return out.reshape(X.shape[:-2] + (nb, C, X.shape[-1]))
+
+    R, Ra, Qa = rows(T.read), rows(np.abs(T.read)), rows(np.abs(T.q))
+    rp, rpa, qpa = (X @ swap(Y) for X, Y in ((R, Pw), (Ra, np.abs(Pw)), (Qa, np.abs(Pw))))
+    i, c = np.arange(C)[:, None], np.arange(2 * C)[None, :]
+    lag = C + i - c  # (C, 2C): the lag of row i and window column c
+    if T.log_w is None:
+        dec_A = dec_q = np.ones(())
+        rel = np.zeros(rp.shape[:-2] + (1, 1))
+    else:
+        lw = T.log_w[..., 0:1]
+        zero = np.isneginf(lw)
+        finite = _block_windows(np.where(zero, 0.0, lw), C, nb)[..., 0]  # (..., nb, 2C)
+        Gw = np.cumsum(finite, axis=-1)
+        Zw = np.cumsum(_block_windows(zero.astype(np.float64), C, nb)[..., 0], axis=-1)
+        L = np.sum(np.abs(finite), axis=-1)
+
+        def decay(shift):  # exp(G_(t - shift) - G_j) for j <= t - shift, 0 across a zero gate
+            a = np.minimum(C + np.arange(C) - shift, 2 * C - 1)
+            Ga, Za = Gw[..., a, None], Zw[..., a, None]
+            with np.errstate(over="ignore"):
+                return np.where(Za == Zw[..., None, :], np.exp(Ga - Gw[..., None, :]), 0.0)
+
+        dec_A, dec_q = decay(1), decay(0)
+        rel = (np.expm1(4.0 * gamma(2 * C + 5) * L) + 10.0 * unit_roundoff())[..., None, None]
+    c2 = 2.0 * _chain(gamma(D + 2), rel)
+    in_A, in_q = (lag >= 1) & (lag < C), (lag >= 0) & (lag < C)
+    Abar = np.where(in_A, rpa * dec_A, 0.0) * (1.0 + c2)
+    A = np.where(in_A, np.abs(rp) * dec_A, 0.0) + c2 * Abar
+    Aq = np.where(in_q, qpa * dec_q, 0.0) * (1.0 + c2)
+    return tuple(_block_lags(X, n) for X in (A, Abar, Aq))
+
+
+def _reads_through(r, p, w, mags: _Magnitudes, C: int) -> np.ndarray:
+    """``Linv`` of :class:`_Bands`: every ``p_j`` propagated C - 1 tokens through the transitions.
+
+    ``z_j <- Diag(w) z_j + p (r . z_j)``; at lag l row ``t = j + l`` reads
+    ``r_t . z_j``.  Each computed entry is within ``(l + 1) gamma_(D+4)`` of
+    the norms' product ``2 |r_t| Lambda |p_j|`` (``mu``-free: the error of
+    each step is propagated by the transitions themselves, whose norm the
+    propagation also bounds), which is added.
+    """
+    n, D = r.shape[-2], r.shape[-1]
+    Linv = np.zeros(r.shape[:-1] + (C,))
+    z = p.copy()
+    # the propagated z_j has grown by at most prod max(1, rho) over its lag
+    span = np.exp(np.cumsum(np.log(np.maximum(mags.rho, 1.0)), axis=-1))
+    g = gamma(D + 4)
+    for lag in range(1, C):
+        rows, cols = slice(lag, n), slice(0, n - lag)
+        val = np.vecdot(r[..., rows, :], z[..., cols, :])
+        Lam = span[..., rows] / np.maximum(span[..., cols], 1e-300)
+        slack = (lag + 1) * g * 2.0 * mags.r[..., rows] * Lam * mags.p[..., cols]
+        Linv[..., rows, lag] = np.abs(val) + slack
+        z[..., cols, :] *= w[..., rows, :]
+        z[..., cols, :] += p[..., rows, :] * val[..., None]
+    return Linv
+
+
+def _block_windows(X: np.ndarray, C: int, nb: int) -> np.ndarray:
+    """``(..., nb, 2C, x)``: block b's window, rows ``(b - 1) C .. (b + 1) C - 1`` of ``X`` (0 outside)."""
     n = X.shape[-2]
-    for lag in range(1, band.shape[-1]):
-        out[..., lag:, :] += band[..., lag:, lag, None] * X[..., : n - lag, :]
-    return out * (1.0 + gamma(band.shape[-1] + 2))
+    Xp = np.zeros(X.shape[:-2] + ((nb + 1) * C, X.shape[-1]))
+    Xp[..., C : C + n, :] = X
+    win = np.lib.stride_tricks.sliding_window_view(Xp, 2 * C, axis=-2)[..., ::C, :, :]
+    return swap(win)
+
+
+def _lag_blocks(band: np.ndarray, own: bool) -> np.ndarray:
+    """A band ``[..., t, l]`` (lags ``0..C-1``) as ``[..., b, i, c]``: row ``b C + i``, window column c.
+
+    Column c of block b's window is token ``(b - 1) C + c`` (:func:`_block_windows`),
+    lag ``C + i - c``.  Row i's entries are the band's row reversed and
+    shifted by ``i + 1``: written into rows of ``2 C + 1`` and read back in
+    rows of ``2 C``.  Lag 0 is left out unless ``own``.
+    """
+    n, C = band.shape[-2], band.shape[-1]
+    nb = -(-n // C)
+    Q = np.zeros(band.shape[:-2] + (nb * C, 2 * C + 1))
+    Q[..., :n, 1 : C + 1] = band[..., ::-1]
+    if not own:
+        Q[..., C] = 0.0
+    flat = Q.reshape(band.shape[:-2] + (nb, C * (2 * C + 1)))[..., : 2 * C * C]
+    return flat.reshape(band.shape[:-2] + (nb, C, 2 * C))
+
+
+def _block_lags(B: np.ndarray, n: int) -> np.ndarray:
+    """The inverse of :func:`_lag_blocks`: ``[..., b, i, c]`` back to ``[..., t, l]`` (n rows)."""
+    nb, C = B.shape[-3], B.shape[-2]
+    Q = np.zeros(B.shape[:-3] + (nb, C * (2 * C + 1)))
+    Q[..., : 2 * C * C] = B.reshape(B.shape[:-3] + (nb, 2 * C * C))
+    lags = Q.reshape(B.shape[:-3] + (nb * C, 2 * C + 1))[..., 1 : C + 1][..., ::-1]
+    return np.ascontiguousarray(lags[..., :n, :])
+
+
+def _lag_sum(band: np.ndarray, X: np.ndarray, *, own: bool) -> np.ndarray:
+    """``sum_l band[t, l] X[t - l]`` over lags 1..C-1 (and 0 if ``own``), shape of ``X``, upward.
+
+    One product per block of C rows with the 2C rows of its window
+    (:func:`_lag_blocks`; ``band`` may come as its blocks, made with the same
+    ``own``): non-negative sums of at most ``2 C`` products.
+    An entry of ``X`` that is not finite makes ``inf`` of the sums of its
+    column whose lags reach it, and of no other: a block's product would
+    spread it to every row of the block (``0 * inf``).
+    """
+    blocked = band.ndim == X.ndim + 1  # already :func:`_lag_blocks`'s, with the same ``own``
+    n, C = X.shape[-2], band.shape[-2] if blocked else band.shape[-1]
+    B = band if blocked else _lag_blocks(band, own)
+    bad = ~np.isfinite(X)
+    Xf = np.where(bad, 0.0, X) if bad.any() else X
+    out = B @ _block_windows(Xf, C, B.shape[-3])
+    out = out.reshape(out.shape[:-3] + (-1, X.shape[-1]))[..., :n, :] * (1.0 + gamma(2 * C + 2))
+    if Xf is not X:
+        count = np.concatenate([np.zeros_like(bad[..., :1, :], dtype=np.int64),
+                                np.cumsum(bad, axis=-2)], axis=-2)  # fmt: skip
+        t = np.arange(n)
+        reach = count[..., t + (1 if own else 0), :] - count[..., np.maximum(t - C + 1, 0), :]
+        out[reach > 0] = np.inf
+    return out
 
 
 class _Terms(NamedTuple):
@@ -367,20 +509,34 @@ def _shift_tokens(x: np.ndarray, first: np.ndarray) -> np.ndarray:
     return np.concatenate([first[..., None, :], x[..., :-1, :]], axis=-2)
 
 
-def _terms(mags: _Magnitudes, sig: np.ndarray, sig0: np.ndarray, C: int, dt) -> _Terms:
-    before = _shift_tokens(sig, sig0)
+class _Windows(NamedTuple):
+    """The window sums of one input that neither the model nor the trial error changes."""
+
+    omega: np.ndarray  # sum over the window before t of |k_j| |v_j|
+    omega_own: np.ndarray  # ... including t
+    Lam: np.ndarray  # (..., n, 1) Lambda_t
+    L: np.ndarray  # (..., n, 1) the window's total |log w|
+
+
+def _windows_of(mags: _Magnitudes, C: int) -> _Windows:
     kv = mags.k[..., None] * mags.v
     log_growth = np.log(np.maximum(mags.rho, 1.0))[..., None]
     Lam = np.exp(_band(log_growth, C, own=False, axis=-2)) * (1.0 + gamma(8))
     L = _band(mags.logw[..., None], C, own=True, axis=-2)
+    return _Windows(_band(kv, C, own=False, axis=-2), _band(kv, C, own=True, axis=-2), Lam, L)
+
+
+def _terms(mags: _Magnitudes, sig, sig0, C: int, dt, win: _Windows | None = None) -> _Terms:
+    """The window quantities of ``sig`` (``win``: :func:`_windows_of`, computed if None)."""
+    win = _windows_of(mags, C) if win is None else win
+    before = _shift_tokens(sig, sig0)
     # the log sums and exp run in the accumulation precision (module docstring)
     acc = dt.accumulate if isinstance(dt, RoundingModel) else dt
-    rho_dec = np.expm1(4.0 * gamma(C + 5, acc) * L) + 10.0 * unit_roundoff(acc)
+    rho_dec = np.expm1(4.0 * gamma(C + 5, acc) * win.L) + 10.0 * unit_roundoff(acc)
     if not mags.logw.any():
         rho_dec = np.zeros_like(rho_dec)
     return _Terms(
-        sig, before, _window_max(before, C, -2), _band(kv, C, own=False, axis=-2),
-        _band(kv, C, own=True, axis=-2), Lam, rho_dec,
+        sig, before, _window_max(before, C, -2), win.omega, win.omega_own, win.Lam, rho_dec,
     )  # fmt: skip
 
 
@@ -451,14 +607,6 @@ def output_terms(mags, bands: _Bands, tm: _Terms, dt, C: int, extra: int, e, tri
     return q * e * (1.0 + g_o) + g_o * (q * (tm.sig + tm.sig_in + e_in) + W)
 
 
-def _evaluate(mags, bands: _Bands, tm: _Terms, dt, C: int, extra: int, trial: np.ndarray):
-    """One application of the bound's recursion with the trial error ``trial``: (out, e, ok)."""
-    local = local_terms(mags, bands, tm, dt, C, extra, trial)
-    e = _propagate(mags.rho, np.maximum(local.recurrence, local.chunk))
-    out = output_terms(mags, bands, tm, dt, C, extra, e, trial, local)
-    return out, e, local.ok
-
-
 def _split(dt):
     """The accumulation model and the storage roundings' ``storage_ops u_s`` of ``dt``."""
     if isinstance(dt, RoundingModel):
@@ -467,25 +615,32 @@ def _split(dt):
     return dt, 0.0
 
 
-def _solve(mags, bands, sig_hat, sig0, C, dt, extra, sig_fixed=None):
+def _solve(prep, C, dt, extra, sig_fixed=None):
     """The bound's fixed point (module docstring): out, e, and where it is certified.
 
     ``sig_fixed`` None: the float64 reference's own bound, whose exact state
     norms are ``sig_hat + e`` (the trial); else the layer's, with the exact
-    norms bounded by ``sig_fixed``.
+    norms bounded by ``sig_fixed``.  The outputs' bound is formed once, from
+    the last trial.
     """
-    trial = np.zeros_like(sig_hat)
-    for _ in range(_TRIALS):
-        sig = sig_hat + trial if sig_fixed is None else sig_fixed
-        with np.errstate(over="ignore", invalid="ignore"):
-            tm = _terms(mags, sig, sig0, C, dt)
-            out, e, ok = _evaluate(mags, bands, tm, dt, C, extra, trial)
-        good = (e <= trial) & ok
-        if good.all():
-            return out, e, good
-        trial = 2.0 * e
-    # certified up to the first token where neither the trial nor the magnitudes held
-    good = ~np.logical_or.accumulate(~good, axis=-2)
+    mags, bands = prep.mags, prep.bands
+    trial, nxt = None, np.zeros_like(prep.sig_hat)
+    tm = None
+    with np.errstate(over="ignore", invalid="ignore"):
+        for _ in range(_TRIALS):
+            trial = nxt
+            if tm is None or sig_fixed is None:
+                sig = prep.sig_hat + trial if sig_fixed is None else sig_fixed
+                tm = _terms(mags, sig, prep.sig0, C, dt, prep.windows)
+            local = local_terms(mags, bands, tm, dt, C, extra, trial)
+            e = _propagate(mags.rho, np.maximum(local.recurrence, local.chunk))
+            good = (e <= trial) & local.ok
+            if good.all():
+                break
+            nxt = 2.0 * e
+        else:  # certified up to the first token where neither the trial nor the magnitudes held
+            good = ~np.logical_or.accumulate(~good, axis=-2)
+        out = output_terms(mags, bands, tm, dt, C, extra, e, trial, local)
     return out, e, good
 
 
@@ -522,29 +677,67 @@ class _Prepared(NamedTuple):
     sig0: np.ndarray
     growth: np.ndarray
     finite: np.ndarray
-    bands: _Bands
+    bands: _Bands  # as the lag sums' blocks (:func:`_lag_blocks`)
+    windows: _Windows
 
 
-def exact_norms(T: Transitions, S0: np.ndarray) -> np.ndarray:
+def exact_norms(T: Transitions, S0: np.ndarray, key: bytes | None = None) -> np.ndarray:
     """The 2-norm of every column of every state ``S_t``, by the float64 loop (memoized).
 
     The error model's magnitudes and the largest intermediates both read
     them; inside a :func:`~kernelcheck._src.core.memo.memo_scope` the loop
-    runs once per input.
+    runs once per input.  ``key``: ``digest(*T, S0)`` where the caller has it.
     """
-
-    def run():
-        p = T.k if T.write is None else T.write
-        w = np.ones(T.q.shape[:-1] + (1,)) if T.log_w is None else np.exp(T.log_w)
-        with np.errstate(over="ignore", invalid="ignore"):
-            return run_steps(dplr_step, T.q, T.k, T.v, (T.read, p, w), S0, norms=True)[2]
-
-    return memoized(("exact_norms", digest(*T, S0)), run)
+    key = digest(*T, S0) if key is None else key
+    return memoized(("exact_norms", key), lambda: state_norms(T, S0))
 
 
-def _prepare(T: Transitions, S0: np.ndarray, chunk_size: int) -> _Prepared:
+#: Tokens whose states :func:`state_norms` keeps before forming their norms at once.
+_NORM_BLOCK = 64
+
+
+def state_norms(T: Transitions, S0: np.ndarray) -> np.ndarray:
+    """The column norms of the float64 recurrence's states ``S_t``, shape (..., n, d_v).
+
+    The recurrence of :func:`~kernelcheck._src.attention.common.transitions.dplr_step`
+    (``x = r^T S``, ``S <- Diag(w) S + p x^T + k v^T``, with ``p x^T + k v^T``
+    one outer product ``k (x + v)^T`` when the read is written along the
+    keys), updated in place; the states of :data:`_NORM_BLOCK` tokens are
+    kept and their norms formed in one product.  Each step rounds at most
+    four times per entry, within the recurrence's count in the module's
+    model; a state that leaves the float range gives ``inf`` or NaN.
+    """
+    n, D, dv = T.q.shape[-2], T.q.shape[-1], T.v.shape[-1]
+    lead = np.broadcast_shapes(T.q.shape[:-2], np.shape(S0)[:-2])
+    S = np.array(np.broadcast_to(S0, lead + (D, dv)), dtype=np.float64)
+    merged = T.write is None
+    w = None if T.log_w is None else np.exp(T.log_w)
+    col = np.empty(lead + (n, dv))
+    kept = np.empty(lead + (min(_NORM_BLOCK, n), D, dv))
+    with np.errstate(over="ignore", invalid="ignore"):
+        for t in range(n):
+            x = np.matmul(T.read[..., t, None, :], S)[..., 0, :]
+            if w is not None:
+                S *= w[..., t, :, None]
+            if merged:
+                S += T.k[..., t, :, None] * (x + T.v[..., t, :])[..., None, :]
+            else:
+                S += T.write[..., t, :, None] * x[..., None, :]
+                S += T.k[..., t, :, None] * T.v[..., t, None, :]
+            i = t % _NORM_BLOCK
+            kept[..., i, :, :] = S
+            if i == kept.shape[-3] - 1 or t == n - 1:
+                t0 = t - i
+                col[..., t0 : t + 1, :] = np.sqrt(
+                    np.einsum("...tij,...tij->...tj", kept[..., : i + 1, :, :],
+                              kept[..., : i + 1, :, :])  # fmt: skip
+                )
+    return col
+
+
+def _prepare(T: Transitions, S0: np.ndarray, chunk_size: int, key: bytes) -> _Prepared:
     mags = magnitudes(T)
-    sig_hat = exact_norms(T, S0)
+    sig_hat = exact_norms(T, S0, key)
     sig_hat = np.where(np.isfinite(sig_hat), sig_hat, np.inf) * (1.0 + gamma(mags.D + 2))
     sig0 = np.sqrt(np.sum(S0 * S0, axis=-2)) * (1.0 + gamma(mags.D + 2))
     sig0 = np.broadcast_to(sig0, sig_hat.shape[:-2] + sig_hat.shape[-1:])
@@ -554,14 +747,17 @@ def _prepare(T: Transitions, S0: np.ndarray, chunk_size: int) -> _Prepared:
     for x in (mags.q, mags.k, mags.r, mags.p, mags.mu, mags.logw):
         finite &= np.isfinite(x)
     finite &= np.isfinite(mags.v).all(axis=-1)
-    return _Prepared(mags, sig_hat, sig0, growth, finite, _bands(T, mags, chunk_size))
+    C = min(chunk_size, T.q.shape[-2])
+    bands = _bands(T, mags, C)
+    # the lag sums' blocks, formed once for every evaluation (Aq's include lag 0)
+    blocks = _Bands(*(_lag_blocks(b, own) for b, own in zip(bands, (False, False, False, True))))
+    return _Prepared(mags, sig_hat, sig0, growth, finite, blocks, _windows_of(mags, C))
 
 
 def _model_bound(prep: _Prepared, dt, extra_ops: int, chunk_size: int, e64) -> TransitionBounds:
     """One model's bound; ``e64`` None: the float64 reference's own, else the layer's."""
     mags = prep.mags
-    out, e, good = _solve(mags, prep.bands, prep.sig_hat, prep.sig0, chunk_size, dt, extra_ops,
-                          None if e64 is None else prep.sig_hat + e64)  # fmt: skip
+    out, e, good = _solve(prep, chunk_size, dt, extra_ops, None if e64 is None else prep.sig_hat + e64)
     out = out + underflow_term(
         mags.D * (chunk_size + 8), dt, mags.q, mags.k + mags.p, mags.v, mags.r
     )
@@ -579,8 +775,9 @@ def _bounds(T: Transitions, S0: np.ndarray, dtype, extra_ops: int, chunk_size: i
     output's bound in float64, the layer's model and the final state's bound
     of one case all read them.
     """
-    key = ("transitions_bound", digest(*T, S0), chunk_size)
-    prep = memoized(key + ("prepared",), lambda: _prepare(T, S0, chunk_size))
+    inputs = digest(*T, S0)
+    key = ("transitions_bound", inputs, chunk_size)
+    prep = memoized(key + ("prepared",), lambda: _prepare(T, S0, chunk_size, inputs))
     f64 = np.dtype(np.float64)
 
     def model(dt, e64):
