@@ -154,3 +154,18 @@ def test_positive_values_are_uniform_and_move_with_the_keys():
         share = 1.0 / np.sqrt(1.0 + VALUE_NOISE**2)
         assert abs(np.linalg.norm(a) - share) < 0.05
         assert abs(np.std(z - x @ a) - VALUE_NOISE * share) < 0.05
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_a_case_draws_the_same_inputs_whichever_cases_are_asked_for(name):
+    """Drawing stops after the last case asked for: what was drawn is what the full call draws."""
+    from kernelcheck._src.verify.attention.cases import generate_cases
+
+    def made(names):
+        rng = np.random.default_rng(11)
+        return generate_cases(rng, 40, 3, 2, (2,), fixed_d=False, names=names)
+
+    alone = made((name,))[0]
+    full = next(c for c in made(CASES) if c.name == name)
+    for a, b in zip((alone.Q, alone.K, alone.V), (full.Q, full.K, full.V), strict=True):
+        np.testing.assert_array_equal(a, b)

@@ -138,33 +138,39 @@ def generate_cases(
     def normal(*shape):
         return rng.standard_normal(batch + shape)
 
+    def draws():
+        # every case draws its numbers in the same order whichever cases are asked for,
+        # so a case's inputs depend on the seed and the sizes only
+        yield "random", (normal(n, d), normal(n, d), normal(n, d_v))
+        yield "odd length", (normal(2 * n + 5, d), normal(2 * n + 5, d), normal(2 * n + 5, d_v))
+        yield "n=1", (normal(1, d), normal(1, d), normal(1, d_v))
+        yield "d=1", (normal(n, 1), normal(n, 1), normal(n, d_v))
+        tokens, values = normal(3, d), normal(3, d_v)
+        idx = rng.integers(0, 3, size=n)
+        X = np.take(tokens, idx, axis=-2)
+        yield "repeated tokens", (X, X.copy(), np.take(values, idx, axis=-2))
+        big = math.sqrt(LARGE_LOGIT * math.sqrt(d))
+        yield "large norms", (
+            _rescale_rows(normal(n, d), big),
+            _rescale_rows(normal(n, d), big),
+            normal(n, d_v),
+        )  # fmt: skip
+        yield "tiny norms", (TINY * normal(n, d), TINY * normal(n, d), normal(n, d_v))
+        small = 0.5 / math.sqrt(d)
+        Kp, spread = small * normal(n, d), rng.random(batch + (n, d_v))
+        Qp = small * normal(n, d)
+        m = ACROSS_BLOCKS
+        yield "across blocks", (normal(m, d), normal(m, d), normal(m, d_v))
+        # the values' key directions are drawn last: every other case keeps its numbers
+        yield "positive values", (Qp, Kp, _values_along_keys(rng, Kp / small, spread, batch,
+                                                             d, d_v))  # fmt: skip
+
+    made: dict[str, tuple] = {}
+    for name, inputs in draws():  # drawing stops once every case asked for is drawn
+        made[name] = inputs
+        if made.keys() >= set(names):
+            break
     out: list[Case] = []
-    # every case draws its numbers in the same order whichever cases are asked for,
-    # so a case's inputs depend on the seed and the sizes only
-    made = {
-        "random": (normal(n, d), normal(n, d), normal(n, d_v)),
-        "odd length": (normal(2 * n + 5, d), normal(2 * n + 5, d), normal(2 * n + 5, d_v)),
-        "n=1": (normal(1, d), normal(1, d), normal(1, d_v)),
-        "d=1": (normal(n, 1), normal(n, 1), normal(n, d_v)),
-    }
-    tokens, values = normal(3, d), normal(3, d_v)
-    idx = rng.integers(0, 3, size=n)
-    X = np.take(tokens, idx, axis=-2)
-    made["repeated tokens"] = (X, X.copy(), np.take(values, idx, axis=-2))
-    big = math.sqrt(LARGE_LOGIT * math.sqrt(d))
-    made["large norms"] = (
-        _rescale_rows(normal(n, d), big),
-        _rescale_rows(normal(n, d), big),
-        normal(n, d_v),
-    )
-    made["tiny norms"] = (TINY * normal(n, d), TINY * normal(n, d), normal(n, d_v))
-    small = 0.5 / math.sqrt(d)
-    Kp, spread = small * normal(n, d), rng.random(batch + (n, d_v))
-    Qp = small * normal(n, d)
-    m = ACROSS_BLOCKS
-    made["across blocks"] = (normal(m, d), normal(m, d), normal(m, d_v))
-    # the values' key directions are drawn last: every other case keeps its numbers
-    made["positive values"] = (Qp, Kp, _values_along_keys(rng, Kp / small, spread, batch, d, d_v))
     for name in names:
         if name == "d=1" and fixed_d and d != 1:
             out.append(Case(name, None, None, None, f"{FIXED_D} at d = {d}"))
