@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from kernelcheck._src.attention.common import transition_bound as tb
-from kernelcheck._src.attention.common.transitions import Transitions
+from kernelcheck._src.attention.common.transitions import Transitions, dplr_step, run_steps
 from kernelcheck._src.core.rounding import RoundingModel, eta, gamma, precision, unit_roundoff
 from kernelcheck.attention import (
     State,
@@ -93,7 +93,7 @@ def test_a_16_bit_layer_pays_its_storage_roundings():
     model = RoundingModel(precision("float32"), precision("bfloat16"), 4)
     b64, b16 = _bounds(q, k, v, beta, model, chunk_size=1)
     _, b32 = _bounds(q, k, v, beta, np.dtype(np.float32), chunk_size=1)
-    _, _, sig = tb.run_steps(tb.dplr_step, q, k, beta[:, None] * v,
+    _, _, sig = run_steps(dplr_step, q, k, beta[:, None] * v,
                              (-beta[:, None] * k, k, np.ones((n, 1))), np.zeros((D, dv)),
                              norms=True)  # fmt: skip
     share = gamma(4, precision("bfloat16")) * np.linalg.norm(q, axis=-1)[:, None] * sig
@@ -150,7 +150,7 @@ def test_the_local_terms_are_the_documented_formulas():
     T, S0, beta = _two_tokens()
     D, dt, C = 3, np.dtype(np.float32), 64
     mags = tb.magnitudes(T)
-    _, _, sig = tb.run_steps(tb.dplr_step, T.q, T.k, T.v, (T.read, T.k, np.ones((2, 1))), S0,
+    _, _, sig = run_steps(dplr_step, T.q, T.k, T.v, (T.read, T.k, np.ones((2, 1))), S0,
                              norms=True)  # fmt: skip
     sig0 = np.linalg.norm(S0, axis=0)
     tm = tb._terms(mags, sig, sig0, C, dt)
@@ -185,7 +185,7 @@ def test_the_bound_composes_the_local_terms_through_the_transitions():
     b64, b32 = tb.transitions_bound(T, S0, dt, chunk_size=C)
     mags = tb.magnitudes(T)
     tokens = (T.read, T.k, np.ones((2, 1)))
-    sig = tb.run_steps(tb.dplr_step, T.q, T.k, T.v, tokens, S0, norms=True)[2]
+    sig = run_steps(dplr_step, T.q, T.k, T.v, tokens, S0, norms=True)[2]
     tm = tb._terms(mags, sig, np.linalg.norm(S0, axis=0), C, dt)
     bands = tb._bands(T, mags, C)
     zero = np.zeros_like(sig)
@@ -285,3 +285,27 @@ def test_an_infinite_entry_reaches_only_the_sums_whose_lags_reach_it():
     out = tb._lag_sum(band, X, own=False)
     assert np.isfinite(out[:21]).all() and np.isfinite(out[:, 0]).all()
     assert np.isinf(out[21:28, 1]).all() and np.isfinite(out[28:, 1]).all()
+
+
+def test_the_state_norms_are_the_reference_loops():
+    """The in-place loop of the error model's magnitudes gives the reference recurrence's norms.
+
+    Both forms of the write (along the keys, and apart), a decay per token,
+    per channel and none, gates of exactly 0, batched heads and a length
+    that is not a multiple of the block of kept states.
+    """
+    rng = np.random.default_rng(6)
+    for i, (write, width) in enumerate([(False, None), (True, 1), (False, 3), (True, 3)]):
+        n, D, dv = 70, 3, 2
+        q, k, r, p = rng.standard_normal((4, 2, n, D))
+        v = rng.standard_normal((2, n, dv))
+        gates = None if width is None else rng.uniform(0.0, 1.0, (2, n, width))
+        if gates is not None:
+            gates[:, 9] = 0.0
+        with np.errstate(divide="ignore"):
+            log_w = None if gates is None else np.log(gates)
+        T = Transitions(q, k, v, r, p if write else None, log_w)
+        S0 = rng.standard_normal((D, dv))
+        w = np.ones((2, n, 1)) if gates is None else gates
+        ref = run_steps(dplr_step, q, k, v, (r, p if write else k, w), S0, norms=True)[2]
+        np.testing.assert_allclose(tb.state_norms(T, S0), ref, rtol=1e-12, err_msg=str(i))

@@ -83,8 +83,6 @@ from kernelcheck._src.attention.common.inputs import dtype_iv
 from kernelcheck._src.attention.common.transitions import (
     DELTA_CHUNK,
     Transitions,
-    dplr_step,
-    run_steps,
 )
 from kernelcheck._src.core.memo import digest, memoized
 from kernelcheck._src.core.rounding import Precision, RoundingModel, gamma, unit_roundoff
@@ -431,7 +429,10 @@ def _reads_through(r, p, w, mags: _Magnitudes, C: int) -> np.ndarray:
 
 
 def _block_windows(X: np.ndarray, C: int, nb: int) -> np.ndarray:
-    """``(..., nb, 2C, x)``: block b's window, rows ``(b - 1) C .. (b + 1) C - 1`` of ``X`` (0 outside)."""
+    """``(..., nb, 2C, x)``: block b's window, rows ``(b - 1) C .. (b + 1) C - 1`` of ``X``.
+
+    Rows outside ``X`` are 0 (a view of one padded copy).
+    """
     n = X.shape[-2]
     Xp = np.zeros(X.shape[:-2] + ((nb + 1) * C, X.shape[-1]))
     Xp[..., C : C + n, :] = X
@@ -440,7 +441,7 @@ def _block_windows(X: np.ndarray, C: int, nb: int) -> np.ndarray:
 
 
 def _lag_blocks(band: np.ndarray, own: bool) -> np.ndarray:
-    """A band ``[..., t, l]`` (lags ``0..C-1``) as ``[..., b, i, c]``: row ``b C + i``, window column c.
+    """A band ``[..., t, l]`` (lags ``0..C-1``) as ``[..., b, i, c]``: row ``b C + i``, column c.
 
     Column c of block b's window is token ``(b - 1) C + c`` (:func:`_block_windows`),
     lag ``C + i - c``.  Row i's entries are the band's row reversed and
@@ -729,8 +730,9 @@ def state_norms(T: Transitions, S0: np.ndarray) -> np.ndarray:
             if i == kept.shape[-3] - 1 or t == n - 1:
                 t0 = t - i
                 col[..., t0 : t + 1, :] = np.sqrt(
-                    np.einsum("...tij,...tij->...tj", kept[..., : i + 1, :, :],
-                              kept[..., : i + 1, :, :])  # fmt: skip
+                    np.einsum(
+                        "...tij,...tij->...tj", kept[..., : i + 1, :, :], kept[..., : i + 1, :, :]
+                    )  # fmt: skip
                 )
     return col
 
@@ -757,7 +759,8 @@ def _prepare(T: Transitions, S0: np.ndarray, chunk_size: int, key: bytes) -> _Pr
 def _model_bound(prep: _Prepared, dt, extra_ops: int, chunk_size: int, e64) -> TransitionBounds:
     """One model's bound; ``e64`` None: the float64 reference's own, else the layer's."""
     mags = prep.mags
-    out, e, good = _solve(prep, chunk_size, dt, extra_ops, None if e64 is None else prep.sig_hat + e64)
+    sig_fixed = None if e64 is None else prep.sig_hat + e64
+    out, e, good = _solve(prep, chunk_size, dt, extra_ops, sig_fixed)
     out = out + underflow_term(
         mags.D * (chunk_size + 8), dt, mags.q, mags.k + mags.p, mags.v, mags.r
     )
