@@ -85,8 +85,12 @@ class Rwkv7Factors:
         return kappa * rng.uniform(0.0, 1.0, shape)
 
 
-def layers():
-    """(name, function and package, layer, options, {dtype: extra options or a skip reason})."""
+def layers(triton_whole_call=False):
+    """(name, function and package, layer, options, {dtype: extra options or a skip reason}).
+
+    ``triton_whole_call``: the interpreted Triton rows run the whole default
+    call, not their three cases (see :func:`triton_layers`).
+    """
     import fla
     import torch
     import transformers
@@ -234,7 +238,9 @@ def layers():
           "log_gates": True, "scale": lambda d: d**-0.5},
          {"float64": "raises in float64 (its alpha is not cast to float32 with the other "
                      "inputs: RuntimeError: expected scalar type Float but found Double)"}),
-    ] + transformers_gated_layers(base, sg) + triton_layers(base, sg, casts)  # fmt: skip
+    ] + transformers_gated_layers(base, sg) + triton_layers(
+        base, sg, casts, triton_whole_call
+    )  # fmt: skip
 
 
 def transformers_gated_layers(base, sg):
@@ -373,7 +379,7 @@ def transformers_gated_layers(base, sg):
     ]  # fmt: skip
 
 
-def triton_layers(base, sg, casts):
+def triton_layers(base, sg, casts, whole_call=False):
     """fla's Triton kernels under ``TRITON_INTERPRET=1`` (set before this process started).
 
     The kernels' autotuner would time its configurations on a GPU driver the
@@ -418,9 +424,10 @@ def triton_layers(base, sg, casts):
         )  # fmt: skip
 
     # the interpreter runs a kernel's program instances in NumPy: the whole default call takes
-    # about two minutes per run, three cases (random, 2 n + 5 tokens, and the systematic-error
-    # test's positive values) about twelve seconds
-    base = {**base, "cases": ("random", "odd length", "positive values")}
+    # minutes per run, three cases (random, 2 n + 5 tokens, and the systematic-error test's
+    # positive values) about twelve seconds; ``--triton-cases all`` runs the whole call
+    if not whole_call:
+        base = {**base, "cases": ("random", "odd length", "positive values")}
     gla = {**base, **sg, "layout": "bnhd", "key_decay": _gates, "log_gates": True}
     sgla = {**base, **sg, "layout": "bnhd", "decay": _gates, "log_gates": True,
             "feature_map": lambda X: X, "normalize": False}  # fmt: skip
@@ -490,11 +497,14 @@ def main(argv=None):
     p.add_argument("--layers", default=None, help="comma-separated: run only layers named so")
     p.add_argument("--n", type=int, default=None, help="random case length (default: verify's)")
     p.add_argument("--json", default=None)
+    p.add_argument("--triton-cases", choices=("three", "all"), default="three",
+                   help="the interpreted Triton rows' cases: random, odd length and positive "
+                        "values (three), or the whole default call (all)")  # fmt: skip
     a = p.parse_args(argv)
     import torch
 
     torch.set_num_threads(1)
-    chosen = layers()
+    chosen = layers(triton_whole_call=a.triton_cases == "all")
     if a.layers:
         wanted = a.layers.split(",")
         chosen = [x for x in chosen if x[0] in wanted]
