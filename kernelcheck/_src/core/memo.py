@@ -67,7 +67,7 @@ def digest(*arrays: Any) -> bytes:
         a = np.ascontiguousarray(x)
         h.update(f"|{a.shape}{a.dtype.str}".encode())
         try:  # the bytes in place; a dtype the buffer protocol lacks is copied out
-            h.update(memoryview(a).cast("B"))
+            h.update(a.data.cast("B"))
         except (TypeError, ValueError):
             h.update(a.tobytes())
     return h.digest()

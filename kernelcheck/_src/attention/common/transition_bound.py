@@ -711,23 +711,24 @@ def state_norms(T: Transitions, S0: np.ndarray) -> np.ndarray:
     n, D, dv = T.q.shape[-2], T.q.shape[-1], T.v.shape[-1]
     lead = np.broadcast_shapes(T.q.shape[:-2], np.shape(S0)[:-2])
     S = np.array(np.broadcast_to(S0, lead + (D, dv)), dtype=np.float64)
-    merged = T.write is None
+    write = T.write
     w = None if T.log_w is None else np.exp(T.log_w)
     col = np.empty(lead + (n, dv))
-    kept = np.empty(lead + (min(_NORM_BLOCK, n), D, dv))
+    block = min(_NORM_BLOCK, n)
+    kept = np.empty(lead + (block, D, dv))
     with np.errstate(over="ignore", invalid="ignore"):
         for t in range(n):
             x = np.matmul(T.read[..., t, None, :], S)[..., 0, :]
             if w is not None:
                 S *= w[..., t, :, None]
-            if merged:
+            if write is None:
                 S += T.k[..., t, :, None] * (x + T.v[..., t, :])[..., None, :]
             else:
-                S += T.write[..., t, :, None] * x[..., None, :]
+                S += write[..., t, :, None] * x[..., None, :]
                 S += T.k[..., t, :, None] * T.v[..., t, None, :]
             i = t % _NORM_BLOCK
             kept[..., i, :, :] = S
-            if i == kept.shape[-3] - 1 or t == n - 1:
+            if i == block - 1 or t == n - 1:
                 t0 = t - i
                 col[..., t0 : t + 1, :] = np.sqrt(
                     np.einsum(
