@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from kernelcheck._src.attention.common import transition_bands as tbands
 from kernelcheck._src.attention.common import transition_bound as tb
 from kernelcheck._src.attention.common.transitions import Transitions, dplr_step, run_steps
 from kernelcheck._src.core.rounding import RoundingModel, eta, gamma, precision, unit_roundoff
@@ -154,7 +155,7 @@ def test_the_local_terms_are_the_documented_formulas():
                              norms=True)  # fmt: skip
     sig0 = np.linalg.norm(S0, axis=0)
     tm = tb._terms(mags, sig, sig0, C, dt)
-    bands = tb._bands(T, mags, C)
+    bands = tbands.bands(T, mags, C)
     local = tb.local_terms(mags, bands, tm, dt, C, 0, np.zeros_like(sig))
     g = lambda m: gamma(m, dt)  # noqa: E731
     kn, r = np.linalg.norm(T.k, axis=-1), beta * np.linalg.norm(T.k, axis=-1)
@@ -187,7 +188,7 @@ def test_the_bound_composes_the_local_terms_through_the_transitions():
     tokens = (T.read, T.k, np.ones((2, 1)))
     sig = run_steps(dplr_step, T.q, T.k, T.v, tokens, S0, norms=True)[2]
     tm = tb._terms(mags, sig, np.linalg.norm(S0, axis=0), C, dt)
-    bands = tb._bands(T, mags, C)
+    bands = tbands.bands(T, mags, C)
     zero = np.zeros_like(sig)
     local = tb.local_terms(mags, bands, tm, dt, C, 0, zero)
     lam = np.maximum(local.recurrence, local.chunk)
@@ -243,9 +244,9 @@ def test_one_decays_block_products_are_upward_and_agree_with_the_token_by_token_
     C, n, D = 8, 29, 4
     T = _one_decay_transitions(n, D, seed=3, zero_at=(5, 17))
     mags = tb.magnitudes(T)
-    fast = tb._bands(T, mags, C)
+    fast = tbands.bands(T, mags, C)
     wide = T._replace(log_w=np.repeat(T.log_w, D, axis=-1))
-    general = tb._bands(wide, tb.magnitudes(wide), C)
+    general = tbands.bands(wide, tb.magnitudes(wide), C)
     exact = _exact_bands(T, C)
     for name, ex in zip(("A", "Abar", "Aq"), exact, strict=True):
         got, ref = getattr(fast, name), getattr(general, name)
@@ -265,13 +266,13 @@ def test_band_blocks_hold_every_lag_and_the_lag_sums_are_upward():
     n, C, m = 37, 8, 3
     band, X = rng.random((2, n, C)), rng.random((2, n, m))
     band[:, np.arange(C)[None, :] > np.arange(n)[:, None]] = 0.0  # lags before token 0
-    np.testing.assert_array_equal(tb._block_lags(tb._lag_blocks(band, True), n), band)
+    np.testing.assert_array_equal(tbands.block_lags(tbands.lag_blocks(band, True), n), band)
     for own in (False, True):
         exact = np.zeros((2, n, m), dtype=np.longdouble)
         for t in range(n):
             for lag in range(0 if own else 1, min(C, t + 1)):
                 exact[:, t] += band[:, t, lag, None].astype(np.longdouble) * X[:, t - lag]
-        got = tb._lag_sum(band, X, own=own)
+        got = tbands.lag_sum(band, X, own=own)
         assert (got >= exact).all()
         np.testing.assert_allclose(got, exact.astype(np.float64), rtol=1e-13)
 
@@ -282,7 +283,7 @@ def test_an_infinite_entry_reaches_only_the_sums_whose_lags_reach_it():
     n, C = 40, 8
     band, X = rng.random((n, C)), rng.random((n, 2))
     X[20, 1] = np.inf
-    out = tb._lag_sum(band, X, own=False)
+    out = tbands.lag_sum(band, X, own=False)
     assert np.isfinite(out[:21]).all() and np.isfinite(out[:, 0]).all()
     assert np.isinf(out[21:28, 1]).all() and np.isfinite(out[28:, 1]).all()
 
@@ -308,4 +309,71 @@ def test_the_state_norms_are_the_reference_loops():
         S0 = rng.standard_normal((D, dv))
         w = np.ones((2, n, 1)) if gates is None else gates
         ref = run_steps(dplr_step, q, k, v, (r, p if write else k, w), S0, norms=True)[2]
-        np.testing.assert_allclose(tb.state_norms(T, S0), ref, rtol=1e-12, err_msg=str(i))
+        np.testing.assert_allclose(tbands.state_norms(T, S0).norms, ref, rtol=1e-12, err_msg=str(i))
+
+
+def _token_loop(a, b):
+    e, prev = np.empty_like(b), np.zeros(b.shape[:-2] + b.shape[-1:], dtype=b.dtype)
+    for t in range(b.shape[-2]):
+        prev = a[..., t, None] * prev + b[..., t, :]
+        e[..., t, :] = prev
+    return e
+
+
+def test_the_blocked_scan_is_upward_and_is_the_token_loop():
+    """The error propagation runs by blocks; it bounds the exact recurrence from above.
+
+    Non-negative coefficients of every size (0, near 0, near 1, growing),
+    lengths around the block, batched: against the token loop in extended
+    precision (exact to 1e-19 here) the scan is never below, and within its
+    stated ``gamma_(4n+4)``.
+    """
+    rng = np.random.default_rng(7)
+    for n in (1, 63, 64, 65, 200):
+        a = rng.choice([0.0, 1e-3, 0.5, 0.999, 1.0, 1.02], size=(2, n)) * rng.uniform(0.9, 1, n)
+        b = rng.uniform(0.0, 1.0, (2, n, 3)) * (rng.random((2, n, 1)) < 0.8)
+        exact = _token_loop(a.astype(np.longdouble), b.astype(np.longdouble))
+        got = tbands.upward_scan(a, b)
+        assert (got >= exact).all(), n
+        assert (got <= exact * (1 + 2 * gamma(4 * n + 4)) + 1e-300).all(), n
+    # the reverse recurrence of the adjoints is the same scan on reversed tokens
+    from kernelcheck._src.attention.common import transition_vjp as tv
+
+    rho, lam = rng.uniform(0, 1.5, (1, 70)), rng.uniform(0, 1, (1, 70, 2))
+    want = _token_loop(np.append(rho[:, 1:], 0.0)[None, ::-1], lam[:, ::-1])[:, ::-1]
+    assert (tv._reverse(rho, lam) >= want).all()
+    np.testing.assert_allclose(tv._reverse(rho, lam), want, rtol=1e-12)
+
+
+def test_the_reverse_pass_starts_its_blocks_from_the_error_models_forward_states():
+    """The checkpoints the gradients reuse are the states the reverse pass's own loop computes.
+
+    With the default block the reverse pass reads the error model's forward
+    states (one float64 loop per input in a verification); with another
+    block it runs its own.  Both give the same gradients, and the
+    checkpoints are the token loop's states at every block's start.
+    """
+    from kernelcheck._src.attention.common import transition_vjp as tv
+    from kernelcheck._src.core.memo import memo_scope
+
+    rng = np.random.default_rng(8)
+    n, D, dv = 150, 4, 3
+    q, k = rng.standard_normal((2, 2, n, D))
+    k /= np.linalg.norm(k, axis=-1, keepdims=True)
+    beta, gates = rng.uniform(0.1, 1.0, (2, 2, n, 1))
+    T = Transitions(q, k, beta * rng.standard_normal((2, n, dv)), -(gates * beta) * k, None,
+                    np.log(gates))  # fmt: skip
+    S0, G = rng.standard_normal((D, dv)), rng.standard_normal((2, n, dv))
+    kept = tb.forward_states(T, S0).checkpoints
+    S = np.broadcast_to(S0, (2, D, dv))
+    for b in range(kept.shape[-3] - 1):
+        np.testing.assert_allclose(kept[:, b], S, rtol=1e-12, atol=1e-12)
+        blk = slice(b * tbands.STATE_BLOCK, min(n, (b + 1) * tbands.STATE_BLOCK))
+        S = run_steps(dplr_step, q[:, blk], k[:, blk], T.v[:, blk],
+                      (T.read[:, blk], k[:, blk], gates[:, blk]), S)[1]  # fmt: skip
+    np.testing.assert_allclose(kept[:, -1], S, rtol=1e-12, atol=1e-12)
+    with memo_scope():
+        shared, _ = tv.transition_vjp(T, S0, G)
+    own, _ = tv.transition_vjp(T, S0, G, C=48)
+    for a, b_ in zip(shared, own, strict=True):
+        np.testing.assert_allclose(a, b_, rtol=1e-10, atol=1e-12)

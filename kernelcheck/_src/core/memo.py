@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-__all__ = ["BUDGET", "digest", "memo_scope", "memoized", "nbytes"]
+__all__ = ["BUDGET", "digest", "memo_active", "memo_scope", "memoized", "nbytes"]
 
 #: Bytes of arrays a scope keeps, the most recently used entries first.
 BUDGET = 256 * 2**20
@@ -50,6 +50,11 @@ def memo_scope() -> Iterator[None]:
         yield
     finally:
         _TABLE.reset(token)
+
+
+def memo_active() -> bool:
+    """Whether a :func:`memo_scope` is open (a key is worth computing only then)."""
+    return _TABLE.get() is not None
 
 
 def digest(*arrays: Any) -> bytes:

@@ -77,14 +77,22 @@ from typing import NamedTuple
 
 import numpy as np
 
-from kernelcheck._src.attention.common.blocking import swap
 from kernelcheck._src.attention.common.bounds import underflow_term
 from kernelcheck._src.attention.common.inputs import dtype_iv
+from kernelcheck._src.attention.common.transition_bands import (
+    Bands,
+    ForwardStates,
+    band_blocks,
+    chained,
+    lag_sum,
+    state_norms,
+    upward_scan,
+)
 from kernelcheck._src.attention.common.transitions import (
     DELTA_CHUNK,
     Transitions,
 )
-from kernelcheck._src.core.memo import digest, memoized
+from kernelcheck._src.core.memo import digest, memo_active, memoized
 from kernelcheck._src.core.rounding import Precision, RoundingModel, gamma, unit_roundoff
 from kernelcheck._src.core.validate import as_bool, as_int
 from kernelcheck.errors import InvalidArgument
@@ -101,6 +109,7 @@ __all__ = [
     "bound_extra_ops",
     "family_bounds",
     "causal_iv",
+    "forward_states",
 ]
 
 #: The computed pseudo-values' parts may exceed the exact ones by this fraction (checked).
@@ -271,226 +280,7 @@ def _growth(rho: np.ndarray) -> np.ndarray:
 
 def _propagate(rho: np.ndarray, lam: np.ndarray) -> np.ndarray:
     """``e_t = rho~_t e_(t-1) + lambda_t`` (``e_(-1) = 0``), shape (..., n, d_v), upward."""
-    e = np.empty_like(lam)
-    prev = np.zeros(lam.shape[:-2] + lam.shape[-1:])
-    n = lam.shape[-2]
-    with np.errstate(over="ignore", invalid="ignore"):
-        for t in range(n):
-            prev = rho[..., t, None] * prev + lam[..., t, :]
-            e[..., t, :] = prev
-    return e * (1.0 + gamma(2 * n + 2))
-
-
-class _Bands(NamedTuple):
-    """Every chunk's matrices at once: entry ``[..., t, l]`` is row t, column ``j = t - l``.
-
-    A chunk of at most C tokens starting anywhere holds, for ``t - C < j < t``,
-    exactly these entries (an entry of the inverse of a unit lower triangular
-    matrix depends only on the rows and columns between its own), so sums
-    over the band bound every chunk's sums.  Computed in float64 and rounded
-    upward (see :func:`_bands`).
-    """
-
-    A: np.ndarray  # |A_tj| = |r_t . D_(t-1<-j) p_j| (decays only), lags 1..C-1 (lag 0 unused)
-    Abar: np.ndarray  # sum_c |r_tc| |p_jc| D_c: the rounding of forming A_tj
-    Linv: np.ndarray  # |(I - A)^(-1)_tj| = |r_t . M_(t-1) ... M_(j+1) p_j|
-    Aq: np.ndarray  # sum_c |q_tc| |p_jc| D_(t<-j),c, lags 0..C-1: the outputs' products
-
-
-def _bands(T: Transitions, mags: _Magnitudes, C: int) -> _Bands:
-    """The band entries of :class:`_Bands` (rounded upward).
-
-    ``A``, ``Abar`` and ``Aq`` are products of ``r``, ``q`` and ``p`` with
-    the decays between: with one decay for every channel (or none) they are
-    block products (:func:`_one_decay_products`), else ``p_j`` is decayed
-    token by token (:func:`_decayed_products`).  ``Linv`` propagates every
-    ``p_j`` through the transitions (:func:`_reads_through`).  The final
-    factor covers the sums of the norms' products.
-    """
-    r = T.read
-    p = T.k if T.write is None else T.write
-    w = np.ones(r.shape[:-1] + (1,)) if T.log_w is None else np.exp(T.log_w)
-    n, D = r.shape[-2], r.shape[-1]
-    C = min(C, n)
-    if T.log_w is None or T.log_w.shape[-1] == 1:
-        A, Abar, Aq = _one_decay_products(T, p, C)
-    else:
-        A, Abar, Aq = _decayed_products(T, p, w, C)
-    Linv = _reads_through(r, p, w, mags, C)
-    up = 1.0 + gamma(D + C + 4)
-    return _Bands(A * up, Abar * up, Linv * up, Aq * up)
-
-
-def _decayed_products(T: Transitions, p, w, C: int):
-    """``A``, ``Abar``, ``Aq`` of :class:`_Bands` by decaying every ``p_j`` token by token.
-
-    ``y_j`` is ``p_j`` decayed; at lag l row ``t = j + l`` reads it.  Each
-    computed ``A`` entry is within ``(l + 1) gamma_(D+4)`` of ``Abar`` (the
-    decays' products and the dot product), which is added; ``Abar`` and
-    ``Aq`` are sums of non-negative products, covered by :func:`_bands`'s factor.
-    """
-    n, D = T.read.shape[-2], T.read.shape[-1]
-    shape = T.read.shape[:-1] + (C,)
-    A, Abar, Aq = (np.zeros(shape) for _ in range(3))
-    r, ra, qa = T.read, np.abs(T.read), np.abs(T.q)
-    y, ya = p.copy(), np.abs(p)
-    Aq[..., 0] = np.vecdot(qa, ya)
-    g = gamma(D + 4)
-    for lag in range(1, C):
-        rows, cols = slice(lag, n), slice(0, n - lag)
-        A[..., rows, lag] = np.abs(np.vecdot(r[..., rows, :], y[..., cols, :]))
-        Abar[..., rows, lag] = np.vecdot(ra[..., rows, :], ya[..., cols, :])
-        wl = w[..., rows, :]
-        y[..., cols, :] *= wl
-        ya[..., cols, :] *= wl
-        Aq[..., rows, lag] = np.vecdot(qa[..., rows, :], ya[..., cols, :])
-        A[..., rows, lag] += (lag + 1) * g * Abar[..., rows, lag]
-    return A, Abar, Aq
-
-
-def _one_decay_products(T: Transitions, p, C: int):
-    """``A``, ``Abar``, ``Aq`` of :class:`_Bands` for one decay on every channel: block products.
-
-    Row t of block b (``t = b C + i``) meets the columns of blocks b - 1 and
-    b: ``r_t . p_j``, ``|r_t| . |p_j|`` and ``|q_t| . |p_j|`` are three
-    matrix products, and the decays between, ``exp(G_(t-1) - G_j)`` (and
-    ``exp(G_t - G_j)`` for ``Aq``), come from the cumulative log decays of
-    the 2C tokens of that pair of blocks (a decay of exactly 0 counted apart:
-    nothing crosses it).  Rounding: a dot product is within ``gamma_D`` of
-    its norms' product; the cumulative sums of ``2 C`` logs, their
-    difference and ``exp`` are within ``expm1(4 gamma_(2C+5) L) + 10 u``
-    relative (``L`` the pair's total ``|log w|``); with ``c`` the two
-    chained, ``A`` gets ``2 c Abar`` added and ``Abar``, ``Aq`` the factor ``1 + 2 c``.
-    """
-    n, D = T.read.shape[-2], T.read.shape[-1]
-    nb = -(-n // C)
-    Pw = _block_windows(p, C, nb)  # (..., nb, 2C, D)
-
-    def rows(X):  # (..., nb, C, x): the rows of every block, padded
-        out = np.zeros(X.shape[:-2] + (nb * C, X.shape[-1]))
-        out[..., :n, :] = X
-        return out.reshape(X.shape[:-2] + (nb, C, X.shape[-1]))
-
-    R, Ra, Qa = rows(T.read), rows(np.abs(T.read)), rows(np.abs(T.q))
-    rp, rpa, qpa = (X @ swap(Y) for X, Y in ((R, Pw), (Ra, np.abs(Pw)), (Qa, np.abs(Pw))))
-    i, c = np.arange(C)[:, None], np.arange(2 * C)[None, :]
-    lag = C + i - c  # (C, 2C): the lag of row i and window column c
-    if T.log_w is None:
-        dec_A = dec_q = np.ones(())
-        rel = np.zeros(rp.shape[:-2] + (1, 1))
-    else:
-        lw = T.log_w[..., 0:1]
-        zero = np.isneginf(lw)
-        finite = _block_windows(np.where(zero, 0.0, lw), C, nb)[..., 0]  # (..., nb, 2C)
-        Gw = np.cumsum(finite, axis=-1)
-        Zw = np.cumsum(_block_windows(zero.astype(np.float64), C, nb)[..., 0], axis=-1)
-        L = np.sum(np.abs(finite), axis=-1)
-
-        def decay(shift):  # exp(G_(t - shift) - G_j) for j <= t - shift, 0 across a zero gate
-            a = np.minimum(C + np.arange(C) - shift, 2 * C - 1)
-            Ga, Za = Gw[..., a, None], Zw[..., a, None]
-            with np.errstate(over="ignore"):
-                return np.where(Za == Zw[..., None, :], np.exp(Ga - Gw[..., None, :]), 0.0)
-
-        dec_A, dec_q = decay(1), decay(0)
-        rel = (np.expm1(4.0 * gamma(2 * C + 5) * L) + 10.0 * unit_roundoff())[..., None, None]
-    c2 = 2.0 * _chain(gamma(D + 2), rel)
-    in_A, in_q = (lag >= 1) & (lag < C), (lag >= 0) & (lag < C)
-    Abar = np.where(in_A, rpa * dec_A, 0.0) * (1.0 + c2)
-    A = np.where(in_A, np.abs(rp) * dec_A, 0.0) + c2 * Abar
-    Aq = np.where(in_q, qpa * dec_q, 0.0) * (1.0 + c2)
-    return tuple(_block_lags(X, n) for X in (A, Abar, Aq))
-
-
-def _reads_through(r, p, w, mags: _Magnitudes, C: int) -> np.ndarray:
-    """``Linv`` of :class:`_Bands`: every ``p_j`` propagated C - 1 tokens through the transitions.
-
-    ``z_j <- Diag(w) z_j + p (r . z_j)``; at lag l row ``t = j + l`` reads
-    ``r_t . z_j``.  Each computed entry is within ``(l + 1) gamma_(D+4)`` of
-    the norms' product ``2 |r_t| Lambda |p_j|`` (``mu``-free: the error of
-    each step is propagated by the transitions themselves, whose norm the
-    propagation also bounds), which is added.
-    """
-    n, D = r.shape[-2], r.shape[-1]
-    Linv = np.zeros(r.shape[:-1] + (C,))
-    z = p.copy()
-    # the propagated z_j has grown by at most prod max(1, rho) over its lag
-    span = np.exp(np.cumsum(np.log(np.maximum(mags.rho, 1.0)), axis=-1))
-    g = gamma(D + 4)
-    for lag in range(1, C):
-        rows, cols = slice(lag, n), slice(0, n - lag)
-        val = np.vecdot(r[..., rows, :], z[..., cols, :])
-        Lam = span[..., rows] / np.maximum(span[..., cols], 1e-300)
-        slack = (lag + 1) * g * 2.0 * mags.r[..., rows] * Lam * mags.p[..., cols]
-        Linv[..., rows, lag] = np.abs(val) + slack
-        z[..., cols, :] *= w[..., rows, :]
-        z[..., cols, :] += p[..., rows, :] * val[..., None]
-    return Linv
-
-
-def _block_windows(X: np.ndarray, C: int, nb: int) -> np.ndarray:
-    """``(..., nb, 2C, x)``: block b's window, rows ``(b - 1) C .. (b + 1) C - 1`` of ``X``.
-
-    Rows outside ``X`` are 0 (a view of one padded copy).
-    """
-    n = X.shape[-2]
-    Xp = np.zeros(X.shape[:-2] + ((nb + 1) * C, X.shape[-1]))
-    Xp[..., C : C + n, :] = X
-    win = np.lib.stride_tricks.sliding_window_view(Xp, 2 * C, axis=-2)[..., ::C, :, :]
-    return swap(win)
-
-
-def _lag_blocks(band: np.ndarray, own: bool) -> np.ndarray:
-    """A band ``[..., t, l]`` (lags ``0..C-1``) as ``[..., b, i, c]``: row ``b C + i``, column c.
-
-    Column c of block b's window is token ``(b - 1) C + c`` (:func:`_block_windows`),
-    lag ``C + i - c``.  Row i's entries are the band's row reversed and
-    shifted by ``i + 1``: written into rows of ``2 C + 1`` and read back in
-    rows of ``2 C``.  Lag 0 is left out unless ``own``.
-    """
-    n, C = band.shape[-2], band.shape[-1]
-    nb = -(-n // C)
-    Q = np.zeros(band.shape[:-2] + (nb * C, 2 * C + 1))
-    Q[..., :n, 1 : C + 1] = band[..., ::-1]
-    if not own:
-        Q[..., C] = 0.0
-    flat = Q.reshape(band.shape[:-2] + (nb, C * (2 * C + 1)))[..., : 2 * C * C]
-    return flat.reshape(band.shape[:-2] + (nb, C, 2 * C))
-
-
-def _block_lags(B: np.ndarray, n: int) -> np.ndarray:
-    """The inverse of :func:`_lag_blocks`: ``[..., b, i, c]`` back to ``[..., t, l]`` (n rows)."""
-    nb, C = B.shape[-3], B.shape[-2]
-    Q = np.zeros(B.shape[:-3] + (nb, C * (2 * C + 1)))
-    Q[..., : 2 * C * C] = B.reshape(B.shape[:-3] + (nb, 2 * C * C))
-    lags = Q.reshape(B.shape[:-3] + (nb * C, 2 * C + 1))[..., 1 : C + 1][..., ::-1]
-    return np.ascontiguousarray(lags[..., :n, :])
-
-
-def _lag_sum(band: np.ndarray, X: np.ndarray, *, own: bool) -> np.ndarray:
-    """``sum_l band[t, l] X[t - l]`` over lags 1..C-1 (and 0 if ``own``), shape of ``X``, upward.
-
-    One product per block of C rows with the 2C rows of its window
-    (:func:`_lag_blocks`; ``band`` may come as its blocks, made with the same
-    ``own``): non-negative sums of at most ``2 C`` products.
-    An entry of ``X`` that is not finite makes ``inf`` of the sums of its
-    column whose lags reach it, and of no other: a block's product would
-    spread it to every row of the block (``0 * inf``).
-    """
-    blocked = band.ndim == X.ndim + 1  # already :func:`_lag_blocks`'s, with the same ``own``
-    n, C = X.shape[-2], band.shape[-2] if blocked else band.shape[-1]
-    B = band if blocked else _lag_blocks(band, own)
-    bad = ~np.isfinite(X)
-    Xf = np.where(bad, 0.0, X) if bad.any() else X
-    out = B @ _block_windows(Xf, C, B.shape[-3])
-    out = out.reshape(out.shape[:-3] + (-1, X.shape[-1]))[..., :n, :] * (1.0 + gamma(2 * C + 2))
-    if Xf is not X:
-        count = np.concatenate([np.zeros_like(bad[..., :1, :], dtype=np.int64),
-                                np.cumsum(bad, axis=-2)], axis=-2)  # fmt: skip
-        t = np.arange(n)
-        reach = count[..., t + (1 if own else 0), :] - count[..., np.maximum(t - C + 1, 0), :]
-        out[reach > 0] = np.inf
-    return out
+    return upward_scan(rho, lam)
 
 
 class _Terms(NamedTuple):
@@ -541,11 +331,6 @@ def _terms(mags: _Magnitudes, sig, sig0, C: int, dt, win: _Windows | None = None
     )  # fmt: skip
 
 
-def _chain(a, b):
-    """``(1 + a)(1 + b) - 1``: two relative errors in a row."""
-    return a + b + a * b
-
-
 class Local(NamedTuple):
     """The terms of one evaluation at every token (shapes (..., n, d_v)), for reading and tests."""
 
@@ -556,7 +341,7 @@ class Local(NamedTuple):
     ok: np.ndarray  # where the computed parts stay within _SLACK of the exact ones
 
 
-def local_terms(mags, bands: _Bands, tm: _Terms, dt, C: int, extra: int, trial) -> Local:
+def local_terms(mags, bands: Bands, tm: _Terms, dt, C: int, extra: int, trial) -> Local:
     """The recurrence's and the chunked form's errors at each token (module docstring).
 
     ``dt`` is a float dtype or a RoundingModel: its accumulation precision
@@ -571,19 +356,19 @@ def local_terms(mags, bands: _Bands, tm: _Terms, dt, C: int, extra: int, trial) 
     e_in = _window_max(e_before, C, -2)
     r, p, k = (a[..., None] for a in (mags.r, mags.p, mags.k))
     dec = tm.rho_dec
-    g_A = _chain(gamma(Dx + 3, acc), dec)
+    g_A = chained(gamma(Dx + 3, acc), dec)
     g_C = gamma(C + x, acc)
-    g_rhs = _chain(gamma(3 + x, acc), dec)
-    g_st = _chain(gamma(C + 3 + x, acc), dec)
+    g_rhs = chained(gamma(3 + x, acc), dec)
+    g_st = chained(gamma(C + 3 + x, acc), dec)
     own = mags.v if mags.merged else 0.0
     xbar = own + r * (tm.sig_before + e_before)
     Zx = own + r * (tm.sig_before + e_before + 2.0 * tm.Lam * (tm.sig_in + e_in))
     Z = (1.0 + _SLACK) * Zx  # the computed parts, at most _SLACK off (checked below)
-    Y = g_rhs * Z + g_C * (Z + _lag_sum(bands.A, Z, own=False))
-    Y = Y + g_A * (1.0 + g_C) * _lag_sum(bands.Abar, Z, own=False) + u_s * Z
+    Y = g_rhs * Z + g_C * (Z + lag_sum(bands.A, Z, own=False))
+    Y = Y + g_A * (1.0 + g_C) * lag_sum(bands.Abar, Z, own=False) + u_s * Z
     if not mags.merged:
         Y = Y + gamma(C + Dx + 3, acc) * r * tm.omega
-    dX = Y + _lag_sum(bands.Linv, Y, own=False) + (gamma(Dx + 1, acc) + u_s) * Z
+    dX = Y + lag_sum(bands.Linv, Y, own=False) + (gamma(Dx + 1, acc) + u_s) * Z
     lam_ch = g_st * (tm.sig_in + e_in + (1.0 + _SLACK) * p * xbar) + p * dX
     if not mags.merged:
         lam_ch = lam_ch + g_st * k * mags.v
@@ -592,7 +377,7 @@ def local_terms(mags, bands: _Bands, tm: _Terms, dt, C: int, extra: int, trial) 
     return Local(lam_rec, lam_ch, dX, xbar, dX <= _SLACK * Zx)
 
 
-def output_terms(mags, bands: _Bands, tm: _Terms, dt, C: int, extra: int, e, trial, local):
+def output_terms(mags, bands: Bands, tm: _Terms, dt, C: int, extra: int, e, trial, local):
     """The outputs' bound from the state's ``e`` and the window's products (module docstring).
 
     ``trial`` bounds the errors of the states entering a window (as in
@@ -601,8 +386,8 @@ def output_terms(mags, bands: _Bands, tm: _Terms, dt, C: int, extra: int, e, tri
     acc, u_s = _split(dt)
     e_in = _window_max(_shift_tokens(trial, np.zeros(e.shape[:-2] + e.shape[-1:])), C, -2)
     q = mags.q[..., None]
-    g_o = _chain(gamma(mags.D + int(extra) + C + 3, acc), tm.rho_dec) + u_s
-    W = _lag_sum(bands.Aq, (1.0 + _SLACK) * local.xbar, own=True)
+    g_o = chained(gamma(mags.D + int(extra) + C + 3, acc), tm.rho_dec) + u_s
+    W = lag_sum(bands.Aq, (1.0 + _SLACK) * local.xbar, own=True)
     if not mags.merged:
         W = W + q * tm.omega_own
     return q * e * (1.0 + g_o) + g_o * (q * (tm.sig + tm.sig_in + e_in) + W)
@@ -678,7 +463,7 @@ class _Prepared(NamedTuple):
     sig0: np.ndarray
     growth: np.ndarray
     finite: np.ndarray
-    bands: _Bands  # as the lag sums' blocks (:func:`_lag_blocks`)
+    bands: Bands  # as the lag sums' blocks (:func:`lag_blocks`)
     windows: _Windows
 
 
@@ -689,53 +474,19 @@ def exact_norms(T: Transitions, S0: np.ndarray, key: bytes | None = None) -> np.
     them; inside a :func:`~kernelcheck._src.core.memo.memo_scope` the loop
     runs once per input.  ``key``: ``digest(*T, S0)`` where the caller has it.
     """
-    key = digest(*T, S0) if key is None else key
-    return memoized(("exact_norms", key), lambda: state_norms(T, S0))
+    return forward_states(T, S0, key).norms
 
 
-#: Tokens whose states :func:`state_norms` keeps before forming their norms at once.
-_NORM_BLOCK = 64
+def forward_states(T: Transitions, S0: np.ndarray, key: bytes | None = None) -> ForwardStates:
+    """:func:`state_norms` of the inputs, once per input in a memo scope (see :func:`exact_norms`).
 
-
-def state_norms(T: Transitions, S0: np.ndarray) -> np.ndarray:
-    """The column norms of the float64 recurrence's states ``S_t``, shape (..., n, d_v).
-
-    The recurrence of :func:`~kernelcheck._src.attention.common.transitions.dplr_step`
-    (``x = r^T S``, ``S <- Diag(w) S + p x^T + k v^T``, with ``p x^T + k v^T``
-    one outer product ``k (x + v)^T`` when the read is written along the
-    keys), updated in place; the states of :data:`_NORM_BLOCK` tokens are
-    kept and their norms formed in one product.  Each step rounds at most
-    four times per entry, within the recurrence's count in the module's
-    model; a state that leaves the float range gives ``inf`` or NaN.
+    The reverse pass of the gradients starts each block from these
+    checkpoints: within a verification one float64 loop serves both.
     """
-    n, D, dv = T.q.shape[-2], T.q.shape[-1], T.v.shape[-1]
-    lead = np.broadcast_shapes(T.q.shape[:-2], np.shape(S0)[:-2])
-    S = np.array(np.broadcast_to(S0, lead + (D, dv)), dtype=np.float64)
-    write = T.write
-    w = None if T.log_w is None else np.exp(T.log_w)
-    col = np.empty(lead + (n, dv))
-    block = min(_NORM_BLOCK, n)
-    kept = np.empty(lead + (block, D, dv))
-    with np.errstate(over="ignore", invalid="ignore"):
-        for t in range(n):
-            x = np.matmul(T.read[..., t, None, :], S)[..., 0, :]
-            if w is not None:
-                S *= w[..., t, :, None]
-            if write is None:
-                S += T.k[..., t, :, None] * (x + T.v[..., t, :])[..., None, :]
-            else:
-                S += write[..., t, :, None] * x[..., None, :]
-                S += T.k[..., t, :, None] * T.v[..., t, None, :]
-            i = t % _NORM_BLOCK
-            kept[..., i, :, :] = S
-            if i == block - 1 or t == n - 1:
-                t0 = t - i
-                col[..., t0 : t + 1, :] = np.sqrt(
-                    np.einsum(
-                        "...tij,...tij->...tj", kept[..., : i + 1, :, :], kept[..., : i + 1, :, :]
-                    )  # fmt: skip
-                )
-    return col
+    if key is None and not memo_active():
+        return state_norms(T, S0)
+    key = digest(*T, S0) if key is None else key
+    return memoized(("forward_states", key), lambda: state_norms(T, S0))
 
 
 def _prepare(T: Transitions, S0: np.ndarray, chunk_size: int, key: bytes) -> _Prepared:
@@ -751,10 +502,9 @@ def _prepare(T: Transitions, S0: np.ndarray, chunk_size: int, key: bytes) -> _Pr
         finite &= np.isfinite(x)
     finite &= np.isfinite(mags.v).all(axis=-1)
     C = min(chunk_size, T.q.shape[-2])
-    bands = _bands(T, mags, C)
-    # the lag sums' blocks, formed once for every evaluation (Aq's include lag 0)
-    blocks = _Bands(*(_lag_blocks(b, own) for b, own in zip(bands, (False, False, False, True))))
-    return _Prepared(mags, sig_hat, sig0, growth, finite, blocks, _windows_of(mags, C))
+    # the lag sums' blocks, formed once for every evaluation
+    return _Prepared(mags, sig_hat, sig0, growth, finite, band_blocks(T, mags, C),
+                     _windows_of(mags, C))  # fmt: skip
 
 
 def _model_bound(prep: _Prepared, dt, extra_ops: int, chunk_size: int, e64) -> TransitionBounds:

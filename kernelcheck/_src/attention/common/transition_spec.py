@@ -29,7 +29,11 @@ from kernelcheck._src.attention.common.spec import (
     TokenInput,
     callable_name,
 )
-from kernelcheck._src.attention.common.transition_bound import exact_norms, family_bounds
+from kernelcheck._src.attention.common.transition_bound import (
+    exact_norms,
+    family_bounds,
+    magnitudes,
+)
 from kernelcheck._src.attention.common.vjp import cotangent
 from kernelcheck._src.core.calls import call_user
 from kernelcheck._src.core.rounding import gamma
@@ -470,11 +474,12 @@ def family_vjp(spec: TransitionSpec, args, kw, G, models=()):
     if l2:
         out["k"] = ch.normalized_grad(raw.k, grads["k"])
     bounds = []
+    tnorms = magnitudes(T) if models else None  # every model's bound reads them
     for model, extra in models:
         total = None
         for dt, ops in ((np.dtype(np.float64), 0), (dtype_iv(model, x.dtype), int(extra))):
-            b = _vjp_bound(spec, (x, raw, T, cg, mags, G, values, canonical, grads), dt, ops,
-                           l2, scale)  # fmt: skip
+            passes = (x, raw, T, cg, mags, tnorms, G, values, canonical, grads)
+            b = _vjp_bound(spec, passes, dt, ops, l2, scale)
             total = b if total is None else {n: total[n] + b[n] for n in b}
         bounds.append(total)
     return out, tuple(bounds)
@@ -485,10 +490,10 @@ def _vjp_bound(spec, passes, dt, extra, l2, scale):
     from kernelcheck._src.attention.common import transition_chain as ch
     from kernelcheck._src.attention.common import transition_vjp as tv
 
-    x, raw, T, cg, mags, G, values, canonical, grads = passes
+    x, raw, T, cg, mags, tnorms, G, values, canonical, grads = passes
     C = spec.layer_chunk
     _, bm = family_bounds(x, T, dt, extra, l2, scale, C)
-    E = tv.canonical_vjp_bound(T, mags, G, bm.state, dt, extra, C)
+    E = tv.canonical_vjp_bound(T, mags, G, bm.state, dt, extra, C, tnorms)
     errors = {"v": E.v, "read": E.read, "write": E.write, "w": E.w}
     out = ch.chain_bound(spec.fields, values, canonical, errors, dt)
     out["q"] = E.q

@@ -97,16 +97,29 @@ def transition_vjp(T: Transitions, S0: np.ndarray, G: np.ndarray, C: int = 64):
 
     ``T`` in float64 (the canonical arrays of the inputs the layer received),
     ``S0`` the handed-over state (taken as exact), ``G`` the cotangent of the
-    outputs.  Returns ``(CanonicalGrads, Magnitudes)``.
+    outputs.  The forward pass keeps the state at the start of every block
+    of ``C`` tokens, and each block is run again from it as the adjoint
+    reaches it; with the default ``C`` those checkpoints are the error
+    model's forward pass (``forward_states`` of
+    :mod:`~kernelcheck._src.attention.common.transition_bound`), run once per
+    input in a verification.  Returns ``(CanonicalGrads, Magnitudes)``.
     """
+    from kernelcheck._src.attention.common.transition_bands import STATE_BLOCK
+    from kernelcheck._src.attention.common.transition_bound import forward_states
+
     n, D, dv = T.q.shape[-2], T.q.shape[-1], T.v.shape[-1]
     batch = np.broadcast_shapes(T.q.shape[:-2], G.shape[:-2])
     p = T.k if T.write is None else T.write
     w = _decays(T)
-    checkpoints = [np.broadcast_to(S0, batch + (D, dv)).astype(np.float64)]
-    for t0 in range(0, n, C):
-        t1 = min(n, t0 + C)
-        checkpoints.append(_forward_block(T, w, checkpoints[-1], t0, t1)[..., -1, :, :])
+    if C == STATE_BLOCK:  # the forward pass the error model also reads (once per input)
+        kept = forward_states(T, S0).checkpoints
+        kept = np.broadcast_to(kept, batch + kept.shape[-3:])
+        checkpoints = [kept[..., b, :, :] for b in range(kept.shape[-3])]
+    else:
+        checkpoints = [np.broadcast_to(S0, batch + (D, dv)).astype(np.float64)]
+        for t0 in range(0, n, C):
+            t1 = min(n, t0 + C)
+            checkpoints.append(_forward_block(T, w, checkpoints[-1], t0, t1)[..., -1, :, :])
     grads = {name: np.zeros(batch + (n, D)) for name in ("q", "k", "read", "write", "w")}
     grads["v"] = np.zeros(batch + (n, dv))
     mags = {name: np.zeros(batch + (n, dv)) for name in Magnitudes._fields}
@@ -146,16 +159,15 @@ def _chunk_grads(T, p, G, states, Hs, ys, t0: int, t1: int, grads: dict, mags: d
 
 
 def _reverse(rho: np.ndarray, lam: np.ndarray) -> np.ndarray:
-    """``e_t = rho_(t+1) e_(t+1) + lambda_t`` (``e_n = lambda_n``), upward."""
-    e = np.empty_like(lam)
-    nxt = np.zeros(lam.shape[:-2] + lam.shape[-1:])
-    n = lam.shape[-2]
-    with np.errstate(over="ignore", invalid="ignore"):
-        for t in reversed(range(n)):
-            grow = rho[..., t + 1, None] if t + 1 < n else 0.0
-            nxt = grow * nxt + lam[..., t, :]
-            e[..., t, :] = nxt
-    return e * (1.0 + gamma(2 * n + 2))
+    """``e_t = rho_(t+1) e_(t+1) + lambda_t`` (``e_n = lambda_n``), upward.
+
+    :func:`~kernelcheck._src.attention.common.transition_bands.upward_scan`
+    on the tokens in reverse order.
+    """
+    from kernelcheck._src.attention.common.transition_bands import upward_scan
+
+    grow = np.concatenate([rho[..., 1:], np.zeros(rho.shape[:-1] + (1,))], axis=-1)
+    return upward_scan(grow[..., ::-1], lam[..., ::-1, :])[..., ::-1, :]
 
 
 def _adjoint_error(rho, mu, qn, G, tau, dt, c) -> np.ndarray:
@@ -173,18 +185,22 @@ def _adjoint_error(rho, mu, qn, G, tau, dt, c) -> np.ndarray:
     return np.where(e <= trial, e, np.inf)
 
 
-def canonical_vjp_bound(T, mags: Magnitudes, G, state_error, dt, extra: int = 0, C: int = 64):
+def canonical_vjp_bound(
+    T, mags: Magnitudes, G, state_error, dt, extra: int = 0, C: int = 64, tnorms=None
+):
     """Bounds on the canonical gradients' rounding in the model ``dt`` (module docstring).
 
     ``mags`` are the float64 passes' magnitudes (rounded upward here),
     ``state_error`` the forward states' bound ``e^S_t`` (per column) in the
-    same model.  Returns a :class:`CanonicalGrads` of bounds: ``v`` entry by
-    entry (..., n, d_v), every other field the 2-norm of its key-channel
-    vector's error (..., n).
+    same model, ``tnorms`` the transitions' own
+    :func:`~kernelcheck._src.attention.common.transition_bound.magnitudes`
+    (computed if None).  Returns a :class:`CanonicalGrads` of bounds: ``v``
+    entry by entry (..., n, d_v), every other field the 2-norm of its
+    key-channel vector's error (..., n).
     """
     from kernelcheck._src.attention.common.transition_bound import magnitudes
 
-    tb = magnitudes(T)
+    tb = magnitudes(T) if tnorms is None else tnorms
     D, dv = T.q.shape[-1], T.v.shape[-1]
     up = 1.0 + gamma(max(D, dv) + 4)
     sig, sigb, tau = (m * up for m in (mags.sigma, mags.sigma_before, mags.tau))
