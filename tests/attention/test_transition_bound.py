@@ -377,3 +377,21 @@ def test_the_reverse_pass_starts_its_blocks_from_the_error_models_forward_states
     own, _ = tv.transition_vjp(T, S0, G, C=48)
     for a, b_ in zip(shared, own, strict=True):
         np.testing.assert_allclose(a, b_, rtol=1e-10, atol=1e-12)
+
+
+def test_transitions_whose_heads_broadcast_are_bounded_as_their_broadcast_copies():
+    """Gates with more heads than the queries and keys: every band and scan broadcasts."""
+    rng = np.random.default_rng(9)
+    n, D, dv = 70, 3, 2
+    q, k = rng.standard_normal((2, 1, n, D))
+    v = rng.standard_normal((1, n, dv))
+    g, b = rng.uniform(0.5, 1.0, (2, 2, n, 1))
+    S0 = rng.standard_normal((D, dv))
+    for log_w in (np.log(g), np.log(np.repeat(g, D, axis=-1))):
+        T = Transitions(q, k, b * v, -(g * b) * k, None, log_w)
+        full = Transitions(*(np.broadcast_to(x, (2,) + x.shape[1:]).copy() for x in T[:4]),
+                           None, log_w)  # fmt: skip
+        got = tb.transitions_bound(T, S0, np.dtype(np.float32), chunk_size=16)[1]
+        want = tb.transitions_bound(full, S0, np.dtype(np.float32), chunk_size=16)[1]
+        np.testing.assert_allclose(got.out, want.out, rtol=1e-12)
+        np.testing.assert_allclose(got.state, want.state, rtol=1e-12)

@@ -146,10 +146,11 @@ def _decayed_products(T: Transitions, p, w, C: int):
     ``Aq`` are sums of non-negative products, covered by :func:`band_blocks`'s factor.
     """
     n, D = T.read.shape[-2], T.read.shape[-1]
-    shape = T.read.shape[:-1] + (C,)
-    A, Abar, Aq = (np.zeros(shape) for _ in range(3))
+    lead = _lead(T)
+    A, Abar, Aq = (np.zeros(lead + (n, C)) for _ in range(3))
     r, ra, qa = T.read, np.abs(T.read), np.abs(T.q)
-    y, ya = p.copy(), np.abs(p)
+    y = np.array(np.broadcast_to(p, lead + p.shape[-2:]))
+    ya = np.abs(y)
     Aq[..., 0] = np.vecdot(qa, ya)
     g = gamma(D + 4)
     for lag in range(1, C):
@@ -197,7 +198,7 @@ def _one_decay_products(T: Transitions, p, C: int, up: float):
     in_A, in_q = (lag >= 1) & (lag < C), (lag >= 0) & (lag < C)
     if T.log_w is None:
         dec_A, dec_q = in_A.astype(np.float64), in_q.astype(np.float64)
-        rel = np.zeros(rp.shape[:-2] + (1, 1))
+        rel = np.zeros((1, 1))
     else:
         lw = T.log_w[..., 0:1]
         zero = np.isneginf(lw)
@@ -214,16 +215,14 @@ def _one_decay_products(T: Transitions, p, C: int, up: float):
         L = np.sum(np.abs(finite), axis=-1)
         rel = (np.expm1(4.0 * gamma(2 * C + 5) * L) + 10.0 * unit_roundoff())[..., None, None]
     c2 = 2.0 * chained(gamma(D + 2), rel)
-    Abar = rpa
-    Abar *= dec_A
+    # the first product of each broadcasts (the decays may have more heads), the rest in place
+    Abar = rpa * dec_A
     Abar *= 1.0 + c2
-    A = np.abs(rp, out=rp)
-    A *= dec_A
+    A = np.abs(rp) * dec_A
     A += c2 * Abar
     A *= up
     Abar *= up
-    Aq = qpa
-    Aq *= dec_q
+    Aq = qpa * dec_q
     Aq *= (1.0 + c2) * up
     return A, Abar, Aq
 
@@ -238,8 +237,9 @@ def _reads_through(r, p, w, mags, C: int) -> np.ndarray:
     propagation also bounds), which is added.
     """
     n, D = r.shape[-2], r.shape[-1]
-    Linv = np.zeros(r.shape[:-1] + (C,))
-    z = p.copy()
+    lead = np.broadcast_shapes(r.shape[:-2], p.shape[:-2], w.shape[:-2], mags.rho.shape[:-1])
+    Linv = np.zeros(lead + (n, C))
+    z = np.array(np.broadcast_to(p, lead + p.shape[-2:]))
     # the propagated z_j has grown by at most prod max(1, rho) over its lag
     span = np.exp(np.cumsum(np.log(np.maximum(mags.rho, 1.0)), axis=-1))
     g = gamma(D + 4)
@@ -252,6 +252,11 @@ def _reads_through(r, p, w, mags, C: int) -> np.ndarray:
         z[..., cols, :] *= w[..., rows, :]
         z[..., cols, :] += p[..., rows, :] * val[..., None]
     return Linv
+
+
+def _lead(T: Transitions) -> tuple[int, ...]:
+    """The leading (batch, head) shape every array of ``T`` broadcasts to."""
+    return np.broadcast_shapes(*(x.shape[:-2] for x in T if x is not None))
 
 
 def _block_windows(X: np.ndarray, C: int, nb: int) -> np.ndarray:
@@ -344,7 +349,7 @@ def state_norms(T: Transitions, S0: np.ndarray) -> ForwardStates:
     state that leaves the float range gives ``inf`` or NaN.
     """
     n, D, dv = T.q.shape[-2], T.q.shape[-1], T.v.shape[-1]
-    lead = np.broadcast_shapes(T.q.shape[:-2], np.shape(S0)[:-2])
+    lead = np.broadcast_shapes(np.shape(S0)[:-2], _lead(T))
     S = np.array(np.broadcast_to(S0, lead + (D, dv)), dtype=np.float64)
     write = T.write
     w = None if T.log_w is None else np.exp(T.log_w)

@@ -111,8 +111,9 @@ def transition_vjp(T: Transitions, S0: np.ndarray, G: np.ndarray, C: int = 64):
     batch = np.broadcast_shapes(T.q.shape[:-2], G.shape[:-2])
     p = T.k if T.write is None else T.write
     w = _decays(T)
-    if C == STATE_BLOCK:  # the forward pass the error model also reads (once per input)
-        kept = forward_states(T, S0).checkpoints
+    kept = forward_states(T, S0).checkpoints if C == STATE_BLOCK else None
+    if kept is not None and np.broadcast_shapes(batch, kept.shape[:-3]) == batch:
+        # the forward pass the error model also reads (once per input in a verification)
         kept = np.broadcast_to(kept, batch + kept.shape[-3:])
         checkpoints = [kept[..., b, :, :] for b in range(kept.shape[-3])]
     else:
