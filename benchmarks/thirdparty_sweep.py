@@ -233,9 +233,10 @@ def layers(triton_whole_call=False):
         ("fla Gated DeltaNet chunked", f"naive_chunk_gated_delta_rule, {fla_v}",
          gdn_chunk_layer, {**gdn_kw, **sg}, casts),
         ("fla KDA chunked", f"naive_chunk_kda, {fla_v}", kda_chunk_layer, {**kda_kw, **sg}, casts),
+        # token by token, its intermediates in float32 and its output rounded once: said so
         ("fla RWKV-7 (DPLR)", f"dplr_recurrence, {fla_v}", dplr_layer,
          {**base, **sg, "dplr_a": rwkv7.a, "dplr_b": rwkv7.b, "key_decay": _gates,
-          "log_gates": True, "scale": lambda d: d**-0.5},
+          "log_gates": True, "scale": lambda d: d**-0.5, "layer_chunk": 1, "storage_ops": 1},
          {"float64": "raises in float64 (its alpha is not cast to float32 with the other "
                      "inputs: RuntimeError: expected scalar type Float but found Double)"}),
     ] + transformers_gated_layers(base, sg) + triton_layers(
