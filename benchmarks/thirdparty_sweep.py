@@ -455,6 +455,7 @@ def sweep(chosen, dtypes, seeds, n, out, save=None):
         for dt in dtypes:
             extra = per_dtype.get(dt, {})
             cell = {"layer": name, "function": function, "dtype": dt, "seeds": len(seeds),
+                    "first_seed": seeds[0] if len(seeds) else None,
                     "state": bool(kw.get("state")), "grad": bool(kw.get("grad"))}  # fmt: skip
             if isinstance(extra, str):
                 out.append({**cell, "skipped": extra})
@@ -494,6 +495,12 @@ def sweep(chosen, dtypes, seeds, n, out, save=None):
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--seeds", type=int, default=20)
+    p.add_argument(
+        "--first-seed",
+        type=int,
+        default=0,
+        help="seeds first-seed .. first-seed + seeds - 1 (to continue an earlier run)",
+    )
     p.add_argument("--dtypes", default="float64,float32,bfloat16", help="comma-separated")
     p.add_argument("--layers", default=None, help="comma-separated: run only layers named so")
     p.add_argument("--n", type=int, default=None, help="random case length (default: verify's)")
@@ -512,7 +519,7 @@ def main(argv=None):
     out: list[dict] = []
     print(f"load average at start: {os.getloadavg()}", flush=True)
     save = (lambda cells: _save(a.json, cells)) if a.json else None
-    sweep(chosen, a.dtypes.split(","), range(a.seeds), a.n, out, save)
+    sweep(chosen, a.dtypes.split(","), range(a.first_seed, a.first_seed + a.seeds), a.n, out, save)
     print(f"load average at end: {os.getloadavg()}", flush=True)
     if a.json:
         _save(a.json, out)
