@@ -23,7 +23,7 @@ from typing import NamedTuple
 import numpy as np
 
 from kernelcheck._src.attention.common.blocking import swap
-from kernelcheck._src.attention.common.transitions import Transitions
+from kernelcheck._src.attention.common.transitions import Transitions, chunk_decays, pair_decay
 from kernelcheck._src.core.rounding import gamma, unit_roundoff
 
 __all__ = [
@@ -200,19 +200,14 @@ def _one_decay_products(T: Transitions, p, C: int, up: float):
         dec_A, dec_q = in_A.astype(np.float64), in_q.astype(np.float64)
         rel = np.zeros((1, 1))
     else:
-        lw = T.log_w[..., 0:1]
-        zero = np.isneginf(lw)
-        finite = _block_windows(np.where(zero, 0.0, lw), C, nb)[..., 0]  # (..., nb, 2C)
-        Gw = np.cumsum(finite, axis=-1)
-        # E[a, c] = exp(G_(C-1+a) - G_c): row i's decays over (j, t - 1] are E[i],
-        # over (j, t] E[i + 1]
-        with np.errstate(over="ignore"):
-            E = np.exp(Gw[..., C - 1 :, None] - Gw[..., None, :])
-        if zero.any():  # nothing crosses a gate of 0
-            Zw = np.cumsum(_block_windows(zero.astype(np.float64), C, nb)[..., 0], axis=-1)
-            E *= Zw[..., C - 1 :, None] == Zw[..., None, :]
+        win = _block_windows(T.log_w[..., 0:1], C, nb)  # (..., nb, 2C, 1), padded with 0
+        G, Z = (x[..., 0] for x in chunk_decays(win))
+        # E[a, c] = exp(G_(C-1+a) - G_c), 0 across a gate of 0: row i's decays over
+        # (j, t - 1] are E[i], over (j, t] E[i + 1]
+        E = pair_decay(G[..., C - 1 :, None], Z[..., C - 1 :, None], G[..., None, :],
+                       Z[..., None, :])  # fmt: skip
         dec_A, dec_q = np.where(in_A, E[..., :C, :], 0.0), np.where(in_q, E[..., 1:, :], 0.0)
-        L = np.sum(np.abs(finite), axis=-1)
+        L = np.sum(np.where(np.isneginf(win), 0.0, np.abs(win)), axis=(-2, -1))
         rel = (np.expm1(4.0 * gamma(2 * C + 5) * L) + 10.0 * unit_roundoff())[..., None, None]
     c2 = 2.0 * chained(gamma(D + 2), rel)
     # the first product of each broadcasts (the decays may have more heads), the rest in place

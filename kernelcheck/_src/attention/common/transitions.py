@@ -76,6 +76,9 @@ __all__ = [
     "finish_form",
     "delta_chunk_iv",
     "exact_steps",
+    "Decays",
+    "chunk_decays",
+    "pair_decay",
 ]
 
 #: The default chunk of the delta-rule families' chunked forms (flash-linear-attention's).
@@ -201,17 +204,18 @@ def forward_substitution(A: np.ndarray, B: np.ndarray) -> np.ndarray:
     return X
 
 
-class _Decays(NamedTuple):
+class Decays(NamedTuple):
     """Per-chunk cumulative log decays, a gate of 0 counted apart (shapes (..., c, C, x))."""
 
     G: np.ndarray  # sum of log w over the chunk so far, gates of 0 left out
     Z: np.ndarray  # how many gates of exactly 0 so far in the chunk
 
 
-def _chunk_decays(log_w: np.ndarray) -> _Decays:
+def chunk_decays(log_w: np.ndarray) -> Decays:
+    """Cumulative log decays along axis -2 (``-inf`` for a gate of 0, counted apart in ``Z``)."""
     zero = np.isneginf(log_w)
     G = np.cumsum(np.where(zero, 0.0, log_w), axis=-2)
-    return _Decays(G, np.cumsum(zero, axis=-2))
+    return Decays(G, np.cumsum(zero, axis=-2))
 
 
 def _shift(X: np.ndarray, fill) -> np.ndarray:
@@ -222,7 +226,7 @@ def _shift(X: np.ndarray, fill) -> np.ndarray:
     return out
 
 
-def _decay(G_a, Z_a, G_b, Z_b) -> np.ndarray:
+def pair_decay(G_a, Z_a, G_b, Z_b) -> np.ndarray:
     """``exp(G_a - G_b)``, 0 where a gate of 0 lies between (``Z_a != Z_b``)."""
     with np.errstate(over="ignore"):
         return np.where(Z_a == Z_b, np.exp(np.minimum(G_a - G_b, 0.0)), 0.0)
@@ -265,7 +269,7 @@ def _pair_products(L, R, G, Z, shift_rows: bool, strict: bool, pair=None) -> np.
     safe = (Z[..., -1, :].max(-1) == 0) & (-G[..., -1, :].min(-1) <= factor_range(L.dtype))
     out = np.where(keep, (L * np.exp(Gr)) @ swap(R * np.exp(-G)), 0.0)
     for idx in zip(*np.nonzero(~safe), strict=True):
-        d = _decay(Gr[idx][:, None, :], Zr[idx][:, None, :], G[idx][None], Z[idx][None])
+        d = pair_decay(Gr[idx][:, None, :], Zr[idx][:, None, :], G[idx][None], Z[idx][None])
         out[idx] = np.where(keep, np.einsum("tc,jc,tjc->tj", L[idx], R[idx], d), 0.0)
     return out
 
@@ -289,15 +293,15 @@ def _prepare(T: Transitions, C: int) -> _Chunked:
     G = Z = None
     Qd, Rd, Pd, wtot = q, r, p, None
     if T.log_w is not None:
-        G, Z = _chunk_decays(chunks(T.log_w))
+        G, Z = chunk_decays(chunks(T.log_w))
         zero = np.zeros_like(G[..., -1:, :])
-        Qd = q * _decay(G, Z, zero, 0)
-        Rd = r * _decay(_shift(G, 0.0), _shift(Z, 0), zero, 0)
-        Pd = p * _decay(G[..., -1:, :], Z[..., -1:, :], G, Z)
-        wtot = _decay(G[..., -1, :], Z[..., -1, :], 0.0, 0)
+        Qd = q * pair_decay(G, Z, zero, 0)
+        Rd = r * pair_decay(_shift(G, 0.0), _shift(Z, 0), zero, 0)
+        Pd = p * pair_decay(G[..., -1:, :], Z[..., -1:, :], G, Z)
+        wtot = pair_decay(G[..., -1, :], Z[..., -1, :], 0.0, 0)
     pair = None
     if G is not None and Z is not None and G.shape[-1] == 1:
-        pair = _decay(G, Z, swap(G), swap(Z))  # one decay for every channel: once a chunk
+        pair = pair_decay(G, Z, swap(G), swap(Z))  # one decay for every channel: once a chunk
     Arp = _pair_products(r, p, G, Z, True, True, pair)
     Aq = _pair_products(q, p, G, Z, False, False, pair)
     Oextra = Sextra = None
@@ -310,7 +314,7 @@ def _prepare(T: Transitions, C: int) -> _Chunked:
         Ark = _pair_products(r, k, G, Z, True, True, pair)
         rhs[..., D:] = Ark @ v
         Oextra = _pair_products(q, k, G, Z, False, False, pair) @ v
-        Kd = k if G is None or Z is None else k * _decay(G[..., -1:, :], Z[..., -1:, :], G, Z)
+        Kd = k if G is None or Z is None else k * pair_decay(G[..., -1:, :], Z[..., -1:, :], G, Z)
         Sextra = swap(Kd) @ v
     X = forward_substitution(Arp, rhs)
     return _Chunked(Aq, X[..., :D], X[..., D:], Qd, Pd, wtot, Oextra, Sextra)
